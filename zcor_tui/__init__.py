@@ -1,0 +1,1 @@
+"""zcor-tui: the operator's Textual app (talks to zcord only through zcord.client)."""

@@ -1,0 +1,53 @@
+"""The system prefix (SPEC §5): persona text, frame and tool rules, memory guidance, the
+important memories, and relationship guidance when relationship memory is on. Built fresh
+on every request so that edits and importance changes appear at the next one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .state import MemoryState
+
+FRAME_RULE = (
+    "`external_event_frame` is a frame the system synthesizes to deliver external events (messages "
+    "from people and platforms) to you. It is not a tool: never call it yourself."
+)
+TOOLS_RULE = "Call only the tools declared in the current request; any other call is refused."
+MEMORY_GUIDANCE = """\
+You have a long-term memory that persists across conversations. Use it:
+- Save what is worth remembering (facts about people, preferences, promises, events) with
+  zcor_memory_write; keep titles short and specific, and put the person's original words in
+  sourceMessage. File related memories under a parent node (parentId), e.g. events under a person.
+- Before creating a memory, check whether one exists (zcor_memory_query, or zcor_memory_search
+  for words that may be phrased differently) and update it by id instead of duplicating it.
+- Memories recalled automatically for the latest messages are shown in a header before them; they
+  were matched by words, not meaning, so judge their relevance. zcor_memory_read gives full text.
+- When memories are outdated, use zcor_memory_supersede or zcor_memory_merge rather than deleting.
+- Mark at most 5 truly essential memories with zcor_memory_important; they appear below every time."""
+RELATIONSHIP_GUIDANCE = """\
+You keep a relationship record per person (zcor_relationship_*): name, aliases, how they relate
+to you, and affinity from -100 to 100. Before talking about a person, look them up
+(zcor_relationship_read or zcor_relationship_query). Update the record only on new evidence from
+an interaction, and say what that evidence was in reason."""
+
+
+def build_prefix(state: MemoryState, persona_path: Path, relationship_memory: bool) -> str:
+    parts = []
+    try:
+        persona = persona_path.read_text(encoding="utf-8", errors="replace").strip()
+    except FileNotFoundError:
+        persona = ""
+    if persona:
+        parts.append(persona)
+    parts.append("## Rules\n- " + FRAME_RULE + "\n- " + TOOLS_RULE)
+    parts.append("## Memory\n" + MEMORY_GUIDANCE)
+    important = [state.nodes[i] for i in state.important if i in state.nodes]
+    if important:
+        lines = ["## Important memories"]
+        for node in important:
+            lines.append(f"[{node.id}] {node.title}\n{node.content}")
+        parts.append("\n\n".join(lines))
+    if relationship_memory:
+        parts.append("## People\n" + RELATIONSHIP_GUIDANCE)
+    return "\n\n".join(parts) + "\n"

@@ -1,0 +1,733 @@
+"""The rules of SPEC §2 and §4: one method per tool, no sockets.
+
+`Service.call(tool, params, actor)` validates the arguments against the tool's input
+model, runs the handler, commits any change atomically (memory and disk together, or
+neither), and appends the call to the operation log.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+from pydantic.alias_generators import to_camel
+
+from . import inputs as I
+from .errors import (Conflict, InvalidArgument, MayHaveTakenEffect, NotFound, StorageError, Superseded,
+                     UnknownTool, ZcorError)
+from .models import MAX_IMPORTANT, Node, OpError, OpRecord, Relationship, now
+from .oplog import OpLog
+from .state import MemoryState, Tx
+from .config import Config, ConfigFile, api_key
+from .prefix import build_prefix
+from .recall import RecallSessions, Retriever, parse_events
+from .store import CONFIG_FILE, OPLOG_FILE, PERSONA_FILE, SYNONYMS_FILE, Store
+from .synonyms import Synonyms
+from .text import derive_keywords, normalize
+
+
+class InternalError(ZcorError):
+    code = "internal_error"
+
+
+@dataclass
+class Ctx:
+    """One call in progress."""
+
+    actor: str
+    tool: str
+    seq: int
+    at: datetime
+    tx: Tx | None = None
+    committed: bool = False
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    log_result: dict[str, Any] | None = None
+
+
+def _loc(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "arguments"
+
+
+def invalid_from(err: ValidationError) -> InvalidArgument:
+    """One InvalidArgument naming every field that is wrong."""
+    msgs = []
+    first = None
+    for e in err.errors():
+        name = _loc(e["loc"])
+        first = first or name
+        if e["type"] == "extra_forbidden":
+            hint = f" (did you mean {to_camel(name)}?)" if "_" in name else ""
+            msgs.append(f"unknown parameter {name}{hint}")
+        elif e["type"] == "missing":
+            msgs.append(f"{name} is required")
+        else:
+            msgs.append(f"{name}: {e['msg'].removeprefix('Value error, ')}")
+    return InvalidArgument("; ".join(msgs), field=first)
+
+
+def parse_time_filter(value: str | None, name: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        t = datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidArgument(f"{name}: {value!r} is not an ISO 8601 time like 2026-01-31T20:00:00+08:00",
+                              field=name) from None
+    if t.tzinfo is None or t.utcoffset() is None:
+        raise InvalidArgument(f"{name}: {value!r} has no UTC offset; add one, e.g. {value}+08:00", field=name)
+    return t.timestamp()
+
+
+def time_range(args) -> tuple[float | None, float | None]:
+    start = parse_time_filter(args.from_, "from")
+    end = parse_time_filter(args.to, "to")
+    if start is not None and end is not None and start > end:
+        raise InvalidArgument("from is later than to", field="from")
+    return start, end
+
+
+def page(total: int, offset: int, count: int) -> int | None:
+    return offset + count if offset + count < total else None
+
+
+def dedupe_words(words: list[str]) -> list[str]:
+    seen: set[str] = set()
+    out = []
+    for w in words:
+        k = normalize(w)
+        if k not in seen:
+            seen.add(k)
+            out.append(w)
+    return out
+
+
+class Service:
+    """One Memory directory's tools. Thread-safe: calls are serialized."""
+
+    def __init__(self, memory_dir: Path | str, clock: Callable[[], datetime] = now):
+        self.store = Store(memory_dir)
+        self.dir = self.store.dir
+        self.clock = clock
+        self.oplog = OpLog(self.dir / OPLOG_FILE)
+        self.synonyms = Synonyms(self.dir / SYNONYMS_FILE)
+        self.config_file = ConfigFile(self.dir / CONFIG_FILE)
+        self.state = MemoryState()
+        self.retriever = Retriever(lambda: self.state, self.synonyms)
+        self.sessions = RecallSessions(self.retriever)
+        self.lock = threading.RLock()
+        self._seq = 0
+        self.listeners: list[Callable[[dict[str, Any]], None]] = []
+
+    # -- lifetime ---------------------------------------------------------------------
+
+    def open(self) -> "Service":
+        self.store.open()
+        try:
+            self.config_file.load()
+            self.state = self.store.load()
+            self.synonyms.load()
+            self.oplog.open()
+        except BaseException:
+            self.close()
+            raise
+        ops = [c.op_seq for c in self.state.history if c.op_seq]
+        self._seq = max([self.oplog.last_seq, *ops[-1:]])
+        self._reconcile()
+        return self
+
+    def close(self) -> None:
+        self.oplog.close()
+        self.store.close()
+
+    def __enter__(self) -> "Service":
+        return self.open()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- the one entry point ------------------------------------------------------------
+
+    @property
+    def config(self) -> Config:
+        """The effective configuration (config.json with environment overrides)."""
+        return self.config_file.effective
+
+    def public_config(self) -> dict[str, Any]:
+        return self.config.public(api_key_set=api_key() is not None)
+
+    def update_config(self, patch: dict[str, Any], actor: str = "operator") -> dict[str, Any]:
+        """Change config.json (partial, camelCase keys); recorded in the operation log."""
+        with self.lock:
+            self._seq += 1
+            ctx = Ctx(actor=actor, tool="zcor/config/set", seq=self._seq, at=self.clock())
+            try:
+                before = self.config_file.stored.model_dump(mode="json", by_alias=True)
+                self.config_file.update(patch)
+                after = self.config_file.stored.model_dump(mode="json", by_alias=True)
+            except ZcorError as e:
+                self._log(ctx, {"patch": patch}, error=e)
+                raise
+            except OSError as e:
+                err = StorageError(f"config.json could not be saved ({e.strerror or e}); nothing changed.")
+                self._log(ctx, {"patch": patch}, error=err)
+                raise err from None
+            ctx.committed = True
+            ctx.changes = [{"kind": "config.update", "before": before, "after": after}]
+            try:
+                self._log(ctx, {"patch": patch})
+            finally:
+                self._notify(ctx)
+            return self.public_config()
+
+    def reload(self) -> None:
+        """Re-read config.json and synonyms.json (SIGHUP); a broken file keeps the old values."""
+        with self.lock:
+            self.config_file.load()
+            self.synonyms.load()
+
+    # -- bot-facing retrieval (not tool calls: never recorded) --------------------------
+
+    def prefix(self) -> str:
+        """The system prefix, built from live state and PERSONA.md."""
+        with self.lock:
+            return build_prefix(self.state, self.dir / PERSONA_FILE, self.config.relationship_memory)
+
+    def recall(self, session: str, events: Any) -> list[str]:
+        """Replace the session's recall set from a batch of events; returns it, best first."""
+        if not isinstance(session, str) or not session:
+            raise InvalidArgument("session must be a non-empty string", field="session")
+        parsed = parse_events(events)
+        with self.lock:
+            self._refresh_synonyms()
+            return self.sessions.recall(session, parsed, self.config.recall_budget)
+
+    def context(self, session: str) -> dict[str, Any]:
+        """The context header for the session, rendered from live state now."""
+        if not isinstance(session, str) or not session:
+            raise InvalidArgument("session must be a non-empty string", field="session")
+        with self.lock:
+            return self.sessions.context(session, self.config.recall_budget)
+
+    def recall_explain(self, text: str) -> dict[str, Any]:
+        """For operators: segmentation, expansion, hits and the header a text would produce."""
+        if not isinstance(text, str):
+            raise InvalidArgument("text must be a string", field="text")
+        with self.lock:
+            self._refresh_synonyms()
+            return self.sessions.explain(text, self.config.recall_budget)
+
+    def _refresh_synonyms(self) -> None:
+        """Pick up a hand edit of synonyms.json; a broken edit keeps the last good groups."""
+        try:
+            self.synonyms.reload_if_changed()
+        except ZcorError as e:
+            print(f"zcord: {e.message}; keeping the previous synonym groups", file=sys.stderr)
+
+    def status(self) -> dict[str, Any]:
+        st = self.state
+        return {
+            "memoryDir": str(self.dir),
+            "nodes": len(st.nodes),
+            "currentNodes": sum(1 for n in st.nodes.values() if n.superseded_by is None),
+            "relationships": len(st.relationships),
+            "important": list(st.important),
+            "historyChanges": len(st.history),
+            "operations": self.oplog.count(),
+            "synonymGroups": len(self.synonyms.groups),
+        }
+
+    def call(self, tool: str, params: Any = None, actor: str = "operator",
+             allowed: Collection[str] | None = None) -> dict[str, Any]:
+        """Run one tool call and record it. Raises ZcorError subclasses on failure.
+
+        Args:
+            allowed: the tools declared to this caller; any other name is refused (and recorded).
+        """
+        from .tools import TOOLS
+
+        if params is None:
+            params = {}
+        with self.lock:
+            self._seq += 1
+            ctx = Ctx(actor=actor, tool=tool, seq=self._seq, at=self.clock())
+            try:
+                spec = TOOLS.get(tool)
+                if spec is None or (allowed is not None and tool not in allowed):
+                    raise UnknownTool(f"Tool {tool!r} is not declared in this request; call only the "
+                                      f"tools you were given.", field="name")
+                if not isinstance(params, dict):
+                    raise InvalidArgument("arguments must be a JSON object", field="arguments")
+                try:
+                    args = spec.input_model.model_validate(params)
+                except ValidationError as e:
+                    raise invalid_from(e) from None
+                result = spec.handler(self, args, ctx)
+            except ZcorError as e:
+                self._rollback(ctx)
+                self._log(ctx, params, error=e)
+                raise
+            except Exception as e:
+                self._rollback(ctx)
+                err = InternalError(f"internal error in {tool}: {type(e).__name__}: {e}; nothing changed")
+                self._log(ctx, params, error=err)
+                raise err from e
+            try:
+                self._log(ctx, params)
+            finally:
+                if ctx.committed:
+                    self._notify(ctx)
+            return result
+
+    def _rollback(self, ctx: Ctx) -> None:
+        if ctx.tx is not None and not ctx.committed:
+            ctx.tx.rollback()
+
+    # -- commit and log -------------------------------------------------------------------
+
+    def _begin(self, ctx: Ctx) -> Tx:
+        ctx.tx = Tx(self.state, ctx.actor, ctx.tool, ctx.seq, ctx.at)
+        return ctx.tx
+
+    def _commit(self, ctx: Ctx) -> None:
+        tx = ctx.tx
+        assert tx is not None
+        mig = self.state.migration
+        if mig is not None:
+            tx.record("state.migrate", None, before={"version": mig.from_version, "file": mig.file},
+                      after={"version": 3})
+            tx.changes.insert(0, tx.changes.pop())
+        numbered = tx.commit_changes()
+        try:
+            self.store.save(self.state)
+        except OSError as e:
+            tx.rollback()
+            raise StorageError(f"The Memory could not be saved ({e.strerror or e}); nothing changed. "
+                               f"Check the disk and try again.") from None
+        self.state.migration = None
+        ctx.committed = True
+        ctx.changes = [c.dump() for c in numbered]
+
+    def _notify(self, ctx: Ctx) -> None:
+        """Tell listeners (the daemon's subscribers) what a committed call changed."""
+        event = {"tool": ctx.tool, "actor": ctx.actor, "seq": ctx.seq,
+                 "changes": [{"kind": c["kind"], "target": c.get("target")} for c in ctx.changes]}
+        for listener in list(self.listeners):
+            try:
+                listener(event)
+            except Exception as e:  # a broken listener must not fail the call
+                print(f"zcord: change listener failed: {e!r}", file=sys.stderr)
+
+    def _reconcile(self, upto: int | None = None) -> None:
+        """Log changes that reached the state but not the log (crash or failed log write).
+
+        Args:
+            upto: the last change id to consider (the call being logged owns the later ones).
+        """
+        history = self.state.history
+        end = len(history)
+        if upto is not None:
+            while end > 0 and history[end - 1].change_id > upto:
+                end -= 1
+        if not end or history[end - 1].change_id <= self.oplog.last_change_id:
+            return
+        i = end
+        while i > 0 and history[i - 1].change_id > self.oplog.last_change_id:
+            i -= 1
+        groups: dict[int | None, list] = {}
+        for c in history[i:end]:
+            groups.setdefault(c.op_seq, []).append(c)
+        for op_seq, changes in groups.items():
+            first = changes[0]
+            self.oplog.append(OpRecord(
+                seq=op_seq or self._seq + 1, at=first.at, actor=first.actor, tool=first.tool,
+                status="ok", changes=[c.dump() for c in changes], recovered=True), durable=True)
+            self._seq = max(self._seq, op_seq or self._seq + 1)
+
+    def _log(self, ctx: Ctx, params: Any, error: ZcorError | None = None) -> None:
+        record = OpRecord(
+            seq=ctx.seq, at=ctx.at, actor=ctx.actor, tool=ctx.tool,
+            params=params if isinstance(params, dict) else {"arguments": repr(params)[:1000]},
+            status="error" if error else "ok",
+            error=OpError(code=error.code, message=error.message, field=error.field) if error else None,
+            changes=ctx.changes, result=ctx.log_result)
+        try:
+            own = [c["changeId"] for c in ctx.changes if c.get("changeId")]
+            self._reconcile(upto=own[0] - 1 if own else None)
+            self.oplog.append(record, durable=bool(ctx.changes))
+        except OSError as e:
+            if ctx.committed:
+                raise MayHaveTakenEffect(
+                    f"The change was saved but the operation log could not be written ({e.strerror or e}); "
+                    f"the operation may have taken effect. Read the memory before retrying.") from None
+            print(f"zcord: could not write the operation log: {e}", file=sys.stderr)
+
+    # -- lookups ----------------------------------------------------------------------------
+
+    def _node(self, node_id: str, name: str = "id") -> Node:
+        node = self.state.nodes.get(node_id)
+        if node is None:
+            raise NotFound(f"No memory with {name} {node_id!r}. Use zcor_memory_query or "
+                           f"zcor_memory_children to find ids.", field=name)
+        return node
+
+    def _current(self, node_id: str, name: str = "id", action: str = "changed") -> Node:
+        node = self._node(node_id, name)
+        if node.superseded_by is not None:
+            raise Superseded(f"Memory {node_id} was superseded by {node.superseded_by} and cannot be "
+                             f"{action}; use {node.superseded_by} instead.", field=name)
+        return node
+
+    def _check_parent(self, parent_id: str, node_id: str | None) -> None:
+        self._node(parent_id, "parentId")
+        if node_id is not None and node_id in self.state.ancestors(parent_id):
+            raise Conflict(f"Moving {node_id} under {parent_id} would create a cycle: {parent_id} is "
+                           f"{node_id} itself or one of its descendants.", field="parentId")
+
+    def _item(self, node_id: str) -> dict[str, Any]:
+        node = self.state.nodes[node_id]
+        return {"id": node.id, "title": node.title, "superseded": node.superseded_by is not None,
+                "childCount": len(self.state.child_ids(node_id))}
+
+    # -- memory tools ---------------------------------------------------------------------
+
+    def write(self, a: I.WriteArgs, ctx: Ctx) -> dict[str, Any]:
+        st = self.state
+        if a.keywords is not None:
+            keywords = dedupe_words(a.keywords)
+        if a.id is None:
+            if a.parent_id is not None:
+                self._check_parent(a.parent_id, None)
+            tx = self._begin(ctx)
+            node = Node(
+                id=tx.take_id(), title=a.title, content=a.content,
+                keywords=keywords if a.keywords is not None else derive_keywords(a.title),
+                parent_id=a.parent_id, source_message=a.source_message,
+                created_at=ctx.at, updated_at=ctx.at)
+            tx.put_node(node)
+            tx.record("node.create", node.id, after=node.dump())
+            created = True
+        else:
+            old = self._node(a.id)
+            if old.superseded_by is not None:
+                raise Superseded(f"Memory {a.id} was superseded by {old.superseded_by} and cannot be "
+                                 f"updated; update {old.superseded_by} instead.", field="id")
+            update: dict[str, Any] = {"title": a.title, "content": a.content, "updated_at": ctx.at}
+            if a.given("parent_id"):
+                if a.parent_id is not None:
+                    self._check_parent(a.parent_id, a.id)
+                update["parent_id"] = a.parent_id
+            if a.given("keywords"):
+                update["keywords"] = keywords if a.keywords is not None else derive_keywords(a.title)
+            if a.given("source_message"):
+                update["source_message"] = a.source_message
+            node = old.model_copy(update=update)
+            tx = self._begin(ctx)
+            tx.put_node(node)
+            tx.record("node.update", node.id, before=old.dump(), after=node.dump())
+            created = False
+        self._commit(ctx)
+        return {"created": created, **st.nodes[node.id].dump()}
+
+    def read(self, a: I.IdArgs, ctx: Ctx) -> dict[str, Any]:
+        node = self._node(a.id)
+        parent = self.state.nodes.get(node.parent_id) if node.parent_id else None
+        return {**node.dump(), "important": node.id in self.state.important,
+                "parentTitle": parent.title if parent else None,
+                "childCount": len(self.state.child_ids(node.id))}
+
+    def delete(self, a: I.IdArgs, ctx: Ctx) -> dict[str, Any]:
+        st = self.state
+        node = self._node(a.id)
+        problems = []
+        children = st.child_ids(a.id)
+        if children:
+            shown = ", ".join(children[:10]) + (" …" if len(children) > 10 else "")
+            problems.append(f"it has {len(children)} child{'ren' if len(children) != 1 else ''} ({shown}); "
+                            f"move or delete them first")
+        links = sorted(st.links.get(a.id, ()))
+        if links:
+            problems.append(f"relationship(s) {', '.join(links)} link to it; unlink them with "
+                            f"zcor_relationship_write(memoryNodeId=null) first")
+        replaced = sorted(st.replaced.get(a.id, ()), key=lambda i: st.index[i].rank)
+        if replaced:
+            problems.append(f"it replaces superseded memor{'ies' if len(replaced) != 1 else 'y'} "
+                            f"{', '.join(replaced)}, so it must stay")
+        if problems:
+            raise Conflict(f"Memory {a.id} cannot be deleted: " + "; ".join(problems) + ".", field="id",
+                           data={"children": children, "relationships": links, "replaces": replaced})
+        tx = self._begin(ctx)
+        was_important = a.id in st.important
+        if was_important:
+            after = [i for i in st.important if i != a.id]
+            tx.record("important.unmark", a.id, before=list(st.important), after=after)
+            tx.set_important(after)
+        tx.remove_node(a.id)
+        tx.record("node.delete", a.id, before=node.dump())
+        self._commit(ctx)
+        return {"id": a.id, "deleted": True, "wasImportant": was_important}
+
+    def children(self, a: I.ChildrenArgs, ctx: Ctx) -> dict[str, Any]:
+        if a.parent_id is not None:
+            self._node(a.parent_id, "parentId")
+        return {"parentId": a.parent_id, "items": [self._item(i) for i in self.state.child_ids(a.parent_id)]}
+
+    def trace(self, a: I.IdArgs, ctx: Ctx) -> dict[str, Any]:
+        self._node(a.id)
+        path = [{"id": i, "title": self.state.nodes[i].title} for i in reversed(self.state.ancestors(a.id))]
+        return {"id": a.id, "path": path, "children": [self._item(i) for i in self.state.child_ids(a.id)]}
+
+    def important(self, a: I.ImportantArgs, ctx: Ctx) -> dict[str, Any]:
+        st = self.state
+        node = self._node(a.id)
+        result: dict[str, Any] = {"id": a.id, "important": a.important, "changed": False}
+        if a.important:
+            if node.superseded_by is not None:
+                raise Superseded(f"Memory {a.id} was superseded by {node.superseded_by} and cannot be "
+                                 f"marked important; mark {node.superseded_by} instead.", field="id")
+            if a.id not in st.important:
+                after = [*st.important, a.id]
+                receipt = None
+                if len(after) > MAX_IMPORTANT:
+                    gone = after.pop(0)
+                    title = st.nodes[gone].title
+                    receipt = {
+                        "replaced": {"id": gone, "title": title},
+                        "reminder": f"At most {MAX_IMPORTANT} memories can be important, so {gone} "
+                                    f"({title}) is no longer marked. The memory itself is kept; mark it "
+                                    f"again if it still matters more than another.",
+                    }
+                tx = self._begin(ctx)
+                tx.record("important.mark", a.id, before=list(st.important), after=after, receipt=receipt)
+                tx.set_important(after)
+                self._commit(ctx)
+                result["changed"] = True
+                if receipt:
+                    result.update(receipt)
+        elif a.id in st.important:
+            after = [i for i in st.important if i != a.id]
+            tx = self._begin(ctx)
+            tx.record("important.unmark", a.id, before=list(st.important), after=after)
+            tx.set_important(after)
+            self._commit(ctx)
+            result["changed"] = True
+        result["importantIds"] = list(st.important)
+        return result
+
+    def query(self, a: I.QueryArgs, ctx: Ctx) -> dict[str, Any]:
+        st = self.state
+        start, end = time_range(a)
+        keys = [normalize(k) for k in a.keywords or ()]
+        hits = []
+        for node_id, node in st.nodes.items():
+            if node.superseded_by is not None and not a.include_superseded:
+                continue
+            idx = st.index[node_id]
+            if (start is not None and idx.updated < start) or (end is not None and idx.updated > end):
+                continue
+            if all(k in idx.norm_title or k in idx.norm_content for k in keys):
+                hits.append((idx.updated, idx.rank, node_id))
+        hits.sort(reverse=True)
+        window = hits[a.offset:a.offset + a.limit]
+        return {"items": [st.nodes[i].dump() for _, _, i in window], "total": len(hits),
+                "nextOffset": page(len(hits), a.offset, len(window))}
+
+    def merge(self, a: I.MergeArgs, ctx: Ctx) -> dict[str, Any]:
+        st = self.state
+        if len(set(a.ids)) != len(a.ids):
+            raise InvalidArgument("ids must be distinct", field="ids")
+        sources = [self._current(i, "ids", "merged") for i in a.ids]
+        parents = {n.parent_id for n in sources}
+        parent = parents.pop() if len(parents) == 1 else None
+        tx = self._begin(ctx)
+        new = Node(id=tx.take_id(), title=a.title, content=a.content,
+                   keywords=dedupe_words(a.keywords) if a.keywords is not None else derive_keywords(a.title),
+                   parent_id=parent, created_at=ctx.at, updated_at=ctx.at)
+        tx.put_node(new)
+        tx.record("node.create", new.id, after=new.dump())
+        moved, relinked = self._redirect(tx, sources, new.id, a.reason, ctx, move_links=True)
+        self._commit(ctx)
+        return {"id": new.id, "node": st.nodes[new.id].dump(), "superseded": list(a.ids),
+                "movedChildren": moved, "relinkedRelationships": relinked,
+                "important": new.id in st.important, "importantIds": list(st.important)}
+
+    def _redirect(self, tx: Tx, sources: list[Node], target: str, reason: str, ctx: Ctx,
+                  move_links: bool) -> tuple[list[str], list[str]]:
+        """Supersede sources by target; move important marks (and for merge children and links)."""
+        st = self.state
+        moved: list[str] = []
+        relinked: list[str] = []
+        for src in sources:
+            cur = st.nodes[src.id]
+            done = cur.model_copy(update={"superseded_by": target, "supersede_reason": reason,
+                                          "updated_at": ctx.at})
+            tx.put_node(done)
+            tx.record("node.supersede", src.id, before=cur.dump(), after=done.dump())
+        if move_links:
+            for src in sources:
+                for child_id in list(st.child_ids(src.id)):
+                    child = st.nodes[child_id]
+                    after = child.model_copy(update={"parent_id": target, "updated_at": ctx.at})
+                    tx.put_node(after)
+                    tx.record("node.update", child_id, before=child.dump(), after=after.dump())
+                    moved.append(child_id)
+                for pid in sorted(st.links.get(src.id, ())):
+                    rel = st.relationships[pid]
+                    after_rel = rel.model_copy(update={"memory_node_id": target, "updated_at": ctx.at})
+                    tx.put_rel(after_rel)
+                    tx.record("relationship.update", pid, before=rel.dump(), after=after_rel.dump())
+                    relinked.append(pid)
+        ids = {s.id for s in sources}
+        slots = [n for n, i in enumerate(st.important) if i in ids]
+        if slots:
+            after_imp = []
+            for n, i in enumerate(st.important):
+                if i not in ids:
+                    after_imp.append(i)
+                elif n == slots[0] and target not in st.important:
+                    after_imp.append(target)
+            tx.record("important.move", target, before=list(st.important), after=after_imp)
+            tx.set_important(after_imp)
+        return moved, relinked
+
+    def supersede(self, a: I.SupersedeArgs, ctx: Ctx) -> dict[str, Any]:
+        st = self.state
+        if len(set(a.ids)) != len(a.ids):
+            raise InvalidArgument("ids must be distinct", field="ids")
+        if a.replacement_id in a.ids:
+            raise InvalidArgument(f"replacementId {a.replacement_id} is also listed in ids; a memory "
+                                  f"cannot replace itself", field="replacementId")
+        sources = [self._current(i, "ids", "superseded again") for i in a.ids]
+        self._current(a.replacement_id, "replacementId", "used as a replacement")
+        tx = self._begin(ctx)
+        self._redirect(tx, sources, a.replacement_id, a.reason, ctx, move_links=False)
+        self._commit(ctx)
+        return {"replacementId": a.replacement_id, "superseded": list(a.ids),
+                "importantIds": list(st.important)}
+
+    # -- relationships -----------------------------------------------------------------
+
+    def _rel(self, person_id: str) -> Relationship:
+        rel = self.state.relationships.get(person_id)
+        if rel is None:
+            raise NotFound(f"No relationship for personId {person_id!r}. Use zcor_relationship_query to "
+                           f"search by name, or zcor_relationship_write to create one.", field="personId")
+        return rel
+
+    def relationship_read(self, a: I.PersonArgs, ctx: Ctx) -> dict[str, Any]:
+        return self._rel(a.person_id).dump()
+
+    def relationship_query(self, a: I.RelQueryArgs, ctx: Ctx) -> dict[str, Any]:
+        st = self.state
+        start, end = time_range(a)
+        if a.min_affinity is not None and a.max_affinity is not None and a.min_affinity > a.max_affinity:
+            raise InvalidArgument("minAffinity is greater than maxAffinity", field="minAffinity")
+        keys = [normalize(k) for k in a.keywords or ()]
+        hits = []
+        for pid, rel in st.relationships.items():
+            idx = st.rel_index[pid]
+            if (start is not None and idx.updated < start) or (end is not None and idx.updated > end):
+                continue
+            if (a.min_affinity is not None and rel.affinity < a.min_affinity) or \
+                    (a.max_affinity is not None and rel.affinity > a.max_affinity):
+                continue
+            if all(any(k in t for t in idx.norm_text) for k in keys):
+                hits.append((idx.updated, idx.rank, pid))
+        hits.sort(reverse=True)
+        window = hits[a.offset:a.offset + a.limit]
+        return {"items": [st.relationships[p].dump() for _, _, p in window], "total": len(hits),
+                "nextOffset": page(len(hits), a.offset, len(window))}
+
+    def relationship_write(self, a: I.RelWriteArgs, ctx: Ctx) -> dict[str, Any]:
+        st = self.state
+        old = st.relationships.get(a.person_id)
+        if a.memory_node_id is not None:
+            self._current(a.memory_node_id, "memoryNodeId", "linked")
+        fields: dict[str, Any] = {"name": a.name, "relationship": a.relationship, "affinity": a.affinity,
+                                  "reason": a.reason, "updated_at": ctx.at}
+        if a.given("aliases"):
+            fields["aliases"] = dedupe_words(a.aliases or [])
+        if a.given("memory_node_id"):
+            fields["memory_node_id"] = a.memory_node_id
+        tx = self._begin(ctx)
+        if old is None:
+            rel = Relationship(person_id=a.person_id, created_at=ctx.at, **fields)
+            tx.put_rel(rel)
+            tx.record("relationship.create", a.person_id, after=rel.dump())
+        else:
+            rel = old.model_copy(update=fields)
+            tx.put_rel(rel)
+            tx.record("relationship.update", a.person_id, before=old.dump(), after=rel.dump())
+        self._commit(ctx)
+        return {"created": old is None, **rel.dump()}
+
+    def relationship_delete(self, a: I.PersonArgs, ctx: Ctx) -> dict[str, Any]:
+        rel = self._rel(a.person_id)
+        tx = self._begin(ctx)
+        tx.remove_rel(a.person_id)
+        tx.record("relationship.delete", a.person_id, before=rel.dump())
+        self._commit(ctx)
+        return {"personId": a.person_id, "deleted": True}
+
+    # -- history, backup, restore, synonyms ----------------------------------------------
+
+    def history(self, a: I.HistoryArgs, ctx: Ctx) -> dict[str, Any]:
+        start, end = time_range(a)
+        items, total = self.oplog.query(a.keywords or [], start, end, a.limit, a.offset)
+        return {"items": items, "total": total, "nextOffset": page(total, a.offset, len(items))}
+
+    def backup(self, a: I.NoArgs, ctx: Ctx) -> dict[str, Any]:
+        try:
+            name = self.store.write_backup(self.state, ctx.at)
+        except OSError as e:
+            raise StorageError(f"The backup could not be written ({e.strerror or e}).") from None
+        ctx.log_result = {"backupFile": name}
+        return {"backupFile": name}
+
+    def restore(self, a: I.RestoreArgs, ctx: Ctx) -> dict[str, Any]:
+        st = self.state
+        incoming = self.store.read_backup(a.backup_file)
+        try:
+            auto = self.store.write_backup(st, ctx.at)
+        except OSError as e:
+            raise StorageError(f"The pre-restore backup could not be written ({e.strerror or e}); "
+                               f"nothing was restored.") from None
+
+        def summary(s: MemoryState) -> dict[str, Any]:
+            return {"nodes": len(s.nodes), "relationships": len(s.relationships),
+                    "important": list(s.important)}
+
+        tx = self._begin(ctx)
+        tx.record("state.restore", None, before={"backupFile": auto, **summary(st)},
+                  after={"restoredFrom": a.backup_file, **summary(incoming)})
+        tx.replace_all(incoming)
+        self._commit(ctx)
+        ctx.log_result = {"restoredFrom": a.backup_file, "backupFile": auto}
+        return {"restoredFrom": a.backup_file, "backupFile": auto, **summary(st)}
+
+    def synonyms_add(self, a: I.SynonymsAddArgs, ctx: Ctx) -> dict[str, Any]:
+        terms = [t.strip() for t in a.terms]
+        if len({normalize(t) for t in terms}) != len(terms):
+            raise InvalidArgument("terms must be distinct (compared case-insensitively, full-width = "
+                                  "half-width)", field="terms")
+        try:
+            self.synonyms.reload_if_changed()
+            added = self.synonyms.add_group(terms)
+        except OSError as e:
+            raise StorageError(f"synonyms.json could not be saved ({e.strerror or e}); nothing changed.") from None
+        if added:
+            ctx.committed = True
+            ctx.changes = [{"kind": "synonyms.add", "before": None, "after": terms}]
+        cls = sorted(self.synonyms.classes.of[normalize(terms[0])])
+        return {"terms": terms, "added": added, "class": cls}

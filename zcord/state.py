@@ -1,0 +1,331 @@
+"""The Memory held in RAM: nodes, important list, relationships, change history, indexes.
+
+Every mutation goes through a `Tx`, which keeps the indexes current and can undo itself,
+so a failed save leaves memory exactly as it was before the call.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .models import Change, Node, Relationship
+from .text import normalize
+
+
+@dataclass(slots=True)
+class NodeIndex:
+    """Precomputed comparison forms of one node, rebuilt whenever the node object changes."""
+
+    rank: int
+    updated: float
+    norm_title: str
+    norm_content: str
+    norm_keywords: frozenset[str]
+
+
+@dataclass(slots=True)
+class RelIndex:
+    rank: int
+    updated: float
+    norm_text: tuple[str, ...]
+
+
+@dataclass
+class Migration:
+    """Where a state that still has to be written in version 3 came from."""
+
+    from_version: str  # "legacy", "1" or "2"
+    file: str
+    raw: bytes
+
+
+class MemoryState:
+    """All of one persona's Memory, with the indexes the tools need."""
+
+    def __init__(
+        self,
+        nodes: Iterable[Node] = (),
+        important: Iterable[str] = (),
+        relationships: Iterable[Relationship] = (),
+        history: Iterable[Change] = (),
+        next_id: int = 1,
+    ):
+        self.history: list[Change] = list(history)
+        self.migration: Migration | None = None
+        self._load_parts(nodes, important, relationships, next_id)
+
+    def _load_parts(self, nodes, important, relationships, next_id) -> None:
+        self.nodes: dict[str, Node] = {}
+        self.index: dict[str, NodeIndex] = {}
+        self.children: dict[str | None, list[str]] = {None: []}
+        self.links: dict[str, set[str]] = {}
+        self.replaced: dict[str, set[str]] = {}
+        self.relationships: dict[str, Relationship] = {}
+        self.rel_index: dict[str, RelIndex] = {}
+        # retrieval indexes: title character n-grams (1 and 2) and keyword equality
+        self.title_grams: dict[str, set[str]] = {}
+        self.keyword_ids: dict[str, set[str]] = {}
+        self.pending_words: list[str] = []
+        self._rank = 0
+        self._rel_rank = 0
+        self.next_id = next_id
+        for node in nodes:
+            self._put_node(node)
+        for rel in relationships:
+            self._put_rel(rel)
+        self.important: list[str] = list(important)
+
+    # -- queries -----------------------------------------------------------------
+
+    def child_ids(self, parent_id: str | None) -> list[str]:
+        return self.children.get(parent_id, [])
+
+    def next_change_id(self) -> int:
+        return self.history[-1].change_id + 1 if self.history else 1
+
+    def ancestors(self, node_id: str) -> list[str]:
+        """Ids from node_id up to its root, node_id first."""
+        out = []
+        cur: str | None = node_id
+        while cur is not None:
+            out.append(cur)
+            cur = self.nodes[cur].parent_id
+        return out
+
+    # -- raw index maintenance (used by Tx and loading) ---------------------------
+
+    def _sibling_insert(self, parent: str | None, node_id: str) -> None:
+        siblings = self.children.setdefault(parent, [])
+        rank = self.index[node_id].rank
+        pos = bisect.bisect_left(siblings, rank, key=lambda i: self.index[i].rank)
+        siblings.insert(pos, node_id)
+
+    def _sibling_remove(self, parent: str | None, node_id: str) -> None:
+        siblings = self.children.get(parent)
+        if siblings is not None:
+            siblings.remove(node_id)
+            if not siblings and parent is not None:
+                del self.children[parent]
+
+    def _put_node(self, node: Node, rank: int | None = None) -> None:
+        old = self.nodes.get(node.id)
+        if old is not None:
+            rank = self.index[node.id].rank
+            if old.parent_id != node.parent_id:
+                self._sibling_remove(old.parent_id, node.id)
+            if old.superseded_by is not None:
+                self._unlink_replaced(old.superseded_by, node.id)
+        elif rank is None:
+            self._rank += 1
+            rank = self._rank
+        else:
+            self._rank = max(self._rank, rank)
+        if old is not None:
+            self._unindex_words(node.id, self.index[node.id])
+        self.nodes[node.id] = node
+        idx = self.index[node.id] = NodeIndex(
+            rank=rank,
+            updated=node.updated_at.timestamp(),
+            norm_title=normalize(node.title),
+            norm_content=normalize(node.content),
+            norm_keywords=frozenset(normalize(k) for k in node.keywords),
+        )
+        self._index_words(node.id, idx)
+        if old is None or old.parent_id != node.parent_id:
+            self._sibling_insert(node.parent_id, node.id)
+        if node.superseded_by is not None:
+            self.replaced.setdefault(node.superseded_by, set()).add(node.id)
+
+    def _index_words(self, node_id: str, idx: NodeIndex) -> None:
+        for gram in _grams(idx.norm_title):
+            self.title_grams.setdefault(gram, set()).add(node_id)
+        for kw in idx.norm_keywords:
+            self.keyword_ids.setdefault(kw, set()).add(node_id)
+        self.pending_words.extend(idx.norm_keywords)
+
+    def _unindex_words(self, node_id: str, idx: NodeIndex) -> None:
+        for table, keys in ((self.title_grams, _grams(idx.norm_title)), (self.keyword_ids, idx.norm_keywords)):
+            for key in keys:
+                ids = table.get(key)
+                if ids is not None:
+                    ids.discard(node_id)
+                    if not ids:
+                        del table[key]
+
+    def title_hits(self, term: str) -> set[str]:
+        """Ids of nodes whose normalized title contains the normalized term."""
+        if not term:
+            return set()
+        grams = [term] if len(term) == 1 else [term[i:i + 2] for i in range(len(term) - 1)]
+        postings = [self.title_grams.get(g) for g in grams]
+        if any(p is None for p in postings):
+            return set()
+        smallest = min(postings, key=len)
+        if len(term) <= 2:
+            return set(smallest)
+        return {i for i in smallest if term in self.index[i].norm_title}
+
+    def _unlink_replaced(self, target: str, node_id: str) -> None:
+        ids = self.replaced.get(target)
+        if ids is not None:
+            ids.discard(node_id)
+            if not ids:
+                del self.replaced[target]
+
+    def _remove_node(self, node_id: str) -> NodeIndex:
+        node = self.nodes.pop(node_id)
+        self._unindex_words(node_id, self.index[node_id])
+        self._sibling_remove(node.parent_id, node_id)
+        if node.superseded_by is not None:
+            self._unlink_replaced(node.superseded_by, node_id)
+        return self.index.pop(node_id)
+
+    def _restore_node(self, node: Node, idx: NodeIndex) -> None:
+        """Put back a removed node with its original rank (undo of a delete)."""
+        self._put_node(node, rank=idx.rank)
+        # dicts keep insertion order = creation order; re-sort after an undo of a delete.
+        self.nodes = dict(sorted(self.nodes.items(), key=lambda kv: self.index[kv[0]].rank))
+
+    def _put_rel(self, rel: Relationship, rank: int | None = None) -> None:
+        old = self.relationships.get(rel.person_id)
+        if old is not None:
+            rank = self.rel_index[rel.person_id].rank
+            if old.memory_node_id is not None:
+                self._unlink(old.memory_node_id, rel.person_id)
+        elif rank is None:
+            self._rel_rank += 1
+            rank = self._rel_rank
+        self.relationships[rel.person_id] = rel
+        self.rel_index[rel.person_id] = RelIndex(
+            rank=rank,
+            updated=rel.updated_at.timestamp(),
+            norm_text=tuple(normalize(t) for t in (rel.name, *rel.aliases, rel.relationship, rel.reason)),
+        )
+        if rel.memory_node_id is not None:
+            self.links.setdefault(rel.memory_node_id, set()).add(rel.person_id)
+
+    def _unlink(self, node_id: str, person_id: str) -> None:
+        ids = self.links.get(node_id)
+        if ids is not None:
+            ids.discard(person_id)
+            if not ids:
+                del self.links[node_id]
+
+    def _remove_rel(self, person_id: str) -> RelIndex:
+        rel = self.relationships.pop(person_id)
+        if rel.memory_node_id is not None:
+            self._unlink(rel.memory_node_id, person_id)
+        return self.rel_index.pop(person_id)
+
+
+@dataclass
+class Tx:
+    """One call's changes to a MemoryState, undoable until committed."""
+
+    state: MemoryState
+    actor: str
+    tool: str
+    op_seq: int | None
+    at: Any
+    changes: list[Change] = field(default_factory=list)
+    _undo: list[Callable[[], None]] = field(default_factory=list)
+
+    def record(self, kind: str, target: str | None, before: Any = None, after: Any = None,
+               receipt: dict[str, Any] | None = None) -> None:
+        self.changes.append(Change(
+            change_id=0, at=self.at, actor=self.actor, tool=self.tool, op_seq=self.op_seq,
+            kind=kind, target=target, before=before, after=after, receipt=receipt,
+        ))
+
+    def put_node(self, node: Node) -> None:
+        st = self.state
+        old = st.nodes.get(node.id)
+        st._put_node(node)
+        if old is None:
+            self._undo.append(lambda: st._remove_node(node.id))
+        else:
+            self._undo.append(lambda: st._put_node(old))
+
+    def remove_node(self, node_id: str) -> None:
+        st = self.state
+        node = st.nodes[node_id]
+        idx = st._remove_node(node_id)
+        self._undo.append(lambda: st._restore_node(node, idx))
+
+    def put_rel(self, rel: Relationship) -> None:
+        st = self.state
+        old = st.relationships.get(rel.person_id)
+        st._put_rel(rel)
+        if old is None:
+            self._undo.append(lambda: st._remove_rel(rel.person_id))
+        else:
+            self._undo.append(lambda: st._put_rel(old))
+
+    def remove_rel(self, person_id: str) -> None:
+        st = self.state
+        rel = st.relationships[person_id]
+        idx = st._remove_rel(person_id)
+
+        def undo() -> None:
+            st._put_rel(rel, rank=idx.rank)
+            st.relationships = dict(sorted(st.relationships.items(),
+                                           key=lambda kv: st.rel_index[kv[0]].rank))
+
+        self._undo.append(undo)
+
+    def set_important(self, ids: list[str]) -> None:
+        st = self.state
+        old = st.important
+        st.important = list(ids)
+        self._undo.append(lambda: setattr(st, "important", old))
+
+    def take_id(self) -> str:
+        st = self.state
+        old = st.next_id
+        n = old
+        while f"m{n}" in st.nodes:
+            n += 1
+        st.next_id = n + 1
+        self._undo.append(lambda: setattr(st, "next_id", old))
+        return f"m{n}"
+
+    def replace_all(self, other: MemoryState) -> None:
+        """Swap in another state's nodes, important list and relationships (restore)."""
+        st = self.state
+        saved = {k: getattr(st, k) for k in _PART_ATTRS}
+        next_id = max(st.next_id, other.next_id)
+        for k in _PART_ATTRS:
+            setattr(st, k, getattr(other, k))
+        st.next_id = next_id
+
+        def undo() -> None:
+            for k, v in saved.items():
+                setattr(st, k, v)
+
+        self._undo.append(undo)
+
+    def commit_changes(self) -> list[Change]:
+        """Number the changes and append them to the history (undoable)."""
+        st = self.state
+        start = st.next_change_id()
+        numbered = [c.model_copy(update={"change_id": start + i}) for i, c in enumerate(self.changes)]
+        st.history.extend(numbered)
+        self._undo.append(lambda: st.history.__delitem__(slice(len(st.history) - len(numbered), None)))
+        self.changes = numbered
+        return numbered
+
+    def rollback(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+
+_PART_ATTRS = ("nodes", "index", "children", "links", "replaced", "relationships", "rel_index",
+               "title_grams", "keyword_ids", "pending_words", "_rank", "_rel_rank", "important", "next_id")
+
+
+def _grams(text: str) -> set[str]:
+    """Every character and every pair of adjacent characters."""
+    return set(text) | {text[i:i + 2] for i in range(len(text) - 1)}

@@ -1,0 +1,364 @@
+"""The Memory directory: lock, load with migration, atomic save, backups.
+
+Layout: memory-state.json (format 3), operations.jsonl (the operation log, see oplog.py),
+synonyms.json, config.json, PERSONA.md, backups/, blobs/, zcord.lock.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import re
+from datetime import datetime, timezone
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from .errors import InvalidArgument, MemoryDirInUse, NotFound, StateFileInvalid
+from .fsutil import atomic_write
+from .models import MAX_IMPORTANT, STATE_VERSION, Change, Node, Relationship, StateFile
+from .state import MemoryState, Migration
+from .text import derive_keywords
+
+STATE_FILE = "memory-state.json"
+LEGACY_FILE = "memories.json"
+OPLOG_FILE = "operations.jsonl"
+SYNONYMS_FILE = "synonyms.json"
+CONFIG_FILE = "config.json"
+PERSONA_FILE = "PERSONA.md"
+LOCK_FILE = "zcord.lock"
+BACKUPS_DIR = "backups"
+BLOBS_DIR = "blobs"
+
+_NODE_ID_RE = re.compile(r"^m(\d+)$")
+
+
+def default_synonyms_bytes() -> bytes:
+    return resources.files("zcord").joinpath("data", SYNONYMS_FILE).read_bytes()
+
+
+def describe_validation(err: ValidationError, limit: int = 3) -> str:
+    parts = []
+    for e in err.errors()[:limit]:
+        loc = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        parts.append(f"{loc}: {e['msg']}")
+    more = len(err.errors()) - limit
+    if more > 0:
+        parts.append(f"and {more} more")
+    return "; ".join(parts)
+
+
+class StateSerializer:
+    """Builds the bytes of memory-state.json, reusing the JSON of unchanged nodes and history.
+
+    Nodes are immutable objects, so a cached encoding is valid while the same object is
+    in the state; history entries never change once written.
+    """
+
+    def __init__(self) -> None:
+        self._node_cache: dict[str, tuple[Node, bytes]] = {}
+        self._rel_cache: dict[str, tuple[Relationship, bytes]] = {}
+        self._history = bytearray()
+        self._history_count = 0
+
+    def _encode_history(self, history: list[Change]) -> None:
+        if self._history_count > len(history):  # a failed save was rolled back
+            self._history = bytearray()
+            self._history_count = 0
+        for change in history[self._history_count:]:
+            if self._history:
+                self._history += b",\n"
+            self._history += change.model_dump_json(by_alias=True).encode()
+        self._history_count = len(history)
+
+    def encode(self, state: MemoryState) -> bytes:
+        node_parts = []
+        cache = self._node_cache
+        for node_id, node in state.nodes.items():
+            hit = cache.get(node_id)
+            if hit is None or hit[0] is not node:
+                hit = (node, node.model_dump_json(by_alias=True).encode())
+                cache[node_id] = hit
+            node_parts.append(hit[1])
+        if len(cache) > len(state.nodes) * 2 + 64:
+            self._node_cache = {k: v for k, v in cache.items() if k in state.nodes}
+        rel_parts = []
+        for pid, rel in state.relationships.items():
+            hit = self._rel_cache.get(pid)
+            if hit is None or hit[0] is not rel:
+                hit = (rel, rel.model_dump_json(by_alias=True).encode())
+                self._rel_cache[pid] = hit
+            rel_parts.append(hit[1])
+        self._encode_history(state.history)
+        return b"".join([
+            b'{"version":%d,"nextId":%d,\n"important":' % (STATE_VERSION, state.next_id),
+            json.dumps(state.important, ensure_ascii=False).encode(),
+            b',\n"nodes":[\n', b",\n".join(node_parts),
+            b'],\n"relationships":[\n', b",\n".join(rel_parts),
+            b'],\n"history":[\n', bytes(self._history), b"]}\n",
+        ])
+
+
+def parse_time(value: Any, where: str) -> datetime:
+    """Times in old files: ISO 8601 (naive ones taken as UTC) or epoch milliseconds."""
+    if isinstance(value, bool):
+        raise StateFileInvalid(f"{where}: expected a time, got {value!r}")
+    if isinstance(value, (int, float)):
+        return datetime.fromtimestamp(value / 1000, timezone.utc)
+    if isinstance(value, str):
+        try:
+            t = datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)
+        except ValueError:
+            raise StateFileInvalid(f"{where}: {value!r} is not an ISO 8601 time") from None
+        return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
+    raise StateFileInvalid(f"{where}: expected a time, got {value!r}")
+
+
+def _old_str(rec: dict, key: str, where: str, required: bool = True) -> str | None:
+    value = rec.get(key)
+    if value is None and not required:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and key == "id":
+        return str(value)
+    if not isinstance(value, str):
+        raise StateFileInvalid(f"{where}.{key}: expected a string, got {value!r}")
+    return value
+
+
+def _old_nodes(records: Any, where: str, with_keywords: bool) -> list[Node]:
+    if not isinstance(records, list):
+        raise StateFileInvalid(f"{where}: expected an array of memories")
+    nodes = []
+    for i, rec in enumerate(records):
+        w = f"{where}[{i}]"
+        if not isinstance(rec, dict):
+            raise StateFileInvalid(f"{w}: expected an object")
+        title = _old_str(rec, "title", w)
+        keywords = rec.get("keywords") if with_keywords else None
+        if keywords is None:
+            keywords = derive_keywords(title)
+        elif not (isinstance(keywords, list) and all(isinstance(k, str) for k in keywords)):
+            raise StateFileInvalid(f"{w}.keywords: expected an array of strings")
+        nodes.append(Node(
+            id=_old_str(rec, "id", w), title=title, content=_old_str(rec, "content", w),
+            keywords=keywords, parent_id=None,
+            created_at=parse_time(rec.get("createdAt"), f"{w}.createdAt"),
+            updated_at=parse_time(rec.get("updatedAt", rec.get("createdAt")), f"{w}.updatedAt"),
+        ))
+    return nodes
+
+
+def _old_relationships(records: Any, where: str) -> list[Relationship]:
+    if records is None:
+        return []
+    if not isinstance(records, list):
+        raise StateFileInvalid(f"{where}: expected an array of relationships")
+    out = []
+    for i, rec in enumerate(records):
+        w = f"{where}[{i}]"
+        if not isinstance(rec, dict):
+            raise StateFileInvalid(f"{w}: expected an object")
+        try:
+            out.append(Relationship(
+                person_id=_old_str(rec, "personId", w), name=_old_str(rec, "name", w),
+                aliases=rec.get("aliases") or [], relationship=rec.get("relationship") or "",
+                affinity=rec.get("affinity", 0), reason=rec.get("reason") or "",
+                memory_node_id=None,
+                created_at=parse_time(rec.get("createdAt"), f"{w}.createdAt"),
+                updated_at=parse_time(rec.get("updatedAt", rec.get("createdAt")), f"{w}.updatedAt"),
+            ))
+        except ValidationError as e:
+            raise StateFileInvalid(f"{w}: {describe_validation(e)}") from None
+    return out
+
+
+def _next_id_after(nodes: list[Node]) -> int:
+    numbers = [int(m.group(1)) for n in nodes if (m := _NODE_ID_RE.match(n.id))]
+    return max(numbers, default=0) + 1
+
+
+def check_invariants(state: MemoryState, name: str) -> None:
+    """Refuse a state whose references do not hold (the tools never produce one)."""
+    problems = []
+    for node in state.nodes.values():
+        if node.parent_id is not None and node.parent_id not in state.nodes:
+            problems.append(f"node {node.id} has unknown parent {node.parent_id}")
+        if node.superseded_by is not None and node.superseded_by not in state.nodes:
+            problems.append(f"node {node.id} is superseded by unknown node {node.superseded_by}")
+    seen: set[str] = set()
+    for node_id in state.nodes:
+        path: set[str] = set()
+        cur: str | None = node_id
+        while cur is not None and cur not in seen and cur in state.nodes:
+            if cur in path:
+                problems.append(f"parent cycle through node {cur}")
+                break
+            path.add(cur)
+            cur = state.nodes[cur].parent_id
+        seen |= path
+    if len(set(state.important)) != len(state.important):
+        problems.append("the important list repeats an id")
+    for node_id in state.important:
+        if node_id not in state.nodes:
+            problems.append(f"important id {node_id} names no node")
+    for rel in state.relationships.values():
+        if rel.memory_node_id is not None and rel.memory_node_id not in state.nodes:
+            problems.append(f"relationship {rel.person_id} links unknown node {rel.memory_node_id}")
+    if problems:
+        raise StateFileInvalid(f"{name} is inconsistent: " + "; ".join(problems[:5]))
+
+
+def _unique(items, key, what: str, name: str) -> None:
+    seen = set()
+    for item in items:
+        k = key(item)
+        if k in seen:
+            raise StateFileInvalid(f"{name}: {what} {k!r} appears twice")
+        seen.add(k)
+
+
+def parse_state(raw: bytes, name: str) -> MemoryState:
+    """Parse a state of any supported format (legacy array, version 1, 2 or 3)."""
+    try:
+        doc = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise StateFileInvalid(f"{name} is not valid JSON ({e})") from None
+    if isinstance(doc, list):
+        nodes = _old_nodes(doc, name, with_keywords=True)
+        state = MemoryState(nodes=nodes, next_id=_next_id_after(nodes))
+        state.migration = Migration("legacy", name, raw)
+        _unique(nodes, lambda n: n.id, "memory id", name)
+    elif not isinstance(doc, dict):
+        raise StateFileInvalid(f"{name}: expected a JSON object with a version field")
+    elif doc.get("version") == STATE_VERSION:
+        try:
+            sf = StateFile.model_validate_json(raw)
+        except ValidationError as e:
+            raise StateFileInvalid(f"{name} fails validation: {describe_validation(e)}") from None
+        _unique(sf.nodes, lambda n: n.id, "memory id", name)
+        _unique(sf.relationships, lambda r: r.person_id, "personId", name)
+        state = MemoryState(sf.nodes, sf.important, sf.relationships, sf.history, sf.next_id)
+    elif doc.get("version") in (1, 2):
+        version = doc["version"]
+        nodes = _old_nodes(doc.get("memories", []), f"{name}: memories", with_keywords=version == 2)
+        _unique(nodes, lambda n: n.id, "memory id", name)
+        rels = _old_relationships(doc.get("relationships"), f"{name}: relationships") if version == 2 else []
+        _unique(rels, lambda r: r.person_id, "personId", name)
+        ids = {n.id for n in nodes}
+        important = []
+        for i in doc.get("important") or []:
+            if str(i) in ids and str(i) not in important:
+                important.append(str(i))
+        state = MemoryState(nodes, important[:MAX_IMPORTANT], rels, next_id=_next_id_after(nodes))
+        state.migration = Migration(str(version), name, raw)
+    else:
+        raise StateFileInvalid(f"{name}: unsupported format version {doc.get('version')!r} "
+                               f"(this zcord reads versions 1, 2 and 3)")
+    check_invariants(state, name)
+    return state
+
+
+class Store:
+    """Owns one Memory directory for the lifetime of the process."""
+
+    def __init__(self, memory_dir: Path | str):
+        self.dir = Path(memory_dir).absolute()
+        self.state_path = self.dir / STATE_FILE
+        self.backups = self.dir / BACKUPS_DIR
+        self._lock_fd: int | None = None
+        self._serializer = StateSerializer()
+
+    # -- directory and lock -------------------------------------------------------
+
+    def open(self) -> None:
+        """Create the directory layout if needed and take the exclusive lock."""
+        self.dir.mkdir(parents=True, exist_ok=True, mode=0o750)
+        fd = os.open(self.dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o640)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise MemoryDirInUse(
+                f"Memory directory {self.dir} is in use by another zcord process (pid {holder}); "
+                f"stop it first or point this one at another directory.") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._lock_fd = fd
+        for sub in (BACKUPS_DIR, BLOBS_DIR):
+            (self.dir / sub).mkdir(exist_ok=True, mode=0o750)
+        syn = self.dir / SYNONYMS_FILE
+        if not syn.exists():
+            atomic_write(syn, default_synonyms_bytes())
+
+    def close(self) -> None:
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    # -- load and save --------------------------------------------------------------
+
+    def load(self) -> MemoryState:
+        """The current state: memory-state.json, else legacy memories.json, else empty."""
+        if self.state_path.exists():
+            return parse_state(self.state_path.read_bytes(), STATE_FILE)
+        legacy = self.dir / LEGACY_FILE
+        if legacy.exists():
+            return parse_state(legacy.read_bytes(), LEGACY_FILE)
+        return MemoryState()
+
+    def encode(self, state: MemoryState) -> bytes:
+        return self._serializer.encode(state)
+
+    def save(self, state: MemoryState) -> None:
+        """Write the whole state atomically; keeps a migrated file's original first."""
+        data = self.encode(state)
+        mig = state.migration
+        if mig is not None and mig.from_version in ("1", "2"):
+            keep = self.dir / f"memory-state.v{mig.from_version}.json"
+            if keep.exists() and keep.read_bytes() != mig.raw:
+                stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+                keep = self.dir / f"memory-state.v{mig.from_version}.{stamp}.json"
+            if not keep.exists():
+                atomic_write(keep, mig.raw)
+        atomic_write(self.state_path, data)
+
+    # -- backups --------------------------------------------------------------------
+
+    def write_backup(self, state: MemoryState, at: datetime) -> str:
+        stamp = at.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%S.%f")[:-3] + "Z"
+        name = f"memory-state-{stamp}.json"
+        n = 2
+        while (self.backups / name).exists():
+            name = f"memory-state-{stamp}-{n}.json"
+            n += 1
+        atomic_write(self.backups / name, self.encode(state))
+        return name
+
+    def list_backups(self) -> list[str]:
+        return sorted(p.name for p in self.backups.iterdir() if p.is_file() and p.suffix == ".json")
+
+    def read_backup(self, name: str) -> MemoryState:
+        """Parse a file from backups/, refusing any name that could leave the directory."""
+        if (not name or "/" in name or "\\" in name or "\x00" in name or name in (".", "..")
+                or ".." in name or os.path.isabs(name)):
+            raise InvalidArgument(
+                f"backupFile must be a plain file name inside backups/ (no '/', no '..'), got {name!r}",
+                field="backupFile")
+        path = self.backups / name
+        base = self.backups.resolve()
+        try:
+            real = path.resolve(strict=True)
+        except (FileNotFoundError, RuntimeError):
+            raise NotFound(f"No backup named {name!r} in backups/; zcor_memory_backup returns names "
+                           f"that can be restored.", field="backupFile") from None
+        if real.parent != base or not real.is_file():
+            raise InvalidArgument(f"backupFile {name!r} leads outside backups/ and cannot be restored",
+                                  field="backupFile")
+        try:
+            return parse_state(real.read_bytes(), f"backups/{name}")
+        except StateFileInvalid as e:
+            raise InvalidArgument(f"backup cannot be restored: {e.message}", field="backupFile") from None
