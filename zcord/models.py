@@ -134,4 +134,7 @@ class StateFile(Model):
     nodes: list[Node] = Field(default_factory=list)
     important: list[str] = Field(default_factory=list, max_length=MAX_IMPORTANT)
     relationships: list[Relationship] = Field(default_factory=list)
+    history_segments: list[str] = Field(default_factory=list)
+    """Sealed parts of the change history, oldest first: files under history/, JSON lines."""
     history: list[Change] = Field(default_factory=list)
+    """The changes not yet sealed into a segment."""

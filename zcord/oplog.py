@@ -1,8 +1,9 @@
 """The operation log: every tool call, one JSON line each, appended beside the state.
 
 Reads and failed calls are written without fsync (a process crash keeps them: they are in
-the page cache); records that carry changes are fsynced. The search index over the log is
-built on the first history query and kept current after that.
+the page cache); records that carry changes are fsynced. Opening reads only the tail. The
+search index over the log is built on the first history query (or by `warm()` in the
+background) and kept current after that.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -18,6 +21,8 @@ from typing import Any
 from .errors import StateFileInvalid
 from .models import OpRecord
 from .text import normalize
+
+_BLOCK = 1 << 16
 
 
 def _record_text(value: Any, out: list[str]) -> None:
@@ -42,7 +47,8 @@ def record_search_text(record: dict[str, Any]) -> str:
 class _Entry:
     at: float
     text: str
-    line: bytes
+    offset: int
+    length: int
 
 
 class OpLog:
@@ -50,45 +56,69 @@ class OpLog:
         self.path = path
         self._fd: int | None = None
         self._size = 0
-        self._lines: list[bytes] = []
+        self._count: int | None = None
         self.last_seq = 0
         self.last_change_id = 0
         self._index: list[_Entry] | None = None
+        self._indexed_upto = 0
         self._monotone = True
+        self._lock = threading.Lock()
 
     def open(self) -> None:
         """Open for appending; a torn last line (crash mid-append) is cut off."""
-        raw = self.path.read_bytes() if self.path.exists() else b""
-        if raw and not raw.endswith(b"\n"):
-            cut = raw.rfind(b"\n") + 1
-            print(f"zcord: {self.path.name}: dropping a torn last line ({len(raw) - cut} bytes)",
-                  file=sys.stderr)
-            raw = raw[:cut]
-            with open(self.path, "r+b") as f:
-                f.truncate(cut)
-                os.fsync(f.fileno())
-        self._lines = raw.splitlines()
-        self._size = len(raw)
-        # the newest seq and logged change id, from the end back
-        for i in range(len(self._lines) - 1, -1, -1):
-            rec = self._parse(i)
-            self.last_seq = max(self.last_seq, rec["seq"])
-            ids = [c.get("changeId") for c in rec.get("changes", []) if c.get("changeId")]
-            if ids:
-                self.last_change_id = max(ids)
-                break
-        if self._lines and not self.last_seq:
-            self.last_seq = self._parse(len(self._lines) - 1)["seq"]
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o640)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o640)
+        size = os.fstat(self._fd).st_size
+        if size and os.pread(self._fd, 1, size - 1) != b"\n":
+            cut = next(self._reverse_lines(size))[0]
+            print(f"zcord: {self.path.name}: dropping a torn last line ({size - cut} bytes)", file=sys.stderr)
+            os.ftruncate(self._fd, cut)
+            os.fsync(self._fd)
+            size = cut
+        self._size = size
+        for n, (start, line) in enumerate(self._reverse_lines(size)):
+            if n == 0:
+                self.last_seq = self._parse(line, start)["seq"]
+            if b'"changeId":' in line:  # only records with changes are worth parsing here
+                rec = self._parse(line, start)
+                self.last_seq = max(self.last_seq, rec["seq"])
+                ids = [c.get("changeId") for c in rec.get("changes", []) if c.get("changeId")]
+                if ids:
+                    self.last_change_id = max(ids)
+                    break
 
-    def _parse(self, i: int) -> dict[str, Any]:
+    def _reverse_lines(self, end: int) -> Iterator[tuple[int, bytes]]:
+        """(offset, line) pairs from the end of the file back to its start.
+
+        A last line without its newline (torn) comes first; empty lines are skipped.
+        """
+        assert self._fd is not None
+        pos, buf = end, b""  # buf is file[pos:pos + len(buf)]
+        hi = len(buf)  # buf[:hi] is not yet yielded
+        while True:
+            body_end = hi - 1 if hi and buf[hi - 1:hi] == b"\n" else hi
+            nl = buf.rfind(b"\n", 0, body_end)
+            if nl >= 0:
+                if body_end > nl + 1:
+                    yield pos + nl + 1, buf[nl + 1:body_end]
+                hi = nl + 1
+                continue
+            if pos == 0:
+                if body_end:
+                    yield 0, buf[:body_end]
+                return
+            start = max(0, pos - _BLOCK)
+            buf = os.pread(self._fd, pos - start, start) + buf[:hi]
+            hi = len(buf)
+            pos = start
+
+    def _parse(self, line: bytes, offset: int) -> dict[str, Any]:
         try:
-            rec = json.loads(self._lines[i])
+            rec = json.loads(line)
             if not isinstance(rec, dict) or not isinstance(rec.get("seq"), int):
                 raise ValueError("not an operation record")
             return rec
         except ValueError as e:
-            raise StateFileInvalid(f"{self.path.name} line {i + 1} is not a valid record ({e}); "
+            raise StateFileInvalid(f"{self.path.name} at byte {offset} holds an invalid record ({e}); "
                                    f"fix or remove that line by hand") from None
 
     def close(self) -> None:
@@ -100,49 +130,80 @@ class OpLog:
         """Append one record; on failure the file is cut back so no torn line remains."""
         line = record.model_dump_json(by_alias=True).encode() + b"\n"
         assert self._fd is not None, "operation log is not open"
-        try:
-            written = os.write(self._fd, line)
-            if written != len(line):
-                raise OSError(28, "short write to the operation log")
-            if durable:
-                os.fsync(self._fd)
-        except OSError:
+        with self._lock:
             try:
-                os.ftruncate(self._fd, self._size)
+                written = os.write(self._fd, line)
+                if written != len(line):
+                    raise OSError(28, "short write to the operation log")
+                if durable:
+                    os.fsync(self._fd)
             except OSError:
-                pass
-            raise
-        self._size += len(line)
-        self._lines.append(line.rstrip(b"\n"))
-        self.last_seq = max(self.last_seq, record.seq)
-        for c in record.changes:
-            if c.get("changeId"):
-                self.last_change_id = max(self.last_change_id, c["changeId"])
-        if self._index is not None:
-            self._index_line(line.rstrip(b"\n"), record.model_dump(mode="json", by_alias=True))
+                try:
+                    os.ftruncate(self._fd, self._size)
+                except OSError:
+                    pass
+                raise
+            offset = self._size
+            self._size += len(line)
+            if self._count is not None:
+                self._count += 1
+            self.last_seq = max(self.last_seq, record.seq)
+            for c in record.changes:
+                if c.get("changeId"):
+                    self.last_change_id = max(self.last_change_id, c["changeId"])
+            if self._index is not None and self._indexed_upto == offset:
+                self._index_line(record.model_dump(mode="json", by_alias=True), offset, len(line) - 1)
+                self._indexed_upto = self._size
 
     # -- history queries ------------------------------------------------------------
 
-    def _index_line(self, line: bytes, rec: dict[str, Any]) -> None:
+    def _index_line(self, rec: dict[str, Any], offset: int, length: int) -> None:
         at = datetime.fromisoformat(rec["at"]).timestamp()
         if self._index and at < self._index[-1].at:
             self._monotone = False
-        self._index.append(_Entry(at, record_search_text(rec), line))
+        self._index.append(_Entry(at, record_search_text(rec), offset, length))
 
-    def _ensure_index(self) -> list[_Entry]:
-        if self._index is None:
+    def _read_entries(self, start: int, end: int) -> list[_Entry]:
+        out: list[_Entry] = []
+        with open(self.path, "rb") as f:
+            f.seek(start)
+            offset = start
+            for line in f:
+                if offset >= end:
+                    break
+                rec = self._parse(line, offset)
+                out.append(_Entry(datetime.fromisoformat(rec["at"]).timestamp(), record_search_text(rec),
+                                  offset, len(line) - 1))
+                offset += len(line)
+        return out
+
+    def warm(self) -> None:
+        """Build the search index without holding up appends (safe from another thread)."""
+        if self._index is not None:
+            return
+        upto = self._size
+        entries = self._read_entries(0, upto)
+        with self._lock:
+            if self._index is not None:
+                return
+            entries += self._read_entries(upto, self._size)
             self._index = []
-            for i in range(len(self._lines)):
-                self._index_line(self._lines[i], self._parse(i))
-        return self._index
+            self._monotone = all(entries[i].at <= entries[i + 1].at for i in range(len(entries) - 1))
+            self._index = entries
+            self._indexed_upto = self._size
+            self._count = len(entries)
 
     def count(self) -> int:
-        return len(self._lines)
+        if self._count is None:
+            with open(self.path, "rb") as f:
+                self._count = sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 20), b""))
+        return self._count
 
     def query(self, keywords: list[str], start: float | None, end: float | None,
               limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
         """Matching records newest first (ties: later-logged first), a page of them, and the total."""
-        index = self._ensure_index()
+        self.warm()
+        index = self._index
         keys = [normalize(k) for k in keywords]
         hits = [
             i for i, e in enumerate(index)
@@ -153,5 +214,8 @@ class OpLog:
             hits.reverse()
         else:
             hits.sort(key=lambda i: (index[i].at, i), reverse=True)
-        page = [json.loads(index[i].line) for i in hits[offset:offset + limit]]
+        page = []
+        for i in hits[offset:offset + limit]:
+            e = index[i]
+            page.append(json.loads(os.pread(self._fd, e.length, e.offset)))
         return page, len(hits)

@@ -12,6 +12,8 @@ from pathlib import Path
 
 SOCKET_NAME = "zcord.sock"
 SOCKET_ENV = "ZCOR_SOCKET"
+SYSTEM_SOCKET = Path("/run/zcor/default/zcord.sock")
+"""Where contrib/systemd/zcord.service puts the socket."""
 
 
 def _first(value: str | None) -> str | None:
@@ -56,10 +58,17 @@ def daemon_socket(arg: str | os.PathLike | None, env: Mapping[str, str] | None =
 
 
 def client_socket(arg: str | os.PathLike | None = None, env: Mapping[str, str] | None = None) -> Path:
-    """The socket a client connects to: --socket, else $ZCOR_SOCKET, else the daemon's default."""
+    """The socket a client connects to: --socket, else $ZCOR_SOCKET, else the daemon's default.
+
+    When nothing listens at the default but the system service's socket exists (an operator
+    logged in over SSH, zcord running under systemd), that one is used.
+    """
     env = os.environ if env is None else env
     if arg:
         return Path(arg)
     if env.get(SOCKET_ENV):
         return Path(env[SOCKET_ENV])
-    return default_socket(env)
+    path = default_socket(env)
+    if not path.exists() and SYSTEM_SOCKET.exists():
+        return SYSTEM_SOCKET
+    return path

@@ -52,8 +52,11 @@ class MemoryState:
         relationships: Iterable[Relationship] = (),
         history: Iterable[Change] = (),
         next_id: int = 1,
+        history_segments: Iterable[str] = (),
     ):
+        # The change history: sealed segment files (oldest) plus the changes still inline.
         self.history: list[Change] = list(history)
+        self.history_segments: list[str] = list(history_segments)
         self.migration: Migration | None = None
         self._load_parts(nodes, important, relationships, next_id)
 
@@ -71,6 +74,7 @@ class MemoryState:
         self.pending_words: list[str] = []
         self._rank = 0
         self._rel_rank = 0
+        self._text_blob: tuple[str, list[int], list[str]] | None = None
         self.next_id = next_id
         for node in nodes:
             self._put_node(node)
@@ -83,8 +87,15 @@ class MemoryState:
     def child_ids(self, parent_id: str | None) -> list[str]:
         return self.children.get(parent_id, [])
 
+    @property
+    def sealed_last_change_id(self) -> int:
+        """The last change id in the sealed segments (their names end with it)."""
+        if not self.history_segments:
+            return 0
+        return int(self.history_segments[-1].rsplit("-", 1)[1].split(".")[0])
+
     def next_change_id(self) -> int:
-        return self.history[-1].change_id + 1 if self.history else 1
+        return self.history[-1].change_id + 1 if self.history else self.sealed_last_change_id + 1
 
     def ancestors(self, node_id: str) -> list[str]:
         """Ids from node_id up to its root, node_id first."""
@@ -110,7 +121,33 @@ class MemoryState:
             if not siblings and parent is not None:
                 del self.children[parent]
 
+    def text_matches(self, keyword: str) -> list[str] | None:
+        """Ids of nodes whose normalized title or content contains the normalized keyword,
+        found with str.find over one blob of all texts (None: keyword unusable here)."""
+        if "\x00" in keyword or "\x01" in keyword or not keyword:
+            return None
+        if self._text_blob is None:
+            starts, ids, parts = [], [], []
+            pos = 0
+            for node_id, idx in self.index.items():
+                starts.append(pos)
+                ids.append(node_id)
+                piece = f"{idx.norm_title}\x00{idx.norm_content}\x01"
+                parts.append(piece)
+                pos += len(piece)
+            self._text_blob = ("".join(parts), starts, ids)
+        blob, starts, ids = self._text_blob
+        out = []
+        at = blob.find(keyword)
+        while at >= 0:
+            i = bisect.bisect_right(starts, at) - 1
+            out.append(ids[i])
+            nxt = starts[i + 1] if i + 1 < len(starts) else len(blob)
+            at = blob.find(keyword, nxt)
+        return out
+
     def _put_node(self, node: Node, rank: int | None = None) -> None:
+        self._text_blob = None
         old = self.nodes.get(node.id)
         if old is not None:
             rank = self.index[node.id].rank
@@ -176,6 +213,7 @@ class MemoryState:
                 del self.replaced[target]
 
     def _remove_node(self, node_id: str) -> NodeIndex:
+        self._text_blob = None
         node = self.nodes.pop(node_id)
         self._unindex_words(node_id, self.index[node_id])
         self._sibling_remove(node.parent_id, node_id)
@@ -322,7 +360,7 @@ class Tx:
             self._undo.pop()()
 
 
-_PART_ATTRS = ("nodes", "index", "children", "links", "replaced", "relationships", "rel_index",
+_PART_ATTRS = ("_text_blob", "nodes", "index", "children", "links", "replaced", "relationships", "rel_index",
                "title_grams", "keyword_ids", "pending_words", "_rank", "_rel_rank", "important", "next_id")
 
 

@@ -32,6 +32,11 @@ PERSONA_FILE = "PERSONA.md"
 LOCK_FILE = "zcord.lock"
 BACKUPS_DIR = "backups"
 BLOBS_DIR = "blobs"
+HISTORY_DIR = "history"
+# Inline change history is sealed into a segment file once its JSON passes this size, so a
+# save rewrites the nodes and recent changes only, not the whole (unbounded) history.
+SEAL_BYTES = 1 << 20
+_SEGMENT_RE = re.compile(r"^changes-(\d{9})-(\d{9})\.jsonl$")
 
 _NODE_ID_RE = re.compile(r"^m(\d+)$")
 
@@ -63,9 +68,12 @@ class StateSerializer:
         self._rel_cache: dict[str, tuple[Relationship, bytes]] = {}
         self._history = bytearray()
         self._history_count = 0
+        self._history_tail: Change | None = None
 
     def _encode_history(self, history: list[Change]) -> None:
-        if self._history_count > len(history):  # a failed save was rolled back
+        n = self._history_count
+        if n > len(history) or (n and history[n - 1] is not self._history_tail):
+            # the encoded prefix is not this history's prefix (a failed save was rolled back)
             self._history = bytearray()
             self._history_count = 0
         for change in history[self._history_count:]:
@@ -73,8 +81,29 @@ class StateSerializer:
                 self._history += b",\n"
             self._history += change.model_dump_json(by_alias=True).encode()
         self._history_count = len(history)
+        self._history_tail = history[-1] if history else None
 
-    def encode(self, state: MemoryState) -> bytes:
+    @property
+    def inline_history_bytes(self) -> int:
+        return len(self._history)
+
+    def reset_history(self) -> None:
+        self._history = bytearray()
+        self._history_count = 0
+        self._history_tail = None
+
+    def history_lines(self) -> bytes:
+        """The encoded inline history as JSON lines (compact JSON has no raw newlines)."""
+        return bytes(self._history).replace(b",\n", b"\n") + b"\n"
+
+    def encode(self, state: MemoryState, sealed: list[str] | None = None,
+               history_blob: bytes | None = None) -> bytes:
+        """The state file's bytes.
+
+        Args:
+            sealed: segment names to write instead of the state's (used when sealing).
+            history_blob: inline history to write instead of the state's encoded one.
+        """
         node_parts = []
         cache = self._node_cache
         for node_id, node in state.nodes.items():
@@ -92,13 +121,17 @@ class StateSerializer:
                 hit = (rel, rel.model_dump_json(by_alias=True).encode())
                 self._rel_cache[pid] = hit
             rel_parts.append(hit[1])
-        self._encode_history(state.history)
+        if history_blob is None:
+            self._encode_history(state.history)
+            history_blob = bytes(self._history)
+        segments = state.history_segments if sealed is None else sealed
         return b"".join([
             b'{"version":%d,"nextId":%d,\n"important":' % (STATE_VERSION, state.next_id),
             json.dumps(state.important, ensure_ascii=False).encode(),
             b',\n"nodes":[\n', b",\n".join(node_parts),
             b'],\n"relationships":[\n', b",\n".join(rel_parts),
-            b'],\n"history":[\n', bytes(self._history), b"]}\n",
+            b'],\n"historySegments":', json.dumps(segments).encode(),
+            b',\n"history":[\n', history_blob, b"]}\n",
         ])
 
 
@@ -220,8 +253,38 @@ def _unique(items, key, what: str, name: str) -> None:
         seen.add(k)
 
 
-def parse_state(raw: bytes, name: str) -> MemoryState:
-    """Parse a state of any supported format (legacy array, version 1, 2 or 3)."""
+def _check_segments(names: list[str], history_dir: Path | None, name: str) -> None:
+    last = 0
+    for seg in names:
+        m = _SEGMENT_RE.match(seg)
+        if not m or int(m.group(1)) != last + 1:
+            raise StateFileInvalid(f"{name}: history segment {seg!r} is misnamed or out of order")
+        last = int(m.group(2))
+        if history_dir is not None and not (history_dir / seg).is_file():
+            raise StateFileInvalid(f"{name}: history segment {HISTORY_DIR}/{seg} is missing; restore it "
+                                   f"from a copy of the Memory directory")
+
+
+def parse_state(raw: bytes, name: str, history_dir: Path | None = None) -> MemoryState:
+    """Parse a state of any supported format (legacy array, version 1, 2 or 3).
+
+    Args:
+        history_dir: where this state's sealed history segments must exist (None: not checked).
+    """
+    if raw.lstrip()[:1] == b"{" and b'"version":3' in raw[:64]:
+        try:
+            sf = StateFile.model_validate_json(raw)
+        except ValidationError as e:
+            if not any(err["type"] == "json_invalid" for err in e.errors()):
+                raise StateFileInvalid(f"{name} fails validation: {describe_validation(e)}") from None
+        else:
+            _unique(sf.nodes, lambda n: n.id, "memory id", name)
+            _unique(sf.relationships, lambda r: r.person_id, "personId", name)
+            _check_segments(sf.history_segments, history_dir, name)
+            state = MemoryState(sf.nodes, sf.important, sf.relationships, sf.history, sf.next_id,
+                                sf.history_segments)
+            check_invariants(state, name)
+            return state
     try:
         doc = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -240,7 +303,9 @@ def parse_state(raw: bytes, name: str) -> MemoryState:
             raise StateFileInvalid(f"{name} fails validation: {describe_validation(e)}") from None
         _unique(sf.nodes, lambda n: n.id, "memory id", name)
         _unique(sf.relationships, lambda r: r.person_id, "personId", name)
-        state = MemoryState(sf.nodes, sf.important, sf.relationships, sf.history, sf.next_id)
+        _check_segments(sf.history_segments, history_dir, name)
+        state = MemoryState(sf.nodes, sf.important, sf.relationships, sf.history, sf.next_id,
+                            sf.history_segments)
     elif doc.get("version") in (1, 2):
         version = doc["version"]
         nodes = _old_nodes(doc.get("memories", []), f"{name}: memories", with_keywords=version == 2)
@@ -288,7 +353,7 @@ class Store:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._lock_fd = fd
-        for sub in (BACKUPS_DIR, BLOBS_DIR):
+        for sub in (BACKUPS_DIR, BLOBS_DIR, HISTORY_DIR):
             (self.dir / sub).mkdir(exist_ok=True, mode=0o750)
         syn = self.dir / SYNONYMS_FILE
         if not syn.exists():
@@ -304,18 +369,29 @@ class Store:
     def load(self) -> MemoryState:
         """The current state: memory-state.json, else legacy memories.json, else empty."""
         if self.state_path.exists():
-            return parse_state(self.state_path.read_bytes(), STATE_FILE)
+            return parse_state(self.state_path.read_bytes(), STATE_FILE, self.dir / HISTORY_DIR)
         legacy = self.dir / LEGACY_FILE
         if legacy.exists():
             return parse_state(legacy.read_bytes(), LEGACY_FILE)
         return MemoryState()
 
-    def encode(self, state: MemoryState) -> bytes:
-        return self._serializer.encode(state)
+    def encode(self, state: MemoryState, **kwargs) -> bytes:
+        return self._serializer.encode(state, **kwargs)
 
     def save(self, state: MemoryState) -> None:
-        """Write the whole state atomically; keeps a migrated file's original first."""
+        """Write the whole state atomically; keeps a migrated file's original first.
+
+        When the inline history has grown past SEAL_BYTES, it is first written as a segment
+        file under history/ (atomically; an orphan from a failed attempt is simply replaced),
+        then the state is written naming that segment and holding no inline history. Memory
+        is updated only after both writes succeeded.
+        """
         data = self.encode(state)
+        sealed: str | None = None
+        if self._serializer.inline_history_bytes > SEAL_BYTES and state.history:
+            sealed = f"changes-{state.history[0].change_id:09d}-{state.history[-1].change_id:09d}.jsonl"
+            atomic_write(self.dir / HISTORY_DIR / sealed, self._serializer.history_lines())
+            data = self.encode(state, sealed=[*state.history_segments, sealed], history_blob=b"")
         mig = state.migration
         if mig is not None and mig.from_version in ("1", "2"):
             keep = self.dir / f"memory-state.v{mig.from_version}.json"
@@ -325,6 +401,27 @@ class Store:
             if not keep.exists():
                 atomic_write(keep, mig.raw)
         atomic_write(self.state_path, data)
+        if sealed is not None:
+            state.history_segments.append(sealed)
+            state.history.clear()
+            self._serializer.reset_history()
+
+    def iter_history(self, state: MemoryState):
+        """Every change ever committed, oldest first: sealed segments, then inline."""
+        for seg in state.history_segments:
+            with open(self.dir / HISTORY_DIR / seg, "rb") as f:
+                for line in f:
+                    yield Change.model_validate_json(line)
+        yield from state.history
+
+    def encode_full(self, state: MemoryState) -> bytes:
+        """A self-contained copy of the state: sealed history inlined (for backups)."""
+        parts = [(self.dir / HISTORY_DIR / seg).read_bytes().rstrip(b"\n").replace(b"\n", b",\n")
+                 for seg in state.history_segments]
+        self._serializer._encode_history(state.history)
+        if self._serializer.inline_history_bytes:
+            parts.append(bytes(self._serializer._history))
+        return self.encode(state, sealed=[], history_blob=b",\n".join(parts))
 
     # -- backups --------------------------------------------------------------------
 
@@ -335,7 +432,7 @@ class Store:
         while (self.backups / name).exists():
             name = f"memory-state-{stamp}-{n}.json"
             n += 1
-        atomic_write(self.backups / name, self.encode(state))
+        atomic_write(self.backups / name, self.encode_full(state))
         return name
 
     def list_backups(self) -> list[str]:

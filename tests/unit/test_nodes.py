@@ -98,6 +98,17 @@ def contains(haystack, needle) -> bool:
     return False
 
 
+class LocalCaller:
+    """t-style calls on another Service (after a restart)."""
+
+    def __init__(self, svc: Service):
+        self.svc = svc
+
+    def __getattr__(self, short: str):
+        name = f"zcor_{short}" if short.startswith("relationship_") else f"zcor_memory_{short}"
+        return lambda **params: self.svc.call(name, params)
+
+
 def make(t, title: str = "title", content: str = "content", **kw) -> str:
     return t.write(title=title, content=content, **kw)["id"]
 
@@ -798,6 +809,7 @@ def test_important_bad_arguments_refused(svc, memdir, t):
     refused(svc, memdir, t, "important", {"id": "m1"}, field="important")
     refused(svc, memdir, t, "important", {"id": "m1", "important": "true"}, field="important")
     refused(svc, memdir, t, "important", {"id": "m1", "important": 1}, field="important")
+    refused(svc, memdir, t, "important", {"id": "m1", "important": True, "slot": 0}, field="slot")
 
 
 # -- zcor_memory_query ------------------------------------------------------------------------
@@ -1187,6 +1199,9 @@ def test_supersede_sources_must_exist_and_be_current(svc, memdir, t):
     refused(svc, memdir, t, "supersede", {"ids": [], "replacementId": "m2", "reason": "r"}, field="ids")
     refused(svc, memdir, t, "supersede", {"ids": ["m3"], "replacementId": "m2"}, field="reason")
     refused(svc, memdir, t, "supersede", {"ids": "m3", "replacementId": "m2", "reason": "r"}, field="ids")
+    refused(svc, memdir, t, "supersede", {"ids": ["m3"], "replacementId": "m2", "reason": "r", "replacement_id": "m2"},
+            field="replacement_id")
+    refused(svc, memdir, t, "supersede", {"ids": ["m3"], "replacementId": "m2", "reason": ""}, field="reason")
 
 
 def test_supersede_keeps_tree(t):
@@ -1211,8 +1226,121 @@ def test_node_changes_persist_across_restart(svc, memdir, clock, t):
     svc.close()
     s2 = Service(memdir, clock=clock).open()
     try:
-        from tests.conftest import Caller
-
-        assert everything(Caller(s2)) == before
+        assert everything(LocalCaller(s2)) == before
     finally:
         s2.close()
+
+
+def test_keyword_spanning_title_and_content_does_not_match(t):
+    make(t, "ab", "cd")
+    assert t.query(keywords=["bc"])["total"] == 0
+    assert t.query(keywords=["ab", "cd"])["total"] == 1
+
+
+def test_query_time_bounds_with_millisecond_times(t, clock):
+    clock.set(datetime(2026, 5, 4, 3, 2, 1, 123000, tzinfo=timezone(timedelta(hours=8))))
+    make(t, "a")
+    make(t, "b")
+    ua = parse(t.read(id="m1")["updatedAt"])
+    z = ua.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    assert ids_of(t.query(**{"from": z, "to": z})) == ["m1"]
+
+
+def test_delete_allowed_after_linking_relationship_is_deleted(t):
+    make(t, "Bob")
+    t.relationship_write(personId="p:bob", name="Bob", relationship="coworker", affinity=0, reason="met",
+                         memoryNodeId="m1")
+    t.relationship_delete(personId="p:bob")
+    t.delete(id="m1")
+
+
+# -- refused by the disk: a failed save changes nothing, now or later -------------------------
+
+
+@pytest.fixture
+def full_disk(monkeypatch):
+    """Call on() to make every state-file write fail with ENOSPC, off() to heal the disk."""
+    import zcord.store as store_module
+
+    real = store_module.atomic_write
+
+    def boom(path, data, mode=0o640):
+        raise OSError(28, "No space left on device")
+
+    class Disk:
+        def on(self):
+            monkeypatch.setattr(store_module, "atomic_write", boom)
+
+        def off(self):
+            monkeypatch.setattr(store_module, "atomic_write", real)
+
+    return Disk()
+
+
+def history_titles(memdir) -> list:
+    """Titles of the nodes recorded (after) in the state file's change history."""
+    return [(h.get("after") or {}).get("title") for h in state_json(memdir)["history"]
+            if isinstance(h.get("after"), dict)]
+
+
+def test_failed_create_changes_nothing_and_leaves_no_trace(svc, memdir, t, full_disk):
+    make(t, "first")
+    full_disk.on()
+    refused(svc, memdir, t, "write", {"title": "FAILED", "content": ""})
+    full_disk.off()
+    assert make(t, "second") == "m2", "a failed create must not consume an id"
+    titles = history_titles(memdir)
+    assert "FAILED" not in titles, f"the failed create reached the state file's history: {titles}"
+    assert "second" in titles, f"the state file's history lost the create of m2: {titles}"
+
+
+def test_failed_merge_changes_nothing_and_leaves_no_trace(svc, memdir, clock, t, full_disk):
+    make(t, "a")
+    make(t, "b")
+    make(t, "a child", parentId="m1")
+    t.relationship_write(personId="p1", name="P", relationship="r", affinity=1, reason="r", memoryNodeId="m2")
+    t.important(id="m2", important=True)
+    t.important(id="m1", important=True)
+    full_disk.on()
+    refused(svc, memdir, t, "merge", {"ids": ["m1", "m2"], "title": "FAILED", "content": "", "reason": "r"})
+    full_disk.off()
+    assert important_ids(memdir) == ["m2", "m1"]
+    assert t.relationship_read(personId="p1")["memoryNodeId"] == "m2"
+    new = t.merge(ids=["m1", "m2"], title="merged", content="", reason="r")["id"]
+    assert new == "m4"
+    titles = history_titles(memdir)
+    assert "FAILED" not in titles, f"the failed merge reached the state file's history: {titles}"
+    assert "merged" in titles, f"the state file's history lost the merge: {titles}"
+    before = everything(t)
+    svc.close()
+    s2 = Service(memdir, clock=clock).open()
+    try:
+        assert everything(LocalCaller(s2)) == before
+    finally:
+        s2.close()
+
+
+def test_failed_delete_keeps_orders(svc, memdir, t, full_disk, clock):
+    clock.step = timedelta(0)
+    make(t, "parent")
+    for name in ("b", "c", "d"):
+        make(t, name, parentId="m1")
+    t.important(id="m3", important=True)
+    full_disk.on()
+    refused(svc, memdir, t, "delete", {"id": "m3"})
+    full_disk.off()
+    assert ids_of(t.children(parentId="m1")) == ["m2", "m3", "m4"]
+    assert ids_of(t.query()) == ["m4", "m3", "m2", "m1"]
+    assert t.read(id="m3")["important"] is True
+
+
+def test_failed_important_mark_changes_nothing(svc, memdir, t, full_disk):
+    for i in range(6):
+        make(t, f"n{i + 1}")
+    for i in range(1, 6):
+        t.important(id=f"m{i}", important=True)
+    full_disk.on()
+    refused(svc, memdir, t, "important", {"id": "m6", "important": True})
+    full_disk.off()
+    assert important_ids(memdir) == ["m1", "m2", "m3", "m4", "m5"]
+    assert t.important(id="m6", important=True)["replaced"]["id"] == "m1"

@@ -378,3 +378,13 @@ def test_recreate_after_delete_is_a_new_record(t, clock):
     r = rel(t)
     assert r["created"] is True
     assert datetime.fromisoformat(r["createdAt"]) == T0 + timedelta(days=1)
+
+
+def test_query_ties_later_created_first(t, clock):
+    clock.set(T0)
+    clock.step = timedelta(0)
+    for p in ("a", "b", "c"):
+        rel(t, p)
+    # an update at the same instant does not change creation order
+    rel(t, "a", affinity=5)
+    assert pids(t.relationship_query()) == ["c", "b", "a"]

@@ -1,0 +1,281 @@
+"""Command lines: `zcord` (the daemon) and `zcor` (the client).
+
+`zcor` talks to the daemon as an operator (actor `operator`), except `zcor mcp`, which
+passes an MCP host's bytes through unchanged and so is the bot, and `zcor call --bot`.
+
+Exit codes of `zcor`: 0 success, 1 the daemon refused (tool error, bad request),
+2 usage error, 3 the daemon cannot be reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import socket
+import sys
+import threading
+from typing import Any
+
+from . import __version__
+from . import protocol as P
+from .client import Client, ClientError, ConnectionLost, DaemonUnavailable, RequestTimeout, RpcError, ToolError
+from .paths import client_socket, daemon_socket, memory_dir
+
+EXIT_OK = 0
+EXIT_REFUSED = 1
+EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
+
+
+# -- zcord ------------------------------------------------------------------------------------
+
+
+def daemon_main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="zcord", description="The zcor memory daemon: owns one Memory directory and serves it "
+                                  "over a Unix socket (JSON-RPC 2.0 / MCP, one message per line).")
+    parser.add_argument("--memory-dir", metavar="DIR",
+                        help="the Memory directory (default: $STATE_DIRECTORY, else "
+                             "$XDG_DATA_HOME/zcor/memory or ~/.local/share/zcor/memory)")
+    parser.add_argument("--socket", metavar="PATH",
+                        help="the socket to listen on (default: $RUNTIME_DIRECTORY/zcord.sock, else "
+                             "$XDG_RUNTIME_DIR/zcor/zcord.sock, else /tmp/zcor-$UID/zcord.sock)")
+    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--version", action="version", version=f"zcord {__version__}")
+    args = parser.parse_args(argv)
+    from .server import run  # keeps `zcor` start-up free of the service imports
+
+    return run(memory_dir(args.memory_dir), daemon_socket(args.socket), args.log_level)
+
+
+# -- zcor ----------------------------------------------------------------------------------------
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, ensure_ascii=False, indent=2))
+
+
+def _usage(message: str) -> SystemExit:
+    print(f"zcor: {message}", file=sys.stderr)
+    return SystemExit(EXIT_USAGE)
+
+
+def _json_arg(text: str, what: str) -> Any:
+    if text == "-":
+        text = sys.stdin.read()
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        raise _usage(f"{what} is not valid JSON ({e})") from None
+
+
+def _client(args: argparse.Namespace, role: str = P.OPERATOR) -> Client:
+    return Client(args.socket, role=role, timeout=args.timeout, client_name="zcor-cli").connect()
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    with _client(args) as c:
+        _print_json(c.status())
+    return EXIT_OK
+
+
+def cmd_tools(args: argparse.Namespace) -> int:
+    with _client(args, P.OPERATOR if args.operator else P.BOT) as c:
+        tools = c.list_tools()
+    if args.json:
+        _print_json(tools)
+    else:
+        width = max((len(t["name"]) for t in tools), default=0)
+        for t in tools:
+            first = re.split(r"(?<!e\.g)(?<!i\.e)\. ", t.get("description", ""))[0].rstrip(".")
+            print(f"{t['name']:<{width}}  {first}")
+    return EXIT_OK
+
+
+def cmd_call(args: argparse.Namespace) -> int:
+    arguments = _json_arg(args.arguments, "the arguments") if args.arguments else {}
+    if not isinstance(arguments, dict):
+        raise _usage("the arguments must be a JSON object, e.g. '{\"id\": \"m1\"}'")
+    with _client(args, P.BOT if args.bot else P.OPERATOR) as c:
+        _print_json(c.call_tool(args.tool, arguments))
+    return EXIT_OK
+
+
+def cmd_prefix(args: argparse.Namespace) -> int:
+    with _client(args) as c:
+        print(c.prefix())
+    return EXIT_OK
+
+
+def cmd_recall(args: argparse.Namespace) -> int:
+    text = " ".join(args.text)
+    with _client(args) as c:
+        ids = c.recall(args.session, [{"text": text, "origin": "external"}])
+        if args.context:
+            print(c.context(args.session)["text"])
+        else:
+            _print_json({"ids": ids})
+    return EXIT_OK
+
+
+def cmd_context(args: argparse.Namespace) -> int:
+    with _client(args) as c:
+        print(c.context(args.session)["text"])
+    return EXIT_OK
+
+
+def cmd_backup(args: argparse.Namespace) -> int:
+    with _client(args) as c:
+        if args.list:
+            for item in c.backups():
+                print(item["backupFile"])
+        else:
+            print(c.call_tool("zcor_memory_backup", {})["backupFile"])
+    return EXIT_OK
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    with _client(args) as c:
+        if args.patch:
+            patch = _json_arg(args.patch, "the config patch")
+            _print_json(c.config_set(patch))
+        else:
+            _print_json(c.config_get())
+    return EXIT_OK
+
+
+def cmd_reload(args: argparse.Namespace) -> int:
+    with _client(args) as c:
+        _print_json(c.reload())
+    return EXIT_OK
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """Bridge stdin/stdout to the socket byte for byte: the MCP host is the bot."""
+    path = client_socket(args.socket)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(str(path))
+    except OSError as e:
+        print(f"zcor mcp: cannot reach zcord at {path}: {e.strerror or e}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    stdin_done = threading.Event()
+
+    def pump_in() -> None:
+        try:
+            while True:
+                data = os.read(0, 1 << 16)
+                if not data:
+                    break
+                sock.sendall(data)
+        except OSError:
+            pass
+        finally:
+            stdin_done.set()
+            try:
+                sock.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+
+    threading.Thread(target=pump_in, name="stdin", daemon=True).start()
+    try:
+        while True:
+            data = sock.recv(1 << 16)
+            if not data:
+                break
+            view = memoryview(data)
+            while view:
+                view = view[os.write(1, view):]
+    except BrokenPipeError:
+        return EXIT_OK  # the host went away
+    except OSError as e:
+        print(f"zcor mcp: connection to zcord failed: {e}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    finally:
+        sock.close()
+    if not stdin_done.is_set():
+        print("zcor mcp: zcord closed the connection", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="zcor", description="Talk to the zcor memory daemon (zcord).")
+    parser.add_argument("--version", action="version", version=f"zcor {__version__}")
+    # --socket and --timeout work before or after the subcommand
+    for target, default in ((parser, None), (common := argparse.ArgumentParser(add_help=False), argparse.SUPPRESS)):
+        target.add_argument("--socket", metavar="PATH", default=default,
+                            help="zcord's socket (default: $ZCOR_SOCKET, else the zcord default)")
+        target.add_argument("--timeout", type=float, metavar="SECONDS",
+                            default=60.0 if default is None else default,
+                            help="how long to wait for an answer (default 60)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("status", parents=[common], help="daemon and Memory status")
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("tools", parents=[common], help="the tools the bot is offered now")
+    p.add_argument("--operator", action="store_true", help="list every tool (what operators may call)")
+    p.add_argument("--json", action="store_true", help="print the full tools/list entries with schemas")
+    p.set_defaults(func=cmd_tools)
+
+    p = sub.add_parser("call", parents=[common], help="call a tool and print its JSON result")
+    p.add_argument("tool", help="tool name, e.g. zcor_memory_read")
+    p.add_argument("arguments", nargs="?", help="arguments as a JSON object ('-' reads stdin)")
+    p.add_argument("--bot", action="store_true", help="call as the bot (actor model) instead of operator")
+    p.set_defaults(func=cmd_call)
+
+    p = sub.add_parser("prefix", parents=[common], help="print the system prefix")
+    p.set_defaults(func=cmd_prefix)
+
+    p = sub.add_parser("recall", parents=[common], help="run auto-recall for a session on some text")
+    p.add_argument("session", help="session key, e.g. console or qq:group:123")
+    p.add_argument("text", nargs="+", help="the external message text")
+    p.add_argument("--context", action="store_true", help="print the context header instead of the ids")
+    p.set_defaults(func=cmd_recall)
+
+    p = sub.add_parser("context", parents=[common], help="print a session's context header")
+    p.add_argument("session")
+    p.set_defaults(func=cmd_context)
+
+    p = sub.add_parser("backup", parents=[common], help="write a backup and print its file name")
+    p.add_argument("--list", action="store_true", help="list the backups instead")
+    p.set_defaults(func=cmd_backup)
+
+    p = sub.add_parser("config", parents=[common], help="show the config, or change it with a JSON patch")
+    p.add_argument("patch", nargs="?", help='e.g. \'{"relationshipMemory": false}\'')
+    p.set_defaults(func=cmd_config)
+
+    p = sub.add_parser("reload", parents=[common], help="re-read config.json and synonyms.json")
+    p.set_defaults(func=cmd_reload)
+
+    p = sub.add_parser("mcp", parents=[common],
+                       help="bridge stdin/stdout to zcord for an MCP host (the host is the bot)")
+    p.set_defaults(func=cmd_mcp)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except ToolError as e:
+        print(f"zcor: {e.message}", file=sys.stderr)
+        return EXIT_REFUSED
+    except RpcError as e:
+        print(f"zcor: zcord refused the request ({e.code}): {e.message}", file=sys.stderr)
+        return EXIT_REFUSED
+    except (DaemonUnavailable, ConnectionLost, RequestTimeout) as e:
+        print(f"zcor: {e}", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    except ClientError as e:
+        print(f"zcor: {e}", file=sys.stderr)
+        return EXIT_REFUSED
+    except BrokenPipeError:
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,638 @@
+"""The zcord transport: an asyncio Unix-socket server that dispatches into one Service.
+
+Every Service call runs in a single worker thread, so mutations are serialized and the
+event loop never blocks on disk or on the Service lock. Requests on one connection are
+handled concurrently and may be answered out of order.
+
+Bot-facing methods: MCP (`initialize`, `ping`, `tools/list`, `tools/call`) and
+`zcor/prefix`, `zcor/recall`, `zcor/context`. Operator methods (a client that says
+`capabilities.experimental.zcor.role = "operator"` at initialize): `zcor/status`,
+`zcor/config/get`, `zcor/config/set`, `zcor/subscribe`, `zcor/unsubscribe`,
+`zcor/backups/list`, `zcor/synonyms/list`, `zcor/recall/explain`, `zcor/reload`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import os
+import signal
+import socket
+import stat
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from . import protocol as P
+from . import systemd
+from .errors import MemoryDirInUse, ZcorError
+from .service import Service
+from .tools import declared_tools
+
+log = logging.getLogger("zcord")
+
+READ_CHUNK = 1 << 16
+MAX_IN_FLIGHT = 64
+"""Requests one connection may have running at once; more wait (the reader pauses)."""
+MAX_OUTPUT_BUFFER = 64 << 20
+"""A client that lets this much unread output pile up is disconnected."""
+SHUTDOWN_GRACE = 30.0
+
+EXIT_OK = 0
+EXIT_FAILURE = 1
+EXIT_IN_USE = 2
+
+
+class SocketInUse(Exception):
+    """Another live daemon answers on the socket path, or the path is not a socket."""
+
+
+class Connection:
+    """One client: its role, its subscription and its in-flight requests."""
+
+    _next_id = 0
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        Connection._next_id += 1
+        self.id = Connection._next_id
+        self.reader = reader
+        self.writer = writer
+        self.role = P.BOT
+        self.initialized = False
+        self.subscribed = False
+        self.slots = asyncio.Semaphore(MAX_IN_FLIGHT)
+        self.tasks: set[asyncio.Task] = set()
+
+    @property
+    def actor(self) -> str:
+        return "operator" if self.role == P.OPERATOR else "model"
+
+    def send(self, message: dict[str, Any]) -> None:
+        if self.writer.is_closing():
+            return
+        self.writer.write(P.encode(message))
+        transport = self.writer.transport
+        if transport.get_write_buffer_size() > MAX_OUTPUT_BUFFER:
+            log.warning("connection %d: client is not reading its replies; disconnecting", self.id)
+            transport.abort()
+
+
+Handler = Callable[[Connection, dict[str, Any]], Awaitable[Any]]
+
+
+class Daemon:
+    """Serves one open Service on one listening socket until stopped."""
+
+    def __init__(self, service: Service, listener: socket.socket, socket_path: Path | None,
+                 owns_socket: bool = True):
+        self.service = service
+        self.listener = listener
+        self.socket_path = socket_path
+        self.owns_socket = owns_socket
+        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zcord-worker")
+        self.conns: set[Connection] = set()
+        self.started = time.monotonic()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._server: asyncio.AbstractServer | None = None
+        self._readers: set[asyncio.Task] = set()
+        self._rel_memory = service.config.relationship_memory
+        self._declared_names: dict[bool, frozenset[str]] = {}
+        self._tool_lists: dict[tuple[bool, str], list[dict[str, Any]]] = {}
+        self._socket_ino = _inode(socket_path) if owns_socket and socket_path else None
+        self.methods: dict[str, tuple[Handler, bool]] = {
+            "initialize": (self._initialize, False),
+            "ping": (self._ping, False),
+            "tools/list": (self._tools_list, False),
+            "tools/call": (self._tools_call, False),
+            "zcor/prefix": (self._prefix, False),
+            "zcor/recall": (self._recall, False),
+            "zcor/context": (self._context, False),
+            "zcor/status": (self._status, True),
+            "zcor/config/get": (self._config_get, True),
+            "zcor/config/set": (self._config_set, True),
+            "zcor/subscribe": (self._subscribe, True),
+            "zcor/unsubscribe": (self._unsubscribe, True),
+            "zcor/backups/list": (self._backups_list, True),
+            "zcor/synonyms/list": (self._synonyms_list, True),
+            "zcor/recall/explain": (self._recall_explain, True),
+            "zcor/reload": (self._reload_method, True),
+        }
+
+    # -- lifetime ---------------------------------------------------------------------
+
+    async def serve(self) -> None:
+        """Accept clients until SIGTERM/SIGINT (or stop()), then shut down cleanly."""
+        self.loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        self.service.listeners.append(self._on_change)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self.loop.add_signal_handler(sig, self.stop)
+        self.loop.add_signal_handler(signal.SIGHUP, self._on_sighup)
+        self._server = await asyncio.start_unix_server(self._on_client, sock=self.listener)
+        watchdog = None
+        interval = systemd.watchdog_interval()
+        if interval:
+            watchdog = asyncio.create_task(self._watchdog(interval))
+        st = self.service.status()
+        where = self.socket_path or "an activated socket"
+        systemd.notify("READY=1", f"STATUS=Serving {st['nodes']} memories on {where}", f"MAINPID={os.getpid()}")
+        log.info("ready: %s on %s (%d memories)", self.service.dir, where, st["nodes"])
+        # load jieba's dictionary now rather than inside the first write or recall (about 1 s)
+        threading.Thread(target=_warm_up_text, name="zcord-warmup", daemon=True).start()
+        try:
+            await self._stop.wait()
+        finally:
+            systemd.notify("STOPPING=1", "STATUS=Shutting down")
+            log.info("stopping")
+            if watchdog:
+                watchdog.cancel()
+            await self._shutdown()
+
+    def stop(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+
+    async def _shutdown(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for task in list(self._readers):
+            task.cancel()
+        await asyncio.gather(*self._readers, return_exceptions=True)
+        pending = [t for c in self.conns for t in c.tasks]
+        if pending:
+            log.info("finishing %d in-flight request(s)", len(pending))
+            await asyncio.wait(pending, timeout=SHUTDOWN_GRACE)
+        for conn in list(self.conns):
+            await self._close_conn(conn)
+        self.worker.shutdown(wait=True)
+        self._remove_socket()
+
+    def _remove_socket(self) -> None:
+        if not self.owns_socket or self.socket_path is None:
+            return
+        # only our own socket file: never one another daemon bound in its place
+        if self._socket_ino is not None and _inode(self.socket_path) == self._socket_ino:
+            try:
+                self.socket_path.unlink()
+            except FileNotFoundError:
+                pass
+
+    async def _watchdog(self, interval: float) -> None:
+        """Ping systemd while the worker still answers; a stuck worker lets the watchdog fire."""
+        while True:
+            try:
+                await asyncio.wait_for(self._work(lambda: None), timeout=max(interval, 0.05))
+                systemd.notify("WATCHDOG=1")
+            except asyncio.TimeoutError:
+                log.warning("worker busy for more than %.1fs; watchdog ping skipped", interval)
+            await asyncio.sleep(interval)
+
+    def _on_sighup(self) -> None:
+        asyncio.ensure_future(self._reload())
+
+    async def _reload(self) -> ZcorError | None:
+        """Re-read config.json and synonyms.json; on error the old values stay and it is returned."""
+        err: ZcorError | None = None
+        try:
+            await self._work(self.service.reload)
+        except ZcorError as e:
+            err = e
+        except Exception as e:
+            err = ZcorError(f"reload failed: {type(e).__name__}: {e}")
+        finally:
+            self._check_tools_changed()
+        if err is not None:
+            log.error("reload failed, keeping the previous values: %s", err.message)
+        else:
+            log.info("reloaded config.json and synonyms.json")
+        return err
+
+    # -- change notifications -----------------------------------------------------------
+
+    def _on_change(self, event: dict[str, Any]) -> None:
+        """Service listener: runs in the worker thread, so hop to the loop."""
+        loop = self.loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._broadcast_change, event)
+
+    def _broadcast_change(self, event: dict[str, Any]) -> None:
+        message = P.notification("zcor/changed", event)
+        for conn in list(self.conns):
+            if conn.subscribed:
+                conn.send(message)
+        if event.get("tool") == "zcor/config/set":
+            self._check_tools_changed()
+
+    def _check_tools_changed(self) -> None:
+        now = self.service.config.relationship_memory
+        if now == self._rel_memory:
+            return
+        self._rel_memory = now
+        log.info("relationship memory %s; telling bots their tool list changed", "on" if now else "off")
+        message = P.notification("notifications/tools/list_changed")
+        for conn in list(self.conns):
+            if conn.role == P.BOT and conn.initialized:
+                conn.send(message)
+
+    # -- connections ----------------------------------------------------------------------
+
+    async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = Connection(reader, writer)
+        self.conns.add(conn)
+        task = asyncio.current_task()
+        assert task is not None
+        self._readers.add(task)
+        log.debug("connection %d opened", conn.id)
+        try:
+            await self._read_loop(conn)
+        except asyncio.CancelledError:
+            pass  # shutdown: in-flight requests are awaited by _shutdown
+        except (ConnectionError, OSError) as e:
+            log.debug("connection %d: %s", conn.id, e)
+        except Exception:
+            log.exception("connection %d: unexpected error; closing it", conn.id)
+        finally:
+            self._readers.discard(task)
+        if self._stop is not None and self._stop.is_set():
+            return
+        if conn.tasks:
+            await asyncio.wait(list(conn.tasks))
+        await self._close_conn(conn)
+
+    async def _close_conn(self, conn: Connection) -> None:
+        self.conns.discard(conn)
+        try:
+            if not conn.writer.is_closing():
+                await asyncio.wait_for(conn.writer.drain(), timeout=5)
+            conn.writer.close()
+            await asyncio.wait_for(conn.writer.wait_closed(), timeout=5)
+        except (ConnectionError, OSError, asyncio.TimeoutError):
+            pass
+        log.debug("connection %d closed", conn.id)
+
+    async def _read_loop(self, conn: Connection) -> None:
+        """Split the byte stream into lines; a line over MAX_LINE is answered and skipped."""
+        buf = bytearray()
+        discarding = False
+        reader = conn.reader
+        while True:
+            chunk = await reader.read(READ_CHUNK)
+            if not chunk:
+                return
+            start = 0
+            while True:
+                nl = chunk.find(b"\n", start)
+                if nl < 0:
+                    if not discarding:
+                        buf += chunk[start:]
+                        if len(buf) > P.MAX_LINE:
+                            buf.clear()
+                            discarding = True
+                            self._reply_error(conn, P.too_large())
+                    break
+                piece = chunk[start:nl]
+                start = nl + 1
+                if discarding:
+                    discarding = False
+                    continue
+                if buf:
+                    buf += piece
+                    line = bytes(buf)
+                    buf.clear()
+                else:
+                    line = piece
+                if len(line) > P.MAX_LINE:
+                    self._reply_error(conn, P.too_large())
+                    continue
+                await self._on_line(conn, line)
+            await conn.writer.drain()
+
+    def _reply_error(self, conn: Connection, err: P.ProtocolError) -> None:
+        conn.send(P.error_response(err.id, err))
+
+    async def _on_line(self, conn: Connection, line: bytes) -> None:
+        try:
+            msg = P.decode(line)
+        except P.ProtocolError as e:
+            self._reply_error(conn, e)
+            return
+        if msg is None:
+            return
+        if not msg.is_request:
+            return  # notifications (initialized, cancelled, …) need no answer
+        await conn.slots.acquire()
+        task = asyncio.create_task(self._handle(conn, msg))
+        conn.tasks.add(task)
+        task.add_done_callback(conn.tasks.discard)
+
+    async def _handle(self, conn: Connection, msg: P.Message) -> None:
+        try:
+            entry = self.methods.get(msg.method)
+            if entry is None:
+                raise P.method_not_found(msg.method)
+            handler, operator_only = entry
+            if operator_only and conn.role != P.OPERATOR:
+                raise P.app_error(P.Forbidden(
+                    f"{msg.method} is an operator method; connect as an operator "
+                    f'(initialize with capabilities.experimental.zcor.role = "operator").'))
+            params = P.object_params(msg.params)
+            result = await handler(conn, params)
+            conn.send(P.response(msg.id, result))
+        except P.RpcError as e:
+            conn.send(P.error_response(msg.id, e))
+        except ZcorError as e:
+            conn.send(P.error_response(msg.id, P.app_error(e)))
+        except Exception as e:
+            log.exception("internal error in %s", msg.method)
+            conn.send(P.error_response(msg.id, P.RpcError(
+                P.INTERNAL_ERROR, f"Internal error in {msg.method}: {type(e).__name__}: {e}")))
+        finally:
+            conn.slots.release()
+
+    def _work(self, fn: Callable[..., Any], *args: Any) -> Awaitable[Any]:
+        assert self.loop is not None
+        return self.loop.run_in_executor(self.worker, fn, *args)
+
+    # -- MCP --------------------------------------------------------------------------------
+
+    async def _initialize(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        version = params.get("protocolVersion")
+        if version is not None and not isinstance(version, str):
+            raise P.RpcError(P.INVALID_PARAMS, "Invalid params: protocolVersion must be a string")
+        conn.role = P.client_role(params)
+        conn.initialized = True
+        instructions = None
+        if conn.role == P.BOT:
+            try:
+                instructions = await self._work(self.service.prefix)
+            except Exception as e:  # the handshake must not fail because PERSONA.md is odd
+                log.warning("system prefix unavailable for initialize: %r", e)
+        log.debug("connection %d initialized as %s", conn.id, conn.role)
+        return P.initialize_result(version, __version__, conn.role, instructions)
+
+    async def _ping(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        return {}
+
+    def _bot_tool_names(self, relationship_memory: bool) -> frozenset[str]:
+        names = self._declared_names.get(relationship_memory)
+        if names is None:
+            names = frozenset(t.name for t in declared_tools(relationship_memory, P.BOT))
+            self._declared_names[relationship_memory] = names
+        return names
+
+    async def _tools_list(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        key = (self.service.config.relationship_memory, conn.role)
+        tools = self._tool_lists.get(key)
+        if tools is None:
+            tools = [spec.describe() for spec in declared_tools(*key)]
+            self._tool_lists[key] = tools
+        return {"tools": tools}
+
+    async def _tools_call(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        name = P.str_param(params, "name")
+        arguments = params.get("arguments")
+        service = self.service
+        actor = conn.actor
+        bot = conn.role == P.BOT
+
+        def run() -> dict[str, Any]:
+            allowed = self._bot_tool_names(service.config.relationship_memory) if bot else None
+            return service.call(name, arguments, actor=actor, allowed=allowed)
+
+        try:
+            result = await self._work(run)
+        except ZcorError as e:
+            return P.tool_failure(e)
+        return P.tool_success(result)
+
+    # -- zcor/ methods for the bot -------------------------------------------------------------
+
+    async def _prefix(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        return {"text": await self._work(self.service.prefix)}
+
+    async def _recall(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        session = P.str_param(params, "session")
+        events = params.get("events")
+        if not isinstance(events, list):
+            raise P.RpcError(P.INVALID_PARAMS, "Invalid params: events must be an array of "
+                                               "{text, origin, ts?, source?, senderKey?}", {"field": "events"})
+        ids = await self._work(self.service.recall, session, events)
+        return {"ids": list(ids)}
+
+    async def _context(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        session = P.str_param(params, "session")
+        return await self._work(self.service.context, session)
+
+    # -- operator methods ------------------------------------------------------------------------
+
+    async def _status(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        status = await self._work(self.service.status)
+        status.update({
+            "socket": str(self.socket_path) if self.socket_path else None,
+            "version": __version__,
+            "pid": os.getpid(),
+            "uptimeSeconds": round(time.monotonic() - self.started, 3),
+            "connections": len(self.conns),
+            "subscribers": sum(1 for c in self.conns if c.subscribed),
+        })
+        return status
+
+    async def _config_get(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        return await self._work(self.service.public_config)
+
+    async def _config_set(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        patch = params.get("patch")
+        if not isinstance(patch, dict):
+            raise P.RpcError(P.INVALID_PARAMS, "Invalid params: patch must be an object of config changes, "
+                                               'e.g. {"relationshipMemory": false}', {"field": "patch"})
+        try:
+            return await self._work(self.service.update_config, patch, conn.actor)
+        finally:
+            self._check_tools_changed()
+
+    async def _subscribe(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        conn.subscribed = True
+        return {"subscribed": True}
+
+    async def _unsubscribe(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        conn.subscribed = False
+        return {"subscribed": False}
+
+    async def _backups_list(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        store = self.service.store
+
+        def listing() -> list[dict[str, Any]]:
+            items = []
+            for name in store.list_backups():
+                try:
+                    st = (store.backups / name).stat()
+                except OSError:
+                    continue
+                items.append({"backupFile": name, "size": st.st_size,
+                              "modifiedAt": _iso(st.st_mtime)})
+            return items
+
+        return {"items": await self._work(listing)}
+
+    async def _synonyms_list(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        service = self.service
+
+        def groups() -> list[list[str]]:
+            with service.lock:
+                try:
+                    service.synonyms.reload_if_changed()
+                except ZcorError as e:
+                    log.error("%s; keeping the previous synonym groups", e.message)
+                return [list(g) for g in service.synonyms.groups]
+
+        return {"groups": await self._work(groups)}
+
+    async def _recall_explain(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        text = P.str_param(params, "text")
+        return await self._work(self.service.recall_explain, text)
+
+    async def _reload_method(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        err = await self._reload()
+        if err is not None:
+            raise err
+        return await self._work(self.service.public_config)
+
+
+def _warm_up_text() -> None:
+    try:
+        from .text import tokenizer
+
+        tokenizer()
+    except Exception as e:  # only a head start; the first real use retries and reports
+        log.debug("text warm-up failed: %r", e)
+
+
+def _iso(ts: float) -> str:
+    from datetime import datetime, timezone
+
+    return datetime.fromtimestamp(ts, timezone.utc).astimezone().isoformat(timespec="seconds")
+
+
+def _inode(path: Path | None) -> int | None:
+    if path is None:
+        return None
+    try:
+        return os.stat(path).st_ino
+    except OSError:
+        return None
+
+
+# -- binding --------------------------------------------------------------------------------
+
+
+def _socket_is_live(path: Path) -> bool:
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(2.0)
+    try:
+        probe.connect(str(path))
+        return True
+    except (ConnectionRefusedError, FileNotFoundError):
+        return False
+    except OSError as e:
+        if e.errno in (errno.ECONNREFUSED, errno.ENOENT):
+            return False
+        raise SocketInUse(f"{path} exists and cannot be probed ({e.strerror}); remove it if no zcord "
+                          f"is running") from None
+    finally:
+        probe.close()
+
+
+def bind_socket(path: Path) -> socket.socket:
+    """Bind and listen on path: socket 0660, a directory we create 0750, stale files replaced.
+
+    Raises:
+        SocketInUse: a live daemon answers there, or the path is something else than a socket.
+        OSError: the path cannot be created (permissions, too long, …).
+    """
+    parent = path.parent
+    if not parent.exists():
+        parent.mkdir(parents=True, exist_ok=True, mode=0o750)
+        os.chmod(parent, 0o750)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        old_umask = os.umask(0o117)
+        try:
+            try:
+                sock.bind(str(path))
+            except OSError as e:
+                if e.errno != errno.EADDRINUSE:
+                    raise
+                try:
+                    mode = os.lstat(path).st_mode
+                except FileNotFoundError:
+                    mode = None
+                if mode is not None and not stat.S_ISSOCK(mode):
+                    raise SocketInUse(f"{path} exists and is not a socket; refusing to replace it") from None
+                if mode is not None and _socket_is_live(path):
+                    raise SocketInUse(f"another zcord is already listening on {path}; stop it first or "
+                                      f"use another --socket") from None
+                if mode is not None:
+                    log.info("replacing stale socket %s", path)
+                    path.unlink()
+                sock.bind(str(path))
+        finally:
+            os.umask(old_umask)
+        os.chmod(path, 0o660)
+        sock.listen(512)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+# -- entry point ------------------------------------------------------------------------------
+
+
+def run(memory_dir: Path, socket_path: Path, log_level: str = "info") -> int:
+    """Run the daemon until SIGTERM; returns the process exit code."""
+    logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO), stream=sys.stderr,
+                        format="zcord: %(levelname)s: %(message)s")
+    started = time.monotonic()
+    service = Service(memory_dir)
+    try:
+        service.open()
+    except MemoryDirInUse as e:
+        print(f"zcord: {e.message}", file=sys.stderr)
+        return EXIT_IN_USE
+    except ZcorError as e:
+        print(f"zcord: cannot open the Memory in {memory_dir}: {e.message}", file=sys.stderr)
+        return EXIT_FAILURE
+    except OSError as e:
+        print(f"zcord: cannot open the Memory in {memory_dir}: {e.strerror or e} "
+              f"({e.filename or memory_dir})", file=sys.stderr)
+        return EXIT_FAILURE
+    try:
+        listener = systemd.activated_unix_listener()
+        owns = listener is None
+        if listener is None:
+            try:
+                listener = bind_socket(socket_path)
+            except SocketInUse as e:
+                print(f"zcord: {e}", file=sys.stderr)
+                return EXIT_IN_USE
+            except OSError as e:
+                print(f"zcord: cannot listen on {socket_path}: {e.strerror or e}", file=sys.stderr)
+                return EXIT_FAILURE
+            path: Path | None = socket_path
+        else:
+            name = listener.getsockname()
+            path = Path(name) if isinstance(name, str) and name else None
+        listener.setblocking(False)
+        daemon = Daemon(service, listener, path, owns_socket=owns)
+        log.debug("state loaded and socket bound in %.3fs", time.monotonic() - started)
+        asyncio.run(daemon.serve())
+        return EXIT_OK
+    finally:
+        service.close()
