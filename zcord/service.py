@@ -7,6 +7,8 @@ neither), and appends the call to the operation log.
 
 from __future__ import annotations
 
+import json
+import re
 import sys
 import threading
 from collections.abc import Callable, Collection
@@ -19,14 +21,15 @@ from pydantic import ValidationError
 from pydantic.alias_generators import to_camel
 
 from . import inputs as I
-from .errors import (Conflict, InvalidArgument, MayHaveTakenEffect, NotFound, StorageError, Superseded,
-                     UnknownTool, ZcorError)
+from .errors import (Conflict, InvalidArgument, MayHaveTakenEffect, NotFound, ProviderError, StorageError,
+                     Superseded, UnknownTool, ZcorError)
 from .models import MAX_IMPORTANT, Node, OpError, OpRecord, Relationship, now
 from .oplog import OpLog
 from .state import MemoryState, Tx
 from .config import Config, ConfigFile, api_key
 from .prefix import build_prefix
-from .recall import RecallSessions, Retriever, parse_events
+from .llm import Message, Provider
+from .recall import SEARCH_CANDIDATES, RecallSessions, Retriever, parse_events
 from .store import CONFIG_FILE, OPLOG_FILE, PERSONA_FILE, SYNONYMS_FILE, Store
 from .synonyms import Synonyms
 from .text import derive_keywords, normalize
@@ -34,6 +37,16 @@ from .text import derive_keywords, normalize
 
 class InternalError(ZcorError):
     code = "internal_error"
+
+
+SEARCH_TOOL = "zcor_memory_search"
+SEARCH_SYSTEM = (
+    "You filter the results of a memory search. You get the search keywords and candidate "
+    "memories (id, title, content). Choose the candidates relevant to the keywords, at most 5, "
+    "most relevant first. Answer with a JSON array of their ids and nothing else, for example "
+    '["m3", "m17"]. Answer [] when none is relevant.'
+)
+MAX_SEARCH_RESULTS = 5
 
 
 @dataclass
@@ -127,6 +140,7 @@ class Service:
         self.retriever = Retriever(lambda: self.state, self.synonyms)
         self.sessions = RecallSessions(self.retriever)
         self.lock = threading.RLock()
+        self.http_client = None  # an httpx.Client to reuse for provider calls (tests may inject one)
         self._seq = 0
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
 
@@ -259,6 +273,8 @@ class Service:
 
         if params is None:
             params = {}
+        if tool == SEARCH_TOOL and (allowed is None or tool in allowed):
+            return self._search_call(params, actor)
         with self.lock:
             try:
                 self._reconcile()  # so a history query sees changes whose log record failed
@@ -380,6 +396,77 @@ class Service:
                     f"The change was saved but the operation log could not be written ({e.strerror or e}); "
                     f"the operation may have taken effect. Read the memory before retrying.") from None
             print(f"zcord: could not write the operation log: {e}", file=sys.stderr)
+
+    # -- zcor_memory_search: the LLM phase runs without the lock ------------------------
+
+    def _search_call(self, params: Any, actor: str) -> dict[str, Any]:
+        from .tools import TOOLS
+
+        spec = TOOLS[SEARCH_TOOL]
+        with self.lock:
+            self._seq += 1
+            ctx = Ctx(actor=actor, tool=SEARCH_TOOL, seq=self._seq, at=self.clock())
+            try:
+                if not isinstance(params, dict):
+                    raise InvalidArgument("arguments must be a JSON object", field="arguments")
+                try:
+                    args = spec.input_model.model_validate(params)
+                except ValidationError as e:
+                    raise invalid_from(e) from None
+                self._refresh_synonyms()
+                terms = sorted(self.synonyms.classes.expand(args.keywords))
+                hits = self.retriever.hits(terms, keyword_equality=False)[:SEARCH_CANDIDATES]
+                candidates = [self.state.nodes[h.id].dump() for h in hits]
+                cfg = self.config.llm
+            except ZcorError as e:
+                self._log(ctx, params, error=e)
+                raise
+        try:
+            if not candidates:
+                ids: list[str] = []
+            else:
+                ids = self._llm_filter(cfg, args.keywords, candidates)
+        except ZcorError as e:
+            with self.lock:
+                self._log(ctx, params, error=e)
+            raise
+        by_id = {c["id"]: c for c in candidates}
+        result = {"items": [by_id[i] for i in ids], "candidateCount": len(candidates)}
+        with self.lock:
+            ctx.log_result = {"ids": ids, "candidates": [c["id"] for c in candidates]}
+            self._log(ctx, params)
+        return result
+
+    def _llm_filter(self, cfg, keywords: list[str], candidates: list[dict[str, Any]]) -> list[str]:
+        """Ask the configured provider which candidates are relevant; strict about the answer."""
+        provider = Provider(cfg, api_key(), client=self.http_client)
+        payload = {"keywords": keywords,
+                   "candidates": [{"id": c["id"], "title": c["title"], "content": c["content"]}
+                                  for c in candidates]}
+        reply = provider.chat(SEARCH_SYSTEM, [Message("user", json.dumps(payload, ensure_ascii=False))],
+                              max_tokens=256)
+        text = reply.text.strip()
+        fence = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", text, re.S)
+        if fence:
+            text = fence.group(1)
+        try:
+            ids = json.loads(text)
+        except ValueError:
+            raise ProviderError(f"The search filter's answer is not a JSON array of ids: {reply.text[:200]!r}") \
+                from None
+        if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+            raise ProviderError(f"The search filter's answer is not a JSON array of id strings: {text[:200]!r}")
+        if len(ids) > MAX_SEARCH_RESULTS:
+            raise ProviderError(f"The search filter returned {len(ids)} ids; at most {MAX_SEARCH_RESULTS} "
+                                f"were asked for.")
+        if len(set(ids)) != len(ids):
+            raise ProviderError("The search filter returned an id twice.")
+        known = {c["id"] for c in candidates}
+        strangers = [i for i in ids if i not in known]
+        if strangers:
+            raise ProviderError(f"The search filter returned ids that were not candidates: "
+                                f"{', '.join(strangers)}.")
+        return ids
 
     # -- lookups ----------------------------------------------------------------------------
 

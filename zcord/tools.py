@@ -109,6 +109,12 @@ _TABLE = [
              "Teach recall that some words mean the same thing (e.g. a nickname and a name). Adds "
              "one group of two or more terms.",
              I.SynonymsAddArgs, Service.synonyms_add, mutates=True),
+    ToolSpec("zcor_memory_search",
+             "Search memories by keywords when zcor_memory_query finds nothing or the wording may "
+             "differ: keywords are expanded with synonyms, matched against memory titles (not "
+             "bodies), and a model picks at most 5 relevant results. Slower than query: it calls "
+             "an LLM.",
+             I.SearchArgs, None, mutates=False),
 ]
 
 TOOLS: dict[str, ToolSpec] = {t.name: t for t in _TABLE}

@@ -1,0 +1,190 @@
+"""LLM providers over httpx: OpenAI-compatible Chat Completions and Anthropic Messages.
+
+One neutral conversation format (system text, messages with optional tool calls and tool
+results, tool declarations) is translated to each wire format and back. Used by
+`zcor_memory_search` (a one-off filter request) and by bots (`zcord.bot`, `zcor chat`).
+Every failure is a ProviderError with a sentence that says what went wrong.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from .config import LlmConfig
+from .errors import ProviderError
+
+ANTHROPIC_VERSION = "2023-06-01"
+DEFAULT_MAX_TOKENS = 1024
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    arguments: Any  # the parsed JSON object, or the raw string when it was not valid JSON
+
+
+@dataclass
+class Message:
+    """role: "user", "assistant" or "tool". Tool results carry tool_call_id (and is_error)."""
+
+    role: str
+    content: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    tool_call_id: str | None = None
+    is_error: bool = False
+
+
+@dataclass
+class Reply:
+    text: str
+    tool_calls: list[ToolCall]
+    stop_reason: str | None
+    raw: dict[str, Any]
+
+
+def _openai_messages(system: str, messages: list[Message]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
+    for m in messages:
+        if m.role == "tool":
+            out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content})
+        elif m.role == "assistant" and m.tool_calls:
+            out.append({"role": "assistant", "content": m.content or None, "tool_calls": [
+                {"id": c.id, "type": "function",
+                 "function": {"name": c.name, "arguments": c.arguments if isinstance(c.arguments, str)
+                              else json.dumps(c.arguments, ensure_ascii=False)}}
+                for c in m.tool_calls]})
+        else:
+            out.append({"role": m.role, "content": m.content})
+    return out
+
+
+def _anthropic_messages(messages: list[Message]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        if m.role == "tool":
+            block = {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content}
+            if m.is_error:
+                block["is_error"] = True
+            # consecutive tool results share one user turn
+            if out and out[-1]["role"] == "user" and isinstance(out[-1]["content"], list) and \
+                    all(b.get("type") == "tool_result" for b in out[-1]["content"]):
+                out[-1]["content"].append(block)
+            else:
+                out.append({"role": "user", "content": [block]})
+        elif m.role == "assistant" and m.tool_calls:
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
+            blocks += [{"type": "tool_use", "id": c.id, "name": c.name,
+                        "input": c.arguments if isinstance(c.arguments, dict) else {}} for c in m.tool_calls]
+            out.append({"role": "assistant", "content": blocks})
+        else:
+            out.append({"role": m.role, "content": m.content})
+    return out
+
+
+def openai_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """MCP tool declarations (name, description, inputSchema) in Chat Completions form."""
+    return [{"type": "function", "function": {"name": t["name"], "description": t.get("description", ""),
+                                              "parameters": t["inputSchema"]}} for t in tools]
+
+
+def anthropic_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """MCP tool declarations in Anthropic Messages form."""
+    return [{"name": t["name"], "description": t.get("description", ""), "input_schema": t["inputSchema"]}
+            for t in tools]
+
+
+def _parse_args(raw: Any) -> Any:
+    if isinstance(raw, dict):
+        return raw
+    try:
+        value = json.loads(raw)
+        return value
+    except (TypeError, ValueError):
+        return raw
+
+
+class Provider:
+    """One configured provider. `chat()` sends a conversation and returns the reply."""
+
+    def __init__(self, cfg: LlmConfig, api_key: str | None, client: httpx.Client | None = None):
+        if not cfg.model:
+            raise ProviderError("No LLM is configured: set the model (ZCOR_LLM_MODEL or llm.model in "
+                                "config.json) and the base URL (ZCOR_LLM_BASE_URL).")
+        self.cfg = cfg
+        self.api_key = api_key
+        self._client = client
+
+    def _post(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
+        client = self._client or httpx.Client()
+        try:
+            resp = client.post(url, headers=headers, json=body, timeout=self.cfg.timeout_seconds)
+        except httpx.TimeoutException:
+            raise ProviderError(f"The LLM provider at {self.cfg.base_url} did not answer within "
+                                f"{self.cfg.timeout_seconds:g} s.") from None
+        except httpx.HTTPError as e:
+            raise ProviderError(f"The LLM provider at {self.cfg.base_url} could not be reached: {e}") from None
+        finally:
+            if self._client is None:
+                client.close()
+        if resp.status_code >= 400:
+            raise ProviderError(f"The LLM provider answered HTTP {resp.status_code}: {resp.text[:300]}")
+        try:
+            data = resp.json()
+        except ValueError:
+            raise ProviderError(f"The LLM provider's answer is not JSON: {resp.text[:200]!r}") from None
+        if not isinstance(data, dict):
+            raise ProviderError("The LLM provider's answer is not a JSON object.")
+        return data
+
+    def chat(self, system: str, messages: list[Message], tools: list[dict[str, Any]] | None = None,
+             max_tokens: int = DEFAULT_MAX_TOKENS) -> Reply:
+        base = self.cfg.base_url.rstrip("/")
+        if self.cfg.protocol == "openai":
+            headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+            body: dict[str, Any] = {"model": self.cfg.model, "messages": _openai_messages(system, messages),
+                                    "max_tokens": max_tokens}
+            if tools:
+                body["tools"] = openai_tools(tools)
+            return self._openai_reply(self._post(base + "/chat/completions", headers, body))
+        headers = {"anthropic-version": ANTHROPIC_VERSION}
+        if self.api_key:
+            headers["x-api-key"] = self.api_key
+        body = {"model": self.cfg.model, "max_tokens": max_tokens, "messages": _anthropic_messages(messages)}
+        if system:
+            body["system"] = system
+        if tools:
+            body["tools"] = anthropic_tools(tools)
+        return self._anthropic_reply(self._post(base + "/messages", headers, body))
+
+    @staticmethod
+    def _openai_reply(data: dict[str, Any]) -> Reply:
+        choices = data.get("choices")
+        if not isinstance(choices, list) or not choices:
+            raise ProviderError("The LLM provider returned no choice.")
+        msg = choices[0].get("message") if isinstance(choices[0], dict) else None
+        if not isinstance(msg, dict):
+            raise ProviderError("The LLM provider's choice has no message.")
+        calls = []
+        for c in msg.get("tool_calls") or []:
+            fn = c.get("function") or {}
+            calls.append(ToolCall(id=str(c.get("id", "")), name=str(fn.get("name", "")),
+                                  arguments=_parse_args(fn.get("arguments", "{}"))))
+        content = msg.get("content")
+        if content is not None and not isinstance(content, str):
+            raise ProviderError("The LLM provider's message content is not text.")
+        return Reply(text=content or "", tool_calls=calls, stop_reason=choices[0].get("finish_reason"), raw=data)
+
+    @staticmethod
+    def _anthropic_reply(data: dict[str, Any]) -> Reply:
+        blocks = data.get("content")
+        if data.get("type") == "error" or not isinstance(blocks, list):
+            raise ProviderError(f"The LLM provider returned no content: {json.dumps(data)[:200]}")
+        text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
+        calls = [ToolCall(id=str(b.get("id", "")), name=str(b.get("name", "")), arguments=b.get("input", {}))
+                 for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
+        return Reply(text=text, tool_calls=calls, stop_reason=data.get("stop_reason"), raw=data)
