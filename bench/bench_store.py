@@ -7,7 +7,9 @@ Usage: python bench/bench_store.py [--sizes 1000,10000,50000] [--history 50000] 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import random
 import resource
 import sys
@@ -59,12 +61,14 @@ def bench(nodes: int, history: int, oplog: int, samples: int) -> dict[str, str]:
         first_hist = time.perf_counter() - t
         hist = timed(lambda: call("zcor_memory_history", {"keywords": [rng.choice(THINGS)]}), samples // 10)
         svc.close()
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {
         "nodes": f"{nodes:,}", "changes": f"{history:,}", "log lines": f"{oplog:,}",
         "state MiB": f"{size / 2**20:.1f}", "log MiB": f"{log_size / 2**20:.1f}",
         "load s": f"{load:.3f}", "read": ms(read), "children": ms(children), "query 1kw": ms(query),
         "query 2kw+time": ms(query2), "update": ms(write), "create": ms(create),
         "history (1st)": f"{first_hist * 1000:.0f}", "history": ms(hist),
+        "peak RSS MiB": f"{rss:.0f}",
     }
 
 
@@ -75,20 +79,26 @@ def main() -> None:
     ap.add_argument("--changes", default="", help="change records in the state per size (default: "
                                                   "one create per node plus one update per node)")
     ap.add_argument("--samples", type=int, default=300)
+    ap.add_argument("--one", help=argparse.SUPPRESS)  # internal: one size in a child process
     args = ap.parse_args()
     tokenizer()  # jieba loads once per process; not part of any figure
+    if args.one:
+        n, c = (int(x) for x in args.one.split(":"))
+        print(json.dumps(bench(n, c, max(args.history, c), args.samples)))
+        return
     sizes = [int(s) for s in args.sizes.split(",")]
     changes = [int(c) for c in args.changes.split(",")] if args.changes else [2 * n for n in sizes]
     rows = []
     for n, c in zip(sizes, changes):
-        r = bench(n, c, max(args.history, c), args.samples)
-        rows.append(r)
+        # each size in its own process, so its peak RSS is its own
+        out = subprocess.run([sys.executable, __file__, "--one", f"{n}:{c}", "--history", str(args.history),
+                              "--samples", str(args.samples)], capture_output=True, text=True, check=True)
+        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
         print(f"done {n}", file=sys.stderr)
     keys = list(rows[0])
-    print("times in ms as 'p50 p99' unless named; load in seconds")
+    print(f"zcor store benchmark, in-process; {os.cpu_count()} CPUs; times in ms as 'p50 p99' unless "
+          f"named; load in seconds; RSS includes jieba and the benchmark's own builder")
     print(table([[k, *[r[k] for r in rows]] for k in keys], ["metric", *[r["nodes"] for r in rows]]))
-    print(f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB "
-          f"(whole run, largest Memory included)")
 
 
 if __name__ == "__main__":

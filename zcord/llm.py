@@ -83,6 +83,9 @@ def _anthropic_messages(messages: list[Message]) -> list[dict[str, Any]]:
             out.append({"role": "assistant", "content": blocks})
         else:
             out.append({"role": m.role, "content": m.content})
+    if out and out[0]["role"] != "user":
+        # Messages must open with a user turn; a transcript may open with a synthesized frame.
+        out.insert(0, {"role": "user", "content": "[conversation start]"})
     return out
 
 

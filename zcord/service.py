@@ -32,7 +32,7 @@ from .llm import Message, Provider
 from .recall import SEARCH_CANDIDATES, RecallSessions, Retriever, parse_events
 from .store import CONFIG_FILE, OPLOG_FILE, PERSONA_FILE, SYNONYMS_FILE, Store
 from .synonyms import Synonyms
-from .text import derive_keywords, normalize
+from .text import derive_keywords, normalize, tokenizer
 
 
 class InternalError(ZcorError):
@@ -490,6 +490,20 @@ class Service:
             raise Conflict(f"Moving {node_id} under {parent_id} would create a cycle: {parent_id} is "
                            f"{node_id} itself or one of its descendants.", field="parentId")
 
+    def _derive(self, title: str) -> list[str]:
+        """Keywords from a title, cut by a jieba that knows every synonym term and keyword."""
+        self.retriever.teach_jieba()
+        return derive_keywords(title)
+
+    def warm(self) -> None:
+        """Load jieba, teach it the Memory's words and index the log (a daemon runs this in
+        the background after it is ready, so the first calls do not pay for it)."""
+        tokenizer()
+        with self.lock:
+            self._refresh_synonyms()
+            self.retriever.teach_jieba()
+        self.oplog.warm()
+
     def _item(self, node_id: str) -> dict[str, Any]:
         node = self.state.nodes[node_id]
         return {"id": node.id, "title": node.title, "superseded": node.superseded_by is not None,
@@ -507,7 +521,7 @@ class Service:
             tx = self._begin(ctx)
             node = Node(
                 id=tx.take_id(), title=a.title, content=a.content,
-                keywords=keywords if a.keywords is not None else derive_keywords(a.title),
+                keywords=keywords if a.keywords is not None else self._derive(a.title),
                 parent_id=a.parent_id, source_message=a.source_message,
                 created_at=ctx.at, updated_at=ctx.at)
             tx.put_node(node)
@@ -524,7 +538,7 @@ class Service:
                     self._check_parent(a.parent_id, a.id)
                 update["parent_id"] = a.parent_id
             if a.given("keywords"):
-                update["keywords"] = keywords if a.keywords is not None else derive_keywords(a.title)
+                update["keywords"] = keywords if a.keywords is not None else self._derive(a.title)
             if a.given("source_message"):
                 update["source_message"] = a.source_message
             node = old.model_copy(update=update)
@@ -652,7 +666,7 @@ class Service:
         parent = parents.pop() if len(parents) == 1 else None
         tx = self._begin(ctx)
         new = Node(id=tx.take_id(), title=a.title, content=a.content,
-                   keywords=dedupe_words(a.keywords) if a.keywords is not None else derive_keywords(a.title),
+                   keywords=dedupe_words(a.keywords) if a.keywords is not None else self._derive(a.title),
                    parent_id=parent, created_at=ctx.at, updated_at=ctx.at)
         tx.put_node(new)
         tx.record("node.create", new.id, after=new.dump())
@@ -824,6 +838,7 @@ class Service:
         try:
             self.synonyms.reload_if_changed()
             added = self.synonyms.add_group(terms)
+            self.retriever.teach_jieba()
         except OSError as e:
             raise StorageError(f"synonyms.json could not be saved ({e.strerror or e}); nothing changed.") from None
         if added:

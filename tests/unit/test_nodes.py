@@ -255,7 +255,9 @@ def test_parent_is_descendant_refused(svc, memdir, t):
 def test_keywords_omitted_on_create_derived_from_title(t):
     r = t.write(title="我喜欢吃苹果和香蕉", content="内容里有葡萄")
     kws = r["keywords"]
-    assert {"苹果", "香蕉", "喜欢"} <= set(kws)
+    # 喜欢 or 喜欢吃: the default synonyms teach jieba 喜欢吃 as one word
+    assert {"苹果", "香蕉"} <= set(kws) and ({"喜欢", "喜欢吃"} & set(kws))
+    assert "我" not in kws and "和" not in kws, "single characters are not keywords"
     assert all(len(k) >= 2 for k in kws), kws
     assert "葡萄" not in kws, "keywords come from the title, not the content"
     assert t.read(id=r["id"])["keywords"] == kws

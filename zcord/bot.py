@@ -1,0 +1,179 @@
+"""The bot side of zcor, for any Python bot (no Textual): connect as the bot, hand the
+declared tools to the model, build the system prefix, deliver message batches to
+auto-recall, put the context header in front of each request, run the model's tool calls
+through the daemon, and refuse any call to a tool not declared in the current request.
+
+A minimal bot:
+
+    from zcord.bot import MemoryBot, Conversation
+    from zcord.llm import Provider
+    with MemoryBot.connect(session="qq:group:123") as bot:
+        conv = Conversation(bot, Provider(cfg, api_key))
+        answer = conv.handle([{"text": "我昨天去吃火锅了", "origin": "external",
+                               "senderKey": "qq:42", "source": "qq:group:123"}])
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from .client import Client, ClientError, ToolError
+from .errors import ZcorError
+from .llm import Message, Provider, ToolCall, anthropic_tools, openai_tools
+
+FRAME_TOOL = "external_event_frame"
+DEFAULT_MAX_ROUNDS = 8
+
+
+@dataclass
+class ToolUse:
+    """What the person is shown about each tool call the model made."""
+
+    name: str
+    arguments: Any
+    ok: bool
+    summary: str
+
+
+class MemoryBot:
+    """One bot session's connection to zcord."""
+
+    def __init__(self, client: Client, session: str):
+        self.client = client
+        self.session = session
+
+    @classmethod
+    def connect(cls, session: str, socket_path: str | None = None, timeout: float = 30.0) -> "MemoryBot":
+        return cls(Client(socket_path, role="bot", timeout=timeout, client_name="zcord.bot").connect(), session)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self) -> "MemoryBot":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- what the model is given -------------------------------------------------------
+
+    def tools(self) -> list[dict[str, Any]]:
+        """The tools declared to the model right now (MCP form: name, description, inputSchema)."""
+        return self.client.list_tools()
+
+    @staticmethod
+    def openai_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return openai_tools(tools)
+
+    @staticmethod
+    def anthropic_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return anthropic_tools(tools)
+
+    def prefix(self) -> str:
+        return self.client.prefix()
+
+    def deliver(self, events: list[dict[str, Any]]) -> list[str]:
+        """Send a batch of incoming events to auto-recall; returns the new recall set."""
+        return self.client.recall(self.session, events)
+
+    def context_header(self) -> str:
+        return self.client.context(self.session)["text"]
+
+    # -- running the model's tool calls --------------------------------------------------
+
+    def execute(self, call: ToolCall, declared: set[str]) -> tuple[Message, ToolUse]:
+        """Run one tool call through the daemon, or refuse it when it was not declared.
+
+        Returns the tool-result message for the model and a summary for the person.
+        """
+        if call.name not in declared:
+            why = ("external_event_frame is synthesized by the system to deliver events; never call it."
+                   if call.name == FRAME_TOOL else
+                   f"Tool {call.name!r} is not declared in this request; call only the tools you were given.")
+            return (Message("tool", json.dumps({"error": {"code": "unknown_tool", "message": why}}),
+                            tool_call_id=call.id, is_error=True),
+                    ToolUse(call.name, call.arguments, False, "refused: not declared"))
+        if not isinstance(call.arguments, dict):
+            msg = f"arguments of {call.name} must be a JSON object, got {str(call.arguments)[:100]!r}"
+            return (Message("tool", json.dumps({"error": {"code": "invalid_argument", "message": msg}}),
+                            tool_call_id=call.id, is_error=True),
+                    ToolUse(call.name, call.arguments, False, msg))
+        try:
+            result = self.client.call_tool(call.name, call.arguments)
+        except ToolError as e:
+            return (Message("tool", json.dumps({"error": e.to_dict()}, ensure_ascii=False),
+                            tool_call_id=call.id, is_error=True),
+                    ToolUse(call.name, call.arguments, False, e.message))
+        except ClientError as e:
+            return (Message("tool", json.dumps({"error": {"code": "unavailable", "message": str(e)}}),
+                            tool_call_id=call.id, is_error=True),
+                    ToolUse(call.name, call.arguments, False, str(e)))
+        return (Message("tool", json.dumps(result, ensure_ascii=False), tool_call_id=call.id),
+                ToolUse(call.name, call.arguments, True, _summary(call.name, result)))
+
+
+def _summary(name: str, result: dict[str, Any]) -> str:
+    if "id" in result and "title" in result:
+        return f"{result['id']} {result['title']}"
+    if "items" in result:
+        return f"{len(result['items'])} item(s)"
+    return ", ".join(f"{k}={v}" for k, v in list(result.items())[:3])
+
+
+@dataclass
+class Conversation:
+    """A transcript with one persona, and the loop that answers each incoming batch.
+
+    The transcript holds, per batch, the synthesized external_event_frame call/result pair,
+    the model's tool calls and results, and its answer. The context header is never stored:
+    it is put in front of each request only.
+    """
+
+    bot: MemoryBot
+    provider: Provider
+    max_rounds: int = DEFAULT_MAX_ROUNDS
+    transcript: list[Message] = field(default_factory=list)
+    _frames: Any = field(default_factory=lambda: itertools.count(1))
+
+    def frame(self, events: list[dict[str, Any]]) -> list[Message]:
+        """The system-made external_event_frame call and result that deliver a batch."""
+        n = next(self._frames)
+        call = ToolCall(id=f"frame_{n}", name=FRAME_TOOL, arguments={"count": len(events)})
+        payload = [{k: v for k, v in {"from": e.get("senderKey"), "source": e.get("source"),
+                                      "time": e.get("ts"), "text": e["text"]}.items() if v is not None}
+                   for e in events]
+        return [Message("assistant", "", tool_calls=[call]),
+                Message("tool", json.dumps({"events": payload}, ensure_ascii=False), tool_call_id=call.id)]
+
+    def system(self, header: str) -> str:
+        prefix = self.bot.prefix()
+        return prefix + ("\n\n" + header if header else "")
+
+    def handle(self, events: list[dict[str, Any]],
+               on_tool: Callable[[ToolUse], None] | None = None) -> str:
+        """Deliver a batch, run the model (and its tool calls) until it answers in text."""
+        for e in events:
+            e.setdefault("origin", "external")
+            e.setdefault("ts", datetime.now(timezone.utc).astimezone().isoformat(timespec="seconds"))
+        self.bot.deliver(events)
+        self.transcript += self.frame([e for e in events if e["origin"] == "external"])
+        for _ in range(self.max_rounds):
+            tools = self.bot.tools()  # declared per request: config may change between rounds
+            declared = {t["name"] for t in tools}
+            reply = self.provider.chat(self.system(self.bot.context_header()), self.transcript, tools)
+            if not reply.tool_calls:
+                self.transcript.append(Message("assistant", reply.text))
+                return reply.text
+            self.transcript.append(Message("assistant", reply.text, tool_calls=reply.tool_calls))
+            for call in reply.tool_calls:
+                result, use = self.bot.execute(call, declared)
+                self.transcript.append(result)
+                if on_tool:
+                    on_tool(use)
+        raise ZcorError(f"The model kept calling tools for {self.max_rounds} rounds without answering; "
+                        f"stopped.")
