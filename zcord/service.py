@@ -181,29 +181,84 @@ class Service:
     def public_config(self) -> dict[str, Any]:
         return self.config.public(api_key_set=api_key() is not None)
 
-    def update_config(self, patch: dict[str, Any], actor: str = "operator") -> dict[str, Any]:
-        """Change config.json (partial, camelCase keys); recorded in the operation log."""
+    def _operate(self, name: str, params: dict[str, Any], actor: str,
+                 fn: Callable[[], tuple[Any, list[dict[str, Any]]]], what: str) -> Any:
+        """Run an operator action that is not a tool (config, synonym groups) the way tools
+        run: serialized, recorded in the operation log, announced to listeners."""
         with self.lock:
             self._seq += 1
-            ctx = Ctx(actor=actor, tool="zcor/config/set", seq=self._seq, at=self.clock())
+            ctx = Ctx(actor=actor, tool=name, seq=self._seq, at=self.clock())
             try:
-                before = self.config_file.stored.model_dump(mode="json", by_alias=True)
-                self.config_file.update(patch)
-                after = self.config_file.stored.model_dump(mode="json", by_alias=True)
+                result, changes = fn()
             except ZcorError as e:
-                self._log(ctx, {"patch": patch}, error=e)
+                self._log(ctx, params, error=e)
                 raise
             except OSError as e:
-                err = StorageError(f"config.json could not be saved ({e.strerror or e}); nothing changed.")
-                self._log(ctx, {"patch": patch}, error=err)
+                err = StorageError(f"{what} could not be saved ({e.strerror or e}); nothing changed.")
+                self._log(ctx, params, error=err)
                 raise err from None
-            ctx.committed = True
-            ctx.changes = [{"kind": "config.update", "before": before, "after": after}]
+            if changes:
+                ctx.committed = True
+                ctx.changes = changes
             try:
-                self._log(ctx, {"patch": patch})
+                self._log(ctx, params)
             finally:
-                self._notify(ctx)
-            return self.public_config()
+                if changes:
+                    self._notify(ctx)
+            return result
+
+    def update_config(self, patch: dict[str, Any], actor: str = "operator") -> dict[str, Any]:
+        """Change config.json (partial, camelCase keys); recorded in the operation log."""
+        def apply():
+            before = self.config_file.stored.model_dump(mode="json", by_alias=True)
+            self.config_file.update(patch)
+            after = self.config_file.stored.model_dump(mode="json", by_alias=True)
+            return self.public_config(), [{"kind": "config.update", "before": before, "after": after}]
+
+        return self._operate("zcor/config/set", {"patch": patch}, actor, apply, "config.json")
+
+    def synonym_groups(self) -> list[list[str]]:
+        with self.lock:
+            self._refresh_synonyms()
+            return [list(g) for g in self.synonyms.groups]
+
+    def set_synonym_group(self, index: int | None, terms: list[str] | None,
+                          actor: str = "operator") -> dict[str, Any]:
+        """Operators' synonym editing: index None adds, terms None removes, both replace."""
+        params = {"index": index, "terms": terms}
+
+        def apply():
+            self._refresh_synonyms()
+            groups = self.synonyms.groups
+            if index is not None and (not isinstance(index, int) or isinstance(index, bool)
+                                      or not 0 <= index < len(groups)):
+                raise InvalidArgument(f"index must name an existing group (0..{len(groups) - 1})", field="index")
+            clean = None
+            if terms is not None:
+                try:
+                    clean = [t.strip() for t in I.SynonymsAddArgs.model_validate({"terms": terms}).terms]
+                except ValidationError as e:
+                    raise invalid_from(e) from None
+                if len({normalize(t) for t in clean}) != len(clean):
+                    raise InvalidArgument("terms must be distinct (compared case-insensitively, full-width = "
+                                          "half-width)", field="terms")
+            if index is None and clean is None:
+                raise InvalidArgument("give terms to add a group, or an index to change or remove one",
+                                      field="terms")
+            before = groups[index] if index is not None else None
+            new = list(groups)
+            if index is None:
+                new.append(clean)
+            elif clean is None:
+                del new[index]
+            else:
+                new[index] = clean
+            self.synonyms.replace_groups(new)
+            self.retriever.teach_jieba()
+            kind = "synonyms.add" if before is None else ("synonyms.remove" if clean is None else "synonyms.update")
+            return {"groups": len(new)}, [{"kind": kind, "before": before, "after": clean}]
+
+        return self._operate("zcor/synonyms/set", params, actor, apply, "synonyms.json")
 
     def reload(self) -> None:
         """Re-read config.json and synonyms.json (SIGHUP); a broken file keeps the old values."""

@@ -106,14 +106,17 @@ class Synonyms:
     def terms(self) -> set[str]:
         return set(self.classes.of)
 
+    def replace_groups(self, groups: list[list[str]]) -> None:
+        """Write a new list of groups atomically, then use it."""
+        atomic_write(self.path, encode_groups(groups))
+        self.groups = [list(g) for g in groups]
+        self.classes = SynonymClasses(self.groups)
+        self._stamp = self._file_stamp()
+
     def add_group(self, terms: list[str]) -> bool:
         """Add a group; False when an existing group already holds exactly these terms."""
         key = frozenset(normalize(t) for t in terms)
         if any(frozenset(normalize(t) for t in g) == key for g in self.groups):
             return False
-        groups = self.groups + [list(terms)]
-        atomic_write(self.path, encode_groups(groups))
-        self.groups = groups
-        self.classes = SynonymClasses(groups)
-        self._stamp = self._file_stamp()
+        self.replace_groups(self.groups + [list(terms)])
         return True

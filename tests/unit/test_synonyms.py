@@ -155,3 +155,25 @@ def test_refused_synonym_edit_recorded_in_history(t):
     rec = t.history(keywords=["dupe"])["items"]
     assert len(rec) == 1 and rec[0]["status"] == "error"
 
+
+
+def test_operator_can_replace_and_remove_a_group_and_it_is_recorded(svc, memdir):
+    from zcord.errors import InvalidArgument
+    from zcord.synonyms import parse_groups
+
+    n = len(svc.synonym_groups())
+    svc.set_synonym_group(None, ["阿猫", "小猫咪咪"])
+    assert svc.synonym_groups()[-1] == ["阿猫", "小猫咪咪"]
+    svc.set_synonym_group(n, ["阿猫", "喵喵酱"])
+    on_disk = parse_groups((memdir / "synonyms.json").read_bytes(), "synonyms.json")
+    assert on_disk[-1] == ["阿猫", "喵喵酱"]
+    assert "小猫咪咪" not in svc.synonyms.classes.of
+    svc.set_synonym_group(n, None)
+    assert len(svc.synonym_groups()) == n and "阿猫" not in svc.synonyms.classes.of
+    kinds = [r["changes"][0]["kind"] for r in svc.call("zcor_memory_history", {"keywords": ["阿猫"]})["items"]]
+    assert kinds == ["synonyms.remove", "synonyms.update", "synonyms.add"]
+    before = (memdir / "synonyms.json").read_bytes()
+    for index, terms in [(n + 5, ["a", "b"]), (0, ["same", "SAME"]), (None, None), (0, ["only"])]:
+        with pytest.raises(InvalidArgument):
+            svc.set_synonym_group(index, terms)
+    assert (memdir / "synonyms.json").read_bytes() == before
