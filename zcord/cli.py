@@ -1,7 +1,8 @@
 """Command lines: `zcord` (the daemon) and `zcor` (the client).
 
 `zcor` talks to the daemon as an operator (actor `operator`), except `zcor mcp`, which
-passes an MCP host's bytes through unchanged and so is the bot, and `zcor call --bot`.
+passes an MCP host's bytes through unchanged and so is the bot, `zcor call --bot`, and
+`zcor chat` (zcord.chat, the console bot).
 
 Exit codes of `zcor`: 0 success, 1 the daemon refused (tool error, bad request),
 2 usage error, 3 the daemon cannot be reached.
@@ -251,14 +252,32 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("reload", parents=[common], help="re-read config.json and synonyms.json")
     p.set_defaults(func=cmd_reload)
 
+    p = sub.add_parser("chat", parents=[common], add_help=False,
+                       help="talk to the persona in the terminal (the reference console bot); "
+                            "`zcor chat --help` for its options")
+    p.set_defaults(func=None)
+
     p = sub.add_parser("mcp", parents=[common],
                        help="bridge stdin/stdout to zcord for an MCP host (the host is the bot)")
     p.set_defaults(func=cmd_mcp)
     return parser
 
 
+def cmd_chat(args: argparse.Namespace, rest: list[str]) -> int:
+    from .chat import main as chat_main  # the bot and LLM code only when chatting
+
+    if args.socket and "--socket" not in rest:
+        rest = ["--socket", args.socket, *rest]
+    return chat_main(rest)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    if args.command == "chat":
+        return cmd_chat(args, rest)  # its own options (--session, --sender, --help) pass through
+    if rest:
+        parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:
         return args.func(args)
     except ToolError as e:

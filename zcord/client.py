@@ -17,6 +17,7 @@ while it is reconnecting wait (up to their timeout). `Client` reconnects on the 
 from __future__ import annotations
 
 import asyncio
+import collections
 import inspect
 import itertools
 import json
@@ -419,6 +420,10 @@ class AsyncClient(_Methods):
     async def synonym_groups(self) -> list[list[str]]:
         return (await self.request("zcor/synonyms/list"))["groups"]
 
+    async def synonyms_set(self, index: int | None, terms: list[str] | None) -> dict[str, Any]:
+        """Add (index None), replace, or remove (terms None) a synonym group."""
+        return await self.request("zcor/synonyms/set", {"index": index, "terms": terms})
+
     async def recall_explain(self, text: str) -> dict[str, Any]:
         return await self.request("zcor/recall/explain", {"text": text})
 
@@ -444,7 +449,8 @@ async def connect(path: str | os.PathLike | None = None, role: Role = P.BOT,
 
 
 class Client(_Methods):
-    """A blocking client: one request at a time over its own socket.
+    """A blocking client: one request at a time over its own socket (not thread-safe; give
+    each thread its own).
 
     Notifications that arrive while waiting for a reply are passed to the handlers
     registered with `on_notification`, or picked up with `wait_notification`.
@@ -463,7 +469,8 @@ class Client(_Methods):
         self._buf = bytearray()
         self._ids = itertools.count(1)
         self._handlers: dict[str, list[NotificationHandler]] = {}
-        self._inbox: list[dict[str, Any]] = []
+        # notifications nobody handled yet; the oldest are dropped if nobody ever asks
+        self._inbox: collections.deque[dict[str, Any]] = collections.deque(maxlen=10_000)
         self._subscribed = False
 
     def connect(self) -> "Client":
@@ -589,7 +596,7 @@ class Client(_Methods):
     def wait_notification(self, timeout: float) -> dict[str, Any] | None:
         """The next notification without a registered handler ({method, params}), or None."""
         if self._inbox:
-            return self._inbox.pop(0)
+            return self._inbox.popleft()
         if self._sock is None:
             self.connect()
         deadline = time.monotonic() + timeout
@@ -600,7 +607,7 @@ class Client(_Methods):
             if "method" in msg and "id" not in msg:
                 self._deliver(msg)
                 if self._inbox:
-                    return self._inbox.pop(0)
+                    return self._inbox.popleft()
 
     # -- typed calls ----------------------------------------------------------------------
 
@@ -637,6 +644,10 @@ class Client(_Methods):
 
     def synonym_groups(self) -> list[list[str]]:
         return self.request("zcor/synonyms/list")["groups"]
+
+    def synonyms_set(self, index: int | None, terms: list[str] | None) -> dict[str, Any]:
+        """Add (index None), replace, or remove (terms None) a synonym group."""
+        return self.request("zcor/synonyms/set", {"index": index, "terms": terms})
 
     def recall_explain(self, text: str) -> dict[str, Any]:
         return self.request("zcor/recall/explain", {"text": text})

@@ -148,6 +148,23 @@ def encode(message: dict[str, Any]) -> bytes:
         return json.dumps(message, ensure_ascii=True, separators=(",", ":")).encode() + b"\n"
 
 
+class RawJSON:
+    """A result already encoded as JSON (UTF-8), spliced into the response unchanged."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes):
+        self.data = data
+
+
+def encode_response(msg_id: Any, result: Any) -> bytes:
+    """A success response line; a RawJSON result is not encoded again."""
+    if isinstance(result, RawJSON):
+        return b"".join([b'{"jsonrpc":"2.0","id":', json.dumps(msg_id).encode(), b',"result":', result.data,
+                         b"}\n"])
+    return encode(response(msg_id, result))
+
+
 def response(msg_id: Any, result: Any) -> dict[str, Any]:
     return {"jsonrpc": JSONRPC, "id": msg_id, "result": result}
 
@@ -236,16 +253,19 @@ def initialize_result(requested_version: Any, server_version: str, role: str,
     return result
 
 
-def operator_capabilities(client_name: str = "zcor", version: str = "0") -> dict[str, Any]:
-    """initialize params that ask for operator powers."""
-    return {"protocolVersion": SUPPORTED_VERSIONS[0],
-            "capabilities": {"experimental": {"zcor": {"role": OPERATOR}}},
-            "clientInfo": {"name": client_name, "version": version}}
-
-
 def tool_success(result: dict[str, Any]) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": json.dumps(result, ensure_ascii=False)}],
             "structuredContent": result, "isError": False}
+
+
+def tool_success_raw(result: dict[str, Any]) -> RawJSON:
+    """tool_success(result), encoded with one serialization of result instead of three."""
+    text = json.dumps(result, ensure_ascii=False)
+    try:
+        return RawJSON(b"".join([b'{"content":[{"type":"text","text":', json.dumps(text, ensure_ascii=False).encode(),
+                                 b'}],"structuredContent":', text.encode(), b',"isError":false}']))
+    except UnicodeEncodeError:  # a lone surrogate: let encode() escape it
+        return RawJSON(encode(tool_success(result))[:-1])
 
 
 def tool_failure(err: ZcorError) -> dict[str, Any]:

@@ -1,8 +1,9 @@
 """The zcord transport: an asyncio Unix-socket server that dispatches into one Service.
 
 Every Service call runs in a single worker thread, so mutations are serialized and the
-event loop never blocks on disk or on the Service lock. Requests on one connection are
-handled concurrently and may be answered out of order.
+event loop never blocks on disk or on the Service lock; tools that wait on the LLM
+(SLOW_TOOLS) run in threads of their own so nothing queues behind them. Requests on one
+connection are handled concurrently and may be answered out of order.
 
 Bot-facing methods: MCP (`initialize`, `ping`, `tools/list`, `tools/call`) and
 `zcor/prefix`, `zcor/recall`, `zcor/context`. Operator methods (a client that says
@@ -14,7 +15,9 @@ Bot-facing methods: MCP (`initialize`, `ping`, `tools/list`, `tools/call`) and
 from __future__ import annotations
 
 import asyncio
+import collections
 import errno
+import json
 import logging
 import os
 import signal
@@ -24,7 +27,6 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +35,7 @@ from . import protocol as P
 from . import systemd
 from .errors import MemoryDirInUse, ZcorError
 from .service import Service
-from .tools import declared_tools
+from .tools import TOOLS, declared_tools
 
 log = logging.getLogger("zcord")
 
@@ -43,6 +45,10 @@ MAX_IN_FLIGHT = 64
 MAX_OUTPUT_BUFFER = 64 << 20
 """A client that lets this much unread output pile up is disconnected."""
 SHUTDOWN_GRACE = 30.0
+SLOW_TOOLS = frozenset({"zcor_memory_search"})
+"""Tools that wait on the network (the LLM). They run outside the worker, so reads and
+writes never queue behind them; Service.call must not hold its lock while it waits."""
+MAX_SLOW_CALLS = 4
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -68,15 +74,20 @@ class Connection:
         self.subscribed = False
         self.slots = asyncio.Semaphore(MAX_IN_FLIGHT)
         self.tasks: set[asyncio.Task] = set()
+        self.task: asyncio.Task | None = None
+        self.reading = False
 
     @property
     def actor(self) -> str:
         return "operator" if self.role == P.OPERATOR else "model"
 
     def send(self, message: dict[str, Any]) -> None:
+        self.send_bytes(P.encode(message))
+
+    def send_bytes(self, data: bytes) -> None:
         if self.writer.is_closing():
             return
-        self.writer.write(P.encode(message))
+        self.writer.write(data)
         transport = self.writer.transport
         if transport.get_write_buffer_size() > MAX_OUTPUT_BUFFER:
             log.warning("connection %d: client is not reading its replies; disconnecting", self.id)
@@ -84,6 +95,81 @@ class Connection:
 
 
 Handler = Callable[[Connection, dict[str, Any]], Awaitable[Any]]
+
+
+class Worker:
+    """The one thread that runs Service calls, in submission order.
+
+    Like ThreadPoolExecutor(max_workers=1), but results travel back to the event loop in
+    batches: one loop wake-up delivers every result finished meanwhile, which matters when
+    many clients are busy (each wake-up costs a system call on both sides).
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self._jobs: collections.deque = collections.deque()
+        self._cv = threading.Condition(threading.Lock())
+        self._done: list[tuple[asyncio.Future, bool, Any]] = []
+        self._done_lock = threading.Lock()
+        self._wake_posted = False
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="zcord-worker", daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future:
+        fut = self.loop.create_future()
+        with self._cv:
+            if self._stopping:
+                raise RuntimeError("the worker has stopped")
+            self._jobs.append((fut, fn, args))
+            self._cv.notify()
+        return fut
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Run what was submitted, then end the thread."""
+        with self._cv:
+            self._stopping = True
+            self._cv.notify()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while not self._jobs and not self._stopping:
+                    self._cv.wait()
+                if not self._jobs:
+                    return
+                batch = list(self._jobs)
+                self._jobs.clear()
+            for fut, fn, args in batch:
+                try:
+                    ok, value = True, fn(*args)
+                except BaseException as e:  # handed to the awaiting request
+                    ok, value = False, e
+                self._finish(fut, ok, value)
+
+    def _finish(self, fut: asyncio.Future, ok: bool, value: Any) -> None:
+        with self._done_lock:
+            self._done.append((fut, ok, value))
+            if self._wake_posted:
+                return
+            self._wake_posted = True
+        try:
+            self.loop.call_soon_threadsafe(self._deliver)
+        except RuntimeError:
+            pass  # the loop is closed: nobody is waiting any more
+
+    def _deliver(self) -> None:
+        with self._done_lock:
+            done, self._done = self._done, []
+            self._wake_posted = False
+        for fut, ok, value in done:
+            if fut.done():
+                continue
+            if ok:
+                fut.set_result(value)
+            else:
+                fut.set_exception(value)
 
 
 class Daemon:
@@ -95,16 +181,16 @@ class Daemon:
         self.listener = listener
         self.socket_path = socket_path
         self.owns_socket = owns_socket
-        self.worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="zcord-worker")
+        self.worker: Worker | None = None
+        self._slow_slots: asyncio.Semaphore | None = None
         self.conns: set[Connection] = set()
         self.started = time.monotonic()
         self.loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._server: asyncio.AbstractServer | None = None
-        self._readers: set[asyncio.Task] = set()
         self._rel_memory = service.config.relationship_memory
         self._declared_names: dict[bool, frozenset[str]] = {}
-        self._tool_lists: dict[tuple[bool, str], list[dict[str, Any]]] = {}
+        self._tool_lists: dict[tuple[bool, str], P.RawJSON] = {}
         self._socket_ino = _inode(socket_path) if owns_socket and socket_path else None
         self.methods: dict[str, tuple[Handler, bool]] = {
             "initialize": (self._initialize, False),
@@ -121,6 +207,8 @@ class Daemon:
             "zcor/unsubscribe": (self._unsubscribe, True),
             "zcor/backups/list": (self._backups_list, True),
             "zcor/synonyms/list": (self._synonyms_list, True),
+            "zcor/synonyms/set": (self._synonyms_set, True),
+            "zcor/llm": (self._llm, False),
             "zcor/recall/explain": (self._recall_explain, True),
             "zcor/reload": (self._reload_method, True),
         }
@@ -130,7 +218,9 @@ class Daemon:
     async def serve(self) -> None:
         """Accept clients until SIGTERM/SIGINT (or stop()), then shut down cleanly."""
         self.loop = asyncio.get_running_loop()
+        self.worker = Worker(self.loop)
         self._stop = asyncio.Event()
+        self._slow_slots = asyncio.Semaphore(MAX_SLOW_CALLS)
         self.service.listeners.append(self._on_change)
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.loop.add_signal_handler(sig, self.stop)
@@ -144,8 +234,9 @@ class Daemon:
         where = self.socket_path or "an activated socket"
         systemd.notify("READY=1", f"STATUS=Serving {st['nodes']} memories on {where}", f"MAINPID={os.getpid()}")
         log.info("ready: %s on %s (%d memories)", self.service.dir, where, st["nodes"])
-        # load jieba's dictionary now rather than inside the first write or recall (about 1 s)
-        threading.Thread(target=_warm_up_text, name="zcord-warmup", daemon=True).start()
+        # load jieba, teach it the Memory's words and index the log now rather than inside the
+        # first write, recall or history query (a second or more on a large Memory)
+        threading.Thread(target=_warm_up, args=(self.service,), name="zcord-warmup", daemon=True).start()
         try:
             await self._stop.wait()
         finally:
@@ -160,18 +251,28 @@ class Daemon:
             self._stop.set()
 
     async def _shutdown(self) -> None:
+        """Stop accepting and reading; every connection finishes its in-flight calls and closes."""
         assert self._server is not None
         self._server.close()
-        for task in list(self._readers):
-            task.cancel()
-        await asyncio.gather(*self._readers, return_exceptions=True)
-        pending = [t for c in self.conns for t in c.tasks]
-        if pending:
-            log.info("finishing %d in-flight request(s)", len(pending))
-            await asyncio.wait(pending, timeout=SHUTDOWN_GRACE)
-        for conn in list(self.conns):
-            await self._close_conn(conn)
-        self.worker.shutdown(wait=True)
+        conns = list(self.conns)
+        for conn in conns:
+            if conn.reading and conn.task is not None:
+                conn.task.cancel()
+        in_flight = sum(len(c.tasks) for c in conns)
+        if in_flight:
+            log.info("finishing %d in-flight request(s)", in_flight)
+        handlers = [c.task for c in conns if c.task is not None]
+        if handlers:
+            _, late = await asyncio.wait(handlers, timeout=SHUTDOWN_GRACE)
+            for task in late:
+                task.cancel()
+            if late:
+                log.warning("%d connection(s) did not finish within %gs; dropped", len(late), SHUTDOWN_GRACE)
+                await asyncio.wait(late, timeout=5)
+        if self._on_change in self.service.listeners:
+            self.service.listeners.remove(self._on_change)
+        assert self.worker is not None
+        await self.loop.run_in_executor(None, self.worker.stop, SHUTDOWN_GRACE)
         self._remove_socket()
 
     def _remove_socket(self) -> None:
@@ -245,26 +346,29 @@ class Daemon:
 
     async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = Connection(reader, writer)
+        conn.task = asyncio.current_task()
         self.conns.add(conn)
-        task = asyncio.current_task()
-        assert task is not None
-        self._readers.add(task)
         log.debug("connection %d opened", conn.id)
         try:
-            await self._read_loop(conn)
+            conn.reading = True
+            try:
+                await self._read_loop(conn)
+            except asyncio.CancelledError:
+                pass  # shutdown: stop reading, but answer what is already running
+            except (ConnectionError, OSError) as e:
+                log.debug("connection %d: %s", conn.id, e)
+            except Exception:
+                log.exception("connection %d: unexpected error; closing it", conn.id)
+            finally:
+                conn.reading = False
+            if conn.tasks:
+                await asyncio.wait(list(conn.tasks))
+            await self._close_conn(conn)
         except asyncio.CancelledError:
-            pass  # shutdown: in-flight requests are awaited by _shutdown
-        except (ConnectionError, OSError) as e:
-            log.debug("connection %d: %s", conn.id, e)
-        except Exception:
-            log.exception("connection %d: unexpected error; closing it", conn.id)
+            # cancelled again: shutdown gave up waiting; the stream callback must not see this
+            writer.transport.abort()
         finally:
-            self._readers.discard(task)
-        if self._stop is not None and self._stop.is_set():
-            return
-        if conn.tasks:
-            await asyncio.wait(list(conn.tasks))
-        await self._close_conn(conn)
+            self.conns.discard(conn)
 
     async def _close_conn(self, conn: Connection) -> None:
         self.conns.discard(conn)
@@ -344,7 +448,7 @@ class Daemon:
                     f'(initialize with capabilities.experimental.zcor.role = "operator").'))
             params = P.object_params(msg.params)
             result = await handler(conn, params)
-            conn.send(P.response(msg.id, result))
+            conn.send_bytes(P.encode_response(msg.id, result))
         except P.RpcError as e:
             conn.send(P.error_response(msg.id, e))
         except ZcorError as e:
@@ -357,8 +461,34 @@ class Daemon:
             conn.slots.release()
 
     def _work(self, fn: Callable[..., Any], *args: Any) -> Awaitable[Any]:
-        assert self.loop is not None
-        return self.loop.run_in_executor(self.worker, fn, *args)
+        """Run fn in the one worker thread (every Service call goes through here)."""
+        assert self.worker is not None
+        return self.worker.submit(fn, *args)
+
+    async def _slow_work(self, fn: Callable[[], Any]) -> Any:
+        """Run fn in its own daemon thread: a hung provider can neither block the worker nor
+        keep the process alive after shutdown."""
+        loop = self.loop
+        assert loop is not None and self._slow_slots is not None
+        async with self._slow_slots:
+            fut = loop.create_future()
+
+            def settle(ok: bool, value: Any) -> None:
+                if not fut.done():
+                    fut.set_result(value) if ok else fut.set_exception(value)
+
+            def target() -> None:
+                try:
+                    result, ok = fn(), True
+                except BaseException as e:  # delivered to the awaiting request
+                    result, ok = e, False
+                try:
+                    loop.call_soon_threadsafe(settle, ok, result)
+                except RuntimeError:
+                    pass  # the loop is gone: the daemon is shutting down
+
+            threading.Thread(target=target, name="zcord-slow", daemon=True).start()
+            return await fut
 
     # -- MCP --------------------------------------------------------------------------------
 
@@ -387,15 +517,15 @@ class Daemon:
             self._declared_names[relationship_memory] = names
         return names
 
-    async def _tools_list(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+    async def _tools_list(self, conn: Connection, params: dict[str, Any]) -> P.RawJSON:
         key = (self.service.config.relationship_memory, conn.role)
         tools = self._tool_lists.get(key)
         if tools is None:
-            tools = [spec.describe() for spec in declared_tools(*key)]
-            self._tool_lists[key] = tools
-        return {"tools": tools}
+            listing = {"tools": [spec.describe() for spec in declared_tools(*key)]}
+            tools = self._tool_lists[key] = P.RawJSON(json.dumps(listing, ensure_ascii=False).encode())
+        return tools
 
-    async def _tools_call(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+    async def _tools_call(self, conn: Connection, params: dict[str, Any]) -> Any:
         name = P.str_param(params, "name")
         arguments = params.get("arguments")
         service = self.service
@@ -406,11 +536,13 @@ class Daemon:
             allowed = self._bot_tool_names(service.config.relationship_memory) if bot else None
             return service.call(name, arguments, actor=actor, allowed=allowed)
 
+        spec = TOOLS.get(name)
+        slow = name in SLOW_TOOLS or bool(getattr(spec, "slow", False))
         try:
-            result = await self._work(run)
+            result = await (self._slow_work(run) if slow else self._work(run))
         except ZcorError as e:
             return P.tool_failure(e)
-        return P.tool_success(result)
+        return P.tool_success_raw(result)
 
     # -- zcor/ methods for the bot -------------------------------------------------------------
 
@@ -482,17 +614,16 @@ class Daemon:
         return {"items": await self._work(listing)}
 
     async def _synonyms_list(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        service = self.service
+        return {"groups": await self._work(self.service.synonym_groups)}
 
-        def groups() -> list[list[str]]:
-            with service.lock:
-                try:
-                    service.synonyms.reload_if_changed()
-                except ZcorError as e:
-                    log.error("%s; keeping the previous synonym groups", e.message)
-                return [list(g) for g in service.synonyms.groups]
+    async def _synonyms_set(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        return await self._work(self.service.set_synonym_group, params.get("index"), params.get("terms"),
+                                conn.actor)
 
-        return {"groups": await self._work(groups)}
+    async def _llm(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        """The deployment's provider settings (never the key), for bots such as `zcor chat`."""
+        cfg = (await self._work(lambda: self.service.config)).llm
+        return cfg.model_dump(mode="json", by_alias=True)
 
     async def _recall_explain(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         text = P.str_param(params, "text")
@@ -505,13 +636,11 @@ class Daemon:
         return await self._work(self.service.public_config)
 
 
-def _warm_up_text() -> None:
+def _warm_up(service: Service) -> None:
     try:
-        from .text import tokenizer
-
-        tokenizer()
+        service.warm()
     except Exception as e:  # only a head start; the first real use retries and reports
-        log.debug("text warm-up failed: %r", e)
+        log.warning("warm-up failed (the first call will retry): %r", e)
 
 
 def _iso(ts: float) -> str:
@@ -613,6 +742,9 @@ def run(memory_dir: Path, socket_path: Path, log_level: str = "info") -> int:
         print(f"zcord: cannot open the Memory in {memory_dir}: {e.strerror or e} "
               f"({e.filename or memory_dir})", file=sys.stderr)
         return EXIT_FAILURE
+    except Exception as e:  # a bug rather than a bad file, but still: a message, not a traceback
+        print(f"zcord: cannot open the Memory in {memory_dir}: {type(e).__name__}: {e}", file=sys.stderr)
+        return EXIT_FAILURE
     try:
         listener = systemd.activated_unix_listener()
         owns = listener is None
@@ -634,5 +766,7 @@ def run(memory_dir: Path, socket_path: Path, log_level: str = "info") -> int:
         log.debug("state loaded and socket bound in %.3fs", time.monotonic() - started)
         asyncio.run(daemon.serve())
         return EXIT_OK
+    except KeyboardInterrupt:  # Ctrl-C before the signal handlers were installed
+        return 130
     finally:
         service.close()

@@ -1,0 +1,119 @@
+"""`zcor` subcommands against a running daemon: output, exit codes, messages."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import ZCOR_CMD
+
+
+def test_call_prints_json_and_fails_with_message(shared_daemon):
+    out = shared_daemon.zcor("call", "zcor_memory_write", '{"title": "命令行", "content": "来自 zcor call"}')
+    assert out.returncode == 0, out.stderr
+    node = json.loads(out.stdout)
+    assert node["title"] == "命令行"
+
+    out = shared_daemon.zcor("call", "zcor_memory_read", json.dumps({"id": node["id"]}))
+    assert json.loads(out.stdout)["content"] == "来自 zcor call"
+
+    out = shared_daemon.zcor("call", "zcor_memory_read", '{"id": "m424242"}')
+    assert out.returncode == 1 and out.stdout == ""
+    assert "m424242" in out.stderr
+
+    out = shared_daemon.zcor("call", "zcor_memory_read", "{oops")
+    assert out.returncode == 2 and "not valid JSON" in out.stderr
+
+    out = shared_daemon.zcor("call", "zcor_memory_read", "-", input=json.dumps({"id": node["id"]}))
+    assert out.returncode == 0 and json.loads(out.stdout)["id"] == node["id"]
+
+    # --bot calls as the model: relationship tools follow the config, operators' do not
+    out = shared_daemon.zcor("call", "--bot", "external_event_frame", "{}")
+    assert out.returncode == 1 and "external_event_frame" in out.stderr
+
+
+def test_status_tools_prefix_backup_config(shared_daemon):
+    out = shared_daemon.zcor("status")
+    assert out.returncode == 0, out.stderr
+    status = json.loads(out.stdout)
+    assert status["socket"] == str(shared_daemon.sock) and status["pid"] == shared_daemon.proc.pid
+
+    out = shared_daemon.zcor("tools")
+    names = [line.split()[0] for line in out.stdout.splitlines()]
+    assert "zcor_memory_write" in names and "external_event_frame" not in names
+    out = shared_daemon.zcor("tools", "--json")
+    assert all("inputSchema" in t for t in json.loads(out.stdout))
+
+    out = shared_daemon.zcor("prefix")
+    assert out.returncode == 0 and "external_event_frame" in out.stdout
+
+    out = shared_daemon.zcor("backup")
+    assert out.returncode == 0
+    name = out.stdout.strip()
+    assert (shared_daemon.memdir / "backups" / name).is_file()
+    assert name in shared_daemon.zcor("backup", "--list").stdout.split()
+
+    out = shared_daemon.zcor("config")
+    assert json.loads(out.stdout)["recallBudget"] >= 0
+    out = shared_daemon.zcor("config", '{"recallBudget": "much"}')
+    assert out.returncode == 1 and "recallBudget" in out.stderr
+
+
+def test_recall_and_context(shared_daemon):
+    shared_daemon.zcor("call", "zcor_memory_write", '{"title": "阿花喜欢草莓蛋糕", "content": "生日那天吃的"}')
+    out = shared_daemon.zcor("recall", "cli:test", "阿花", "今天", "想吃", "草莓蛋糕")
+    assert out.returncode == 0, out.stderr
+    ids = json.loads(out.stdout)["ids"]
+    assert ids
+    out = shared_daemon.zcor("context", "cli:test")
+    assert "阿花喜欢草莓蛋糕" in out.stdout
+
+
+def test_unreachable_daemon_exit_code(tmp_path):
+    out = subprocess.run(ZCOR_CMD + ["status", "--socket", str(tmp_path / "none.sock")],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 3
+    assert "cannot reach zcord" in out.stderr
+    out = subprocess.run(ZCOR_CMD + ["mcp", "--socket", str(tmp_path / "none.sock")],
+                         capture_output=True, text=True, timeout=60, input="")
+    assert out.returncode == 3
+
+
+def test_mcp_bridge_passes_lines_through_as_the_bot(shared_daemon):
+    lines = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "zcor/status"},
+        {"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "zcor_memory_write", "arguments": {"title": "桥", "content": "bridge"}}},
+    ]
+    out = subprocess.run(ZCOR_CMD + ["mcp", "--socket", str(shared_daemon.sock)],
+                         input="".join(json.dumps(m) + "\n" for m in lines),
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    replies = {r["id"]: r for r in map(json.loads, out.stdout.splitlines())}
+    assert replies[1]["result"]["protocolVersion"] == "2025-06-18"
+    assert replies[1]["result"]["capabilities"]["experimental"]["zcor"]["role"] == "bot"
+    assert replies[2]["error"]["data"]["code"] == "forbidden"
+    assert replies[3]["result"]["isError"] is False
+
+
+@pytest.mark.skipif(not (Path(sys.executable).parent / "zcor").exists(), reason="zcor is not installed "
+                    "as a console script next to this Python (pip install -e .)")
+def test_console_scripts_are_installed():
+    bindir = Path(sys.executable).parent
+    for name in ("zcor", "zcord"):
+        out = subprocess.run([str(bindir / name), "--version"], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0 and out.stdout.startswith(name), out.stderr
+
+
+def test_chat_subcommand_is_wired(shared_daemon):
+    out = subprocess.run(ZCOR_CMD + ["chat", "--help"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and "--session" in out.stdout
+    out = shared_daemon.zcor("status", "--no-such-flag")
+    assert out.returncode == 2 and "unrecognized arguments" in out.stderr

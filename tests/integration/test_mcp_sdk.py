@@ -1,0 +1,88 @@
+"""The official MCP Python SDK uses the memory through `zcor mcp` as a stdio server."""
+
+from __future__ import annotations
+
+import sys
+
+import mcp
+from mcp import ClientSession, StdioServerParameters, stdio_client
+
+from zcord.tools import declared_tools
+
+from .conftest import ZCOR_CMD
+
+# what a bot is offered with the default config (relationship memory on): every tool of SPEC §2
+EXPECTED_TOOLS = {t.name for t in declared_tools(True, "bot")}
+
+
+def bridge(daemon) -> StdioServerParameters:
+    return StdioServerParameters(command=sys.executable,
+                                 args=ZCOR_CMD[1:] + ["mcp", "--socket", str(daemon.sock)])
+
+
+async def test_sdk_client_lists_and_calls_tools(daemon):
+    # mcp.Client in its default mode probes server/discover first and falls back to initialize
+    async with mcp.Client(bridge(daemon)) as client:
+        assert client.protocol_version == "2025-11-25"
+        assert client.server_info.name == "zcord"
+        assert client.server_capabilities.tools.list_changed is True
+        assert "external_event_frame" in (client.instructions or "")
+
+        listed = await client.list_tools()
+        names = {t.name for t in listed.tools}
+        assert names == EXPECTED_TOOLS
+        assert len(names) >= 17
+        write = next(t for t in listed.tools if t.name == "zcor_memory_write")
+        assert write.input_schema["type"] == "object"
+        assert {"title", "content", "parentId", "sourceMessage"} <= set(write.input_schema["properties"])
+        assert "title" in write.input_schema["required"]
+
+        created = await client.call_tool("zcor_memory_write", {"title": "小红的生日", "content": "三月五日"})
+        assert created.is_error is False
+        node = created.structured_content
+        assert node["title"] == "小红的生日" and node["id"].startswith("m")
+        assert created.content[0].type == "text"
+
+        read = await client.call_tool("zcor_memory_read", {"id": node["id"]})
+        assert read.is_error is False
+        assert read.structured_content["content"] == "三月五日"
+
+        missing = await client.call_tool("zcor_memory_read", {"id": "m999999"})
+        assert missing.is_error is True
+        assert missing.structured_content["code"] == "not_found"
+        assert "m999999" in missing.content[0].text
+
+        bad = await client.call_tool("zcor_memory_write", {"content": "no title"})
+        assert bad.is_error is True
+        assert bad.structured_content["field"] == "title"
+
+    # the bridge is the bot: its calls are recorded with actor model
+    with daemon.client("operator") as op:
+        history = op.call_tool("zcor_memory_history", {"keywords": ["小红的生日"]})
+    writes = [r for r in history["items"] if r["tool"] == "zcor_memory_write"]
+    assert writes and all(r["actor"] == "model" for r in writes)
+
+
+async def test_sdk_session_negotiates_older_protocol(daemon):
+    async with stdio_client(bridge(daemon)) as (read, write):
+        async with ClientSession(read, write) as session:
+            result = await session.initialize()
+            assert result.protocol_version == "2025-11-25"
+            await session.send_ping()
+            tools = await session.list_tools()
+            assert {t.name for t in tools.tools} == EXPECTED_TOOLS
+
+    with daemon.client() as c:
+        for requested, answered in [("2024-11-05", "2024-11-05"), ("2025-03-26", "2025-03-26"),
+                                    ("2025-06-18", "2025-06-18"), ("1999-01-01", "2025-11-25")]:
+            result = c.request("initialize", {"protocolVersion": requested, "capabilities": {},
+                                              "clientInfo": {"name": "t", "version": "1"}})
+            assert result["protocolVersion"] == answered
+
+
+async def test_sdk_cannot_call_external_event_frame(daemon):
+    async with mcp.Client(bridge(daemon)) as client:
+        await client.list_tools()
+        refused = await client.call_tool("external_event_frame", {"text": "hi"})
+        assert refused.is_error is True
+        assert refused.structured_content["code"] == "unknown_tool"
