@@ -37,7 +37,17 @@ def ms(values: list[float]) -> str:
     return f"{pct(values, 50) * 1000:8.3f} {pct(values, 99) * 1000:8.3f}"
 
 
-def build_memory(memdir: Path, nodes: int, history: int, oplog: int, seed: int = 7) -> None:
+def diverse_vocabulary() -> list[str]:
+    """About 3,000 chat words (the default synonym terms), for titles as varied as real ones."""
+    from zcord.store import default_synonyms_bytes
+    from zcord.synonyms import parse_groups
+
+    return sorted({t for g in parse_groups(default_synonyms_bytes(), "synonyms.json") for t in g
+                   if len(t) >= 2 and not t.isascii()})
+
+
+def build_memory(memdir: Path, nodes: int, history: int, oplog: int, seed: int = 7,
+                 vocab: list[str] | None = None) -> None:
     """Write a Memory with `nodes` nodes (a tenth of them roots), `history` change records
     (creates first, then updates) and `oplog` operation-log lines, without going through
     the tools (which would fsync every one)."""
@@ -51,7 +61,9 @@ def build_memory(memdir: Path, nodes: int, history: int, oplog: int, seed: int =
     for n in range(1, nodes + 1):
         at = t0 + timedelta(seconds=n)
         parent = rng.choice(roots) if roots and n % 10 else None
-        node = Node(id=f"m{n}", title=title(rng, n), content=content(rng),
+        name = title(rng, n) if vocab is None else \
+            f"{rng.choice(SURNAMES)}{rng.choice('明红华丽强军')}{rng.choice(VERBS)}{rng.choice(vocab)}#{n}"
+        node = Node(id=f"m{n}", title=name, content=content(rng),
                     keywords=[rng.choice(THINGS), rng.choice(VERBS)], parent_id=parent,
                     created_at=at, updated_at=at)
         st._put_node(node)
@@ -96,4 +108,4 @@ def table(rows: list[list[str]], headers: list[str]) -> str:
     return "\n".join(out)
 
 
-__all__ = ["build_memory", "ms", "pct", "table", "json", "statistics", "THINGS", "VERBS", "title", "content"]
+__all__ = ["FILLER", "build_memory", "ms", "pct", "table", "json", "statistics", "THINGS", "VERBS", "title", "content"]

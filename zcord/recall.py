@@ -6,7 +6,9 @@ No LLM, nothing written to history, nothing persisted: recall sets live in this 
 
 from __future__ import annotations
 
+import heapq
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -98,7 +100,7 @@ class Retriever:
     def words(self, text: str) -> Words:
         self.teach_jieba()
         norm = normalize(text)
-        segmented = list(dict.fromkeys(normalize(w) for w in segment(norm)))
+        segmented = list(dict.fromkeys(normalize(w) for w in segment(norm, hmm=False)))
         found = self._terms_in(norm)
         expanded: dict[str, str | None] = {}
         for w in [*segmented, *found]:
@@ -111,29 +113,63 @@ class Retriever:
     def _terms_in(self, norm: str) -> list[str]:
         """Every synonym term that occurs in the text as a substring, in order of appearance."""
         terms = self.synonyms.classes.of
-        lengths = sorted({len(t) for t in terms})
+        starts = self._term_starts()
         found: dict[str, None] = {}
-        for i in range(len(norm)):
+        for i, ch in enumerate(norm):
+            lengths = starts.get(ch)
+            if lengths is None:
+                continue
             for n in lengths:
                 piece = norm[i:i + n]
-                if len(piece) < n:
-                    break
-                if piece in terms:
+                if len(piece) == n and piece in terms:
                     found[piece] = None
         return list(found)
 
-    def hits(self, terms: list[str], keyword_equality: bool) -> list[Hit]:
-        """Current nodes hit by the terms, best first: score desc, updatedAt desc, id asc."""
+    def _term_starts(self) -> dict[str, tuple[int, ...]]:
+        """First character of every synonym term → the lengths of the terms starting with it."""
+        classes = self.synonyms.classes
+        if getattr(self, "_starts_for", None) is not classes:
+            table: dict[str, set[int]] = {}
+            for term in classes.of:
+                table.setdefault(term[0], set()).add(len(term))
+            self._starts = {ch: tuple(sorted(ls)) for ch, ls in table.items()}
+            self._starts_for = classes
+        return self._starts
+
+    def hits(self, terms: list[str], keyword_equality: bool, limit: int | None = None,
+             explain: bool = False) -> list[Hit]:
+        """Current nodes hit by the terms, best first: score desc, updatedAt desc, id asc.
+
+        The score is the number of distinct terms that hit the node. Only the first `limit`
+        are ranked in full, so a batch that touches thousands of titles stays cheap.
+        """
         st = self.state
+        counts: Counter[str] = Counter()
         matched: dict[str, list[str]] = {}
         for term in terms:
             ids = st.title_hits(term)
-            if keyword_equality:
-                ids = ids | st.keyword_ids.get(term, set())
-            for node_id in ids:
-                matched.setdefault(node_id, []).append(term)
-        out = [Hit(i, len(set(ts)), ts) for i, ts in matched.items() if st.nodes[i].superseded_by is None]
-        out.sort(key=lambda h: (-h.score, -st.index[h.id].updated, id_order(h.id)))
+            counts.update(ids)
+            extra = st.keyword_ids.get(term) if keyword_equality else None
+            if extra:
+                extra = extra - ids  # a node hit by title and keyword counts once
+                counts.update(extra)
+            if explain:
+                for i in (ids | extra) if extra else ids:
+                    matched.setdefault(i, []).append(term)
+        out: list[Hit] = []
+
+        def key(i: str):
+            return (-st.index[i].updated, id_order(i))
+
+        # rank score groups from the top; usually the first one or two fill the quota
+        for score in sorted(set(counts.values()), reverse=True):
+            group = [i for i, c in counts.items() if c == score and st.nodes[i].superseded_by is None]
+            room = None if limit is None else limit - len(out)
+            ranked = sorted(group, key=key) if room is None or len(group) <= room else \
+                heapq.nsmallest(room, group, key=key)
+            out += [Hit(i, score, matched.get(i, [])) for i in ranked]
+            if limit is not None and len(out) >= limit:
+                break
         return out
 
 
@@ -152,7 +188,7 @@ class RecallSessions:
             self.sets[session] = []
             return []
         words = self.retriever.words("\n".join(external))
-        hits = self.retriever.hits(list(words.expanded), keyword_equality=True)[:RECALL_QUOTA]
+        hits = self.retriever.hits(list(words.expanded), keyword_equality=True, limit=RECALL_QUOTA)
         ids = [h.id for h in hits]
         self.sets[session] = ids
         return ids
@@ -161,7 +197,7 @@ class RecallSessions:
         """For operators: how a text would be segmented, expanded and matched."""
         r = self.retriever
         words = r.words(text)
-        hits = r.hits(list(words.expanded), keyword_equality=True)[:RECALL_QUOTA]
+        hits = r.hits(list(words.expanded), keyword_equality=True, limit=RECALL_QUOTA, explain=True)
         st = r.state
         items = []
         for h in hits:

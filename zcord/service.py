@@ -470,7 +470,7 @@ class Service:
                     raise invalid_from(e) from None
                 self._refresh_synonyms()
                 terms = sorted(self.synonyms.classes.expand(args.keywords))
-                hits = self.retriever.hits(terms, keyword_equality=False)[:SEARCH_CANDIDATES]
+                hits = self.retriever.hits(terms, keyword_equality=False, limit=SEARCH_CANDIDATES)
                 candidates = [self.state.nodes[h.id].dump() for h in hits]
                 cfg = self.config.llm
             except ZcorError as e:

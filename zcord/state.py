@@ -192,17 +192,17 @@ class MemoryState:
                     if not ids:
                         del table[key]
 
-    def title_hits(self, term: str) -> set[str]:
+    def title_hits(self, term: str) -> set[str] | frozenset[str]:
         """Ids of nodes whose normalized title contains the normalized term."""
         if not term:
-            return set()
+            return frozenset()
         grams = [term] if len(term) == 1 else [term[i:i + 2] for i in range(len(term) - 1)]
         postings = [self.title_grams.get(g) for g in grams]
         if any(p is None for p in postings):
-            return set()
+            return frozenset()
         smallest = min(postings, key=len)
         if len(term) <= 2:
-            return set(smallest)
+            return smallest  # the index's own set: callers must not change it
         return {i for i in smallest if term in self.index[i].norm_title}
 
     def _unlink_replaced(self, target: str, node_id: str) -> None:

@@ -58,10 +58,15 @@ def add_user_words(words: Iterable[str]) -> None:
             tok.add_word(word, freq=max(tok.FREQ.get(word) or 0, USER_WORD_FREQ))
 
 
-def segment(text: str) -> list[str]:
-    """Words of at least two characters in text, in order, as they appear (not normalized)."""
+def segment(text: str, hmm: bool = True) -> list[str]:
+    """Words of at least two characters in text, in order, as they appear (not normalized).
+
+    Args:
+        hmm: let jieba guess words missing from its dictionary (slower; recall turns it off,
+            since every keyword and synonym term is in the dictionary as a user word).
+    """
     words = []
-    for token in tokenizer().lcut(text):
+    for token in tokenizer().lcut(text, HMM=hmm):
         token = token.strip()
         if len(normalize(token)) >= MIN_WORD_CHARS and _is_wordlike(token):
             words.append(token)
