@@ -35,11 +35,13 @@ or set llm.protocol / llm.baseUrl / llm.model in the Memory's config.json (zcor-
 
 
 def provider_config(bot: MemoryBot) -> LlmConfig:
-    """The deployment's provider: the daemon's setting (env already applied there), else env."""
+    """The deployment's provider (the daemon's setting), with this process's ZCOR_LLM_*
+    environment variables on top."""
     try:
-        return LlmConfig.model_validate(bot.client.request("zcor/llm"))
+        llm = LlmConfig.model_validate(bot.client.request("zcor/llm"))
     except (RpcError, ValueError):
-        return ConfigFile._with_env(Config()).llm
+        llm = LlmConfig()
+    return ConfigFile._with_env(Config(llm=llm)).llm
 
 
 def run(bot: MemoryBot, provider: Provider | None, out: TextIO, inp: TextIO, sender: str) -> int:
