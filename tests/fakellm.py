@@ -1,7 +1,8 @@
 """A scripted LLM provider on 127.0.0.1 speaking OpenAI Chat Completions and Anthropic
 Messages wire formats. It records every request and answers from a script.
 
-Script entries: a dict (sent as the JSON body with status 200), ("status", code, body),
+Script entries: a dict (sent as the JSON body with status 200, or as server-sent events
+in the provider's streaming format when the request asked for "stream": true), ("status", code, body),
 ("sleep", seconds, entry) to answer late, or ("raw", text) for a non-JSON body. Helpers
 build real-format replies: openai_text, openai_tools, anthropic_text, anthropic_tools.
 """
@@ -45,6 +46,55 @@ def anthropic_tools(*calls: tuple[str, dict[str, Any]], text: str | None = None)
             "stop_reason": "tool_use", "usage": {"input_tokens": 1, "output_tokens": 1}}
 
 
+def _halves(text: str) -> list[str]:
+    mid = len(text) // 2
+    return [p for p in (text[:mid], text[mid:]) if p]
+
+
+def sse_events(reply: dict[str, Any]) -> list[tuple[str | None, dict[str, Any] | str]]:
+    """A whole reply as the stream a real provider would send: (event name, data) pairs."""
+    if "choices" in reply:  # OpenAI Chat Completions chunks
+        msg = reply["choices"][0]["message"]
+        base = {"id": reply.get("id", "chatcmpl-s"), "object": "chat.completion.chunk", "model": "fake"}
+        out: list[tuple[str | None, Any]] = [(None, {**base, "choices": [
+            {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})]
+        for piece in _halves(msg.get("content") or ""):
+            out.append((None, {**base, "choices": [{"index": 0, "delta": {"content": piece},
+                                                    "finish_reason": None}]}))
+        for i, call in enumerate(msg.get("tool_calls") or []):
+            args = call["function"]["arguments"]
+            first = {"index": i, "id": call["id"], "type": "function",
+                     "function": {"name": call["function"]["name"], "arguments": ""}}
+            out.append((None, {**base, "choices": [{"index": 0, "delta": {"tool_calls": [first]},
+                                                    "finish_reason": None}]}))
+            for piece in _halves(args):
+                out.append((None, {**base, "choices": [{"index": 0, "delta": {"tool_calls": [
+                    {"index": i, "function": {"arguments": piece}}]}, "finish_reason": None}]}))
+        out.append((None, {**base, "choices": [{"index": 0, "delta": {},
+                                                "finish_reason": reply["choices"][0]["finish_reason"]}]}))
+        out.append((None, "[DONE]"))
+        return out
+    out = [("message_start", {"type": "message_start", "message": {**reply, "content": [], "stop_reason": None}})]
+    for i, block in enumerate(reply["content"]):
+        if block["type"] == "text":
+            out.append(("content_block_start", {"type": "content_block_start", "index": i,
+                                                "content_block": {"type": "text", "text": ""}}))
+            for piece in _halves(block["text"]):
+                out.append(("content_block_delta", {"type": "content_block_delta", "index": i,
+                                                    "delta": {"type": "text_delta", "text": piece}}))
+        else:
+            out.append(("content_block_start", {"type": "content_block_start", "index": i, "content_block": {
+                "type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}}))
+            for piece in _halves(json.dumps(block["input"], ensure_ascii=False)):
+                out.append(("content_block_delta", {"type": "content_block_delta", "index": i,
+                                                    "delta": {"type": "input_json_delta", "partial_json": piece}}))
+        out.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
+    out.append(("message_delta", {"type": "message_delta", "delta": {"stop_reason": reply["stop_reason"]},
+                                  "usage": {"output_tokens": 1}}))
+    out.append(("message_stop", {"type": "message_stop"}))
+    return out
+
+
 class FakeLLM:
     """Start with `with FakeLLM() as llm:`; llm.url is the base URL (…/v1)."""
 
@@ -73,6 +123,13 @@ class FakeLLM:
                     self._send(200, entry[1].encode(), "text/plain")
                 elif isinstance(entry, tuple) and entry[0] == "status":
                     self._send(entry[1], json.dumps(entry[2]).encode(), "application/json")
+                elif isinstance(parsed, dict) and parsed.get("stream"):
+                    # a streaming request gets the same reply as server-sent events
+                    lines = []
+                    for name, data in sse_events(entry):
+                        text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
+                        lines.append((f"event: {name}\n" if name else "") + f"data: {text}\n\n")
+                    self._send(200, "".join(lines).encode(), "text/event-stream")
                 else:
                     self._send(200, json.dumps(entry, ensure_ascii=False).encode(), "application/json")
 

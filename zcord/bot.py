@@ -155,8 +155,14 @@ class Conversation:
         return prefix + ("\n\n" + header if header else "")
 
     def handle(self, events: list[dict[str, Any]],
-               on_tool: Callable[[ToolUse], None] | None = None) -> str:
-        """Deliver a batch, run the model (and its tool calls) until it answers in text."""
+               on_tool: Callable[[ToolUse], None] | None = None,
+               on_text: Callable[[str], None] | None = None) -> str:
+        """Deliver a batch, run the model (and its tool calls) until it answers in text.
+
+        Args:
+            on_tool: told about each tool call the model made (for showing the person).
+            on_text: when given, replies are streamed and their text handed over as it comes.
+        """
         for e in events:
             e.setdefault("origin", "external")
             e.setdefault("ts", datetime.now(timezone.utc).astimezone().isoformat(timespec="seconds"))
@@ -165,7 +171,8 @@ class Conversation:
         for _ in range(self.max_rounds):
             tools = self.bot.tools()  # declared per request: config may change between rounds
             declared = {t["name"] for t in tools}
-            reply = self.provider.chat(self.system(self.bot.context_header()), self.transcript, tools)
+            reply = self.provider.chat(self.system(self.bot.context_header()), self.transcript, tools,
+                                       on_text=on_text)
             if not reply.tool_calls:
                 self.transcript.append(Message("assistant", reply.text))
                 return reply.text

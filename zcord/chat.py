@@ -44,7 +44,8 @@ def provider_config(bot: MemoryBot) -> LlmConfig:
     return ConfigFile._with_env(Config(llm=llm)).llm
 
 
-def run(bot: MemoryBot, provider: Provider | None, out: TextIO, inp: TextIO, sender: str) -> int:
+def run(bot: MemoryBot, provider: Provider | None, out: TextIO, inp: TextIO, sender: str,
+        streaming: bool = True) -> int:
     conv = Conversation(bot, provider) if provider else None
     out.write(f"zcor chat — session {bot.session}. /help for commands.\n")
     if conv is None:
@@ -75,14 +76,23 @@ def run(bot: MemoryBot, provider: Provider | None, out: TextIO, inp: TextIO, sen
             elif conv is None:
                 out.write(NOT_CONFIGURED + "\n")
             else:
+                midline = [False]
+
                 def show(use: ToolUse) -> None:
                     mark = "·" if use.ok else "✗"
-                    out.write(f"  {mark} {use.name}: {use.summary}\n")
+                    out.write(("\n" if midline[0] else "") + f"  {mark} {use.name}: {use.summary}\n")
+                    midline[0] = False
+                    out.flush()
+
+                def stream(piece: str) -> None:
+                    out.write(piece)
+                    midline[0] = not piece.endswith("\n")
                     out.flush()
 
                 answer = conv.handle([{"text": text, "origin": "external", "senderKey": sender,
-                                       "source": bot.session}], on_tool=show)
-                out.write(answer + "\n")
+                                       "source": bot.session}], on_tool=show,
+                                     on_text=stream if streaming else None)
+                out.write(("" if streaming else answer) + "\n")
         except ZcorError as e:
             out.write(f"[error] {e.message}\n")
         except ClientError as e:
@@ -96,6 +106,7 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, inp: TextIO = 
     ap.add_argument("--socket", help="zcord socket (default: $ZCOR_SOCKET or the daemon's default)")
     ap.add_argument("--session", default="console", help="session key (default: console)")
     ap.add_argument("--sender", default=f"console:{getpass.getuser()}", help="the sender key of your lines")
+    ap.add_argument("--no-stream", action="store_true", help="wait for whole replies instead of streaming")
     args = ap.parse_args(argv)
     try:
         bot = MemoryBot.connect(args.session, args.socket)
@@ -108,7 +119,7 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, inp: TextIO = 
             provider = Provider(cfg, api_key())
         except ZcorError:
             provider = None
-        return run(bot, provider, out, inp, args.sender)
+        return run(bot, provider, out, inp, args.sender, streaming=not args.no_stream)
 
 
 if __name__ == "__main__":

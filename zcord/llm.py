@@ -9,6 +9,7 @@ Every failure is a ProviderError with a sentence that says what went wrong.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -144,8 +145,9 @@ class Provider:
             raise ProviderError("The LLM provider's answer is not a JSON object.")
         return data
 
-    def chat(self, system: str, messages: list[Message], tools: list[dict[str, Any]] | None = None,
-             max_tokens: int = DEFAULT_MAX_TOKENS) -> Reply:
+    def _request(self, system: str, messages: list[Message], tools: list[dict[str, Any]] | None,
+                 max_tokens: int) -> tuple[str, dict[str, str], dict[str, Any]]:
+        """URL, headers and body of one request in the configured wire format."""
         base = self.cfg.base_url.rstrip("/")
         if self.cfg.protocol == "openai":
             headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
@@ -153,7 +155,7 @@ class Provider:
                                     "max_tokens": max_tokens}
             if tools:
                 body["tools"] = openai_tools(tools)
-            return self._openai_reply(self._post(base + "/chat/completions", headers, body))
+            return base + "/chat/completions", headers, body
         headers = {"anthropic-version": ANTHROPIC_VERSION}
         if self.api_key:
             headers["x-api-key"] = self.api_key
@@ -162,7 +164,64 @@ class Provider:
             body["system"] = system
         if tools:
             body["tools"] = anthropic_tools(tools)
-        return self._anthropic_reply(self._post(base + "/messages", headers, body))
+        return base + "/messages", headers, body
+
+    def chat(self, system: str, messages: list[Message], tools: list[dict[str, Any]] | None = None,
+             max_tokens: int = DEFAULT_MAX_TOKENS, on_text: Callable[[str], None] | None = None) -> Reply:
+        """Send the conversation; with on_text, stream and hand over the text as it arrives."""
+        url, headers, body = self._request(system, messages, tools, max_tokens)
+        if on_text is not None:
+            return self._stream(url, headers, body, on_text)
+        data = self._post(url, headers, body)
+        return self._openai_reply(data) if self.cfg.protocol == "openai" else self._anthropic_reply(data)
+
+    # -- streaming (server-sent events) ------------------------------------------------------
+
+    def _stream(self, url: str, headers: dict[str, str], body: dict[str, Any],
+                on_text: Callable[[str], None]) -> Reply:
+        body = {**body, "stream": True}
+        client = self._client or httpx.Client()
+        state = _OpenAIStream() if self.cfg.protocol == "openai" else _AnthropicStream()
+        try:
+            with client.stream("POST", url, headers=headers, json=body, timeout=self.cfg.timeout_seconds) as resp:
+                if resp.status_code >= 400:
+                    resp.read()
+                    raise ProviderError(f"The LLM provider answered HTTP {resp.status_code}: {resp.text[:300]}")
+                if "text/event-stream" not in resp.headers.get("content-type", ""):
+                    # a server that ignores "stream": treat the body as a whole reply
+                    resp.read()
+                    try:
+                        data = resp.json()
+                    except ValueError:
+                        raise ProviderError(f"The LLM provider's answer is not JSON: {resp.text[:200]!r}") from None
+                    reply = self._openai_reply(data) if self.cfg.protocol == "openai" else \
+                        self._anthropic_reply(data)
+                    if reply.text:
+                        on_text(reply.text)
+                    return reply
+                for line in resp.iter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    payload = line[5:].strip()
+                    if payload == "[DONE]":
+                        break
+                    try:
+                        event = json.loads(payload)
+                    except ValueError:
+                        raise ProviderError(f"The LLM provider streamed a malformed event: {payload[:200]!r}") \
+                            from None
+                    piece = state.feed(event)
+                    if piece:
+                        on_text(piece)
+        except httpx.TimeoutException:
+            raise ProviderError(f"The LLM provider at {self.cfg.base_url} did not answer within "
+                                f"{self.cfg.timeout_seconds:g} s.") from None
+        except httpx.HTTPError as e:
+            raise ProviderError(f"The LLM provider at {self.cfg.base_url} failed mid-answer: {e}") from None
+        finally:
+            if self._client is None:
+                client.close()
+        return state.reply()
 
     @staticmethod
     def _openai_reply(data: dict[str, Any]) -> Reply:
@@ -191,3 +250,82 @@ class Provider:
         calls = [ToolCall(id=str(b.get("id", "")), name=str(b.get("name", "")), arguments=b.get("input", {}))
                  for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
         return Reply(text=text, tool_calls=calls, stop_reason=data.get("stop_reason"), raw=data)
+
+
+class _OpenAIStream:
+    """Accumulates Chat Completions chunks: text deltas and indexed tool-call pieces."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.calls: dict[int, dict[str, str]] = {}
+        self.stop: str | None = None
+        self.seen = False
+
+    def feed(self, event: dict[str, Any]) -> str:
+        if "error" in event:
+            raise ProviderError(f"The LLM provider reported an error mid-answer: {json.dumps(event)[:200]}")
+        choices = event.get("choices") or []
+        if not choices:
+            return ""
+        self.seen = True
+        choice = choices[0]
+        self.stop = choice.get("finish_reason") or self.stop
+        delta = choice.get("delta") or {}
+        for tc in delta.get("tool_calls") or []:
+            slot = self.calls.setdefault(tc.get("index", 0), {"id": "", "name": "", "arguments": ""})
+            slot["id"] = tc.get("id") or slot["id"]
+            fn = tc.get("function") or {}
+            slot["name"] = fn.get("name") or slot["name"]
+            slot["arguments"] += fn.get("arguments") or ""
+        piece = delta.get("content") or ""
+        if piece:
+            self.text.append(piece)
+        return piece
+
+    def reply(self) -> Reply:
+        if not self.seen:
+            raise ProviderError("The LLM provider returned no choice.")
+        calls = [ToolCall(c["id"], c["name"], _parse_args(c["arguments"] or "{}"))
+                 for _, c in sorted(self.calls.items())]
+        return Reply("".join(self.text), calls, self.stop, {"streamed": True})
+
+
+class _AnthropicStream:
+    """Accumulates Messages stream events: text blocks and tool_use blocks with JSON pieces."""
+
+    def __init__(self) -> None:
+        self.blocks: dict[int, dict[str, Any]] = {}
+        self.stop: str | None = None
+        self.seen = False
+
+    def feed(self, event: dict[str, Any]) -> str:
+        kind = event.get("type")
+        if kind == "error":
+            raise ProviderError(f"The LLM provider reported an error mid-answer: {json.dumps(event)[:200]}")
+        if kind == "message_start":
+            self.seen = True
+        elif kind == "content_block_start":
+            block = event.get("content_block") or {}
+            self.blocks[event.get("index", 0)] = {"type": block.get("type"), "text": block.get("text", ""),
+                                                  "id": block.get("id", ""), "name": block.get("name", ""),
+                                                  "json": ""}
+        elif kind == "content_block_delta":
+            block = self.blocks.setdefault(event.get("index", 0), {"type": "text", "text": "", "json": ""})
+            delta = event.get("delta") or {}
+            if delta.get("type") == "text_delta":
+                block["text"] += delta.get("text", "")
+                return delta.get("text", "")
+            if delta.get("type") == "input_json_delta":
+                block["json"] += delta.get("partial_json", "")
+        elif kind == "message_delta":
+            self.stop = (event.get("delta") or {}).get("stop_reason") or self.stop
+        return ""
+
+    def reply(self) -> Reply:
+        if not self.seen:
+            raise ProviderError("The LLM provider returned no content.")
+        blocks = [b for _, b in sorted(self.blocks.items())]
+        text = "".join(b["text"] for b in blocks if b["type"] == "text")
+        calls = [ToolCall(b["id"], b["name"], _parse_args(b["json"] or "{}")) for b in blocks
+                 if b["type"] == "tool_use"]
+        return Reply(text, calls, self.stop, {"streamed": True})

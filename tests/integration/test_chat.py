@@ -179,3 +179,18 @@ def test_zcor_chat_without_a_provider_says_what_to_set(daemon, llm):
     out = run_chat(daemon, llm, ["hello", "/quit"], configure=False)
     assert "ZCOR_LLM_MODEL" in out and "ZCOR_LLM_BASE_URL" in out
     assert llm.requests == []
+
+
+def test_streamed_replies_build_the_same_tool_calls_and_text(daemon, llm):
+    """The provider streams (server-sent events): text arrives in pieces, tool calls are
+    assembled from their fragments and run, and the final answer is the joined text."""
+    llm.script += [tools(llm, ("zcor_memory_write", {"title": "流式写入的记忆", "content": "分两段到达"})),
+                   text(llm, "这句话分成两半流过来")]
+    pieces = []
+    with MemoryBot.connect("console", str(daemon.sock)) as bot:
+        answer = Conversation(bot, provider_for(llm)).handle([{"text": "记一下"}], on_text=pieces.append)
+    assert answer == "这句话分成两半流过来"
+    assert len(pieces) >= 2 and "".join(pieces) == answer
+    assert all(r["json"].get("stream") for r in llm.requests)
+    with daemon.client("operator") as op:
+        assert op.call_tool("zcor_memory_query", {"keywords": ["流式写入"]})["total"] == 1
