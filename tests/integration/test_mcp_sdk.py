@@ -7,12 +7,18 @@ import sys
 import mcp
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
-from zcord.tools import declared_tools
 
 from .conftest import ZCOR_CMD
 
 # what a bot is offered with the default config (relationship memory on): every tool of SPEC §2
-EXPECTED_TOOLS = {t.name for t in declared_tools(True, "bot")}
+# the 18 tools of SPEC §2, spelled out: the interface other programs depend on
+EXPECTED_TOOLS = {
+    "zcor_memory_write", "zcor_memory_read", "zcor_memory_delete", "zcor_memory_children",
+    "zcor_memory_trace", "zcor_memory_important", "zcor_memory_query", "zcor_memory_merge",
+    "zcor_memory_supersede", "zcor_relationship_read", "zcor_relationship_query",
+    "zcor_relationship_write", "zcor_relationship_delete", "zcor_memory_history",
+    "zcor_memory_backup", "zcor_memory_restore", "zcor_synonyms_add", "zcor_memory_search",
+}
 
 
 def bridge(daemon) -> StdioServerParameters:
@@ -30,8 +36,7 @@ async def test_sdk_client_lists_and_calls_tools(daemon):
 
         listed = await client.list_tools()
         names = {t.name for t in listed.tools}
-        assert names == EXPECTED_TOOLS
-        assert len(names) >= 17
+        assert names == EXPECTED_TOOLS and len(names) == 18
         write = next(t for t in listed.tools if t.name == "zcor_memory_write")
         assert write.input_schema["type"] == "object"
         assert {"title", "content", "parentId", "sourceMessage"} <= set(write.input_schema["properties"])
