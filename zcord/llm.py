@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -123,18 +124,23 @@ class Provider:
         self.api_key = api_key
         self._client = client
 
-    def _post(self, url: str, headers: dict[str, str], body: dict[str, Any]) -> dict[str, Any]:
+    @contextmanager
+    def _transport(self, failing: str):
+        """Map httpx failures to ProviderError; close a client made for this one request."""
         client = self._client or httpx.Client()
         try:
-            resp = client.post(url, headers=headers, json=body, timeout=self.cfg.timeout_seconds)
+            yield client
         except httpx.TimeoutException:
             raise ProviderError(f"The LLM provider at {self.cfg.base_url} did not answer within "
                                 f"{self.cfg.timeout_seconds:g} s.") from None
         except httpx.HTTPError as e:
-            raise ProviderError(f"The LLM provider at {self.cfg.base_url} could not be reached: {e}") from None
+            raise ProviderError(f"The LLM provider at {self.cfg.base_url} {failing}: {e}") from None
         finally:
             if self._client is None:
                 client.close()
+
+    def _parse_body(self, resp: httpx.Response) -> Reply:
+        """A whole (non-streamed) answer: status, JSON, then the wire format's reply."""
         if resp.status_code >= 400:
             raise ProviderError(f"The LLM provider answered HTTP {resp.status_code}: {resp.text[:300]}")
         try:
@@ -143,7 +149,7 @@ class Provider:
             raise ProviderError(f"The LLM provider's answer is not JSON: {resp.text[:200]!r}") from None
         if not isinstance(data, dict):
             raise ProviderError("The LLM provider's answer is not a JSON object.")
-        return data
+        return self._openai_reply(data) if self.cfg.protocol == "openai" else self._anthropic_reply(data)
 
     def _request(self, system: str, messages: list[Message], tools: list[dict[str, Any]] | None,
                  max_tokens: int) -> tuple[str, dict[str, str], dict[str, Any]]:
@@ -172,55 +178,38 @@ class Provider:
         url, headers, body = self._request(system, messages, tools, max_tokens)
         if on_text is not None:
             return self._stream(url, headers, body, on_text)
-        data = self._post(url, headers, body)
-        return self._openai_reply(data) if self.cfg.protocol == "openai" else self._anthropic_reply(data)
+        with self._transport("could not be reached") as client:
+            resp = client.post(url, headers=headers, json=body, timeout=self.cfg.timeout_seconds)
+        return self._parse_body(resp)
 
     # -- streaming (server-sent events) ------------------------------------------------------
 
     def _stream(self, url: str, headers: dict[str, str], body: dict[str, Any],
                 on_text: Callable[[str], None]) -> Reply:
         body = {**body, "stream": True}
-        client = self._client or httpx.Client()
         state = _OpenAIStream() if self.cfg.protocol == "openai" else _AnthropicStream()
-        try:
-            with client.stream("POST", url, headers=headers, json=body, timeout=self.cfg.timeout_seconds) as resp:
-                if resp.status_code >= 400:
-                    resp.read()
-                    raise ProviderError(f"The LLM provider answered HTTP {resp.status_code}: {resp.text[:300]}")
-                if "text/event-stream" not in resp.headers.get("content-type", ""):
-                    # a server that ignores "stream": treat the body as a whole reply
-                    resp.read()
-                    try:
-                        data = resp.json()
-                    except ValueError:
-                        raise ProviderError(f"The LLM provider's answer is not JSON: {resp.text[:200]!r}") from None
-                    reply = self._openai_reply(data) if self.cfg.protocol == "openai" else \
-                        self._anthropic_reply(data)
-                    if reply.text:
-                        on_text(reply.text)
-                    return reply
-                for line in resp.iter_lines():
-                    if not line.startswith("data:"):
-                        continue
-                    payload = line[5:].strip()
-                    if payload == "[DONE]":
-                        break
-                    try:
-                        event = json.loads(payload)
-                    except ValueError:
-                        raise ProviderError(f"The LLM provider streamed a malformed event: {payload[:200]!r}") \
-                            from None
-                    piece = state.feed(event)
-                    if piece:
-                        on_text(piece)
-        except httpx.TimeoutException:
-            raise ProviderError(f"The LLM provider at {self.cfg.base_url} did not answer within "
-                                f"{self.cfg.timeout_seconds:g} s.") from None
-        except httpx.HTTPError as e:
-            raise ProviderError(f"The LLM provider at {self.cfg.base_url} failed mid-answer: {e}") from None
-        finally:
-            if self._client is None:
-                client.close()
+        with self._transport("failed mid-answer") as client, \
+                client.stream("POST", url, headers=headers, json=body, timeout=self.cfg.timeout_seconds) as resp:
+            if resp.status_code >= 400 or "text/event-stream" not in resp.headers.get("content-type", ""):
+                # an error, or a server that ignores "stream": a whole answer
+                resp.read()
+                reply = self._parse_body(resp)
+                if reply.text:
+                    on_text(reply.text)
+                return reply
+            for line in resp.iter_lines():
+                if not line.startswith("data:"):
+                    continue
+                payload = line[5:].strip()
+                if payload == "[DONE]":
+                    break
+                try:
+                    event = json.loads(payload)
+                except ValueError:
+                    raise ProviderError(f"The LLM provider streamed a malformed event: {payload[:200]!r}") from None
+                piece = state.feed(event)
+                if piece:
+                    on_text(piece)
         return state.reply()
 
     @staticmethod

@@ -90,6 +90,25 @@ def invalid_from(err: ValidationError) -> InvalidArgument:
     return InvalidArgument("; ".join(msgs), field=first)
 
 
+def parse_args(model: type[I.Args], params: Any) -> I.Args:
+    """Validate a call's arguments against its input model; errors name every bad field."""
+    if not isinstance(params, dict):
+        raise InvalidArgument("arguments must be a JSON object", field="arguments")
+    try:
+        return model.model_validate(params)
+    except ValidationError as e:
+        raise invalid_from(e) from None
+
+
+def synonym_terms(a: I.SynonymsAddArgs) -> list[str]:
+    """A group's terms, trimmed, refused unless distinct after normalization."""
+    terms = [t.strip() for t in a.terms]
+    if len({normalize(t) for t in terms}) != len(terms):
+        raise InvalidArgument("terms must be distinct (compared case-insensitively, full-width = half-width)",
+                              field="terms")
+    return terms
+
+
 def parse_time_filter(value: str | None, name: str) -> float | None:
     if value is None:
         return None
@@ -186,8 +205,7 @@ class Service:
         """Run an operator action that is not a tool (config, synonym groups) the way tools
         run: serialized, recorded in the operation log, announced to listeners."""
         with self.lock:
-            self._seq += 1
-            ctx = Ctx(actor=actor, tool=name, seq=self._seq, at=self.clock())
+            ctx = self._new_ctx(name, actor)
             try:
                 result, changes = fn()
             except ZcorError as e:
@@ -235,13 +253,7 @@ class Service:
                 raise InvalidArgument(f"index must name an existing group (0..{len(groups) - 1})", field="index")
             clean = None
             if terms is not None:
-                try:
-                    clean = [t.strip() for t in I.SynonymsAddArgs.model_validate({"terms": terms}).terms]
-                except ValidationError as e:
-                    raise invalid_from(e) from None
-                if len({normalize(t) for t in clean}) != len(clean):
-                    raise InvalidArgument("terms must be distinct (compared case-insensitively, full-width = "
-                                          "half-width)", field="terms")
+                clean = synonym_terms(parse_args(I.SynonymsAddArgs, {"terms": terms}))
             if index is None and clean is None:
                 raise InvalidArgument("give terms to add a group, or an index to change or remove one",
                                       field="terms")
@@ -335,20 +347,13 @@ class Service:
                 self._reconcile()  # so a history query sees changes whose log record failed
             except OSError as e:
                 print(f"zcord: could not write the operation log: {e}", file=sys.stderr)
-            self._seq += 1
-            ctx = Ctx(actor=actor, tool=tool, seq=self._seq, at=self.clock())
+            ctx = self._new_ctx(tool, actor)
             try:
                 spec = TOOLS.get(tool)
                 if spec is None or (allowed is not None and tool not in allowed):
                     raise UnknownTool(f"Tool {tool!r} is not declared in this request; call only the "
                                       f"tools you were given.", field="name")
-                if not isinstance(params, dict):
-                    raise InvalidArgument("arguments must be a JSON object", field="arguments")
-                try:
-                    args = spec.input_model.model_validate(params)
-                except ValidationError as e:
-                    raise invalid_from(e) from None
-                result = spec.handler(self, args, ctx)
+                result = spec.handler(self, parse_args(spec.input_model, params), ctx)
             except ZcorError as e:
                 self._rollback(ctx)
                 self._log(ctx, params, error=e)
@@ -364,6 +369,11 @@ class Service:
                 if ctx.committed:
                     self._notify(ctx)
             return result
+
+    def _new_ctx(self, tool: str, actor: str) -> Ctx:
+        """The next operation: its sequence number and time (call with the lock held)."""
+        self._seq += 1
+        return Ctx(actor=actor, tool=tool, seq=self._seq, at=self.clock())
 
     def _rollback(self, ctx: Ctx) -> None:
         if ctx.tx is not None and not ctx.committed:
@@ -459,15 +469,9 @@ class Service:
 
         spec = TOOLS[SEARCH_TOOL]
         with self.lock:
-            self._seq += 1
-            ctx = Ctx(actor=actor, tool=SEARCH_TOOL, seq=self._seq, at=self.clock())
+            ctx = self._new_ctx(SEARCH_TOOL, actor)
             try:
-                if not isinstance(params, dict):
-                    raise InvalidArgument("arguments must be a JSON object", field="arguments")
-                try:
-                    args = spec.input_model.model_validate(params)
-                except ValidationError as e:
-                    raise invalid_from(e) from None
+                args = parse_args(spec.input_model, params)
                 self._refresh_synonyms()
                 terms = sorted(self.synonyms.classes.expand(args.keywords))
                 hits = self.retriever.hits(terms, keyword_equality=False, limit=SEARCH_CANDIDATES)
@@ -886,10 +890,7 @@ class Service:
         return {"restoredFrom": a.backup_file, "backupFile": auto, **summary(st)}
 
     def synonyms_add(self, a: I.SynonymsAddArgs, ctx: Ctx) -> dict[str, Any]:
-        terms = [t.strip() for t in a.terms]
-        if len({normalize(t) for t in terms}) != len(terms):
-            raise InvalidArgument("terms must be distinct (compared case-insensitively, full-width = "
-                                  "half-width)", field="terms")
+        terms = synonym_terms(a)
         try:
             self.synonyms.reload_if_changed()
             added = self.synonyms.add_group(terms)
