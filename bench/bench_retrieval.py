@@ -121,8 +121,8 @@ def main() -> None:
             print(f"done {n} {mode}", file=sys.stderr)
     keys = list(rows[0])
     print(f"zcor retrieval benchmark, in-process; {os.cpu_count()} CPUs; times in ms as 'p50 p99'. "
-          f"'30-word' titles all share words with the batch (worst case); 'diverse' titles draw on "
-          f"~3,000 chat words")
+          f"'30-word' titles all share words with the batch (worst case); 'diverse' titles are a name "
+          f"and two of ~3,000 chat words")
     print(table([[k, *[r[k] for r in rows]] for k in keys], ["metric", *["" for r in rows]]))
     print(f"daemon ready (spawn → READY=1) on 10,000 nodes: {ready_time(10_000)} s "
           f"(jieba and the log index warm up after READY)")

@@ -62,7 +62,7 @@ def build_memory(memdir: Path, nodes: int, history: int, oplog: int, seed: int =
         at = t0 + timedelta(seconds=n)
         parent = rng.choice(roots) if roots and n % 10 else None
         name = title(rng, n) if vocab is None else \
-            f"{rng.choice(SURNAMES)}{rng.choice('明红华丽强军')}{rng.choice(VERBS)}{rng.choice(vocab)}#{n}"
+            f"{rng.choice(SURNAMES)}{rng.choice('明红华丽强军')}的{rng.choice(vocab)}{rng.choice(vocab)}#{n}"
         node = Node(id=f"m{n}", title=name, content=content(rng),
                     keywords=[rng.choice(THINGS), rng.choice(VERBS)], parent_id=parent,
                     created_at=at, updated_at=at)
