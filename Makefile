@@ -17,10 +17,10 @@ $(STAMP): pyproject.toml
 setup: $(STAMP)
 
 run: $(STAMP)
-	$(BIN)/zcor-demo
+	$(BIN)/zcor-tui --with-daemon
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
-	$(BIN)/python bench/bench_store.py
+	$(BIN)/python bench/bench_all.py

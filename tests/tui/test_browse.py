@@ -1,0 +1,278 @@
+"""Browse against a real daemon: the tree, the detail pane and every memory edit."""
+
+from __future__ import annotations
+
+from textual.widgets import Input, TextArea
+
+from zcord.service import Service
+
+from zcor_tui.screens.browse import BrowseScreen
+from zcor_tui.screens.dialogs import ConfirmDialog, NodeForm, NodePicker
+from zcor_tui.widgets.memory_tree import MemoryTree, Slot
+
+from .conftest import screen_text, settle, text_of, until
+
+
+def labels(tree_node) -> list[str]:
+    return [str(c.label) for c in tree_node.children]
+
+
+async def test_browse_and_expand(memory, app_for):
+    d, ids = memory
+    app = app_for(d)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        tree = app.screen.query_one(MemoryTree)
+        roots = labels(tree.root)
+        assert [r.split()[0] for r in roots] == ["家人", "工作", "爱好"]
+        assert not tree.root.children[0].is_expanded and len(tree.root.children[0].children) == 0  # lazy
+
+        await pilot.press("enter")  # expand 家人
+        await settle(pilot)
+        family = tree.root.children[0]
+        assert family.is_expanded
+        assert labels(family) == ["★ 妈妈 m2 (1)", "爸爸 m3"]
+
+        await pilot.press("down")  # 妈妈
+        await settle(pilot)
+        detail = text_of(app.screen.query_one("#detail").content)
+        for expected in ("m2", "★ important", "家人 › 妈妈", "妈妈 · 老师", "小学老师，喜欢养花",
+                         "我妈是小学老师，平时最爱养花。", "2026-01-01 09:01:00 +08:00", "Children 1: m4 妈妈的生日"):
+            assert expected in detail, expected
+
+        # a superseded memory is dimmed in the tree, and says by which memory in the detail
+        await pilot.press("down", "down", "enter")  # 工作
+        await settle(pilot)
+        work = tree.root.children[1]
+        old = work.children[0]
+        assert old.data.item.superseded and "dim" in str(old.label.spans[0].style)
+        tree.move_cursor(old)
+        await settle(pilot)
+        detail = text_of(app.screen.query_one("#detail").content)
+        assert f"superseded by {ids['deadline']}" in detail and "上线时间改了" in detail
+
+        # linked relationships show on the person's memory
+        app.show_node(ids["colleague"])
+        await settle(pilot)
+        assert tree.cursor_item.id == ids["colleague"]
+        assert "qq:10001 小王" in text_of(app.screen.query_one("#detail").content)
+
+
+async def test_create_and_edit_then_see_the_diff_in_history(memory, app_for):
+    d, ids = memory
+    app = app_for(d)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        app.show_node(ids["dad"])
+        await settle(pilot)
+        await pilot.press("n")  # new child of 爸爸
+        await settle(pilot)
+        form = app.screen
+        assert isinstance(form, NodeForm)
+        form.query_one("#title", Input).value = "爸爸的爱好"
+        form.query_one("#content", TextArea).text = "爸爸周末喜欢钓鱼。"
+        form.query_one("#keywords", Input).value = "钓鱼, 周末"
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        assert isinstance(app.screen, BrowseScreen)
+        tree = app.screen.query_one(MemoryTree)
+        new = tree.cursor_item
+        assert new.title == "爸爸的爱好" and tree.nodes_by_id[new.id].parent.data.item.id == ids["dad"]
+        assert "Created" in app.noted()
+
+        await pilot.press("e")
+        await settle(pilot)
+        form = app.screen
+        assert isinstance(form, NodeForm) and form.query_one("#title", Input).value == "爸爸的爱好"
+        form.query_one("#content", TextArea).text = "爸爸周末喜欢去河边钓鱼。"
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        assert "河边" in text_of(app.screen.query_one("#detail").content)
+
+        await pilot.press("3")  # History
+        await settle(pilot)
+        record = text_of(app.screen.query_one("#record").content)
+        assert "zcor_memory_write" in record and f"node.update · {new.id}" in record
+        assert "- 爸爸周末喜欢钓鱼。" in record and "+ 爸爸周末喜欢去河边钓鱼。" in record
+        await pilot.press("v")  # side by side
+        record = text_of(app.screen.query_one("#record").content)
+        assert "before" in record and "after" in record and "河边" in record
+
+
+async def test_a_refused_edit_keeps_the_form_open_with_the_reason(memory, app_for):
+    d, ids = memory
+    app = app_for(d)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("N")
+        await settle(pilot)
+        form = app.screen
+        form.query_one("#title", Input).value = "x" * 201
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        assert app.screen is form
+        assert "title" in text_of(form.query_one("#dialog-error").content)
+        await pilot.press("escape")
+        await settle(pilot)
+        assert isinstance(app.screen, BrowseScreen)
+
+
+async def test_delete_is_refused_plainly_while_the_memory_has_children(memory, app_for):
+    d, ids = memory
+    app = app_for(d)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        assert app.screen.query_one(MemoryTree).cursor_item.id == ids["family"]
+        await pilot.press("d")
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmDialog)
+        await pilot.press("y")
+        await settle(pilot)
+        errors = app.noted("error")
+        assert "cannot be deleted" in errors and "it has 2 children" in errors
+        assert ids["mom"] in errors and ids["dad"] in errors
+        # and a leaf goes
+        app.show_node(ids["birthday"])
+        await settle(pilot)
+        await pilot.press("d", "y")
+        await settle(pilot)
+        assert f"Deleted {ids['birthday']}" in app.noted()
+        mom = app.screen.query_one(MemoryTree).nodes_by_id[ids["mom"]]
+        assert len(mom.children) == 0 or ids["birthday"] not in [c.data.item.id for c in mom.children]
+
+
+async def test_sixth_important_mark_shows_the_replacement_receipt(memory, app_for):
+    d, ids = memory
+    with d.client("operator") as c:
+        for name in ("dad", "work", "colleague"):
+            c.call_tool("zcor_memory_important", {"id": ids[name], "important": True})
+    app = app_for(d)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        assert len(app.important) == 5
+        app.show_node(ids["hobby"])
+        await settle(pilot)
+        await pilot.press("i")
+        await settle(pilot)
+        warning = app.noted("warning")
+        assert f"{ids['mom']} “妈妈” unmarked" in warning and "At most 5" in warning
+        await until(pilot, lambda: ids["hobby"] in app.important and ids["mom"] not in app.important,
+                    what="the status to follow the marks")
+        tree = app.screen.query_one(MemoryTree)
+        assert str(tree.nodes_by_id[ids["hobby"]].label).startswith("★")
+        await pilot.press("i")  # and unmark
+        await settle(pilot)
+        assert f"{ids['hobby']} is no longer important" in app.noted()
+
+
+async def test_move_merge_and_supersede(memory, app_for):
+    d, ids = memory
+    app = app_for(d)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        app.show_node(ids["apple"])
+        await settle(pilot)
+        await pilot.press("m")
+        await settle(pilot)
+        picker = app.screen
+        assert isinstance(picker, NodePicker)
+        picker.query_one("#picker-query", Input).value = "家人"
+        await settle(pilot)
+        await pilot.press("enter", "enter")
+        await settle(pilot)
+        with d.client("operator") as c:
+            assert c.call_tool("zcor_memory_read", {"id": ids["apple"]})["parentId"] == ids["family"]
+        tree = app.screen.query_one(MemoryTree)
+        await until(pilot, lambda: tree.nodes_by_id[ids["apple"]].parent is tree.nodes_by_id[ids["family"]],
+                    what="the tree to show the move")
+
+        # mark two, merge them
+        app.show_node(ids["dad"])
+        await settle(pilot)
+        await pilot.press("x")
+        app.show_node(ids["apple"])
+        await settle(pilot)
+        await pilot.press("x", "M")
+        await settle(pilot)
+        form = app.screen
+        form.query_one("#title", Input).value = "家里的事"
+        form.query_one("#reason", Input).value = "合并"
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        merged = tree.cursor_item
+        assert merged.title == "家里的事"
+        assert "Merged" in app.noted()
+        with d.client("operator") as c:
+            assert c.call_tool("zcor_memory_read", {"id": ids["dad"]})["supersededBy"] == merged.id
+
+        # supersede: the selected memory by another, picked by id
+        app.show_node(ids["colleague"])
+        await settle(pilot)
+        await pilot.press("S")
+        await settle(pilot)
+        form = app.screen
+        form.query_one("#replacement", Input).value = ids["work"]
+        form.query_one("#reason", Input).value = "不再需要"
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        with d.client("operator") as c:
+            assert c.call_tool("zcor_memory_read", {"id": ids["colleague"]})["supersededBy"] == ids["work"]
+        await until(pilot, lambda: tree.nodes_by_id[ids["colleague"]].data.item.superseded,
+                    what="the tree to dim the superseded memory")
+
+
+async def test_changes_by_the_bot_appear_without_refresh(memory, app_for):
+    d, ids = memory
+    app = app_for(d)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        tree = app.screen.query_one(MemoryTree)
+        tree.nodes_by_id[ids["family"]].expand()
+        await settle(pilot)
+        with d.client() as bot:
+            node = bot.call_tool("zcor_memory_write", {"title": "姐姐", "content": "在上海读书",
+                                                       "parentId": ids["family"]})
+            bot.call_tool("zcor_memory_write", {"id": ids["dad"], "title": "老爸", "content": "退休了"})
+        await until(pilot, lambda: node["id"] in tree.nodes_by_id, what="the bot's memory in the tree")
+        await until(pilot, lambda: tree.nodes_by_id[ids["dad"]].data.item.title == "老爸",
+                    what="the bot's edit in the tree")
+        await until(pilot, lambda: (app.status or {}).get("nodes") == 11, what="the status counts")
+        assert "11 memories" in screen_text(app)
+
+
+async def test_a_root_with_many_children_is_paged(make_daemon, app_for):
+    d = make_daemon()
+    with Service(d.memdir) as svc:
+        for n in range(260):
+            svc.call("zcor_memory_write", {"title": f"第{n}条", "content": "x", "keywords": []})
+    d.start()
+    app = app_for(d)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        tree = app.screen.query_one(MemoryTree)
+        assert len(tree.root.children) == 201  # a page of 200 and "… 60 more"
+        assert "60 more" in str(tree.root.children[-1].label)
+        app.show_node("m250")  # beyond the shown page: paged in on demand
+        await settle(pilot)
+        assert tree.cursor_item.id == "m250" and len(tree.root.children) == 260
+        app.screen.query_one("#tree").focus()
+        await pilot.press("r")  # a refresh keeps what was paged in
+        await settle(pilot)
+        assert len(tree.root.children) == 260 and tree.cursor_item.id == "m250"
+
+
+async def test_the_more_line_shows_the_next_page(make_daemon, app_for):
+    d = make_daemon()
+    with Service(d.memdir) as svc:
+        for n in range(230):
+            svc.call("zcor_memory_write", {"title": f"第{n}条", "content": "x", "keywords": []})
+    d.start()
+    app = app_for(d)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        tree = app.screen.query_one(MemoryTree)
+        tree.go_to(tree.root.children[-1])
+        await pilot.press("enter")
+        await settle(pilot)
+        assert len(tree.root.children) == 230 and isinstance(tree.root.children[-1].data, Slot)
+        assert tree.cursor_item.id == "m201"

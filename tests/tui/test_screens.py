@@ -1,0 +1,284 @@
+"""Search, History, Relationships, Synonyms, Config and Help against a real daemon."""
+
+from __future__ import annotations
+
+from textual.widgets import Checkbox, DataTable, Input, Switch
+
+from zcor_tui.screens.browse import BrowseScreen
+from zcor_tui.screens.dialogs import ConfirmDialog, NodePicker, RelationshipForm, SynonymForm
+from zcor_tui.screens.help import HelpScreen
+from zcor_tui.widgets.memory_tree import MemoryTree
+
+from .conftest import settle, text_of, until
+
+REL_TOOLS = {"zcor_relationship_read", "zcor_relationship_query", "zcor_relationship_write",
+             "zcor_relationship_delete"}
+
+
+def row_keys(table: DataTable) -> list[str]:
+    return [str(k.value) for k in table.rows]
+
+
+async def test_search_with_a_time_range_and_jump_to_browse(memory, app_for):
+    d, ids = memory
+    app = app_for(d)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("2")
+        await settle(pilot)
+        table = app.screen.query_one("#results", DataTable)
+        assert row_keys(table)[0] == ids["deadline"] and len(row_keys(table)) == 9  # newest first, current only
+
+        app.screen.query_one("#from", Input).value = "2026-01-04"
+        app.screen.query_one("#to", Input).value = "2026-01-06"
+        await settle(pilot)
+        assert set(row_keys(table)) == {ids["work"], ids["colleague"]}
+        app.screen.query_one("#superseded", Checkbox).value = True
+        await settle(pilot)
+        assert set(row_keys(table)) == {ids["work"], ids["colleague"], ids["old_plan"]}
+        assert "3 matches" in text_of(app.screen.query_one("#search-summary").content)
+
+        app.screen.query_one("#q", Input).value = "小王"
+        await settle(pilot)
+        assert row_keys(table) == [ids["colleague"]]
+
+        app.screen.query_one("#to", Input).value = "2026-13-01"
+        await settle(pilot)
+        assert "to:" in text_of(app.screen.query_one("#search-summary").content)
+        assert app.screen.query_one("#to", Input).has_class("-invalid")
+        app.screen.query_one("#to", Input).value = ""
+        await settle(pilot)
+
+        table.focus()
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, BrowseScreen)
+        assert app.screen.query_one(MemoryTree).cursor_item.id == ids["colleague"]
+
+
+async def test_history_filters_and_shows_the_deleted_record(memory, app_for):
+    d, ids = memory
+    app = app_for(d)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("3")
+        await settle(pilot)
+        table = app.screen.query_one("#records", DataTable)
+        assert table.row_count == 18  # every change of build_memory, no reads
+        app.screen.query_one("#q", Input).value = "临时记录"
+        await settle(pilot)
+        assert table.row_count == 2  # its create and its delete
+        table.focus()
+        await pilot.press("home")
+        await settle(pilot)
+        record = text_of(app.screen.query_one("#record").content)
+        assert "zcor_memory_delete" in record and "Deleted. The full record before the delete" in record
+        assert "content: 稍后删除。" in record
+
+        app.screen.query_one("#changes-only", Checkbox).value = False
+        app.screen.query_one("#q", Input).value = ""
+        app.screen.query_one("#from", Input).value = "2026-01-05"
+        app.screen.query_one("#to", Input).value = "2026-01-05"
+        await settle(pilot)
+        tools = {table.get_row(k)[2] for k in table.rows}
+        assert tools == {"zcor_memory_write", "zcor_memory_supersede"}
+        # the supersede record shows what changed
+        supersede = next(k for k in table.rows if table.get_row(k)[2] == "zcor_memory_supersede")
+        table.move_cursor(row=table.get_row_index(supersede))
+        await settle(pilot)
+        record = text_of(app.screen.query_one("#record").content)
+        assert f"node.supersede · {ids['old_plan']}" in record and "supersededBy" in record
+
+
+async def test_history_pages_stay_whole_while_the_log_grows(memory, app_for):
+    d, ids = memory
+    with d.client() as bot:
+        for _ in range(130):  # reads between the changes, as a chatty bot makes them
+            bot.call_tool("zcor_memory_read", {"id": ids["mom"]})
+        bot.call_tool("zcor_memory_write", {"id": ids["mom"], "title": "妈妈", "content": "退休了"})
+    app = app_for(d)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("3")
+        await settle(pilot)
+        table = app.screen.query_one("#records", DataTable)
+        assert table.row_count == 19
+        app.screen.query_one("#changes-only", Checkbox).value = False
+        await settle(pilot)
+        first = set(row_keys(table))
+        assert len(first) == 50
+        await pilot.press("ctrl+n")
+        await settle(pilot)
+        second = set(row_keys(table))
+        assert len(second) == 50 and not first & second
+        assert max(int(k) for k in second) < min(int(k) for k in first)
+        await pilot.press("ctrl+b")
+        await settle(pilot)
+        assert "page 1" in text_of(app.screen.query_one("#history-summary").content)
+
+
+async def test_relationship_create_edit_link_and_jump(memory, app_for):
+    d, ids = memory
+    app = app_for(d)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("4")
+        await settle(pilot)
+        table = app.screen.query_one("#rels", DataTable)
+        assert row_keys(table) == ["qq:10002", "qq:10001"]
+        await pilot.press("n")
+        await settle(pilot)
+        form = app.screen
+        assert isinstance(form, RelationshipForm)
+        for field, value in (("person", "qq:20001"), ("name", "李雷"), ("aliases", "雷雷, 小李"),
+                             ("relationship", "同学"), ("affinity", "55"), ("reason", "一起打球")):
+            form.query_one(f"#{field}", Input).value = value
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        assert "qq:20001" in row_keys(table)
+        assert "+55" in str(table.get_row("qq:20001")[2])
+
+        table.move_cursor(row=table.get_row_index("qq:20001"))
+        await pilot.press("e")
+        await settle(pilot)
+        app.screen.query_one("#affinity", Input).value = "-30"
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        with d.client("operator") as c:
+            rel = c.call_tool("zcor_relationship_read", {"personId": "qq:20001"})
+        assert rel["affinity"] == -30 and rel["aliases"] == ["雷雷", "小李"]
+        await until(pilot, lambda: "-30" in str(table.get_row("qq:20001")[2]), what="the edit in the table")
+
+        await pilot.press("l")
+        await settle(pilot)
+        picker = app.screen
+        assert isinstance(picker, NodePicker)
+        picker.query_one("#picker-query", Input).value = "爸爸"
+        await settle(pilot)
+        await pilot.press("enter", "enter")
+        await settle(pilot)
+        with d.client("operator") as c:
+            assert c.call_tool("zcor_relationship_read", {"personId": "qq:20001"})["memoryNodeId"] == ids["dad"]
+
+        await pilot.press("o")
+        await settle(pilot)
+        assert isinstance(app.screen, BrowseScreen)
+        assert app.screen.query_one(MemoryTree).cursor_item.id == ids["dad"]
+        await until(pilot, lambda: "qq:20001 李雷" in text_of(app.screen.query_one("#detail").content),
+                    what="the link in the detail pane")
+
+        await pilot.press("4")
+        await settle(pilot)
+        await pilot.press("u")
+        await settle(pilot)
+        await pilot.press("d")
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmDialog)
+        await pilot.press("y")
+        await settle(pilot)
+        await until(pilot, lambda: "qq:20001" not in row_keys(table), what="the delete")
+
+
+async def test_synonym_add_edit_remove_and_preview(memory, app_for):
+    d, ids = memory
+    with d.client() as bot:
+        cat = bot.call_tool("zcor_memory_write", {"title": "小猫的名字", "content": "叫年糕", "keywords": []})
+    app = app_for(d)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("5")
+        await settle(pilot)
+        table = app.screen.query_one("#groups", DataTable)
+        assert table.row_count == 7
+        await pilot.press("a")
+        await settle(pilot)
+        assert isinstance(app.screen, SynonymForm)
+        app.screen.query_one("#terms", Input).value = "小猫, 喵星人, 猫咪"
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        await until(pilot, lambda: table.row_count == 8, what="the new group")
+        with d.client("operator") as c:
+            assert ["小猫", "喵星人", "猫咪"] in c.synonym_groups()
+
+        app.screen.query_one("#preview-text", Input).value = "我家的喵星人今天很乖"
+        await settle(pilot)
+        preview = text_of(app.screen.query_one("#preview").content)
+        assert "Expanded:" in preview and "小猫" in preview
+        assert f"{cat['id']} 小猫的名字" in preview
+        assert f"[{cat['id']}] 小猫的名字" in preview and "budget 6,000" in preview
+
+        app.screen.query_one("#filter", Input).value = "喵"
+        await settle(pilot)
+        assert row_keys(table) == ["7"]
+        table.focus()
+        await pilot.press("e")
+        await settle(pilot)
+        app.screen.query_one("#terms", Input).value = "小猫, 喵星人"
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        with d.client("operator") as c:
+            assert c.synonym_groups()[7] == ["小猫", "喵星人"]
+        await pilot.press("d", "y")
+        await settle(pilot)
+        await until(pilot, lambda: len(app.screen.groups) == 7, what="the removal")
+
+
+async def test_config_change_takes_effect_for_the_bot(memory, app_for):
+    d, ids = memory
+    app = app_for(d)
+    with d.client() as bot:
+        assert REL_TOOLS <= {t["name"] for t in bot.list_tools()}
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settle(pilot)
+            await pilot.press("6")
+            await settle(pilot)
+            screen = app.screen
+            assert "not set" in text_of(screen.query_one("#api-key").content)
+            assert screen.query_one("#relationships", Switch).value is True
+            screen.query_one("#relationships", Switch).value = False
+            screen.query_one("#budget", Input).value = "3000"
+            screen.query_one("#model", Input).value = "qwen-test"
+            await pilot.press("ctrl+s")
+            await settle(pilot)
+            assert "Applied" in text_of(screen.query_one("#config-note").content)
+            assert not REL_TOOLS & {t["name"] for t in bot.list_tools()}
+            with d.client("operator") as op:
+                config = op.config_get()
+            assert config["recallBudget"] == 3000 and config["relationshipMemory"] is False
+            assert config["llm"]["model"] == "qwen-test"
+
+            screen.query_one("#budget", Input).value = "lots"
+            await pilot.press("ctrl+s")
+            await settle(pilot)
+            assert "whole number" in text_of(screen.query_one("#config-note").content)
+            screen.query_one("#budget", Input).value = "-5"
+            await pilot.press("ctrl+s")
+            await settle(pilot)
+            assert "recallBudget" in app.noted("error")
+
+            screen.query_one("#budget", Input).value = "3000"
+            screen.query_one("#relationships", Switch).value = True
+            await pilot.press("ctrl+s")
+            await settle(pilot)
+            assert REL_TOOLS <= {t["name"] for t in bot.list_tools()}
+
+
+async def test_help_and_palette_commands(memory, app_for):
+    d, ids = memory
+    app = app_for(d)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("question_mark")
+        await settle(pilot)
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        await settle(pilot)
+        assert isinstance(app.screen, BrowseScreen)
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert "Go to Search" in titles and "Go to Browse" not in titles
+        assert f"Edit {ids['family']}" in titles and "Merge marked memories" not in titles
+        await pilot.press("ctrl+p")
+        await settle(pilot)
+        await pilot.press(*"Go to Hist", "enter")
+        await settle(pilot)
+        assert app.current_mode == "history"

@@ -1,0 +1,256 @@
+"""The zcor operator app: `ZcorApp(client)` and the `zcor-tui` entry point.
+
+The App owns the daemon client (passed in, so tests drive the real UI against a real
+daemon) and the connection: it connects (retrying until zcord answers), subscribes to
+`zcor/changed`, keeps the status (`zcor/status`) and a cache of the relationships, and
+tells the screens through signals when the Memory changed or the connection came back.
+Every daemon call runs in a worker; `tool()` and `rpc()` turn daemon errors into
+notifications instead of exceptions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from textual import work
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.signal import Signal
+
+from zcord.client import AsyncClient, ClientError, ToolError
+
+from .messages import ConnectionChanged, MemoryChanged, NodeRequested
+from .screens.base import ZcorScreen
+from .screens.browse import BrowseScreen
+from .screens.config import ConfigScreen
+from .screens.help import HelpScreen
+from .screens.history import HistoryScreen
+from .screens.relationships import RelationshipsScreen
+from .screens.search import SearchScreen
+from .screens.synonyms import SynonymsScreen
+
+SCREENS_IN_ORDER: list[tuple[str, str, type[ZcorScreen]]] = [
+    ("browse", "Browse", BrowseScreen),
+    ("search", "Search", SearchScreen),
+    ("history", "History", HistoryScreen),
+    ("relationships", "Relationships", RelationshipsScreen),
+    ("synonyms", "Synonyms", SynonymsScreen),
+    ("config", "Config", ConfigScreen),
+]
+REL_PAGE = 100
+
+
+class ZcorApp(App[None]):
+    """The operator's view of one zcord: browse, search, history, relationships, synonyms, config."""
+
+    CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses live elsewhere
+    TITLE = "zcor"
+    MODES = {mode: cls for mode, _, cls in SCREENS_IN_ORDER}
+    DEFAULT_MODE = "browse"
+    BINDINGS = [
+        *(Binding(str(n), f"switch_mode('{mode}')", title, show=False, id=f"app.{mode}",
+                  tooltip=f"Show the {title} screen")
+          for n, (mode, title, _) in enumerate(SCREENS_IN_ORDER, 1)),
+        Binding("f1,question_mark", "help", "Help", id="app.help", tooltip="Keys and screens"),
+        Binding("q", "quit", "Quit", id="app.quit", tooltip="Leave zcor-tui (a zcord it did not start keeps running)"),
+    ]
+
+    link_state: reactive[str] = reactive("connecting")
+    """connecting | connected | unreachable | lost"""
+    link_detail: reactive[str] = reactive("")
+    status: reactive[dict[str, Any] | None] = reactive(None)
+    """The last `zcor/status` (counts, memoryDir, important ids)."""
+    relationships_version: reactive[int] = reactive(0)
+    """Bumped whenever the relationship cache was reloaded."""
+
+    def __init__(self, client: AsyncClient, *, close_client: bool = True):
+        """Args:
+            client: an operator AsyncClient, not yet connected (the app connects it).
+            close_client: close the client when the app exits.
+        """
+        super().__init__()
+        self.client = client
+        self.close_client = close_client
+        self.memory_changed: Signal[MemoryChanged] = Signal(self, "memory-changed")
+        self.connection_changed: Signal[bool] = Signal(self, "connection-changed")
+        self.relationships: dict[str, dict[str, Any]] = {}
+        self.selected_node: tuple[str, str] | None = None
+        """(id, title) under Browse's cursor: the first choice when picking a memory elsewhere."""
+        self.pending_reveal: str | None = None
+        self._was_connected = False
+
+    # -- what the screens use ------------------------------------------------------------
+
+    @property
+    def connected(self) -> bool:
+        return self.link_state == "connected"
+
+    @property
+    def important(self) -> list[str]:
+        return list((self.status or {}).get("important") or [])
+
+    def display_path(self, path: str) -> str:
+        """How the status line shows the Memory directory (a hook for fixed snapshots)."""
+        return path
+
+    def links_for(self, node_id: str) -> list[dict[str, Any]]:
+        """Relationships whose memoryNodeId is this node (from the cache)."""
+        return [r for r in self.relationships.values() if r.get("memoryNodeId") == node_id]
+
+    async def tool(self, name: str, args: dict[str, Any] | None = None, *, quiet: bool = False
+                   ) -> dict[str, Any] | None:
+        """Call a tool; on any daemon error notify (unless quiet) and return None."""
+        result, err = await self.try_tool(name, args)
+        if err is not None and not quiet:
+            self.show_error(err, name)
+        return result
+
+    async def try_tool(self, name: str, args: dict[str, Any] | None = None
+                       ) -> tuple[dict[str, Any] | None, ClientError | None]:
+        """Call a tool and return (result, None) or (None, the error); never raises ClientError."""
+        if not self.client.connected:
+            return None, ClientError("zcord is not connected; the status line shows when it is back")
+        try:
+            return await self.client.call_tool(name, args or {}), None
+        except ClientError as e:
+            return None, e
+
+    async def rpc(self, method: str, *args: Any, quiet: bool = False) -> Any:
+        """Call an operator method of the client (`status`, `config_set`, …); None on error."""
+        if not self.client.connected:
+            if not quiet:
+                self.notify("zcord is not connected; the status line shows when it is back",
+                            severity="warning")
+            return None
+        try:
+            return await getattr(self.client, method)(*args)
+        except ClientError as e:
+            if not quiet:
+                self.show_error(e, method)
+            return None
+
+    def show_error(self, err: ClientError, what: str) -> None:
+        if isinstance(err, ToolError):
+            self.notify(err.message, title=f"{what}: {err.code}", severity="error", timeout=10)
+        else:
+            self.notify(str(err), title=what, severity="error", timeout=10)
+
+    # -- connection ------------------------------------------------------------------------
+
+    def on_mount(self) -> None:
+        self.client.on_connection_change(lambda up: self.post_message(ConnectionChanged(up)))
+        self.client.on_notification("zcor/changed", lambda params: self.post_message(MemoryChanged(params)))
+        self.connect_daemon()
+
+    @work(exclusive=True, group="connect")
+    async def connect_daemon(self) -> None:
+        """Connect (retrying with backoff until zcord answers), then subscribe once; the
+        client keeps the subscription across its own reconnects."""
+        delay = 0.1
+        while True:
+            try:
+                await self.client.connect()
+                break
+            except ClientError as e:
+                self.link_state = "unreachable"
+                self.link_detail = str(e)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+        while True:
+            try:
+                await self.client.subscribe()
+                return
+            except ClientError:
+                await asyncio.sleep(0.5)
+
+    def on_connection_changed(self, message: ConnectionChanged) -> None:
+        if message.connected:
+            self.link_state = "connected"
+            self.link_detail = ""
+            if self._was_connected:
+                self.notify("Reconnected to zcord; screens refreshed.", title="zcord")
+            self._was_connected = True
+            self.refresh_status()
+            self.load_relationships()
+        else:
+            self.link_state = "lost"
+            self.link_detail = "the connection to zcord was lost; reconnecting…"
+        self.connection_changed.publish(message.connected)
+
+    def on_memory_changed(self, message: MemoryChanged) -> None:
+        self.refresh_status(delay=0.1)
+        if message.touches("relationship.", "state."):  # merges report their relinks as relationship.update
+            self.load_relationships(delay=0.1)
+        self.memory_changed.publish(message)
+
+    @work(exclusive=True, group="status")
+    async def refresh_status(self, delay: float = 0.0) -> None:
+        if delay:
+            await asyncio.sleep(delay)  # several changes in a burst: one status call
+        status = await self.rpc("status", quiet=True)
+        if status is not None:
+            self.status = status
+
+    @work(exclusive=True, group="relationships")
+    async def load_relationships(self, delay: float = 0.0) -> None:
+        """Cache every relationship, so Browse can show which people link to a memory."""
+        if delay:
+            await asyncio.sleep(delay)
+        found: dict[str, dict[str, Any]] = {}
+        offset: int | None = 0
+        while offset is not None:
+            page = await self.tool("zcor_relationship_query", {"limit": REL_PAGE, "offset": offset}, quiet=True)
+            if page is None:
+                return
+            for rel in page["items"]:
+                found[rel["personId"]] = rel
+            offset = page.get("nextOffset")
+        self.relationships = found
+        self.relationships_version += 1
+
+    async def on_unmount(self) -> None:
+        if self.close_client:
+            await self.client.close()
+
+    # -- navigation ---------------------------------------------------------------------
+
+    def on_node_requested(self, message: NodeRequested) -> None:
+        self.show_node(message.node_id)
+
+    def show_node(self, node_id: str) -> None:
+        """Switch to Browse and reveal the memory there."""
+        self.pending_reveal = node_id
+        if self.current_mode == "browse" and isinstance(self.screen, BrowseScreen):
+            self.screen.take_pending_reveal()
+        else:
+            self.switch_mode("browse")
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        for mode, title, cls in SCREENS_IN_ORDER:
+            if mode != self.current_mode:
+                yield SystemCommand(f"Go to {title}", cls.HELP, partial(self.switch_mode, mode))
+        yield SystemCommand("Help", "Keys and screens of zcor-tui", self.action_help)
+        if isinstance(screen, ZcorScreen):
+            yield from screen.palette_commands()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`zcor-tui`: see zcor_tui.launcher."""
+    from .launcher import main as launch
+
+    return launch(argv)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

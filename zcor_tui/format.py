@@ -1,0 +1,164 @@
+"""Pure helpers that turn daemon data into text: times, labels, affinity bars, term lists.
+
+No Textual and no daemon calls here, so every rule is easy to test on its own.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import datetime, time, timedelta
+from typing import Any
+
+from rich.text import Text
+
+DATE_FORMS = ("%Y-%m-%d", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S",
+              "%Y/%m/%d", "%Y/%m/%d %H:%M")
+TERM_SEPARATORS = re.compile(r"[,，、;；\n]+")
+KEYWORD_SEPARATORS = re.compile(r"[\s,，、;；]+")
+
+
+def when(iso: str | None) -> str:
+    """`2026-01-01 09:00:05 +08:00`: the daemon's time to the second, with its offset."""
+    if not iso:
+        return "—"
+    try:
+        t = datetime.fromisoformat(iso)
+    except ValueError:
+        return iso
+    offset = t.strftime("%z")
+    offset = f"{offset[:3]}:{offset[3:]}" if offset else ""
+    return f"{t:%Y-%m-%d %H:%M:%S} {offset}".rstrip()
+
+
+def when_short(iso: str | None) -> str:
+    """`2026-01-01 09:00` for table cells."""
+    if not iso:
+        return "—"
+    try:
+        return f"{datetime.fromisoformat(iso):%Y-%m-%d %H:%M}"
+    except ValueError:
+        return iso
+
+
+def parse_local(text: str, *, end: bool = False) -> str | None:
+    """An operator's date (or date and time) as ISO 8601 with the local UTC offset.
+
+    `2026-01-31` means the whole day: its start for `from`, its last millisecond for `to`
+    (`end=True`). A full ISO time with an offset is passed through. Empty text is None.
+
+    Raises:
+        ValueError: the text is not a date this function understands.
+    """
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        t = datetime.fromisoformat(text)
+        if t.tzinfo is not None:
+            return t.isoformat(timespec="milliseconds")
+    except ValueError:
+        t = None
+    date_only = False
+    if t is None:
+        for form in DATE_FORMS:
+            try:
+                t = datetime.strptime(text, form)
+                date_only = "%H" not in form
+                break
+            except ValueError:
+                continue
+    elif len(text) <= 10:
+        date_only = True
+    if t is None:
+        raise ValueError(f"{text!r} is not a date; write 2026-01-31 or 2026-01-31 20:00")
+    if end:
+        if date_only:
+            t = datetime.combine(t.date(), time(23, 59, 59, 999000))
+        elif t.second == 0 and t.microsecond == 0 and text.count(":") == 1:
+            t = t + timedelta(seconds=59, microseconds=999000)  # 20:00 means up to 20:00:59.999
+    return t.astimezone().isoformat(timespec="milliseconds")
+
+
+def split_terms(text: str) -> list[str]:
+    """Terms separated by commas (ASCII or full-width), 、, semicolons or new lines."""
+    return [t.strip() for t in TERM_SEPARATORS.split(text) if t.strip()]
+
+
+def split_keywords(text: str) -> list[str]:
+    """Search keywords: separated by spaces as well as by commas."""
+    return [t for t in KEYWORD_SEPARATORS.split(text.strip()) if t]
+
+
+def affinity_bar(value: int, half: int = 10) -> Text:
+    """A signed bar: negative fills left of the centre in red, positive right in green."""
+    value = max(-100, min(100, int(value)))
+    filled = round(abs(value) * half / 100)
+    if value != 0 and filled == 0:
+        filled = 1
+    bar = Text()
+    if value < 0:
+        bar.append("·" * (half - filled), style="dim")
+        bar.append("█" * filled, style="red")
+    else:
+        bar.append("·" * half, style="dim")
+    bar.append("│", style="bold")
+    if value > 0:
+        bar.append("█" * filled, style="green")
+        bar.append("·" * (half - filled), style="dim")
+    else:
+        bar.append("·" * half, style="dim")
+    bar.append(f" {value:+d}" if value else "  0", style="bold red" if value < 0 else
+               ("bold green" if value > 0 else "bold"))
+    return bar
+
+
+def node_label(node_id: str, title: str, *, superseded: bool = False, important: bool = False,
+               marked: bool = False, child_count: int = 0) -> Text:
+    """The tree's line for one memory."""
+    label = Text(no_wrap=True, overflow="ellipsis")
+    if marked:
+        label.append("✓ ", style="bold magenta")
+    if important:
+        label.append("★ ", style="bold yellow")
+    label.append(one_line(title), style="dim" if superseded else "")
+    label.append(f" {node_id}", style="dim")
+    if child_count:
+        label.append(f" ({child_count})", style="dim cyan")
+    return label
+
+
+def one_line(text: str | None, limit: int = 200) -> str:
+    """First line of text, trimmed to `limit` characters."""
+    if not text:
+        return ""
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= limit else line[:limit - 1] + "…"
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    return f"{n:,} {word if n == 1 else (many or word + 's')}"
+
+
+def compact_json(value: Any, limit: int = 1000) -> str:
+    text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def change_targets(record: dict[str, Any]) -> str:
+    """What an operation-log record touched: the targets of its changes, else its id params."""
+    targets: list[str] = []
+    for change in record.get("changes") or ():
+        target = change.get("target")
+        if target and target not in targets:
+            targets.append(target)
+    if not targets:
+        params = record.get("params") or {}
+        for key in ("id", "personId", "parentId", "replacementId"):
+            value = params.get(key)
+            if isinstance(value, str) and value:
+                targets.append(value)
+        ids = params.get("ids")
+        if isinstance(ids, list):
+            targets.extend(str(i) for i in ids)
+    return ", ".join(targets)

@@ -1,0 +1,391 @@
+"""Browse: the memory forest on the left, the selected memory on the right, and every
+edit an operator makes to memories (new, edit, move, delete, important, merge, supersede).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import Any
+
+from textual import on, work
+from textual.app import ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.widgets import Tree
+from textual.widgets.tree import TreeNode
+
+from ..format import one_line
+from ..messages import MemoryChanged
+from ..widgets.memory_tree import Item, MemoryTree, More, Slot
+from ..widgets.node_detail import NodeDetail
+from .base import ZcorScreen
+from .dialogs import ConfirmDialog, MergeForm, NodeForm, NodePicker, PromptDialog, SupersedeForm
+
+DETAIL_DELAY = 0.12
+"""Seconds the cursor must rest on a memory before it is read (each read is logged)."""
+
+
+class BrowseScreen(ZcorScreen):
+    MODE = "browse"
+    MAIN = "#tree"
+    HELP = "The memory tree and the selected memory"
+    BINDINGS = [
+        Binding("n", "new_child", "New", id="browse.new_child", tooltip="New memory under the selected one"),
+        Binding("N", "new_root", "New root", id="browse.new_root", tooltip="New memory at the top level"),
+        Binding("e", "edit", "Edit", id="browse.edit", tooltip="Edit title, content, keywords, parent, source"),
+        Binding("m", "move", "Move", id="browse.move", tooltip="Give the selected memory another parent"),
+        Binding("d,delete", "delete", "Delete", id="browse.delete", tooltip="Delete (zcord refuses if it has "
+                                                                             "children or links)"),
+        Binding("i", "important", "★", id="browse.important", tooltip="Mark or unmark important (max 5)"),
+        Binding("x", "mark", "Mark", id="browse.mark", tooltip="Mark memories to merge or supersede"),
+        Binding("M", "merge", "Merge", id="browse.merge", tooltip="Merge the marked memories into a new one"),
+        Binding("S", "supersede", "Supersede", id="browse.supersede",
+                tooltip="Mark the marked memories as replaced by another"),
+        Binding("g", "goto", "Go to", id="browse.goto", tooltip="Show a memory by its id"),
+        Binding("r", "reload", "Refresh", show=False, id="browse.reload", tooltip="Reload the tree"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shown_node: dict[str, Any] | None = None
+        """The memory shown in the detail pane (a `zcor_memory_read` result)."""
+        self.trace: dict[str, Any] | None = None
+
+    def compose_body(self) -> ComposeResult:
+        with Horizontal(id="browse-body"):
+            yield MemoryTree(id="tree")
+            with VerticalScroll(id="detail-scroll"):
+                yield NodeDetail(id="detail")
+
+    @property
+    def tree(self) -> MemoryTree:
+        return self.query_one("#tree", MemoryTree)
+
+    def on_mount(self) -> None:
+        self.query_one("#detail", NodeDetail).show_message("Select a memory to see it here.")
+        self.watch(self.app, "status", self._status_changed, init=False)
+        self.watch(self.app, "relationships_version", self._links_changed, init=False)
+        self.tree.focus()
+
+    def on_screen_resume(self) -> None:
+        self.take_pending_reveal()
+
+    def take_pending_reveal(self) -> None:
+        node_id, self.app.pending_reveal = self.app.pending_reveal, None
+        if node_id:
+            self.reveal(node_id)
+
+    def _status_changed(self, status: dict[str, Any] | None) -> None:
+        important = set(self.app.important)
+        if important != self.tree.important:
+            self.tree.important = important
+            self.tree.relabel()
+
+    def _links_changed(self, _: int) -> None:
+        if self.shown_node is not None:
+            self._render_detail()
+
+    # -- loading --------------------------------------------------------------------------
+
+    def reload(self, changed: MemoryChanged | None = None) -> None:
+        self.sync_tree(delay=0.15 if changed else 0.0)
+
+    def action_reload(self) -> None:
+        self.sync_tree()
+
+    async def _fetch_children(self, tree_node: TreeNode[Any]) -> list[Item] | None:
+        slot: Slot = tree_node.data
+        args = {"parentId": slot.item.id} if slot.item else {}
+        result, err = await self.app.try_tool("zcor_memory_children", args)
+        if result is None:
+            if err is not None and not (slot.item and getattr(err, "code", "") == "not_found"):
+                self.app.show_error(err, "zcor_memory_children")
+            return None
+        return [Item.from_dict(d) for d in result["items"]]
+
+    async def load_children(self, tree_node: TreeNode[Any]) -> bool:
+        slot: Slot = tree_node.data
+        slot.loading = True
+        try:
+            items = await self._fetch_children(tree_node)
+        finally:
+            slot.loading = False
+        if items is None:
+            return False
+        self.tree.set_children(tree_node, items)
+        return True
+
+    @work(exclusive=True, group="sync")
+    async def sync_tree(self, delay: float = 0.0) -> None:
+        """Refetch every level the operator has open and fold the answer into the tree."""
+        if delay:
+            await asyncio.sleep(delay)  # a burst of changes (a merge) needs one pass
+        tree = self.tree
+        first = not tree.root.data.loaded
+        level: list[TreeNode[Any]] = [tree.root]
+        while level:
+            results = await asyncio.gather(*(self._fetch_children(n) for n in level))
+            next_level: list[TreeNode[Any]] = []
+            for tree_node, items in zip(level, results):
+                if items is None or not tree.attached(tree_node):
+                    continue
+                tree.set_children(tree_node, items)
+                for child in tree_node.children:
+                    slot = child.data
+                    if isinstance(slot, Slot) and slot.loaded:
+                        if child.is_expanded:
+                            next_level.append(child)
+                        else:
+                            slot.loaded = False  # stale: refetched when it is expanded again
+            level = next_level
+        if first and tree.cursor_line < 0 and tree.root.children:
+            tree.go_to(tree.root.children[0])
+        if self.app.pending_reveal:
+            self.take_pending_reveal()
+        elif self.shown_node is not None:
+            self.load_detail(self.shown_node["id"], delay=0)
+
+    @on(Tree.NodeExpanded)
+    def _expanded(self, event: Tree.NodeExpanded) -> None:
+        slot = event.node.data
+        if isinstance(slot, Slot) and slot.item is not None and not slot.loaded and not slot.loading:
+            self.run_worker(self.load_children(event.node), group="children")
+
+    @on(Tree.NodeHighlighted)
+    def _highlighted(self, event: Tree.NodeHighlighted) -> None:
+        slot = event.node.data
+        if isinstance(slot, Slot) and slot.item is not None:
+            self.app.selected_node = (slot.item.id, slot.item.title)
+            self.load_detail(slot.item.id)
+
+    @on(Tree.NodeSelected)
+    def _selected(self, event: Tree.NodeSelected) -> None:
+        if isinstance(event.node.data, More):
+            self.tree.show_more(event.node)
+
+    @work(exclusive=True, group="detail")
+    async def load_detail(self, node_id: str, delay: float = DETAIL_DELAY) -> None:
+        if delay:
+            await asyncio.sleep(delay)  # the cursor is still moving: read only where it rests
+        node, err = await self.app.try_tool("zcor_memory_read", {"id": node_id})
+        detail = self.query_one("#detail", NodeDetail)
+        if node is None:
+            self.shown_node = self.trace = None
+            detail.show_message(f"{node_id}: {getattr(err, 'message', err)}")
+            return
+        self.shown_node = node
+        self.trace = await self.app.tool("zcor_memory_trace", {"id": node_id}, quiet=True)
+        self._render_detail()
+
+    def _render_detail(self) -> None:
+        if self.shown_node is None:
+            return
+        self.query_one("#detail", NodeDetail).show(self.shown_node, self.trace, self.app.links_for(self.shown_node["id"]))
+
+    @work(exclusive=True, group="reveal")
+    async def reveal(self, node_id: str) -> None:
+        """Open the path to a memory and put the cursor on it."""
+        trace = await self.app.tool("zcor_memory_trace", {"id": node_id})
+        if trace is None:
+            return
+        tree = self.tree
+        parent: TreeNode[Any] = tree.root
+        target: TreeNode[Any] | None = None
+        path = trace["path"]
+        for n, step in enumerate(path):
+            if not parent.data.loaded and not await self.load_children(parent):
+                return
+            target = tree.ensure_shown(parent, step["id"])
+            if target is None:  # new since the parent was loaded
+                if not await self.load_children(parent):
+                    return
+                target = tree.ensure_shown(parent, step["id"])
+            if target is None:
+                self.notify(f"{step['id']} is not under its parent any more; press r to refresh.",
+                            severity="warning")
+                return
+            if n < len(path) - 1:
+                if not target.data.loaded and not await self.load_children(target):
+                    return
+                target.expand()
+                parent = target
+        if target is not None:
+            tree.go_to(target)
+            tree.focus()
+            self.load_detail(node_id, delay=0)
+
+    # -- actions ----------------------------------------------------------------------------
+
+    def _current(self) -> Item | None:
+        return self.tree.cursor_item
+
+    def _need_current(self) -> Item | None:
+        item = self._current()
+        if item is None:
+            self.notify("Select a memory first.", severity="warning")
+        return item
+
+    async def _write(self, args: dict[str, Any]) -> dict[str, Any]:
+        return await self.app.client.call_tool("zcor_memory_write", args)
+
+    def _after_write(self, result: dict[str, Any] | None) -> None:
+        if result:
+            verb = "Created" if result.get("created") else "Saved"
+            self.notify(f"{verb} {result['id']} “{one_line(result['title'], 40)}”.")
+            self.reveal(result["id"])
+
+    def action_new_child(self) -> None:
+        item = self._current()
+        self.app.push_screen(NodeForm(self._write, parent_id=item.id if item else None), self._after_write)
+
+    def action_new_root(self) -> None:
+        self.app.push_screen(NodeForm(self._write), self._after_write)
+
+    @work(exclusive=True, group="action")
+    async def action_edit(self) -> None:
+        item = self._need_current()
+        if item is None:
+            return
+        node = await self.app.tool("zcor_memory_read", {"id": item.id})
+        if node is None:
+            return
+        if node.get("supersededBy"):
+            self.notify(f"{item.id} was superseded by {node['supersededBy']}; edit that one instead.",
+                        severity="warning")
+            return
+        self._after_write(await self.app.push_screen_wait(NodeForm(self._write, node=node)))
+
+    @work(exclusive=True, group="action")
+    async def action_move(self) -> None:
+        item = self._need_current()
+        if item is None:
+            return
+        target = await self.app.push_screen_wait(
+            NodePicker(f"Move {item.id} “{one_line(item.title, 30)}” under…", allow_root=True, exclude={item.id}))
+        if target is None:
+            return
+        node = await self.app.tool("zcor_memory_read", {"id": item.id})
+        if node is None:
+            return
+        result = await self.app.tool("zcor_memory_write", {"id": item.id, "title": node["title"],
+                                                           "content": node["content"], "parentId": target or None})
+        if result:
+            self.notify(f"Moved {item.id} " + (f"under {target}." if target else "to the top level."))
+            self.reveal(item.id)
+
+    @work(exclusive=True, group="action")
+    async def action_delete(self) -> None:
+        item = self._need_current()
+        if item is None:
+            return
+        if not await self.app.push_screen_wait(ConfirmDialog(
+                f"Delete {item.id} “{one_line(item.title, 50)}”?\nThe history keeps a full copy.", yes="Delete")):
+            return
+        result, err = await self.app.try_tool("zcor_memory_delete", {"id": item.id})
+        if err is not None:
+            # say the refusal plainly: "Memory m1 cannot be deleted: it has 3 children (…)"
+            self.notify(getattr(err, "message", str(err)), title="Not deleted", severity="error", timeout=15)
+            return
+        self.notify(f"Deleted {item.id}." + (" It was important; its mark is gone." if result.get("wasImportant")
+                                            else ""))
+
+    @work(exclusive=True, group="action")
+    async def action_important(self) -> None:
+        item = self._need_current()
+        if item is None:
+            return
+        mark = item.id not in self.app.important
+        result = await self.app.tool("zcor_memory_important", {"id": item.id, "important": mark})
+        if result is None:
+            return
+        if result.get("replaced"):
+            replaced = result["replaced"]
+            self.notify(result.get("reminder") or "", severity="warning", timeout=20,
+                        title=f"★ {item.id} marked; {replaced['id']} “{one_line(replaced['title'], 30)}” unmarked")
+        elif not result.get("changed"):
+            self.notify(f"{item.id} was already {'marked' if mark else 'not marked'}.")
+        else:
+            self.notify(f"★ {item.id} marked important." if mark else f"{item.id} is no longer important.")
+
+    def action_mark(self) -> None:
+        item = self._need_current()
+        if item is None:
+            return
+        marked = self.tree.marked
+        if item.id in marked:
+            marked.remove(item.id)
+        else:
+            marked.append(item.id)
+        self.tree.relabel()
+        self.notify(f"Marked: {', '.join(marked)}" if marked else "No memories marked.", timeout=3)
+
+    def _selection(self) -> list[str]:
+        marked = list(self.tree.marked)
+        if marked:
+            return marked
+        item = self._current()
+        return [item.id] if item else []
+
+    @work(exclusive=True, group="action")
+    async def action_merge(self) -> None:
+        ids = self._selection()
+        if len(ids) < 2:
+            self.notify("Mark two or more memories with x, then merge.", severity="warning")
+            return
+        nodes = [n for n in await asyncio.gather(*(self.app.tool("zcor_memory_read", {"id": i}) for i in ids)) if n]
+        title = nodes[0]["title"] if nodes else ""
+        content = "\n\n".join(n["content"] for n in nodes)
+
+        async def merge(args: dict[str, Any]) -> dict[str, Any]:
+            return await self.app.client.call_tool("zcor_memory_merge", args)
+
+        result = await self.app.push_screen_wait(MergeForm(merge, ids, title, content))
+        if result:
+            self.tree.marked.clear()
+            self.tree.relabel()
+            moved = result.get("movedChildren") or []
+            self.notify(f"Merged {', '.join(result['superseded'])} into {result['id']}"
+                        + (f"; moved {len(moved)} children" if moved else "") + ".")
+            self.reveal(result["id"])
+
+    @work(exclusive=True, group="action")
+    async def action_supersede(self) -> None:
+        ids = self._selection()
+        if not ids:
+            self.notify("Mark the memories to supersede with x (or select one).", severity="warning")
+            return
+
+        async def supersede(args: dict[str, Any]) -> dict[str, Any]:
+            return await self.app.client.call_tool("zcor_memory_supersede", args)
+
+        result = await self.app.push_screen_wait(SupersedeForm(supersede, ids))
+        if result:
+            self.tree.marked.clear()
+            self.tree.relabel()
+            self.notify(f"{', '.join(result['superseded'])} superseded by {result['replacementId']}.")
+
+    @work(exclusive=True, group="action")
+    async def action_goto(self) -> None:
+        node_id = await self.app.push_screen_wait(PromptDialog("Go to memory id", placeholder="e.g. m17"))
+        if node_id:
+            self.reveal(node_id)
+
+    def palette_commands(self) -> Iterable[SystemCommand]:
+        yield SystemCommand("New root memory", "Create a memory at the top level", self.action_new_root)
+        yield SystemCommand("Go to memory id", "Reveal a memory in the tree by its id", self.action_goto)
+        item = self._current()
+        if item is None:
+            return
+        yield SystemCommand(f"New memory under {item.id}", "Create a child of the selected memory",
+                            self.action_new_child)
+        yield SystemCommand(f"Edit {item.id}", "Edit the selected memory", self.action_edit)
+        yield SystemCommand(f"Move {item.id}", "Give the selected memory another parent", self.action_move)
+        yield SystemCommand(f"Delete {item.id}", "Delete the selected memory", self.action_delete)
+        important = item.id in self.app.important
+        yield SystemCommand(f"{'Unmark' if important else 'Mark'} {item.id} important",
+                            "At most 5 important memories", self.action_important)
+        if len(self.tree.marked) >= 2:
+            yield SystemCommand("Merge marked memories", ", ".join(self.tree.marked), self.action_merge)
+        if self.tree.marked:
+            yield SystemCommand("Supersede marked memories", ", ".join(self.tree.marked), self.action_supersede)

@@ -1,0 +1,155 @@
+"""Config: recall budget, relationship memory, and the LLM provider, applied at once
+through `zcor/config/set` (no restart). The API key is never shown, only whether the
+daemon has one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.widgets import Button, Input, Label, Select, Static, Switch
+
+from ..messages import MemoryChanged
+from .base import ZcorScreen
+
+PROTOCOLS = [("OpenAI-compatible Chat Completions", "openai"), ("Anthropic Messages", "anthropic")]
+
+
+def row(label: str, *widgets: Any, hint: str = "") -> Horizontal:
+    children = [Label(label, classes="field-label"), *widgets]
+    if hint:
+        children.append(Static(hint, classes="hint"))
+    return Horizontal(*children, classes="field-row")
+
+
+class ConfigScreen(ZcorScreen):
+    MODE = "config"
+    MAIN = "#config-body"
+    HELP = "Recall budget, relationship memory, LLM provider"
+    WATCHES = ("config.",)
+    BINDINGS = [
+        Binding("ctrl+s", "apply", "Apply", id="config.apply", tooltip="Save and apply the changes now"),
+        Binding("ctrl+z", "revert", "Revert", id="config.revert", tooltip="Show the daemon's values again"),
+        Binding("ctrl+r", "reload_files", "Reload files", id="config.reload",
+                tooltip="Make zcord re-read config.json and synonyms.json (like SIGHUP)"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.config: dict[str, Any] | None = None
+
+    def compose_body(self) -> ComposeResult:
+        with VerticalScroll(id="config-body"):
+            yield Static("Auto-recall", classes="section")
+            yield row("Recall budget", Input("", id="budget", type="integer", compact=True),
+                      hint="characters of the context header; 0 turns auto-recall off")
+            yield row("Relationships", Switch(id="relationships"),
+                      hint="relationship tools and guidance for the model")
+            yield Static("LLM provider (zcor_memory_search and zcor chat)", classes="section")
+            yield row("Protocol", Select(PROTOCOLS, id="protocol", allow_blank=False, compact=True))
+            yield row("Base URL", Input("", id="base-url", compact=True))
+            yield row("Model", Input("", id="model", compact=True, placeholder="empty: not configured"))
+            yield row("Timeout", Input("", id="timeout", type="number", compact=True), hint="seconds per request")
+            yield row("API key", Static("", id="api-key"))
+            with Horizontal(id="config-buttons"):
+                yield Button("Apply (^s)", id="apply", variant="primary", compact=True)
+                yield Button("Revert (^z)", id="revert", compact=True)
+                yield Button("Reload files (^r)", id="reload-files", compact=True)
+            yield Static("", id="config-note", classes="summary")
+
+    def reload(self, changed: MemoryChanged | None = None) -> None:
+        self.fetch()
+
+    @work(exclusive=True, group="config")
+    async def fetch(self) -> None:
+        config = await self.app.rpc("config_get")
+        if config is not None:
+            self.show(config)
+
+    def show(self, config: dict[str, Any]) -> None:
+        self.config = config
+        llm = config.get("llm") or {}
+        self.query_one("#budget", Input).value = str(config.get("recallBudget", ""))
+        self.query_one("#relationships", Switch).value = bool(config.get("relationshipMemory"))
+        self.query_one("#protocol", Select).value = llm.get("protocol", "openai")
+        self.query_one("#base-url", Input).value = llm.get("baseUrl", "")
+        self.query_one("#model", Input).value = llm.get("model", "")
+        self.query_one("#timeout", Input).value = f"{llm.get('timeoutSeconds', 30):g}"
+        key = Text("set", style="bold green") if llm.get("apiKeySet") else Text("not set", style="bold yellow")
+        key.append(" (ZCOR_LLM_API_KEY or credential llm-api-key; never shown)", style="dim")
+        self.query_one("#api-key", Static).update(key)
+
+    def patch(self) -> dict[str, Any]:
+        """The fields that differ from the daemon's values; ValueError for unreadable numbers."""
+        assert self.config is not None
+        old, old_llm = self.config, self.config.get("llm") or {}
+        out: dict[str, Any] = {}
+        llm: dict[str, Any] = {}
+        try:
+            budget = int(self.query_one("#budget", Input).value.strip())
+        except ValueError:
+            raise ValueError("The recall budget is a whole number of characters (0 turns recall off).") from None
+        try:
+            timeout = float(self.query_one("#timeout", Input).value.strip())
+        except ValueError:
+            raise ValueError("The timeout is a number of seconds.") from None
+        if budget != old.get("recallBudget"):
+            out["recallBudget"] = budget
+        relationships = self.query_one("#relationships", Switch).value
+        if relationships != old.get("relationshipMemory"):
+            out["relationshipMemory"] = relationships
+        for key, value in (("protocol", self.query_one("#protocol", Select).value),
+                           ("baseUrl", self.query_one("#base-url", Input).value.strip()),
+                           ("model", self.query_one("#model", Input).value.strip()),
+                           ("timeoutSeconds", timeout)):
+            if value != old_llm.get(key):
+                llm[key] = value
+        if llm:
+            out["llm"] = llm
+        return out
+
+    @on(Button.Pressed, "#apply")
+    def action_apply(self) -> None:
+        self.apply()
+
+    @on(Button.Pressed, "#revert")
+    def action_revert(self) -> None:
+        if self.config is not None:
+            self.show(self.config)
+            self.query_one("#config-note", Static).update(Text("Reverted to zcord's values.", style="dim"))
+
+    @on(Button.Pressed, "#reload-files")
+    def action_reload_files(self) -> None:
+        self.reload_files()
+
+    @work(exclusive=True, group="config-apply")
+    async def apply(self) -> None:
+        note = self.query_one("#config-note", Static)
+        if self.config is None:
+            return
+        try:
+            patch = self.patch()
+        except ValueError as e:
+            note.update(Text(str(e), style="bold red"))
+            return
+        if not patch:
+            note.update(Text("Nothing changed.", style="dim"))
+            return
+        config = await self.app.rpc("config_set", patch)
+        if config is None:
+            return
+        self.show(config)
+        changed = ", ".join(k if k != "llm" else "provider" for k in patch)
+        note.update(Text(f"Applied ({changed}); zcord uses the new values from now on.", style="green"))
+        self.notify(f"Config applied: {changed}.")
+
+    @work(exclusive=True, group="config-apply")
+    async def reload_files(self) -> None:
+        config = await self.app.rpc("reload")
+        if config is not None:
+            self.show(config)
+            self.notify("zcord re-read config.json and synonyms.json.")

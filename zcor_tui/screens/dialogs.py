@@ -1,0 +1,463 @@
+"""Modal dialogs. Each is a `ModalScreen[...]` that returns its result with `dismiss()`.
+
+Forms take an optional `submit` coroutine: they call it themselves (in a worker) and stay
+open showing zcord's refusal, e.g. a title that is too long, or dismiss with its result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widget import Widget
+from textual.widgets import Button, Input, Label, OptionList, Static, TextArea
+from textual.widgets.option_list import Option
+
+from zcord.client import ClientError, ToolError
+
+from ..format import one_line, split_keywords, split_terms
+
+if TYPE_CHECKING:
+    from ..app import ZcorApp
+
+Submit = Callable[[dict[str, Any]], Awaitable[Any]]
+
+
+class ConfirmDialog(ModalScreen[bool]):
+    """Yes or no."""
+
+    BINDINGS = [
+        Binding("y", "answer(True)", "Yes", id="confirm.yes", tooltip="Go ahead"),
+        Binding("n,escape", "answer(False)", "No", id="confirm.no", tooltip="Leave it as it is"),
+    ]
+
+    def __init__(self, question: str, yes: str = "Yes"):
+        super().__init__()
+        self.question = question
+        self.yes = yes
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="small"):
+            yield Static(self.question, id="dialog-question")
+            with Horizontal(id="dialog-buttons"):
+                yield Button(f"{self.yes} (y)", variant="error", id="yes", compact=True)
+                yield Button("No (n)", id="no", compact=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#no", Button).focus()
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+    def action_answer(self, value: bool) -> None:
+        self.dismiss(value)
+
+
+class PromptDialog(ModalScreen[str | None]):
+    """One line of text."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="prompt.cancel", tooltip="Close without an answer")]
+
+    def __init__(self, question: str, value: str = "", placeholder: str = ""):
+        super().__init__()
+        self.question = question
+        self.value = value
+        self.placeholder = placeholder
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="small"):
+            yield Static(self.question, id="dialog-title")
+            yield Input(self.value, placeholder=self.placeholder, id="prompt")
+
+    @on(Input.Submitted)
+    def _submitted(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip() or None)
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+def field_row(label: str, widget: Widget) -> Horizontal:
+    return Horizontal(Label(label, classes="field-label"), widget, classes="field-row")
+
+
+class FormDialog(ModalScreen[Any]):
+    """A form that saves through `submit` and closes only when zcord accepted it."""
+
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", id="form.cancel", tooltip="Close without saving"),
+        Binding("ctrl+s", "submit", "Save", id="form.save", tooltip="Save; the form stays open if zcord refuses"),
+    ]
+    FIELDS: ClassVar[dict[str, str]] = {}
+    """zcord's field names (from a refusal) → the widget id to focus."""
+
+    app: "ZcorApp"  # type: ignore[assignment]
+
+    def __init__(self, title: str, submit: Submit | None = None, save_label: str = "Save"):
+        super().__init__()
+        self.form_title = title
+        self.submit_fn = submit
+        self.save_label = save_label
+
+    COMPACT: ClassVar[bool] = False
+    """No gap between rows (forms with many rows, so they fit 80x24)."""
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="compact-rows" if self.COMPACT else ""):
+            yield Static(self.form_title, id="dialog-title")
+            with VerticalScroll(id="dialog-fields"):
+                yield from self.compose_fields()
+            yield Static("", id="dialog-error")
+            with Horizontal(id="dialog-buttons"):
+                yield Button(f"{self.save_label} (^s)", variant="primary", id="save", compact=True)
+                yield Button("Cancel (esc)", id="cancel", compact=True)
+
+    def compose_fields(self) -> ComposeResult:
+        yield from ()
+
+    def collect(self) -> dict[str, Any]:
+        """The arguments from the fields; ValueError for what can be told without zcord."""
+        raise NotImplementedError
+
+    @on(Button.Pressed, "#save")
+    def _save_pressed(self) -> None:
+        self.action_submit()
+
+    @on(Button.Pressed, "#cancel")
+    def _cancel_pressed(self) -> None:
+        self.action_cancel()
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    def action_submit(self) -> None:
+        self._submit()
+
+    def show_error(self, message: str, field: str | None = None) -> None:
+        error = self.query_one("#dialog-error", Static)
+        error.update(Text(message, style="bold red"))
+        error.display = bool(message)
+        target = self.FIELDS.get(field or "")
+        if target:
+            try:
+                self.query_one(f"#{target}").focus()
+            except Exception:
+                pass
+
+    @work(exclusive=True, group="form")
+    async def _submit(self) -> None:
+        try:
+            args = self.collect()
+        except ValueError as e:
+            self.show_error(str(e))
+            return
+        if self.submit_fn is None:
+            self.dismiss(args)
+            return
+        save = self.query_one("#save", Button)
+        save.disabled = True
+        try:
+            result = await self.submit_fn(args)
+        except ToolError as e:
+            self.show_error(e.message, e.field)
+            return
+        except ClientError as e:
+            self.show_error(str(e))
+            return
+        finally:
+            save.disabled = False
+        self.dismiss(result)
+
+
+class NodeForm(FormDialog):
+    """Create or edit a memory: title, content, keywords, parent, source message."""
+
+    COMPACT = True
+
+    FIELDS = {"title": "title", "content": "content", "keywords": "keywords", "parentId": "parent",
+              "sourceMessage": "source", "id": "title"}
+
+    def __init__(self, submit: Submit, node: dict[str, Any] | None = None, parent_id: str | None = None):
+        title = f"Edit {node['id']}" if node else ("New memory under " + parent_id if parent_id else "New root memory")
+        super().__init__(title, submit)
+        self.node = node
+        self.parent_id = node.get("parentId") if node else parent_id
+        self.keywords_text = ", ".join(node.get("keywords") or []) if node else ""
+
+    def compose_fields(self) -> ComposeResult:
+        node = self.node or {}
+        yield field_row("Title", Input(node.get("title", ""), id="title", compact=True,
+                                       placeholder="required, at most 200 characters"))
+        yield field_row("Content", TextArea(node.get("content", ""), id="content", compact=True, soft_wrap=True))
+        yield field_row("Keywords", Input(self.keywords_text, id="keywords", compact=True,
+                                          placeholder="comma-separated; empty on create: from the title"))
+        yield field_row("Parent", Input(self.parent_id or "", id="parent", compact=True,
+                                        placeholder="a memory id; empty: a root"))
+        yield field_row("Source", TextArea(node.get("sourceMessage") or "", id="source", compact=True,
+                                           soft_wrap=True))
+
+    def on_mount(self) -> None:
+        self.query_one("#title", Input).focus()
+        self.query_one("#dialog-error").display = False
+
+    def collect(self) -> dict[str, Any]:
+        title = self.query_one("#title", Input).value.strip()
+        if not title:
+            raise ValueError("A memory needs a title.")
+        args: dict[str, Any] = {"title": title, "content": self.query_one("#content", TextArea).text}
+        keywords = self.query_one("#keywords", Input).value
+        parent = self.query_one("#parent", Input).value.strip()
+        source = self.query_one("#source", TextArea).text
+        if self.node is None:
+            if keywords.strip():
+                args["keywords"] = split_terms(keywords)
+            if parent:
+                args["parentId"] = parent
+            if source.strip():
+                args["sourceMessage"] = source
+            return args
+        args["id"] = self.node["id"]
+        if keywords.strip() != self.keywords_text:
+            args["keywords"] = split_terms(keywords)
+        if parent != (self.node.get("parentId") or ""):
+            args["parentId"] = parent or None
+        if source != (self.node.get("sourceMessage") or ""):
+            args["sourceMessage"] = source if source.strip() else None
+        return args
+
+
+class MergeForm(FormDialog):
+    """Merge memories into a new one (the sources become superseded by it)."""
+
+    COMPACT = True
+
+    FIELDS = {"ids": "ids", "title": "title", "content": "content", "keywords": "keywords", "reason": "reason"}
+
+    def __init__(self, submit: Submit, ids: list[str], title: str = "", content: str = ""):
+        super().__init__("Merge memories into a new one", submit, save_label="Merge")
+        self.ids, self.title_text, self.content_text = ids, title, content
+
+    def compose_fields(self) -> ComposeResult:
+        yield field_row("Merge ids", Input(", ".join(self.ids), id="ids", compact=True,
+                                           placeholder="two or more current memories"))
+        yield field_row("Title", Input(self.title_text, id="title", compact=True))
+        yield field_row("Content", TextArea(self.content_text, id="content", compact=True, soft_wrap=True))
+        yield field_row("Keywords", Input("", id="keywords", compact=True, placeholder="empty: from the title"))
+        yield field_row("Reason", Input("", id="reason", compact=True, placeholder="why they are one memory"))
+
+    def on_mount(self) -> None:
+        self.query_one("#dialog-error").display = False
+        self.query_one("#title", Input).focus()
+
+    def collect(self) -> dict[str, Any]:
+        ids = split_keywords(self.query_one("#ids", Input).value)
+        if len(ids) < 2:
+            raise ValueError("Merging needs at least two memory ids.")
+        args: dict[str, Any] = {"ids": ids, "title": self.query_one("#title", Input).value.strip(),
+                                "content": self.query_one("#content", TextArea).text,
+                                "reason": self.query_one("#reason", Input).value.strip()}
+        keywords = self.query_one("#keywords", Input).value
+        if keywords.strip():
+            args["keywords"] = split_terms(keywords)
+        return args
+
+
+class SupersedeForm(FormDialog):
+    """Mark memories as replaced by another existing memory."""
+
+    FIELDS = {"ids": "ids", "replacementId": "replacement", "reason": "reason"}
+
+    def __init__(self, submit: Submit, ids: list[str], replacement: str = ""):
+        super().__init__("Supersede memories", submit, save_label="Supersede")
+        self.ids, self.replacement = ids, replacement
+
+    def compose_fields(self) -> ComposeResult:
+        yield field_row("Replace ids", Input(", ".join(self.ids), id="ids", compact=True))
+        yield Horizontal(Label("By", classes="field-label"),
+                         Input(self.replacement, id="replacement", compact=True, placeholder="the replacing memory id"),
+                         Button("Pick…", id="pick", compact=True), classes="field-row")
+        yield field_row("Reason", Input("", id="reason", compact=True, placeholder="why they are replaced"))
+
+    def on_mount(self) -> None:
+        self.query_one("#dialog-error").display = False
+        self.query_one("#replacement", Input).focus()
+
+    @on(Button.Pressed, "#pick")
+    def _pick(self) -> None:
+        def picked(node_id: str | None) -> None:
+            if node_id:
+                self.query_one("#replacement", Input).value = node_id
+        self.app.push_screen(NodePicker("Pick the replacing memory"), picked)
+
+    def collect(self) -> dict[str, Any]:
+        ids = split_keywords(self.query_one("#ids", Input).value)
+        replacement = self.query_one("#replacement", Input).value.strip()
+        if not ids or not replacement:
+            raise ValueError("Give the ids to replace and the id that replaces them.")
+        return {"ids": ids, "replacementId": replacement, "reason": self.query_one("#reason", Input).value.strip()}
+
+
+class RelationshipForm(FormDialog):
+    """Create or edit a relationship record."""
+
+    COMPACT = True
+
+    FIELDS = {"personId": "person", "name": "name", "aliases": "aliases", "relationship": "relationship",
+              "affinity": "affinity", "reason": "reason", "memoryNodeId": "node"}
+
+    def __init__(self, submit: Submit, rel: dict[str, Any] | None = None):
+        super().__init__(f"Edit relationship {rel['personId']}" if rel else "New relationship", submit)
+        self.rel = rel
+
+    def compose_fields(self) -> ComposeResult:
+        rel = self.rel or {}
+        yield field_row("Person id", Input(rel.get("personId", ""), id="person", compact=True, disabled=bool(rel),
+                                           placeholder="stable id, e.g. qq:12345"))
+        yield field_row("Name", Input(rel.get("name", ""), id="name", compact=True))
+        yield field_row("Aliases", Input(", ".join(rel.get("aliases") or []), id="aliases", compact=True,
+                                         placeholder="comma-separated"))
+        yield field_row("Relation", Input(rel.get("relationship", ""), id="relationship", compact=True,
+                                          placeholder="free text, e.g. classmate, close friend"))
+        yield field_row("Affinity", Input(str(rel.get("affinity", 0)), id="affinity", compact=True,
+                                          type="integer", placeholder="-100 … 100"))
+        yield field_row("Reason", Input(rel.get("reason", ""), id="reason", compact=True,
+                                        placeholder="the evidence for this affinity"))
+        yield field_row("Memory", Input(rel.get("memoryNodeId") or "", id="node", compact=True,
+                                        placeholder="linked person memory id (optional)"))
+
+    def on_mount(self) -> None:
+        self.query_one("#dialog-error").display = False
+        self.query_one("#name" if self.rel else "#person", Input).focus()
+
+    def collect(self) -> dict[str, Any]:
+        value = {k: self.query_one(f"#{w}", Input).value.strip() for k, w in self.FIELDS.items()}
+        if not value["personId"]:
+            raise ValueError("A relationship needs a person id.")
+        try:
+            affinity = int(value["affinity"] or "0")
+        except ValueError:
+            raise ValueError("Affinity is a whole number from -100 to 100.") from None
+        args: dict[str, Any] = {"personId": value["personId"], "name": value["name"],
+                                "relationship": value["relationship"], "affinity": affinity,
+                                "reason": value["reason"], "aliases": split_terms(value["aliases"])}
+        old_node = (self.rel or {}).get("memoryNodeId") or ""
+        if value["memoryNodeId"] != old_node:
+            args["memoryNodeId"] = value["memoryNodeId"] or None
+        return args
+
+
+class SynonymForm(FormDialog):
+    """Add or edit one synonym group."""
+
+    FIELDS = {"terms": "terms"}
+
+    def __init__(self, submit: Submit, terms: list[str] | None = None, index: int | None = None):
+        super().__init__(f"Edit synonym group {index}" if index is not None else "New synonym group", submit)
+        self.terms = terms or []
+
+    def compose_fields(self) -> ComposeResult:
+        yield field_row("Terms", Input(", ".join(self.terms), id="terms", compact=True,
+                                       placeholder="two or more, comma-separated: 猫, 猫咪, cat"))
+        yield Static("Groups that share a term are one class: every term expands to all of them.",
+                     classes="hint")
+
+    def on_mount(self) -> None:
+        self.query_one("#dialog-error").display = False
+        self.query_one("#terms", Input).focus()
+
+    def collect(self) -> dict[str, Any]:
+        terms = split_terms(self.query_one("#terms", Input).value)
+        if len(terms) < 2:
+            raise ValueError("A synonym group needs at least two terms.")
+        return {"terms": terms}
+
+
+ROOT_CHOICE = "\x00root"
+
+
+class NodePicker(ModalScreen[str | None]):
+    """Pick a memory by searching (or Browse's current one); returns its id, "" for "no
+    parent" when `allow_root`, None when cancelled."""
+
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", id="picker.cancel", tooltip="Close without picking"),
+        Binding("down", "to_list", "List", show=False, id="picker.list", tooltip="Move into the results"),
+    ]
+
+    app: "ZcorApp"  # type: ignore[assignment]
+
+    def __init__(self, title: str = "Pick a memory", *, allow_root: bool = False, exclude: set[str] | None = None):
+        super().__init__()
+        self.picker_title = title
+        self.allow_root = allow_root
+        self.exclude = exclude or set()
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Static(self.picker_title, id="dialog-title")
+            yield Input(placeholder="keywords in title or content (all must occur)", id="picker-query", compact=True)
+            yield OptionList(id="picker-options")
+            yield Static("Enter picks · ↓ moves into the list · Esc cancels", classes="hint")
+
+    def on_mount(self) -> None:
+        self.query_one("#picker-query", Input).focus()
+        self.search("", delay=0)
+
+    @on(Input.Changed, "#picker-query")
+    def _changed(self, event: Input.Changed) -> None:
+        self.search(event.value)
+
+    @on(Input.Submitted, "#picker-query")
+    def _submitted(self) -> None:
+        options = self.query_one("#picker-options", OptionList)
+        if options.option_count:
+            options.focus()
+            options.highlighted = options.highlighted or 0
+
+    def action_to_list(self) -> None:
+        self._submitted()
+
+    @work(exclusive=True, group="picker")
+    async def search(self, text: str, delay: float = 0.25) -> None:
+        if delay:
+            await asyncio.sleep(delay)  # typing: one query when the operator pauses
+        args: dict[str, Any] = {"limit": 30}
+        keywords = split_keywords(text)
+        if keywords:
+            args["keywords"] = keywords
+        page = await self.app.tool("zcor_memory_query", args)
+        options: list[Option] = []
+        if not keywords:
+            if self.allow_root:
+                options.append(Option(Text("(no parent: make it a root)", style="italic"), id=ROOT_CHOICE))
+            selected = self.app.selected_node
+            if selected and selected[0] not in self.exclude:
+                options.append(Option(Text.assemble(("Browse selection: ", "italic"), (selected[0], "cyan"),
+                                                    " ", one_line(selected[1], 60)), id=f"sel:{selected[0]}"))
+        for item in (page or {}).get("items", []):
+            if item["id"] in self.exclude:
+                continue
+            options.append(Option(Text.assemble((item["id"], "cyan"), " ", one_line(item["title"], 70)),
+                                  id=item["id"]))
+        option_list = self.query_one("#picker-options", OptionList)
+        option_list.clear_options()
+        option_list.add_options(options)
+
+    @on(OptionList.OptionSelected)
+    def _picked(self, event: OptionList.OptionSelected) -> None:
+        choice = event.option.id or ""
+        if choice == ROOT_CHOICE:
+            self.dismiss("")
+        else:
+            self.dismiss(choice.removeprefix("sel:"))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)

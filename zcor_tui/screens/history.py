@@ -1,0 +1,275 @@
+"""History: the operation log newest first (`zcor_memory_history`), filtered by keywords
+and time, with each record's actor, tool, parameters and status, and a before/after view
+of what it changed (unified or side by side; the full record for deletes).
+
+The log grows while it is read (this screen's own queries are logged too), so pages are
+fetched by offset and records already shown (by `seq`) are skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, VerticalScroll
+from textual.widgets import Checkbox, DataTable, Input, Static
+
+from ..diff import change_view
+from ..format import change_targets, compact_json, parse_local, split_keywords, when
+from ..messages import MemoryChanged, NodeRequested
+from .base import ZcorScreen
+
+PAGE_SIZE = 50
+BATCH = 100
+MAX_SCAN = 2000
+"""Records scanned for one page when only changes are shown (reads can be most of the log)."""
+
+
+@dataclass
+class PageStart:
+    """Where a page starts: an offset into the log, and the records already seen before it
+    (new records push old ones to higher offsets, so an offset may point at seen ones)."""
+
+    offset: int
+    seen: frozenset[int] = frozenset()
+
+
+class HistoryScreen(ZcorScreen):
+    MODE = "history"
+    MAIN = "#records"
+    HELP = "Every operation, newest first, with before/after diffs"
+    BINDINGS = [
+        Binding("v", "toggle_view", "Unified/side", id="history.view",
+                tooltip="Show changes as a unified diff or side by side"),
+        Binding("ctrl+n", "page(1)", "Next page", id="history.next", tooltip="Older records"),
+        Binding("ctrl+b", "page(-1)", "Prev page", id="history.prev", tooltip="Newer records"),
+        Binding("ctrl+o", "open", "Open node", id="history.open", tooltip="Show the changed memory in Browse"),
+        Binding("r", "reload", "Refresh", show=False, id="history.reload", tooltip="Load the newest records"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.side_by_side = False
+        self.pages: list[PageStart] = [PageStart(0)]
+        self.next_start: PageStart | None = None
+        self.records: dict[str, dict[str, Any]] = {}
+        self.selected: dict[str, Any] | None = None
+        self.summary = Text()
+
+    def compose_body(self) -> ComposeResult:
+        with Horizontal(id="history-form", classes="form-bar"):
+            yield Input(placeholder="keywords (anywhere in the record)", id="q")
+            yield Input(placeholder="from YYYY-MM-DD", id="from", classes="date")
+            yield Input(placeholder="to YYYY-MM-DD", id="to", classes="date")
+            yield Checkbox("changes only", True, id="changes-only")
+        yield Static("", id="history-summary", classes="summary")
+        table: DataTable[Any] = DataTable(id="records", cursor_type="row", zebra_stripes=True)
+        yield table
+        with VerticalScroll(id="record-scroll"):
+            yield Static("", id="record")
+
+    def on_mount(self) -> None:
+        table = self.query_one("#records", DataTable)
+        table.add_column("Time", key="time", width=19)
+        table.add_column("Actor", key="actor", width=8)
+        table.add_column("Tool", key="tool", width=24)
+        table.add_column("Target", key="target", width=14)
+        table.add_column("Status", key="status")
+        table.focus()
+
+    def reload(self, changed: MemoryChanged | None = None) -> None:
+        if len(self.pages) == 1:  # on the first page new records appear; deeper pages stay put
+            self.fetch(delay=0.2 if changed else 0.0)
+
+    def action_reload(self) -> None:
+        self.pages = [PageStart(0)]
+        self.fetch()
+
+    @on(Input.Changed)
+    def _typed(self) -> None:
+        self.pages = [PageStart(0)]
+        self.fetch(delay=0.35)
+
+    @on(Input.Submitted)
+    @on(Checkbox.Changed)
+    def _submitted(self) -> None:
+        self.pages = [PageStart(0)]
+        self.fetch()
+
+    def _filters(self) -> dict[str, Any]:
+        args: dict[str, Any] = {}
+        keywords = split_keywords(self.query_one("#q", Input).value)
+        if keywords:
+            args["keywords"] = keywords
+        for field, end in (("from", False), ("to", True)):
+            box = self.query_one(f"#{field}", Input)
+            try:
+                value = parse_local(box.value, end=end)
+            except ValueError as e:
+                box.add_class("-invalid")
+                raise ValueError(f"{field}: {e}") from None
+            box.remove_class("-invalid")
+            if value:
+                args[field] = value
+        return args
+
+    @work(exclusive=True, group="history")
+    async def fetch(self, delay: float = 0.0) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        summary = self.query_one("#history-summary", Static)
+        try:
+            filters = self._filters()
+        except ValueError as e:
+            summary.update(Text(str(e), style="bold red"))
+            return
+        changes_only = self.query_one("#changes-only", Checkbox).value
+        start = self.pages[-1]
+        offset, seen = start.offset, set(start.seen)
+        items: list[dict[str, Any]] = []
+        scanned, total, at_end = 0, 0, False
+        while len(items) < PAGE_SIZE and scanned < MAX_SCAN:
+            page = await self.app.tool("zcor_memory_history", {**filters, "limit": BATCH, "offset": offset})
+            if page is None:
+                return
+            total = page["total"]
+            for record in page["items"]:
+                offset += 1
+                scanned += 1
+                if record["seq"] in seen:
+                    continue  # seen already: the log grew (by our own queries, too) meanwhile
+                seen.add(record["seq"])
+                if changes_only and not record.get("changes"):
+                    continue
+                items.append(record)
+                if len(items) == PAGE_SIZE:
+                    break
+            if page.get("nextOffset") is None and offset >= total:
+                at_end = True
+                break
+            if changes_only and len(items) < PAGE_SIZE:
+                # a log of mostly reads takes many batches: show what was found so far
+                self.next_start = None
+                self._show(items, total, changes_only, scanned, scanning=True)
+        self.next_start = None if at_end else PageStart(offset, frozenset(seen))
+        self._show(items, total, changes_only, scanned)
+
+    def _show(self, items: list[dict[str, Any]], total: int, changes_only: bool, scanned: int,
+              scanning: bool = False) -> None:
+        table = self.query_one("#records", DataTable)
+        keep = self.selected.get("seq") if self.selected else None
+        if scanning and len(items) == len(self.records) and all(str(r["seq"]) in self.records for r in items):
+            return  # nothing new in this batch
+        table.clear()
+        self.records = {}
+        for record in items:
+            key = str(record["seq"])
+            self.records[key] = record
+            ok = record.get("status") == "ok"
+            status = Text("ok", style="green") if ok else Text(
+                f"error {record.get('error', {}).get('code', '')}", style="bold red")
+            if record.get("changes"):
+                status.append(f" · {len(record['changes'])} change{'s' if len(record['changes']) != 1 else ''}",
+                              style="cyan")
+            table.add_row(when(record.get("at"))[:19], Text(record.get("actor", ""),
+                                                            style="magenta" if record.get("actor") == "model" else ""),
+                          record.get("tool", ""), change_targets(record), status, key=key)
+        if keep is not None and str(keep) in self.records:
+            table.move_cursor(row=table.get_row_index(str(keep)))
+        summary = Text()
+        page_no = len(self.pages)
+        summary.append(f"page {page_no}", style="bold")
+        summary.append(f" · {len(items)} record{'s' if len(items) != 1 else ''}")
+        if changes_only:
+            summary.append(" with changes")  # the total counts reads too, so it would mislead here
+            summary.append(f" (scanning, {scanned:,} records read…)" if scanning else "", style="italic")
+        else:
+            summary.append(f" of {total:,} in the log")
+        hints = [h for h, ok in (("^n older", self.next_start is not None), ("^b newer", page_no > 1)) if ok]
+        summary.append("  " + " · ".join(hints), style="dim")
+        self.summary = summary
+        self._show_mode()
+        if not items:
+            self.selected = None
+            self.query_one("#record", Static).update(Text("No records.", style="dim italic"))
+        elif table.row_count:
+            self._select(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+
+    @on(DataTable.RowHighlighted)
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._select(event.row_key.value)
+
+    def _select(self, key: str | None) -> None:
+        record = self.records.get(key or "")
+        if record is None:
+            return
+        self.selected = record
+        self.query_one("#record", Static).update(self.render_record(record))
+
+    def render_record(self, record: dict[str, Any]) -> RenderableType:
+        head = Table.grid(padding=(0, 1))
+        head.add_column(style="bold", no_wrap=True)
+        head.add_column(ratio=1)
+        head.add_row("Operation", Text.assemble((f"#{record['seq']} ", "dim"), (record.get("tool", ""), "bold cyan"),
+                                                ("  (recovered)" if record.get("recovered") else "", "yellow")))
+        head.add_row("When", when(record.get("at")))
+        head.add_row("Actor", record.get("actor", ""))
+        if record.get("status") == "ok":
+            head.add_row("Status", Text("ok", style="green"))
+        else:
+            error = record.get("error") or {}
+            head.add_row("Status", Text(f"error {error.get('code', '')}: {error.get('message', '')}", style="red"))
+        head.add_row("Params", Text(compact_json(record.get("params") or {}, 2000)))
+        if record.get("result"):
+            head.add_row("Result", Text(compact_json(record["result"], 600)))
+        parts: list[RenderableType] = [head]
+        for change in record.get("changes") or ():
+            parts.append(Text(""))
+            parts.append(change_view(change, side_by_side=self.side_by_side))
+        return Group(*parts)
+
+    @on(DataTable.RowSelected)
+    def _row_selected(self) -> None:
+        self.action_open()
+
+    def _show_mode(self) -> None:
+        line = self.summary.copy()
+        line.append(" · v: ", style="dim")
+        line.append("side by side" if self.side_by_side else "unified", style="bold")
+        self.query_one("#history-summary", Static).update(line)
+
+    def action_toggle_view(self) -> None:
+        self.side_by_side = not self.side_by_side
+        if self.selected is not None:
+            self.query_one("#record", Static).update(self.render_record(self.selected))
+        self._show_mode()
+
+    def action_page(self, step: int) -> None:
+        if step > 0 and self.next_start is not None:
+            self.pages.append(self.next_start)
+            self.fetch()
+        elif step < 0 and len(self.pages) > 1:
+            self.pages.pop()
+            self.fetch()
+
+    def action_open(self) -> None:
+        record = self.selected
+        if record is None:
+            return
+        for change in record.get("changes") or ():
+            if str(change.get("kind", "")).startswith("node.") and change.get("target") \
+                    and not str(change["kind"]).endswith(".delete"):
+                self.post_message(NodeRequested(change["target"]))
+                return
+        target = (record.get("params") or {}).get("id")
+        if isinstance(target, str):
+            self.post_message(NodeRequested(target))
+        else:
+            self.notify("This record names no memory to open.", severity="warning")

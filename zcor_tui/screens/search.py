@@ -1,0 +1,151 @@
+"""Search: `zcor_memory_query` with keywords, a local from/to range and superseded on or
+off, a page at a time; Enter shows the memory in Browse."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal
+from textual.widgets import Checkbox, DataTable, Input, Static
+
+from ..format import one_line, parse_local, split_keywords, when_short
+from ..messages import MemoryChanged, NodeRequested
+from .base import ZcorScreen
+
+PAGE_SIZE = 50
+
+
+class SearchScreen(ZcorScreen):
+    MODE = "search"
+    MAIN = "#results"
+    HELP = "Find memories by keywords and time"
+    WATCHES = ("node.", "state.")
+    BINDINGS = [
+        Binding("ctrl+n", "page(1)", "Next page", id="search.next", tooltip="The next page of results"),
+        Binding("ctrl+b", "page(-1)", "Prev page", id="search.prev", tooltip="The previous page of results"),
+        Binding("ctrl+o", "open", "Open in Browse", id="search.open", tooltip="Show the memory in the tree"),
+        Binding("ctrl+f", "focus_query", "Keywords", id="search.focus", tooltip="Back to the keywords field"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.page_offset = 0
+        self.next_offset: int | None = None
+        self.total = 0
+
+    def compose_body(self) -> ComposeResult:
+        with Horizontal(id="search-form", classes="form-bar"):
+            yield Input(placeholder="keywords (all must occur in title or content)", id="q")
+            yield Input(placeholder="from YYYY-MM-DD", id="from", classes="date")
+            yield Input(placeholder="to YYYY-MM-DD", id="to", classes="date")
+            yield Checkbox("superseded", id="superseded")
+        yield Static("", id="search-summary", classes="summary")
+        table: DataTable[Any] = DataTable(id="results", cursor_type="row", zebra_stripes=True)
+        yield table
+
+    def on_mount(self) -> None:
+        table = self.query_one("#results", DataTable)
+        table.add_column("Updated", key="updated", width=16)
+        table.add_column("ID", key="id", width=7)
+        table.add_column("Title", key="title", width=28)
+        table.add_column("Content", key="content")
+        self.query_one("#q", Input).focus()
+
+    def reload(self, changed: MemoryChanged | None = None) -> None:
+        self.search(self.page_offset, delay=0.1 if changed else 0.0)
+
+    @on(Input.Changed)
+    def _typed(self, event: Input.Changed) -> None:
+        self.search(0, delay=0.35)
+
+    @on(Input.Submitted)
+    def _submitted(self) -> None:
+        self.search(0)
+
+    @on(Checkbox.Changed)
+    def _toggled(self) -> None:
+        self.search(0)
+
+    def _args(self) -> dict[str, Any]:
+        """The query arguments; ValueError names a date it could not read."""
+        args: dict[str, Any] = {}
+        keywords = split_keywords(self.query_one("#q", Input).value)
+        if keywords:
+            args["keywords"] = keywords
+        for field, end in (("from", False), ("to", True)):
+            box = self.query_one(f"#{field}", Input)
+            try:
+                value = parse_local(box.value, end=end)
+            except ValueError as e:
+                box.add_class("-invalid")
+                raise ValueError(f"{field}: {e}") from None
+            box.remove_class("-invalid")
+            if value:
+                args[field] = value
+        if self.query_one("#superseded", Checkbox).value:
+            args["includeSuperseded"] = True
+        return args
+
+    @work(exclusive=True, group="search")
+    async def search(self, offset: int = 0, delay: float = 0.0) -> None:
+        if delay:
+            await asyncio.sleep(delay)  # typing: query once the operator pauses
+        summary = self.query_one("#search-summary", Static)
+        try:
+            args = self._args()
+        except ValueError as e:
+            summary.update(Text(str(e), style="bold red"))
+            return
+        table = self.query_one("#results", DataTable)
+        table.loading = True
+        try:
+            page = await self.app.tool("zcor_memory_query", {**args, "limit": PAGE_SIZE, "offset": offset})
+        finally:
+            table.loading = False
+        if page is None:
+            return
+        if offset and not page["items"] and page["total"]:
+            self.search(max(0, page["total"] - PAGE_SIZE))  # the page emptied under us
+            return
+        self.page_offset, self.next_offset, self.total = offset, page.get("nextOffset"), page["total"]
+        table.clear()
+        for item in page["items"]:
+            style = "dim" if item.get("supersededBy") else ""
+            table.add_row(Text(when_short(item.get("updatedAt")), style=style), Text(item["id"], style="cyan"),
+                          Text(one_line(item["title"], 80), style=style),
+                          Text(one_line(item.get("content"), 60), style="dim"), key=item["id"])
+        if not self.total:
+            summary.update(Text("No memory matches.", style="italic"))
+            return
+        text = Text()
+        text.append(f"{self.total:,} ", style="bold")
+        text.append(f"match{'es' if self.total != 1 else ''} · showing {offset + 1:,}–{offset + len(page['items']):,}")
+        hints = [h for h, ok in (("^n next page", self.next_offset is not None), ("^b previous", offset > 0)) if ok]
+        text.append("  " + " · ".join(hints + ["Enter opens in Browse"]), style="dim")
+        summary.update(text)
+
+    def action_page(self, step: int) -> None:
+        if step > 0 and self.next_offset is not None:
+            self.search(self.next_offset)
+        elif step < 0 and self.page_offset > 0:
+            self.search(max(0, self.page_offset - PAGE_SIZE))
+
+    def action_focus_query(self) -> None:
+        self.query_one("#q", Input).focus()
+
+    @on(DataTable.RowSelected)
+    def _row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.row_key.value:
+            self.post_message(NodeRequested(str(event.row_key.value)))
+
+    def action_open(self) -> None:
+        table = self.query_one("#results", DataTable)
+        if table.row_count:
+            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
+            if key.value:
+                self.post_message(NodeRequested(str(key.value)))

@@ -1,0 +1,218 @@
+"""Synonyms: filter, add, edit and remove synonym groups, and preview what auto-recall
+would do with a message (`zcor/recall/explain`): segmentation, expansion, the memories
+it would pick and the header it would render under the current budget."""
+
+from __future__ import annotations
+
+import asyncio
+import unicodedata
+from collections.abc import Iterable
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.rule import Rule
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import DataTable, Input, Static
+
+from ..format import one_line
+from ..messages import MemoryChanged
+from .base import ZcorScreen
+from .dialogs import ConfirmDialog, SynonymForm
+
+
+def fold(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+class SynonymsScreen(ZcorScreen):
+    MODE = "synonyms"
+    MAIN = "#groups"
+    HELP = "Synonym groups and an auto-recall preview"
+    BINDINGS = [
+        Binding("a", "add", "Add", id="syn.add", tooltip="Add a synonym group"),
+        Binding("e", "edit", "Edit", id="syn.edit", tooltip="Edit the selected group"),
+        Binding("d,delete", "remove", "Remove", id="syn.remove", tooltip="Remove the selected group"),
+        Binding("p", "focus_preview", "Preview", id="syn.preview",
+                tooltip="Type a message and see what auto-recall would do"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.groups: list[list[str]] = []
+        self.selected: int | None = None
+
+    def compose_body(self) -> ComposeResult:
+        with Horizontal(id="syn-body"):
+            with Vertical(id="syn-left"):
+                yield Input(placeholder="filter groups", id="filter", compact=True)
+                yield Static("", id="syn-summary", classes="summary")
+                table: DataTable[Any] = DataTable(id="groups", cursor_type="row", zebra_stripes=True)
+                yield table
+            with Vertical(id="syn-right"):
+                yield Input(placeholder="type a message to preview auto-recall", id="preview-text", compact=True)
+                with VerticalScroll(id="preview-scroll"):
+                    yield Static(Text("The preview shows segmentation, expanded terms, the memories auto-recall "
+                                      "would pick and the header the bot would get.", style="dim italic"),
+                                 id="preview")
+
+    def on_mount(self) -> None:
+        table = self.query_one("#groups", DataTable)
+        table.add_column("#", key="index", width=5)
+        table.add_column("Terms", key="terms")
+        table.focus()
+
+    def reload(self, changed: MemoryChanged | None = None) -> None:
+        if changed is None or changed.event.get("tool") in ("zcor/synonyms/set", "zcor_synonyms_add") \
+                or changed.touches("synonyms."):
+            self.fetch()
+        text = self.query_one("#preview-text", Input).value
+        if text.strip():
+            self.preview(text, delay=0.1)
+
+    @work(exclusive=True, group="groups")
+    async def fetch(self) -> None:
+        groups = await self.app.rpc("synonym_groups")
+        if groups is not None:
+            self.groups = groups
+            self._fill()
+
+    @on(Input.Changed, "#filter")
+    def _filter_changed(self) -> None:
+        self._fill()
+
+    def _fill(self) -> None:
+        needle = fold(self.query_one("#filter", Input).value.strip())
+        table = self.query_one("#groups", DataTable)
+        keep = self.selected
+        table.clear()
+        shown = 0
+        for index, terms in enumerate(self.groups):
+            if needle and not any(needle in fold(t) for t in terms):
+                continue
+            shown += 1
+            table.add_row(Text(str(index), style="dim"), " · ".join(terms), key=str(index))
+        summary = Text(f"{len(self.groups):,} groups", style="bold")
+        if needle:
+            summary.append(f" · {shown:,} match")
+        self.query_one("#syn-summary", Static).update(summary)
+        if keep is not None and str(keep) in table.rows:
+            table.move_cursor(row=table.get_row_index(str(keep)))
+
+    @on(DataTable.RowHighlighted)
+    def _highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self.selected = int(event.row_key.value) if event.row_key.value is not None else None
+
+    @on(DataTable.RowSelected)
+    def _row_selected(self) -> None:
+        self.action_edit()
+
+    async def _set(self, index: int | None, terms: list[str] | None) -> dict[str, Any]:
+        return await self.app.client.synonyms_set(index, terms)
+
+    def action_add(self) -> None:
+        async def add(args: dict[str, Any]) -> dict[str, Any]:
+            return await self._set(None, args["terms"])
+
+        def done(result: dict[str, Any] | None) -> None:
+            if result:
+                self.selected = result.get("groups", 1) - 1
+                self.notify("Synonym group added.")
+
+        self.app.push_screen(SynonymForm(add), done)
+
+    def _current(self) -> int | None:
+        if self.selected is None or not 0 <= self.selected < len(self.groups):
+            self.notify("Select a group first.", severity="warning")
+            return None
+        return self.selected
+
+    def action_edit(self) -> None:
+        index = self._current()
+        if index is None:
+            return
+
+        async def edit(args: dict[str, Any]) -> dict[str, Any]:
+            return await self._set(index, args["terms"])
+
+        self.app.push_screen(SynonymForm(edit, self.groups[index], index),
+                             lambda r: r and self.notify(f"Synonym group {index} saved."))
+
+    @work(exclusive=True, group="action")
+    async def action_remove(self) -> None:
+        index = self._current()
+        if index is None:
+            return
+        terms = self.groups[index]
+        if not await self.app.push_screen_wait(ConfirmDialog(
+                f"Remove synonym group {index}: {' · '.join(terms)}?", yes="Remove")):
+            return
+        if await self.app.rpc("synonyms_set", index, None) is not None:
+            self.selected = None
+            self.notify(f"Synonym group {index} removed.")
+
+    def action_focus_preview(self) -> None:
+        self.query_one("#preview-text", Input).focus()
+
+    @on(Input.Changed, "#preview-text")
+    def _preview_changed(self, event: Input.Changed) -> None:
+        self.preview(event.value)
+
+    @work(exclusive=True, group="preview")
+    async def preview(self, text: str, delay: float = 0.3) -> None:
+        if delay:
+            await asyncio.sleep(delay)
+        out = self.query_one("#preview", Static)
+        if not text.strip():
+            out.update(Text("Type a message above.", style="dim italic"))
+            return
+        explained = await self.app.rpc("recall_explain", text)
+        config = await self.app.rpc("config_get", quiet=True)
+        if explained is not None:
+            out.update(self.render_explain(explained, (config or {}).get("recallBudget")))
+
+    @staticmethod
+    def render_explain(ex: dict[str, Any], budget: int | None) -> RenderableType:
+        def terms(label: str, values: list[str]) -> Text:
+            line = Text()
+            line.append(f"{label}: ", style="bold")
+            line.append(" · ".join(values) if values else "—", style="" if values else "dim")
+            return line
+
+        parts: list[RenderableType] = [
+            terms("Segmented", ex.get("segmented") or []),
+            terms("Synonym terms in the text", ex.get("synonymTerms") or []),
+            terms("Expanded", ex.get("expanded") or []),
+            Rule(f"would recall {len(ex.get('hits') or [])}", style="dim", align="left"),
+        ]
+        hits = ex.get("hits") or []
+        if not hits:
+            parts.append(Text("No memory matches: auto-recall would add nothing.", style="dim italic"))
+        for hit in hits:
+            line = Text()
+            line.append(hit["id"], style="bold cyan")
+            line.append(f" {one_line(hit.get('title'), 60)} ")
+            line.append(f"score {hit.get('score')}", style="yellow")
+            for m in hit.get("matches") or ():
+                via = f" ← {m['from']}" if m.get("from") and m["from"] != m["term"] else ""
+                line.append(f"\n    {m['term']}{via} ({m.get('where')})", style="dim")
+            parts.append(line)
+        header = ex.get("header") or ""
+        budget_text = f"budget {budget:,} chars" if budget is not None else "budget"
+        parts.append(Rule(f"header · {len(header):,} chars · {budget_text}", style="dim", align="left"))
+        if budget == 0:
+            parts.append(Text("Auto-recall is off (budget 0).", style="dim italic"))
+        else:
+            parts.append(Text(header or "(empty)", style="" if header else "dim"))
+        return Group(*parts)
+
+    def palette_commands(self) -> Iterable[SystemCommand]:
+        yield SystemCommand("Add synonym group", "Two or more terms that mean the same", self.action_add)
+        if self.selected is not None and 0 <= self.selected < len(self.groups):
+            yield SystemCommand(f"Edit synonym group {self.selected}", " · ".join(self.groups[self.selected]),
+                                self.action_edit)
+            yield SystemCommand(f"Remove synonym group {self.selected}", " · ".join(self.groups[self.selected]),
+                                self.action_remove)

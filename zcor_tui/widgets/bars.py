@@ -1,0 +1,66 @@
+"""The bars every screen shows: the screen switcher on top and the status line below."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import Static
+
+from ..format import plural
+
+SCREENS = [("browse", "Browse"), ("search", "Search"), ("history", "History"),
+           ("relationships", "Relationships"), ("synonyms", "Synonyms"), ("config", "Config")]
+
+
+class NavBar(Static):
+    """`1 Browse  2 Search …`: the current screen lit; click or press the number to switch."""
+
+    def __init__(self, current: str):
+        super().__init__(self._markup(current), id="nav", markup=True)
+
+    @staticmethod
+    def _markup(current: str) -> str:
+        parts = []
+        for n, (mode, title) in enumerate(SCREENS, 1):
+            style = "bold $text on $primary" if mode == current else "$text-muted"
+            parts.append(f"[@click=app.switch_mode('{mode}')][{style}] {n} {title} [/][/]")
+        return "".join(parts) + "  [$text-muted]? help[/]"
+
+
+class StatusLine(Static):
+    """Connection state, Memory directory and counts (nothing that changes by itself, like
+    uptime: the line changes only when the Memory or the connection does)."""
+
+    def on_mount(self) -> None:
+        for attr in ("link_state", "link_detail", "status"):
+            self.watch(self.app, attr, self._changed, init=False)
+        self._changed()
+
+    def _changed(self, *_: Any) -> None:
+        app = self.app
+        state = getattr(app, "link_state", "connecting")
+        status = getattr(app, "status", None) or {}
+        self.set_class(state != "connected", "-down")
+        line = Text(no_wrap=True, overflow="ellipsis")
+        if state == "connected":
+            line.append("● connected", style="bold green")
+        elif state == "connecting":
+            line.append("… connecting to zcord", style="bold")
+        elif state == "unreachable":
+            line.append("○ zcord not answering — retrying", style="bold")
+        else:
+            line.append("○ connection lost — reconnecting", style="bold")
+        if status:
+            nodes, current = status.get("nodes", 0), status.get("currentNodes", 0)
+            line.append(f"  {plural(nodes, 'memory', 'memories')}")
+            if current != nodes:
+                line.append(f" ({current:,} current)")
+            line.append(f" · ★ {len(status.get('important') or [])}/5")
+            line.append(f" · {plural(status.get('relationships', 0), 'relationship')}")
+            line.append(f" · {plural(status.get('synonymGroups', 0), 'synonym group')}")
+            line.append("  ")
+            line.append(app.display_path(str(status.get("memoryDir", ""))), style="bold")
+        elif state != "connected" and getattr(app, "link_detail", ""):
+            line.append(f"  {app.link_detail}")
+        self.update(line)

@@ -1,0 +1,85 @@
+"""The right-hand pane of Browse: everything about one memory, rendered as one Static."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group
+from rich.rule import Rule
+from rich.table import Table
+from rich.text import Text
+from textual.widgets import Static
+
+from ..format import affinity_bar, one_line, when
+
+MAX_CHILDREN_SHOWN = 12
+
+
+class NodeDetail(Static):
+    """Path, title, keywords, times, children, links, content and source message of a memory."""
+
+    def show_message(self, message: str) -> None:
+        self.update(Text(message, style="dim italic"))
+
+    def show(self, node: dict[str, Any], trace: dict[str, Any] | None, links: list[dict[str, Any]]) -> None:
+        head = Text()
+        head.append(node["id"], style="bold cyan")
+        if node.get("important"):
+            head.append("  ★ important", style="bold yellow")
+        if node.get("supersededBy"):
+            head.append(f"  superseded by {node['supersededBy']}", style="bold red")
+        parts: list[Any] = [head]
+
+        if trace and trace.get("path"):
+            path = Text("", style="dim")
+            for n, step in enumerate(trace["path"]):
+                if n:
+                    path.append(" › ", style="dim")
+                path.append(one_line(step["title"], 40), style="bold" if step["id"] == node["id"] else "")
+            parts.append(path)
+
+        grid = Table.grid(padding=(0, 1))
+        grid.add_column(style="bold", no_wrap=True)
+        grid.add_column(ratio=1)
+        grid.add_row("Title", Text(node.get("title", "")))
+        keywords = node.get("keywords") or []
+        grid.add_row("Keywords", Text(" · ".join(keywords) if keywords else "—"))
+        if node.get("parentId"):
+            grid.add_row("Parent", Text(f"{node['parentId']} {node.get('parentTitle') or ''}".rstrip()))
+        else:
+            grid.add_row("Parent", Text("— (a root)", style="dim"))
+        children = (trace or {}).get("children") or []
+        count = node.get("childCount", len(children))
+        if count:
+            listed = Text(f"{count}: ")
+            for n, child in enumerate(children[:MAX_CHILDREN_SHOWN]):
+                if n:
+                    listed.append(", ")
+                listed.append(child["id"], style="cyan")
+                listed.append(f" {one_line(child['title'], 30)}", style="dim" if child.get("superseded") else "")
+            if count > MAX_CHILDREN_SHOWN:
+                listed.append(f", … {count - MAX_CHILDREN_SHOWN} more", style="dim")
+            grid.add_row("Children", listed)
+        else:
+            grid.add_row("Children", Text("none", style="dim"))
+        grid.add_row("Created", when(node.get("createdAt")))
+        grid.add_row("Updated", when(node.get("updatedAt")))
+        if node.get("supersededBy"):
+            grid.add_row("Superseded", Text(f"by {node['supersededBy']}: {node.get('supersedeReason') or ''}",
+                                             style="red"))
+        if links:
+            people = Text()
+            for n, rel in enumerate(links):
+                if n:
+                    people.append("\n")
+                people.append(f"{rel['personId']} ", style="cyan")
+                people.append(f"{rel.get('name', '')} ")
+                people.append_text(affinity_bar(rel.get("affinity", 0), half=5))
+            grid.add_row("People", people)
+        parts.append(grid)
+        parts.append(Rule("content", style="dim", align="left"))
+        parts.append(Text(node.get("content") or "(empty)", style="" if node.get("content") else "dim"))
+        parts.append(Rule("source message", style="dim", align="left"))
+        source = node.get("sourceMessage")
+        parts.append(Text(source if source else "(none)", style="" if source else "dim"))
+        self.update(Group(*parts))
