@@ -12,6 +12,7 @@ from textual import on, work
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
+from textual.css.query import NoMatches
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
@@ -169,7 +170,9 @@ class BrowseScreen(ZcorScreen):
         if delay:
             await asyncio.sleep(delay)  # the cursor is still moving: read only where it rests
         node, err = await self.app.try_tool("zcor_memory_read", {"id": node_id})
-        detail = self.query_one("#detail", NodeDetail)
+        detail = self._detail()
+        if detail is None:
+            return
         if node is None:
             self.shown_node = self.trace = None
             detail.show_message(f"{node_id}: {getattr(err, 'message', err)}")
@@ -178,10 +181,18 @@ class BrowseScreen(ZcorScreen):
         self.trace = await self.app.tool("zcor_memory_trace", {"id": node_id}, quiet=True)
         self._render_detail()
 
+    def _detail(self) -> NodeDetail | None:
+        """The detail pane, or None while the screen is being torn down (a late worker)."""
+        try:
+            return self.query_one("#detail", NodeDetail)
+        except NoMatches:
+            return None
+
     def _render_detail(self) -> None:
-        if self.shown_node is None:
+        detail = self._detail()
+        if self.shown_node is None or detail is None:
             return
-        self.query_one("#detail", NodeDetail).show(self.shown_node, self.trace, self.app.links_for(self.shown_node["id"]))
+        detail.show(self.shown_node, self.trace, self.app.links_for(self.shown_node["id"]))
 
     @work(exclusive=True, group="reveal")
     async def reveal(self, node_id: str) -> None:
