@@ -77,19 +77,22 @@ class ConfigFile:
         self.stored = Config()
         self.effective = Config()
 
+    def _read(self) -> Config:
+        """The file's settings (defaults when there is none); StateFileInvalid when broken."""
+        if not self.path.exists():
+            return Config()
+        try:
+            raw = json.loads(self.path.read_bytes())
+            return Config.model_validate(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise StateFileInvalid(f"{self.path.name} is not valid JSON ({e})") from None
+        except ValidationError as e:
+            first = e.errors()[0]
+            loc = ".".join(str(p) for p in first["loc"])
+            raise StateFileInvalid(f"{self.path.name}: {loc}: {first['msg']}") from None
+
     def load(self) -> Config:
-        if self.path.exists():
-            try:
-                raw = json.loads(self.path.read_bytes())
-                stored = Config.model_validate(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError) as e:
-                raise StateFileInvalid(f"{self.path.name} is not valid JSON ({e})") from None
-            except ValidationError as e:
-                first = e.errors()[0]
-                loc = ".".join(str(p) for p in first["loc"])
-                raise StateFileInvalid(f"{self.path.name}: {loc}: {first['msg']}") from None
-        else:
-            stored = Config()
+        stored = self._read()
         self.stored = stored
         self.effective = self._with_env(stored)
         return self.effective
@@ -123,6 +126,10 @@ class ConfigFile:
             loc = ".".join(str(p) for p in first["loc"])
             raise InvalidArgument(f"{loc}: {first['msg']}", field=loc) from None
         data = json.dumps(new.model_dump(mode="json", by_alias=True), ensure_ascii=False, indent=2) + "\n"
+        try:
+            self._read()  # a broken hand edit is for the operator to fix, never for us to replace
+        except StateFileInvalid as e:
+            raise StateFileInvalid(f"{e.message}; fix the file by hand first (it was left as it is)") from None
         atomic_write(self.path, data.encode())
         self.stored = new
         self.effective = self._with_env(new)

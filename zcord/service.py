@@ -21,8 +21,8 @@ from pydantic import ValidationError
 from pydantic.alias_generators import to_camel
 
 from . import inputs as I
-from .errors import (Conflict, InvalidArgument, MayHaveTakenEffect, NotFound, ProviderError, StorageError,
-                     Superseded, UnknownTool, ZcorError)
+from .errors import (Conflict, InvalidArgument, MayHaveTakenEffect, NotFound, ProviderError, StateFileInvalid,
+                     StorageError, Superseded, UnknownTool, ZcorError)
 from .models import MAX_IMPORTANT, Node, OpError, OpRecord, Relationship, now
 from .oplog import OpLog
 from .state import MemoryState, Tx
@@ -132,6 +132,24 @@ def time_range(args) -> tuple[float | None, float | None]:
 
 def page(total: int, offset: int, count: int) -> int | None:
     return offset + count if offset + count < total else None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+MAX_LOGGED_DEPTH = 32
+
+
+def loggable(value: Any, depth: int = 0) -> Any:
+    """A copy of a call's parameters that the operation log can hold: lone surrogates (not
+    Unicode, so not UTF-8) become U+FFFD, and nesting deeper than MAX_LOGGED_DEPTH is cut."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, (dict, list)) and depth >= MAX_LOGGED_DEPTH:
+        return "(nested too deeply to record)"
+    if isinstance(value, dict):
+        return {loggable(str(k)): loggable(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [loggable(v, depth + 1) for v in value]
+    return value
 
 
 def dedupe_words(words: list[str]) -> list[str]:
@@ -246,7 +264,10 @@ class Service:
         params = {"index": index, "terms": terms}
 
         def apply():
-            self._refresh_synonyms()
+            try:
+                self.synonyms.reload_if_changed()  # a broken hand edit is never replaced by our copy
+            except StateFileInvalid as e:
+                raise StateFileInvalid(f"{e.message}; fix the file by hand first (it was left as it is)") from None
             groups = self.synonyms.groups
             if index is not None and (not isinstance(index, int) or isinstance(index, bool)
                                       or not 0 <= index < len(groups)):
@@ -454,7 +475,11 @@ class Service:
         try:
             own = [c["changeId"] for c in ctx.changes if c.get("changeId")]
             self._reconcile(upto=own[0] - 1 if own else None)
-            self.oplog.append(record, durable=bool(ctx.changes))
+            try:
+                self.oplog.append(record, durable=bool(ctx.changes))
+            except ValueError:  # JSON cannot carry these params (lone surrogates, nesting too deep)
+                record = record.model_copy(update={"tool": loggable(record.tool), "params": loggable(record.params)})
+                self.oplog.append(record, durable=bool(ctx.changes))
         except OSError as e:
             if ctx.committed:
                 raise MayHaveTakenEffect(
