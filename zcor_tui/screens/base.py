@@ -8,13 +8,14 @@ reloads when it is shown again.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
-from textual.widgets import Footer
+from textual.widgets import Footer, Input
 
+from ..format import parse_local, split_keywords
 from ..messages import MemoryChanged
 from ..widgets.bars import NavBar, StatusLine
 
@@ -80,6 +81,26 @@ class ZcorScreen(Screen[None]):
     def action_focus_main(self) -> None:
         if self.MAIN:
             self.query_one(self.MAIN).focus()
+
+    def keyword_time_args(self) -> dict[str, Any]:
+        """keywords / from / to read from this screen's #q, #from and #to inputs (dates are
+        local, sent with the UTC offset); ValueError names a date it could not read and
+        marks its box invalid."""
+        args: dict[str, Any] = {}
+        keywords = split_keywords(self.query_one("#q", Input).value)
+        if keywords:
+            args["keywords"] = keywords
+        for field, end in (("from", False), ("to", True)):
+            box = self.query_one(f"#{field}", Input)
+            try:
+                value = parse_local(box.value, end=end)
+            except ValueError as e:
+                box.add_class("-invalid")
+                raise ValueError(f"{field}: {e}") from None
+            box.remove_class("-invalid")
+            if value:
+                args[field] = value
+        return args
 
     def reload(self, changed: MemoryChanged | None = None) -> None:
         """Fetch what the screen shows (in a worker). `changed` is set for live updates."""

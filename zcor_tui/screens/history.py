@@ -22,7 +22,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Checkbox, DataTable, Input, Static
 
 from ..diff import change_view
-from ..format import change_targets, compact_json, parse_local, split_keywords, when
+from ..format import change_targets, compact_json, when
 from ..messages import MemoryChanged, NodeRequested
 from .base import ZcorScreen
 
@@ -104,20 +104,7 @@ class HistoryScreen(ZcorScreen):
         self.fetch()
 
     def _filters(self) -> dict[str, Any]:
-        args: dict[str, Any] = {}
-        keywords = split_keywords(self.query_one("#q", Input).value)
-        if keywords:
-            args["keywords"] = keywords
-        for field, end in (("from", False), ("to", True)):
-            box = self.query_one(f"#{field}", Input)
-            try:
-                value = parse_local(box.value, end=end)
-            except ValueError as e:
-                box.add_class("-invalid")
-                raise ValueError(f"{field}: {e}") from None
-            box.remove_class("-invalid")
-            if value:
-                args[field] = value
+        args = self.keyword_time_args()
         return args
 
     @work(exclusive=True, group="history")

@@ -13,7 +13,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import Checkbox, DataTable, Input, Static
 
-from ..format import one_line, parse_local, split_keywords, when_short
+from ..format import one_line, when_short
 from ..messages import MemoryChanged, NodeRequested
 from .base import ZcorScreen
 
@@ -73,20 +73,7 @@ class SearchScreen(ZcorScreen):
 
     def _args(self) -> dict[str, Any]:
         """The query arguments; ValueError names a date it could not read."""
-        args: dict[str, Any] = {}
-        keywords = split_keywords(self.query_one("#q", Input).value)
-        if keywords:
-            args["keywords"] = keywords
-        for field, end in (("from", False), ("to", True)):
-            box = self.query_one(f"#{field}", Input)
-            try:
-                value = parse_local(box.value, end=end)
-            except ValueError as e:
-                box.add_class("-invalid")
-                raise ValueError(f"{field}: {e}") from None
-            box.remove_class("-invalid")
-            if value:
-                args[field] = value
+        args = self.keyword_time_args()
         if self.query_one("#superseded", Checkbox).value:
             args["includeSuperseded"] = True
         return args
