@@ -7,6 +7,7 @@ No LLM, nothing written to history, nothing persisted: recall sets live in this 
 from __future__ import annotations
 
 import heapq
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .errors import InvalidArgument
 from .state import MemoryState
 from .synonyms import Synonyms
-from .text import add_user_words, normalize, segment
+from .text import add_user_words, has_cjk, is_light, is_stopword, normalize, segment, term_key, title_seq
 
 RECALL_QUOTA = 10
 SEARCH_CANDIDATES = 20
@@ -62,17 +63,51 @@ def parse_events(events: Any) -> list[Event]:
 @dataclass
 class Hit:
     id: str
-    score: int
+    score: float
     terms: list[str]
 
 
 @dataclass
+class Term:
+    """One expanded term of a text, as ranking sees it."""
+
+    key: str                 # comparison key (text.term_key)
+    shown: str               # the normalized term, as explain lists it
+    source: str              # the message word it came from
+    weight: float            # recency of the message it came from, lower for a synonym
+    light: bool              # chat filler: may add to a score, never makes a hit alone
+    cls: frozenset[str]      # its synonym class (itself alone when it has none)
+
+
+@dataclass
 class Words:
-    """What was taken from a text: jieba words, synonym terms found inside, their expansion."""
+    """What was taken from a text: its words, synonym terms found inside, their expansion."""
 
     segmented: list[str]
     synonym_terms: list[str]
     expanded: dict[str, str | None] = field(default_factory=dict)  # term -> the word it came from
+    terms: list[Term] = field(default_factory=list)
+
+
+# Weighted ranking (SPEC §3.3 "weighted"): BM25 over titles and keywords, one title per
+# memory, a synonym class counted once per memory, plus the memory's parents' titles as
+# context. The constants were tuned on bench/recall_eval's dev split (see bench/RESULTS.md).
+BM25_K1 = 1.2
+BM25_B = 0.5
+SYNONYM_WEIGHT = 0.8        # an expanded term weighs less than the word itself
+LIGHT_WEIGHT = 0.5          # chat filler counts for half
+BOTH_FIELDS = 1.25          # hit by title and by an equal keyword
+KEYWORD_ONLY = 1.0
+PARENT_WEIGHT = 0.4         # a term in the parent's title, for a memory hit by others
+ANCESTOR_DEPTH = 2
+COMMON_FRACTION = 0.35      # a term whose idf is under this share of the rarest term's is "common"
+RECENCY_DECAY = 0.8         # earlier messages of a batch weigh less: 1, 0.8, 0.64, …
+RECENCY_MIN = 0.3
+RERANK_POOL = 60
+
+
+def idf(n: int, df: int) -> float:
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
 
 class Retriever:
@@ -82,13 +117,14 @@ class Retriever:
         self._state_ref = state_ref
         self.synonyms = synonyms
         self._taught_terms: object = None
+        self._tables_for: object = None
 
     @property
     def state(self) -> MemoryState:
         return self._state_ref()
 
     def teach_jieba(self) -> None:
-        """Make jieba keep every synonym term and node keyword whole."""
+        """Make jieba keep every synonym term, node keyword and person's name whole."""
         st = self.state
         if self._taught_terms is not self.synonyms.classes:
             add_user_words(self.synonyms.classes.of)
@@ -97,24 +133,90 @@ class Retriever:
             words, st.pending_words[:] = list(st.pending_words), []
             add_user_words(words)
 
-    def words(self, text: str) -> Words:
+    def _tables(self) -> None:
+        """Lookup tables over the synonym terms, rebuilt when the groups change."""
+        classes = self.synonyms.classes
+        if self._tables_for is classes:
+            return
+        starts: dict[str, set[int]] = {}
+        latin: dict[tuple[str, ...], str] = {}
+        by_key: dict[str, frozenset[str]] = {}
+        for term, cls in classes.of.items():
+            key = term_key(term)
+            if not key:
+                continue
+            by_key.setdefault(key, cls)
+            if has_cjk(term):
+                starts.setdefault(term[0], set()).add(len(term))
+            else:
+                latin[tuple(key.split(" "))] = term
+        self._starts = {ch: tuple(sorted(ls)) for ch, ls in starts.items()}
+        self._latin_terms = latin
+        self._latin_max = max((len(k) for k in latin), default=0)
+        self._class_by_key = by_key
+        self._tables_for = classes
+
+    def class_of(self, term: str) -> frozenset[str]:
+        """The synonym class of a normalized term (by its folded key for non-CJK words)."""
+        self._tables()
+        cls = self.synonyms.classes.of.get(term)
+        if cls is None:
+            cls = self._class_by_key.get(term_key(term))
+        return cls if cls is not None else frozenset((term,))
+
+    def words(self, texts: str | list[str], mode: str = "seed") -> Words:
+        """The terms of a text, or of a batch of texts (oldest first: later ones weigh more).
+
+        Seed mode takes jieba's dictionary words and every non-CJK whole word; weighted mode
+        also keeps nicknames and unknown words jieba's HMM guesses, and drops function words.
+        """
         self.teach_jieba()
-        norm = normalize(text)
-        segmented = list(dict.fromkeys(normalize(w) for w in segment(norm, hmm=False)))
-        found = self._terms_in(norm)
+        self._tables()
+        if isinstance(texts, str):
+            texts = [texts]
+        weighted = mode == "weighted"
+        n = len(texts)
+        seen: dict[str, float] = {}  # word -> weight of its latest message
+        found_all: dict[str, float] = {}
+        for i, text in enumerate(texts):
+            w = max(RECENCY_MIN, RECENCY_DECAY ** (n - 1 - i)) if weighted else 1.0
+            norm = normalize(text)
+            for word in [*segment(norm, hmm=weighted), *self._mixed_keywords_in(norm)]:
+                word = normalize(word)
+                if weighted and is_stopword(word):
+                    continue
+                seen[word] = max(seen.get(word, 0.0), w)
+            for term in self._terms_in(norm):
+                if weighted and is_stopword(term):
+                    continue
+                found_all[term] = max(found_all.get(term, 0.0), w)
+        segmented = list(seen)
+        found = list(found_all)
         expanded: dict[str, str | None] = {}
-        for w in [*segmented, *found]:
-            if w not in expanded:
-                expanded[w] = None
-            for t in self.synonyms.classes.of.get(w, ()):
-                expanded.setdefault(t, w)
-        return Words(segmented, found, expanded)
+        terms: dict[str, Term] = {}
+        for word, w in [*seen.items(), *found_all.items()]:
+            light = is_light(word)
+            if word not in expanded:
+                expanded[word] = None
+            cls = self.class_of(word)
+            for t in (word, *sorted(cls - {word})):
+                if t != word:
+                    expanded.setdefault(t, word)
+                key = term_key(t)
+                if not key:
+                    continue
+                weight = w * (1.0 if t == word else SYNONYM_WEIGHT) * (LIGHT_WEIGHT if light else 1.0)
+                old = terms.get(key)
+                if old is None or weight > old.weight:
+                    terms[key] = Term(key, t, word, weight, light or is_light(t), cls)
+        return Words(segmented, found, expanded, list(terms.values()))
 
     def _terms_in(self, norm: str) -> list[str]:
-        """Every synonym term that occurs in the text as a substring, in order of appearance."""
+        """Synonym terms found in the text, in order: CJK-bearing ones as substrings, others
+        as whole folded words in a row."""
         terms = self.synonyms.classes.of
-        starts = self._term_starts()
         found: dict[str, None] = {}
+        starts = self._starts
         for i, ch in enumerate(norm):
             lengths = starts.get(ch)
             if lengths is None:
@@ -123,26 +225,39 @@ class Retriever:
                 piece = norm[i:i + n]
                 if len(piece) == n and piece in terms:
                     found[piece] = None
+        if self._latin_max:
+            seq = title_seq(norm)
+            for i in range(len(seq)):
+                for n in range(1, self._latin_max + 1):
+                    piece = seq[i:i + n]
+                    if len(piece) < n or None in piece:
+                        break
+                    term = self._latin_terms.get(piece)
+                    if term is not None:
+                        found[term] = None
         return list(found)
 
-    def _term_starts(self) -> dict[str, tuple[int, ...]]:
-        """First character of every synonym term → the lengths of the terms starting with it."""
-        classes = self.synonyms.classes
-        if getattr(self, "_starts_for", None) is not classes:
-            table: dict[str, set[int]] = {}
-            for term in classes.of:
-                table.setdefault(term[0], set()).add(len(term))
-            self._starts = {ch: tuple(sorted(ls)) for ch, ls in table.items()}
-            self._starts_for = classes
-        return self._starts
+    def _mixed_keywords_in(self, norm: str) -> list[str]:
+        """Keywords holding CJK and other letters (ktv包厢), which no cut of the text keeps
+        whole: found as substrings and taken as words of the text."""
+        return [kw for kw in self.state.mixed_keywords if kw in norm]
 
-    def hits(self, terms: list[str], keyword_equality: bool, limit: int | None = None,
-             explain: bool = False) -> list[Hit]:
-        """Current nodes hit by the terms, best first: score desc, updatedAt desc, id asc.
+    def hits(self, terms: list[str] | list[Term], keyword_equality: bool, limit: int | None = None,
+             explain: bool = False, mode: str = "seed", floor: bool = True) -> list[Hit]:
+        """Current nodes hit by the terms, best first.
 
-        The score is the number of distinct terms that hit the node. Only the first `limit`
-        are ranked in full, so a batch that touches thousands of titles stays cheap.
+        Seed: score = the number of distinct terms that hit the node (title or equal keyword),
+        ties by updatedAt desc, id asc. Weighted: see `_weighted`.
         """
+        if mode == "weighted":
+            if terms and isinstance(terms[0], str):
+                terms = [Term(term_key(t), normalize(t), normalize(t), 1.0, False, self.class_of(normalize(t)))
+                         for t in terms]
+            return self._weighted(terms, keyword_equality, limit, explain, floor)
+        keys = list(dict.fromkeys(k for k in (t.key if isinstance(t, Term) else term_key(t) for t in terms) if k))
+        return self._seed(keys, keyword_equality, limit, explain)
+
+    def _seed(self, terms: list[str], keyword_equality: bool, limit: int | None, explain: bool) -> list[Hit]:
         st = self.state
         counts: Counter[str] = Counter()
         matched: dict[str, list[str]] = {}
@@ -172,6 +287,139 @@ class Retriever:
                 break
         return out
 
+    def _weighted(self, terms: list[Term], keyword_equality: bool, limit: int | None, explain: bool,
+                  floor: bool) -> list[Hit]:
+        """BM25 over titles (and keywords): each term weighs by its rarity among current
+        memories; a synonym class counts once per memory (its best term); a title shorter
+        than average counts a little more. With `floor`, a memory must be hit by at least
+        one term that is neither chat filler nor common (or by its whole title: a person
+        node "Caroline" for "Caroline"), so small talk recalls nothing. Then the titles of a
+        memory's parents add context for the terms it lacks (Caroline's facts rank above
+        Melanie's for a question about Caroline)."""
+        st = self.state
+        n = st.current_count
+        if n == 0 or not terms:
+            return []
+        common = COMMON_FRACTION * idf(n, 1)
+        empty: frozenset[str] = frozenset()
+        # per term: title ids, keyword ids, value (idf × weight); grouped by class
+        per_class: dict[frozenset[str], list[tuple[Term, Any, Any, float, bool]]] = {}
+        for t in terms:
+            t_ids = st.title_hits(t.key)
+            k_ids = (st.keyword_ids.get(t.key) or empty) if keyword_equality else empty
+            df = len(t_ids) + sum(1 for i in k_ids if i not in t_ids)
+            if df == 0:
+                continue
+            value = idf(n, df) * t.weight
+            anchor = not floor or (not t.light and idf(n, df) >= common)
+            per_class.setdefault(t.cls, []).append((t, t_ids, k_ids, value, anchor))
+        if not per_class:
+            return []
+        contrib: dict[frozenset[str], dict[str, float]] = {}
+        anchored: set[str] = set()
+        deferred = []
+
+        def add(local: dict[str, float], i: str, t_ids, k_ids, value: float) -> None:
+            in_t, in_k = i in t_ids, i in k_ids
+            v = value * (BOTH_FIELDS if in_t and in_k else (1.0 if in_t else KEYWORD_ONLY))
+            if v > local.get(i, 0.0):
+                local[i] = v
+
+        for cls, items in per_class.items():
+            local = contrib.setdefault(cls, {})
+            for t, t_ids, k_ids, value, anchor in items:
+                if anchor:
+                    for i in t_ids:
+                        add(local, i, t_ids, k_ids, value)
+                    for i in k_ids:
+                        if i not in t_ids:
+                            add(local, i, t_ids, k_ids, value)
+                    anchored.update(t_ids)
+                    anchored.update(k_ids)
+                else:
+                    if floor and not t.light:
+                        whole = st.title_keys.get(t.key)
+                        if whole:  # the node's whole title is this term
+                            for i in whole:
+                                add(local, i, t_ids, k_ids, value)
+                            anchored.update(whole)
+                    deferred.append((local, t_ids, k_ids, value))
+        for local, t_ids, k_ids, value in deferred:
+            for ids in (t_ids, k_ids):
+                if len(ids) < len(anchored):
+                    for i in ids:
+                        if i in anchored:
+                            add(local, i, t_ids, k_ids, value)
+                else:
+                    for i in anchored:
+                        if i in ids:
+                            add(local, i, t_ids, k_ids, value)
+        if not anchored:
+            return []
+        avg = st.avg_title_len
+        index = st.index
+        scores: dict[str, float] = {}
+        for local in contrib.values():
+            for i, v in local.items():
+                if i in anchored:
+                    scores[i] = scores.get(i, 0.0) + v
+
+        def length_norm(i: str) -> float:
+            return (BM25_K1 + 1) / (1 + BM25_K1 * (1 - BM25_B + BM25_B * index[i].title_len / avg))
+
+        final = {i: s * length_norm(i) for i, s in scores.items()}
+        pool_size = max(RERANK_POOL, (limit or 0) * 3)
+        pool = heapq.nlargest(pool_size, final, key=final.__getitem__) if len(final) > pool_size else list(final)
+        # context from the parents' titles, for the classes a memory is not hit by itself
+        for i in pool:
+            own = {cls for cls, local in contrib.items() if i in local}
+            parent = st.nodes[i].parent_id
+            depth, boost = 1, 0.0
+            while parent is not None and depth <= ANCESTOR_DEPTH:
+                for cls, items in per_class.items():
+                    if cls in own:
+                        continue
+                    best = max((value for _t, t_ids, _k, value, _a in items if parent in t_ids), default=0.0)
+                    if best:
+                        boost += PARENT_WEIGHT * best / depth
+                        own.add(cls)
+                parent = st.nodes[parent].parent_id
+                depth += 1
+            final[i] += boost * length_norm(i)
+        ranked = sorted(pool, key=lambda i: (-round(final[i], 9), -index[i].updated, id_order(i)))
+        if limit is not None:
+            ranked = ranked[:limit]
+        out = []
+        for i in ranked:
+            matched: list = []
+            if explain:
+                ln = length_norm(i)
+                parents = []
+                p = st.nodes[i].parent_id
+                while p is not None and len(parents) < ANCESTOR_DEPTH:
+                    parents.append(p)
+                    p = st.nodes[p].parent_id
+                for cls, items in per_class.items():
+                    best = None
+                    for t, t_ids, k_ids, value, _anchor in items:
+                        in_t, in_k = i in t_ids, i in k_ids
+                        if in_t or in_k:
+                            v = value * (BOTH_FIELDS if in_t and in_k else (1.0 if in_t else KEYWORD_ONLY))
+                            where = "title+keyword" if in_t and in_k else ("title" if in_t else "keyword")
+                            if best is None or v > best[2]:
+                                best = (t.key, where, v)
+                    if best is None:
+                        for depth, parent in enumerate(parents, 1):
+                            for t, t_ids, _k, value, _a in items:
+                                if parent in t_ids and (best is None or PARENT_WEIGHT * value / depth > best[2]):
+                                    best = (t.key, "parent" if depth == 1 else "ancestor", PARENT_WEIGHT * value / depth)
+                            if best is not None:
+                                break
+                    if best is not None:
+                        matched.append((best[0], best[1], round(best[2] * ln, 4)))
+            out.append(Hit(i, round(final[i], 4), matched))
+        return out
+
 
 class RecallSessions:
     """Per-session recall sets (in memory only) and the context header."""
@@ -180,37 +428,45 @@ class RecallSessions:
         self.retriever = retriever
         self.sets: dict[str, list[str]] = {}
 
-    def recall(self, session: str, events: list[Event], budget: int) -> list[str]:
+    def recall(self, session: str, events: list[Event], budget: int, mode: str = "weighted") -> list[str]:
         external = [e.text for e in events if e.origin == "external"]
         if not external:
             return list(self.sets.get(session, []))
         if budget == 0:
             self.sets[session] = []
             return []
-        words = self.retriever.words("\n".join(external))
-        hits = self.retriever.hits(list(words.expanded), keyword_equality=True, limit=RECALL_QUOTA)
+        r = self.retriever
+        words = r.words(external, mode)
+        hits = r.hits(words.terms, keyword_equality=True, limit=RECALL_QUOTA, mode=mode)
         ids = [h.id for h in hits]
         self.sets[session] = ids
         return ids
 
-    def explain(self, text: str, budget: int) -> dict[str, Any]:
-        """For operators: how a text would be segmented, expanded and matched."""
+    def explain(self, text: str | list[str], budget: int, mode: str = "weighted") -> dict[str, Any]:
+        """For operators: how a text would be segmented, expanded and matched, with each
+        hit's score and, per matched term, where it matched and what it weighed."""
         r = self.retriever
-        words = r.words(text)
-        hits = r.hits(list(words.expanded), keyword_equality=True, limit=RECALL_QUOTA, explain=True)
+        words = r.words(text, mode)
+        hits = r.hits(words.terms, keyword_equality=True, limit=RECALL_QUOTA, explain=True, mode=mode)
         st = r.state
+        by_key = {t.key: t for t in words.terms}
         items = []
         for h in hits:
             node = st.nodes[h.id]
-            items.append({
-                "id": h.id, "title": node.title, "score": h.score,
-                "matches": [{"term": t, "from": words.expanded.get(t) or t,
-                             "class": sorted(r.synonyms.classes.of.get(words.expanded.get(t) or t, {t})),
-                             "where": "title" if t in st.index[h.id].norm_title else "keyword"}
-                            for t in h.terms],
-            })
+            matches = []
+            for m in h.terms:
+                key, where, weight = (m, None, None) if isinstance(m, str) else m
+                term = by_key[key]
+                if where is None:
+                    where = "title" if h.id in st.title_hits(key) else "keyword"
+                match = {"term": term.shown, "from": term.source,
+                         "class": sorted(term.cls) if len(term.cls) > 1 else [term.shown], "where": where}
+                if weight is not None:
+                    match["weight"] = weight
+                matches.append(match)
+            items.append({"id": h.id, "title": node.title, "score": h.score, "matches": matches})
         header, ids = render_header(st, [h.id for h in hits], budget)
-        return {"segmented": words.segmented, "synonymTerms": words.synonym_terms,
+        return {"ranking": mode, "segmented": words.segmented, "synonymTerms": words.synonym_terms,
                 "expanded": sorted(words.expanded), "hits": items, "header": header, "ids": ids}
 
     def context(self, session: str, budget: int) -> dict[str, Any]:

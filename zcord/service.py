@@ -313,7 +313,7 @@ class Service:
         parsed = parse_events(events)
         with self.lock:
             self._refresh_synonyms()
-            return self.sessions.recall(session, parsed, self.config.recall_budget)
+            return self.sessions.recall(session, parsed, self.config.recall_budget, self.config.recall_ranking)
 
     def context(self, session: str) -> dict[str, Any]:
         """The context header for the session, rendered from live state now."""
@@ -328,7 +328,7 @@ class Service:
             raise InvalidArgument("text must be a string", field="text")
         with self.lock:
             self._refresh_synonyms()
-            return self.sessions.explain(text, self.config.recall_budget)
+            return self.sessions.explain(text, self.config.recall_budget, self.config.recall_ranking)
 
     def _refresh_synonyms(self) -> None:
         """Pick up a hand edit of synonyms.json; a broken edit keeps the last good groups."""
@@ -499,7 +499,8 @@ class Service:
                 args = parse_args(spec.input_model, params)
                 self._refresh_synonyms()
                 terms = sorted(self.synonyms.classes.expand(args.keywords))
-                hits = self.retriever.hits(terms, keyword_equality=False, limit=SEARCH_CANDIDATES)
+                hits = self.retriever.hits(terms, keyword_equality=False, limit=SEARCH_CANDIDATES,
+                                           mode=self.config.recall_ranking, floor=False)
                 candidates = [self.state.nodes[h.id].dump() for h in hits]
                 cfg = self.config.llm
             except ZcorError as e:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .models import Change, Node, Relationship
-from .text import normalize
+from .text import cjk_count, has_cjk, normalize, term_key, title_seq, title_word_keys
 
 
 @dataclass(slots=True)
@@ -24,6 +24,11 @@ class NodeIndex:
     norm_title: str
     norm_content: str
     norm_keywords: frozenset[str]
+    # retrieval forms: keyword keys (term_key), the title's non-CJK words folded in order
+    # (None for a CJK run), and the title's length in words (a CJK character counts half)
+    keyword_keys: frozenset[str]
+    title_seq: tuple[str | None, ...]
+    title_len: float
 
 
 @dataclass(slots=True)
@@ -68,9 +73,16 @@ class MemoryState:
         self.replaced: dict[str, set[str]] = {}
         self.relationships: dict[str, Relationship] = {}
         self.rel_index: dict[str, RelIndex] = {}
-        # retrieval indexes: title character n-grams (1 and 2) and keyword equality
+        # retrieval indexes over current nodes only: CJK title n-grams (1 and 2 characters),
+        # folded non-CJK title words, keyword keys, whole-title keys; their sizes give
+        # each term's document frequency for weighted ranking
         self.title_grams: dict[str, set[str]] = {}
+        self.title_words: dict[str, set[str]] = {}
         self.keyword_ids: dict[str, set[str]] = {}
+        self.title_keys: dict[str, set[str]] = {}
+        self.mixed_keywords: dict[str, int] = {}  # keyword keys with CJK and other letters
+        self.current_count = 0
+        self.title_len_sum = 0.0
         self.pending_words: list[str] = []
         self._rank = 0
         self._rel_rank = 0
@@ -163,14 +175,21 @@ class MemoryState:
         if old is not None:
             self._unindex_words(node.id, self.index[node.id])
         self.nodes[node.id] = node
+        norm_title = normalize(node.title)
+        norm_keywords = frozenset(normalize(k) for k in node.keywords)
+        seq = title_seq(norm_title)
         idx = self.index[node.id] = NodeIndex(
             rank=rank,
             updated=node.updated_at.timestamp(),
-            norm_title=normalize(node.title),
+            norm_title=norm_title,
             norm_content=normalize(node.content),
-            norm_keywords=frozenset(normalize(k) for k in node.keywords),
+            norm_keywords=norm_keywords,
+            keyword_keys=frozenset(k for k in (term_key(w) for w in norm_keywords) if k),
+            title_seq=seq,
+            title_len=max(1.0, sum(1 for w in seq if w is not None) + cjk_count(norm_title) / 2),
         )
-        self._index_words(node.id, idx)
+        if node.superseded_by is None:
+            self._index_words(node.id, idx)
         if old is None or old.parent_id != node.parent_id:
             self._sibling_insert(node.parent_id, node.id)
         if node.superseded_by is not None:
@@ -179,31 +198,69 @@ class MemoryState:
     def _index_words(self, node_id: str, idx: NodeIndex) -> None:
         for gram in _grams(idx.norm_title):
             self.title_grams.setdefault(gram, set()).add(node_id)
-        for kw in idx.norm_keywords:
+        for word in _word_keys(idx):
+            self.title_words.setdefault(word, set()).add(node_id)
+        for kw in idx.keyword_keys:
             self.keyword_ids.setdefault(kw, set()).add(node_id)
+            if _mixed(kw):
+                self.mixed_keywords[kw] = self.mixed_keywords.get(kw, 0) + 1
+        self.title_keys.setdefault(_title_key(idx), set()).add(node_id)
+        self.current_count += 1
+        self.title_len_sum += idx.title_len
         self.pending_words.extend(idx.norm_keywords)
 
     def _unindex_words(self, node_id: str, idx: NodeIndex) -> None:
-        for table, keys in ((self.title_grams, _grams(idx.norm_title)), (self.keyword_ids, idx.norm_keywords)):
+        removed = False
+        for table, keys in ((self.title_grams, _grams(idx.norm_title)), (self.title_words, _word_keys(idx)),
+                            (self.keyword_ids, idx.keyword_keys), (self.title_keys, (_title_key(idx),))):
             for key in keys:
                 ids = table.get(key)
-                if ids is not None:
+                if ids is not None and node_id in ids:
+                    removed = True
                     ids.discard(node_id)
                     if not ids:
                         del table[key]
+        if not removed:
+            return  # a superseded node: never indexed
+        for kw in idx.keyword_keys:
+            n = self.mixed_keywords.get(kw)
+            if n is not None:
+                if n <= 1:
+                    del self.mixed_keywords[kw]
+                else:
+                    self.mixed_keywords[kw] = n - 1
+        self.current_count -= 1
+        self.title_len_sum -= idx.title_len
 
-    def title_hits(self, term: str) -> set[str] | frozenset[str]:
-        """Ids of nodes whose normalized title contains the normalized term."""
-        if not term:
+    @property
+    def avg_title_len(self) -> float:
+        return self.title_len_sum / self.current_count if self.current_count else 1.0
+
+    def title_hits(self, key: str) -> set[str] | frozenset[str]:
+        """Ids of current nodes whose title holds the term (given as its `term_key`): a CJK-bearing
+        term as a substring of the normalized title, any other as whole folded words in a row."""
+        if not key:
             return frozenset()
-        grams = [term] if len(term) == 1 else [term[i:i + 2] for i in range(len(term) - 1)]
+        if not has_cjk(key):
+            words = key.split(" ")
+            postings = [self.title_words.get(w) for w in words]
+            if any(p is None for p in postings):
+                return frozenset()
+            smallest = min(postings, key=len)
+            if len(words) == 1:
+                return smallest  # the index's own set: callers must not change it
+            want = tuple(words)
+            return {i for i in smallest if _contains_run(self.index[i].title_seq, want)}
+        if len(key) == 1:
+            return self.title_grams.get(key, frozenset())
+        grams = [g for g in (key[i:i + 2] for i in range(len(key) - 1)) if has_cjk(g)]
         postings = [self.title_grams.get(g) for g in grams]
         if any(p is None for p in postings):
             return frozenset()
         smallest = min(postings, key=len)
-        if len(term) <= 2:
-            return smallest  # the index's own set: callers must not change it
-        return {i for i in smallest if term in self.index[i].norm_title}
+        if len(key) == 2:
+            return smallest
+        return {i for i in smallest if key in self.index[i].norm_title}
 
     def _unlink_replaced(self, target: str, node_id: str) -> None:
         ids = self.replaced.get(target)
@@ -361,9 +418,29 @@ class Tx:
 
 
 _PART_ATTRS = ("_text_blob", "nodes", "index", "children", "links", "replaced", "relationships", "rel_index",
-               "title_grams", "keyword_ids", "pending_words", "_rank", "_rel_rank", "important", "next_id")
+               "title_grams", "title_words", "keyword_ids", "title_keys", "mixed_keywords", "current_count",
+               "title_len_sum", "pending_words", "_rank", "_rel_rank", "important", "next_id")
 
 
 def _grams(text: str) -> set[str]:
-    """Every character and every pair of adjacent characters."""
-    return set(text) | {text[i:i + 2] for i in range(len(text) - 1)}
+    """Every CJK character and every pair of adjacent characters holding one."""
+    return {g for g in (*text, *(text[i:i + 2] for i in range(len(text) - 1))) if has_cjk(g)}
+
+
+def _word_keys(idx: NodeIndex) -> set[str]:
+    return title_word_keys(idx.title_seq)
+
+
+def _title_key(idx: NodeIndex) -> str:
+    """The whole title as one term key (a person node titled "Caroline" → "caroline")."""
+    return term_key(idx.norm_title)
+
+
+def _mixed(key: str) -> bool:
+    """A key holding both CJK and other letters or digits (ktv包厢): found by substring."""
+    return has_cjk(key) and any(ch.isalnum() and not has_cjk(ch) for ch in key)
+
+
+def _contains_run(seq: tuple[str | None, ...], want: tuple[str, ...]) -> bool:
+    n = len(want)
+    return any(seq[i:i + n] == want for i in range(len(seq) - n + 1))

@@ -1,15 +1,24 @@
-"""Text normalization, segmentation and keyword derivation.
+"""Text normalization, segmentation, English inflection folding and keyword derivation.
 
 The one place that decides how zcor compares text (NFKC + Unicode case folding) and how
-it cuts Chinese text into words (jieba, loaded once per process). Retrieval reuses it.
+it cuts text into words:
+
+- CJK runs (Han, kana, Hangul) go to jieba (loaded once per process) and are matched as
+  substrings of titles.
+- Every other run of letters and digits (Latin, Greek, Cyrillic, digits, mixed like
+  ``mp3``) is one whole word. Such words are matched on word boundaries only, after light
+  English inflection folding (`fold`), never as fragments of a longer word.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import unicodedata
 from collections.abc import Iterable
+
+from .lexicon import LIGHT_WORDS, NAME_PREFIXES, NAME_SUFFIXES, STOPWORDS, SURNAMES
 
 MIN_WORD_CHARS = 2
 # A user word's jieba frequency: high enough to win over overlapping dictionary words
@@ -20,15 +29,149 @@ _jieba_lock = threading.Lock()
 _tokenizer = None
 _user_words: set[str] = set()
 
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\U00020000-\U0003134f"
+_CJK_CHAR = re.compile(f"[{_CJK}]")
+# a CJK run, or a run of other letters and digits (underscore splits words, as punctuation does)
+_RUNS = re.compile(f"([{_CJK}]+)|((?:(?![{_CJK}])[^\\W_])+)")
+_ALPHA_PARTS = re.compile(r"[^\W\d_]+")
+_ASCII_WORD = re.compile(r"[a-z]+")
+# characters that never start or end a name or an unknown word jieba's HMM guessed
+_FUNCTION_CHARS = frozenset("的了着过地得是在有和与跟把被给让向从对为以而并或且也都还又就才再很太更最挺没不别吗呢吧啊呀哦嗯啦么这那哪我你您他她它们个")
+
 
 def normalize(text: str) -> str:
     """The comparison form of text: NFKC, then Unicode case folding."""
     return unicodedata.normalize("NFKC", text).casefold()
 
 
-def _is_wordlike(word: str) -> bool:
-    """True when a token carries at least one letter, digit or CJK character."""
-    return any(ch.isalnum() for ch in word)
+def has_cjk(text: str) -> bool:
+    return _CJK_CHAR.search(text) is not None
+
+
+def runs(text: str) -> list[tuple[bool, str]]:
+    """The text's word runs in order: (True, CJK run) or (False, a whole non-CJK word)."""
+    return [(m.group(1) is not None, m.group(0)) for m in _RUNS.finditer(text)]
+
+
+def latin_words(text: str) -> list[str]:
+    """The non-CJK whole words of text, in order."""
+    return [m.group(2) for m in _RUNS.finditer(text) if m.group(2) is not None]
+
+
+# -- English inflection folding (Porter's step 1: plurals, -ed, -ing, final y) ------------
+
+_VOWELS = frozenset("aeiou")
+
+
+def _is_consonant(w: str, i: int) -> bool:
+    ch = w[i]
+    if ch in _VOWELS:
+        return False
+    if ch == "y":
+        return i == 0 or not _is_consonant(w, i - 1)
+    return True
+
+
+def _measure(stem: str) -> int:
+    """Porter's m: the number of vowel-consonant sequences in the stem."""
+    m, prev_vowel = 0, False
+    for i in range(len(stem)):
+        cons = _is_consonant(stem, i)
+        if cons and prev_vowel:
+            m += 1
+        prev_vowel = not cons
+    return m
+
+
+def _has_vowel(stem: str) -> bool:
+    return any(not _is_consonant(stem, i) for i in range(len(stem)))
+
+
+def _cvc(w: str) -> bool:
+    return (len(w) >= 3 and _is_consonant(w, -3 % len(w)) and not _is_consonant(w, len(w) - 2)
+            and _is_consonant(w, len(w) - 1) and w[-1] not in "wxy")
+
+
+def _fold(w: str) -> str:
+    # step 1a: plurals
+    if w.endswith("sses"):
+        w = w[:-2]
+    elif w.endswith("ies"):
+        w = w[:-2]
+    elif w.endswith("s") and not w.endswith("ss") and not w.endswith("us") and len(w) > 3:
+        w = w[:-1]
+    # step 1b: -eed, -ed, -ing
+    if w.endswith("eed"):
+        if _measure(w[:-3]) > 0:
+            w = w[:-1]
+    else:
+        for suffix in ("ed", "ing"):
+            stem = w[:-len(suffix)]
+            if w.endswith(suffix) and _has_vowel(stem) and len(stem) >= 2:
+                w = stem
+                if w.endswith(("at", "bl", "iz")):
+                    w += "e"
+                elif len(w) >= 2 and w[-1] == w[-2] and w[-1] not in "lsz" and _is_consonant(w, len(w) - 1):
+                    w = w[:-1]
+                elif _measure(w) == 1 and _cvc(w):
+                    w += "e"
+                break
+    # step 1c: final y after a vowel-bearing stem
+    if w.endswith("y") and len(w) > 2 and _has_vowel(w[:-1]):
+        w = w[:-1] + "i"
+    return w
+
+
+_fold_cache: dict[str, str] = {}
+
+
+def fold(word: str) -> str:
+    """Light English inflection folding of one normalized word: dogs → dog, studied/studies/
+    study → studi, baking/baked → bake, running → run. Only words of ASCII letters of at
+    least 4 characters are folded; everything else (digits, other scripts, short words)
+    is kept as it is. Deterministic (Porter's step 1); irregular forms (ran, went) stay apart.
+    """
+    out = _fold_cache.get(word)
+    if out is None:
+        out = _fold(word) if len(word) >= 4 and _ASCII_WORD.fullmatch(word) else word
+        if len(_fold_cache) < 200_000:
+            _fold_cache[word] = out
+    return out
+
+
+def term_key(term: str) -> str:
+    """How a term or keyword is compared: a CJK-bearing term by its normalized text (matched
+    as a substring of titles), any other by its folded whole words joined by one space."""
+    norm = normalize(term).strip()
+    if has_cjk(norm):
+        return norm
+    return " ".join(fold(w) for w in latin_words(norm))
+
+
+def title_seq(norm_title: str) -> tuple[str | None, ...]:
+    """A normalized title's non-CJK words, folded, in order; None stands for a CJK run, so a
+    phrase never matches across one."""
+    return tuple(None if cjk else fold(run) for cjk, run in runs(norm_title))
+
+
+def title_word_keys(seq: tuple[str | None, ...]) -> set[str]:
+    """The keys a title's words answer to: each folded word, and the letter part of a mixed
+    word (iphone15 is found by iphone)."""
+    keys: set[str] = set()
+    for w in seq:
+        if w is None or len(w) < MIN_WORD_CHARS:
+            continue
+        keys.add(w)
+        if not w.isalpha():
+            keys.update(fold(p) for p in _ALPHA_PARTS.findall(w) if len(p) >= MIN_WORD_CHARS)
+    return keys
+
+
+def cjk_count(text: str) -> int:
+    return len(_CJK_CHAR.findall(text))
+
+
+# -- jieba ----------------------------------------------------------------------------
 
 
 def tokenizer():
@@ -47,39 +190,148 @@ def tokenizer():
 
 
 def add_user_words(words: Iterable[str]) -> None:
-    """Teach jieba words it must keep whole (synonym terms, node keywords)."""
+    """Teach jieba words it must keep whole (synonym terms, node keywords, people's names).
+
+    Only all-CJK words: jieba only ever sees CJK runs (other words are cut by `runs`)."""
     tok = tokenizer()
     with _jieba_lock:
         for word in words:
             word = word.strip()
-            if len(word) < MIN_WORD_CHARS or word in _user_words or any(ch.isspace() for ch in word):
+            if len(word) < MIN_WORD_CHARS or word in _user_words or not _all_cjk(word):
                 continue
             _user_words.add(word)
             tok.add_word(word, freq=max(tok.FREQ.get(word) or 0, USER_WORD_FREQ))
 
 
+def _all_cjk(word: str) -> bool:
+    return all(_CJK_CHAR.match(ch) for ch in word)
+
+
+def _known(tok, word: str) -> bool:
+    return bool(tok.FREQ.get(word)) or word in _user_words
+
+
+def _crosses_dictionary_word(tok, run: str, start: int, end: int) -> bool:
+    """True when a dictionary word of the run straddles an edge of run[start:end]
+    (做后 in 做后端: 后端 straddles its end)."""
+    for edge in (start, end):
+        for i in range(max(0, edge - 3), edge):
+            for j in range(edge + 1, min(len(run), i + 4) + 1):
+                if _known(tok, run[i:j]):
+                    return True
+    return False
+
+
+def _names_in(tokens: list[str]) -> list[tuple[int, int]]:
+    """Token spans that form a nickname: 小/老/阿 + surname (小李, 老张 in 老/张家) or
+    surname + 哥/姐/总… (李哥), where the prefix or surname stands alone in the cut."""
+    out = []
+    for k, tok in enumerate(tokens):
+        nxt = tokens[k + 1] if k + 1 < len(tokens) else ""
+        if len(tok) == 1 and tok in NAME_PREFIXES and nxt[:1] in SURNAMES:
+            out.append((k, 1))  # prefix + the next token's first character
+        elif len(tok) == 1 and tok in SURNAMES and nxt[:1] in NAME_SUFFIXES and len(nxt) == 1:
+            out.append((k, 1))
+    return out
+
+
+def cjk_words(run: str, guess: bool = True) -> list[str]:
+    """Words of at least two characters in one CJK run, in order.
+
+    The dictionary cut (jieba without HMM: every synonym term and keyword is a user word).
+    With `guess`, the single characters it leaves are looked at again: nicknames
+    (小李, 老张, 李哥), and jieba's HMM guesses for unknown words (阿珍) unless the guess
+    crosses a dictionary word (做后 in 做后端) or starts or ends with a function character.
+    """
+    tok = tokenizer()
+    tokens = tok.lcut(run, HMM=False)
+    if not guess:
+        return [w for w in tokens if len(w) >= MIN_WORD_CHARS]
+    words: list[str] = []
+    names = {k: n for k, n in _names_in(tokens)}
+    k = 0
+    pos = 0
+    while k < len(tokens):
+        w = tokens[k]
+        if k in names:
+            words.append(w + tokens[k + 1][0])
+        if len(w) >= MIN_WORD_CHARS:
+            words.append(w)
+            pos += len(w)
+            k += 1
+            continue
+        # a stretch of single characters: let the HMM guess unknown words in it
+        j = k
+        while j < len(tokens) and len(tokens[j]) == 1:
+            j += 1
+        stretch = "".join(tokens[k:j])
+        if j - k >= 2:
+            taken = [False] * len(stretch)
+            off = 0
+            for guess_word in tok.lcut(stretch, HMM=True):
+                a = pos + off
+                off += len(guess_word)
+                if (len(guess_word) >= MIN_WORD_CHARS and guess_word[0] not in _FUNCTION_CHARS
+                        and guess_word[-1] not in _FUNCTION_CHARS
+                        and not _crosses_dictionary_word(tok, run, a, a + len(guess_word))):
+                    words.append(guess_word)
+                    taken[off - len(guess_word):off] = [True] * len(guess_word)
+            # dictionary words the cut passed over for likelier single characters (后端 in 做后端)
+            i = 0
+            while i < len(stretch) - 1:
+                for n in (4, 3, 2):
+                    piece = stretch[i:i + n]
+                    if len(piece) == n and not any(taken[i:i + n]) and tok.FREQ.get(piece) \
+                            and piece[0] not in _FUNCTION_CHARS and piece[-1] not in _FUNCTION_CHARS:
+                        words.append(piece)
+                        i += n - 1
+                        break
+                i += 1
+        for kk in range(k + 1, j):
+            if kk in names:
+                words.append(tokens[kk] + tokens[kk + 1][0])
+        pos += len(stretch)
+        k = j
+    return list(dict.fromkeys(words))
+
+
 def segment(text: str, hmm: bool = True) -> list[str]:
     """Words of at least two characters in text, in order, as they appear (not normalized).
 
-    Args:
-        hmm: let jieba guess words missing from its dictionary (slower; recall turns it off,
-            since every keyword and synonym term is in the dictionary as a user word).
+    CJK runs are cut by jieba (`cjk_words`; `hmm` turns its guesses for unknown words and
+    nicknames on), every other run of letters and digits is one whole word.
     """
     words = []
-    for token in tokenizer().lcut(text, HMM=hmm):
-        token = token.strip()
-        if len(normalize(token)) >= MIN_WORD_CHARS and _is_wordlike(token):
-            words.append(token)
+    for cjk, run in runs(text):
+        if cjk:
+            words += cjk_words(run, guess=hmm)
+        elif len(normalize(run)) >= MIN_WORD_CHARS:
+            words.append(run)
     return words
 
 
+_LIGHT_FOLDED = frozenset(fold(w) for w in LIGHT_WORDS if _ASCII_WORD.fullmatch(w))
+
+
+def is_stopword(key: str) -> bool:
+    """Whether a normalized word is a function word."""
+    return key in STOPWORDS
+
+
+def is_light(key: str) -> bool:
+    """Whether a normalized word is chat filler: light words, and their inflected forms."""
+    return key in LIGHT_WORDS or (key not in STOPWORDS and fold(key) in _LIGHT_FOLDED)
+
+
 def derive_keywords(title: str) -> list[str]:
-    """Keywords for a node whose writer gave none: the title's words, first occurrence kept."""
+    """Keywords for a node whose writer gave none: the title's words without function words
+    and chat filler, names kept whole, first occurrence kept."""
     seen: set[str] = set()
     keywords = []
-    for word in segment(title):
+    for word in segment(unicodedata.normalize("NFKC", title)):
         key = normalize(word)
-        if key not in seen:
-            seen.add(key)
-            keywords.append(word)
+        if key in seen or is_stopword(key) or is_light(key) or (key.isdigit() and len(key) < 4):
+            continue
+        seen.add(key)
+        keywords.append(word)
     return keywords

@@ -13,6 +13,15 @@ from zcord.synonyms import SynonymClasses
 from zcord.text import normalize
 
 
+@pytest.fixture(autouse=True)
+def seed_ranking(request):
+    """These tests pin the seed rule of SPEC §3.3 (recallRanking "seed"); the weighted
+    ranking has its own tests in test_recall_weighted.py."""
+    if "svc" in request.fixturenames:
+        request.getfixturevalue("svc").update_config({"recallRanking": "seed"})
+
+
+
 def node(t, title: str, content: str = "一些细节。", keywords: list[str] | None = None) -> str:
     """Create a node whose keywords do not interfere (empty unless given)."""
     return t.write(title=title, content=content, keywords=keywords if keywords is not None else [])["id"]

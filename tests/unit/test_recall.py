@@ -16,6 +16,15 @@ from zcord.errors import InvalidArgument
 from zcord.recall import NOTE, render_header
 from zcord.service import Service
 
+
+@pytest.fixture(autouse=True)
+def seed_ranking(request):
+    """These tests pin the seed rule of SPEC §3.3 (recallRanking "seed"); the weighted
+    ranking has its own tests in test_recall_weighted.py."""
+    if "svc" in request.fixturenames:
+        request.getfixturevalue("svc").update_config({"recallRanking": "seed"})
+
+
 SESSION = "qq:group:123"
 
 

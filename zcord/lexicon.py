@@ -1,0 +1,95 @@
+"""Small fixed word lists that retrieval and keyword derivation rely on.
+
+- STOPWORDS: function words (pronouns, particles, auxiliaries, prepositions, conjunctions,
+  determiners, question words). They never become derived keywords, and weighted recall
+  ignores them in messages.
+- LIGHT_WORDS: words that carry a little meaning but are everywhere in chat (greetings,
+  thanks, very common verbs and adverbs, time deixis like today/今天). In weighted recall
+  they still add to a memory's score, but a memory hit only by light or very common words
+  is not recalled.
+- SURNAMES: common Chinese surnames, so nicknames such as 小李, 老张, 阿珍 and forms like 李哥,
+  王姐 are kept whole even where jieba's dictionary does not know them.
+
+All entries are in comparison form (NFKC + casefold). English entries are whole words as
+they appear in text, before inflection folding.
+"""
+
+from __future__ import annotations
+
+_EN_STOP = """
+a an the this that these those there here some any each every either neither no not nor
+i me my mine myself we us our ours ourselves you your yours yourself yourselves
+he him his himself she her hers herself it its itself they them their theirs themselves
+one ones someone somebody something anyone anybody anything everyone everybody everything
+nobody nothing none other others another such own same
+am is are was were be been being have has had having do does did doing done
+will would shall should can could may might must ought
+isn aren wasn weren hasn haven hadn doesn don didn won wouldn shan shouldn can't cannot
+couldn mustn mightn needn ain let lets
+to of in on at by for with about against between into through during before after above
+below from up down out off over under again further then once onto upon within without
+along across behind beyond near toward towards around among via per than
+and but or so if because as until while although though unless whether yet also too
+what which who whom whose when where why how whatever whoever whenever wherever
+very just only even ever quite rather really much many more most less least few lot lots
+s t d ll m o re ve y im ive id youre youve youll thats whats theres heres lets
+oh ah uh um hmm eh hey hi hello yo yeah yep yes nope nah ok okay okey k kk
+""".split()
+
+_EN_LIGHT = """
+like likes liked love loved want wants wanted go goes going went gone get gets got getting
+make makes made know knows knew think thinks thought feel feels felt see sees saw seen
+look looks looking come comes came take takes took give gives gave say says said tell told
+ask asked need needs try tried use used put keep kept let mean means meant guess suppose
+sure maybe perhaps probably actually basically literally totally definitely seriously
+good great nice cool awesome fine bad well better best okay alright right wrong true
+thing things stuff way ways time times day days today tonight tomorrow yesterday now
+morning evening afternoon night week weekend moment bit little big small new old
+back still already again always never sometimes often soon later just now anyway
+thanks thank thx ty please pls sorry welcome bye goodbye goodnight gn gm morning
+lol lmao haha hahaha hehe xd omg wow yay ugh hmm huh nice cool same agree true
+people person guy guys man dude friend friends everyone anyone somebody someone
+doing done happen happened happening going gonna wanna gotta kinda sorta
+talk talking chat chatting said speak tell telling hear heard
+""".split()
+
+_ZH_STOP = """
+的 了 着 过 地 得 之 所 在 是 有 和 与 及 跟 同 把 被 给 让 向 从 对 为 以 于 而 并 或 且
+我 你 您 他 她 它 我们 你们 他们 她们 它们 咱 咱们 大家 自己 人家 别人
+这 那 哪 这个 那个 哪个 这些 那些 哪些 这里 那里 哪里 这儿 那儿 哪儿 这样 那样 怎样 这么 那么 多么
+什么 怎么 怎么样 为什么 为何 如何 谁 几 多少 几个 哪样 啥 咋 咋样
+吗 呢 吧 啊 呀 哇 哦 噢 嗯 嗯嗯 唉 哎 诶 喔 嘛 啦 咯 哈 嘿 呵 呵呵 哼 哟 么 罢了 而已
+一个 一些 一下 一点 一点儿 有点 有些 一样 一起 一直 一般 一定
+也 都 还 又 就 才 再 很 太 更 最 挺 蛮 真 好 没 不 别 非常 特别 比较 十分 相当
+不是 就是 还是 但是 可是 只是 于是 要是 或者 而且 因为 所以 如果 虽然 然后 然而 而是 不过
+已经 正在 曾经 刚刚 刚才 马上 立刻 总是 常常 经常 往往 其实 当然 真的 确实 的确 大概 也许 可能
+可以 能够 应该 需要 必须 得要 想要 要 会 能 想 去 来 说 看 做 到 上 下 中 里 外 前 后
+个 些 种 样 次 件 位 只 条 点 下子 的话 来说 而言 之类 等等 等
+一只 一次 一条 一件 一位 一种 一把 一张 一本 一场 一顿 一块 一群 一遍 一回 一番 一阵
+""".split()
+
+_ZH_LIGHT = """
+哈哈 哈哈哈 哈哈哈哈 嘿嘿 嘻嘻 呵呵 哈 好的 好吧 好啊 好嘞 行吧 行 可以啊 没事 没关系 没问题
+谢谢 谢啦 多谢 感谢 辛苦 辛苦了 不客气 对不起 抱歉 不好意思 再见 拜拜 晚安 早安 早上好 晚上好 中午好 午安
+你好 您好 大家好 在吗 在不在 收到 知道了 明白 明白了 懂了 了解 是的 对的 对啊 没错 确实 真的吗 是吗 真的假的
+今天 明天 昨天 后天 前天 今晚 明晚 昨晚 现在 刚才 以后 之前 之后 最近 今年 明年 去年 时候 时间 一会 一会儿
+早上 上午 中午 下午 晚上 半夜 周末 平时 每天 天天 有时 有时候 一下子 马上 等下 等会
+喜欢 觉得 知道 认为 感觉 希望 记得 记住 忘记 发现 看看 试试 聊聊 聊天 说话 告诉 问问 想想 看到 听到 听说
+东西 事情 事儿 问题 情况 样子 地方 方面 部分 原因 结果 意思 办法 感受
+好吃 好看 好玩 不错 厉害 可爱 开心 高兴 难过 无聊 好累 累 困 饿 忙 烦 真好 挺好 太好了 好棒 加油
+朋友 大家 别人 有人 人家 家伙 小伙伴
+""".split()
+
+# The ~120 commonest single-character Chinese surnames.
+SURNAMES = frozenset(
+    "王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗郑梁谢宋唐许韩冯邓曹彭曾肖田董袁潘于蒋蔡余杜叶程苏魏吕丁任沈"
+    "姚卢姜崔钟谭陆汪范金石廖贾夏韦付方白邹孟熊秦邱江尹薛闫段雷侯龙史陶黎贺顾毛郝龚邵万钱严覃武戴莫孔向汤"
+    "常温康施文牛樊葛邢安齐易乔伍庞颜倪庄聂章鲁岳翟殷詹申欧耿关兰焦俞左柳甘祝包宁尚符舒阮柯纪梅童凌毕单季裴霍涂成苗谷盛曲翁冉骆蓝路游辛靳管柴蒙鲍华喻祁蒲房滕屈饶解牟艾尤阳时穆农司卓古吉缪简车项连芦麦褚娄窦戚岑景党宫费卜冷晏席卫米柏宗瞿桂全佟应臧闵苟邬边卞姬师和仇栾隋商刁沙荣巫寇桑郎甄丛仲虞敖巩明佘池查麻苑迟邝"
+)
+
+# Prefixes and suffixes that make a name of a surname: 小李, 老张, 阿珍, 李哥, 王姐, 张总.
+NAME_PREFIXES = frozenset("小老阿")
+NAME_SUFFIXES = frozenset("哥姐总叔姨爷嫂婶")
+
+STOPWORDS = frozenset(_EN_STOP) | frozenset(_ZH_STOP)
+LIGHT_WORDS = (frozenset(_EN_LIGHT) | frozenset(_ZH_LIGHT)) - STOPWORDS
