@@ -47,6 +47,10 @@ thing things stuff way ways time times day days today tonight tomorrow yesterday
 morning evening afternoon night week weekend moment bit little big small new old
 back still already again always never sometimes often soon later just now anyway
 thanks thank thx ty please pls sorry welcome bye goodbye goodnight gn gm morning
+start started finish finished plan plans planning idea ideas sound sounds worry worries worried
+bored boring fun funny cute glad happy sad tired busy ready easy hard lucky weird crazy amazing
+listen listening remember remind forget forgot wait waiting hope hoping miss missed wish
+help helped thing check yeah sure cool awesome appreciate proud
 lol lmao haha hahaha hehe xd omg wow yay ugh hmm huh nice cool same agree true
 people person guy guys man dude friend friends everyone anyone somebody someone
 doing done happen happened happening going gonna wanna gotta kinda sorta
@@ -79,6 +83,16 @@ _ZH_LIGHT = """
 好吃 好看 好玩 不错 厉害 可爱 开心 高兴 难过 无聊 好累 累 困 饿 忙 烦 真好 挺好 太好了 好棒 加油
 朋友 大家 别人 有人 人家 家伙 小伙伴
 """.split()
+
+# Single characters that carry no topic on their own: particles, pronouns, numerals, measure
+# words, and the commonest verbs and adjectives. Other single characters standing alone in
+# a message (腿, 鸟, 腰, 猫) are weak terms of weighted recall.
+SINGLE_STOP = frozenset(
+    "的了着过地得之所在是有和与及跟同把被给让向从对为以于而并或且我你您他她它咱这那哪谁啥咋几多少"
+    "吗呢吧啊呀哇哦噢嗯唉哎诶喔嘛啦咯哈嘿呵哼哟么也都还又就才再很太更最挺蛮真好没不别要会能想去来说看做到"
+    "上下中里外前后个些种样次件位只条点一二三四五六七八九十百千万两半每各某啊吃喝玩走跑拿放找用弄搞让叫问等"
+    "行对错新旧大小高低长短快慢早晚多少今明昨年月日号天时分秒周第些啦呗嘞哒滴噻撒喽咧"
+)
 
 # The ~120 commonest single-character Chinese surnames.
 SURNAMES = frozenset(

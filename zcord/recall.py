@@ -18,7 +18,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .errors import InvalidArgument
 from .state import MemoryState
 from .synonyms import Synonyms
-from .text import add_user_words, has_cjk, is_light, is_stopword, normalize, segment, term_key, title_seq
+from .text import (add_user_words, has_cjk, is_light, is_stopword, normalize, segment, single_characters,
+                   term_key, title_seq)
 
 RECALL_QUOTA = 10
 SEARCH_CANDIDATES = 20
@@ -101,9 +102,11 @@ KEYWORD_ONLY = 1.0
 PARENT_WEIGHT = 0.4         # a term in the parent's title, for a memory hit by others
 ANCESTOR_DEPTH = 2
 COMMON_FRACTION = 0.35      # a term whose idf is under this share of the rarest term's is "common"
+COMMON_MIN_DF = 5           # … and that hits more memories than this (small Memories have no common terms)
 RECENCY_DECAY = 0.8         # earlier messages of a batch weigh less: 1, 0.8, 0.64, …
 RECENCY_MIN = 0.3
 RERANK_POOL = 60
+SINGLE_WEIGHT = 0.5         # a lone CJK character (腿, 鸟) is a weak term
 
 
 def idf(n: int, df: int) -> float:
@@ -178,6 +181,7 @@ class Retriever:
         n = len(texts)
         seen: dict[str, float] = {}  # word -> weight of its latest message
         found_all: dict[str, float] = {}
+        singles: dict[str, float] = {}
         for i, text in enumerate(texts):
             w = max(RECENCY_MIN, RECENCY_DECAY ** (n - 1 - i)) if weighted else 1.0
             norm = normalize(text)
@@ -190,11 +194,14 @@ class Retriever:
                 if weighted and is_stopword(term):
                     continue
                 found_all[term] = max(found_all.get(term, 0.0), w)
+            if weighted and SINGLE_WEIGHT:
+                for ch in single_characters(norm):
+                    singles[ch] = max(singles.get(ch, 0.0), w * SINGLE_WEIGHT)
         segmented = list(seen)
         found = list(found_all)
         expanded: dict[str, str | None] = {}
         terms: dict[str, Term] = {}
-        for word, w in [*seen.items(), *found_all.items()]:
+        for word, w in [*seen.items(), *found_all.items(), *singles.items()]:
             light = is_light(word)
             if word not in expanded:
                 expanded[word] = None
@@ -311,7 +318,9 @@ class Retriever:
             if df == 0:
                 continue
             value = idf(n, df) * t.weight
-            anchor = not floor or (not t.light and idf(n, df) >= common)
+            # a term that is some memory's whole title (a person's name) is never "common"
+            anchor = not floor or (not t.light and (df <= COMMON_MIN_DF or idf(n, df) >= common
+                                                    or t.key in st.title_keys))
             per_class.setdefault(t.cls, []).append((t, t_ids, k_ids, value, anchor))
         if not per_class:
             return []
@@ -337,12 +346,6 @@ class Retriever:
                     anchored.update(t_ids)
                     anchored.update(k_ids)
                 else:
-                    if floor and not t.light:
-                        whole = st.title_keys.get(t.key)
-                        if whole:  # the node's whole title is this term
-                            for i in whole:
-                                add(local, i, t_ids, k_ids, value)
-                            anchored.update(whole)
                     deferred.append((local, t_ids, k_ids, value))
         for local, t_ids, k_ids, value in deferred:
             for ids in (t_ids, k_ids):

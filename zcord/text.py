@@ -18,7 +18,7 @@ import threading
 import unicodedata
 from collections.abc import Iterable
 
-from .lexicon import LIGHT_WORDS, NAME_PREFIXES, NAME_SUFFIXES, STOPWORDS, SURNAMES
+from .lexicon import LIGHT_WORDS, NAME_PREFIXES, NAME_SUFFIXES, SINGLE_STOP, STOPWORDS, SURNAMES
 
 MIN_WORD_CHARS = 2
 # A user word's jieba frequency: high enough to win over overlapping dictionary words
@@ -311,6 +311,19 @@ def segment(text: str, hmm: bool = True) -> list[str]:
 
 
 _LIGHT_FOLDED = frozenset(fold(w) for w in LIGHT_WORDS if _ASCII_WORD.fullmatch(w))
+
+
+def single_characters(text: str) -> list[str]:
+    """CJK characters that stand alone in jieba's cut of a normalized text and may carry a
+    topic (腿 in 王小二的腿好了吗), in order: weak extra terms of weighted recall."""
+    tok = tokenizer()
+    out: dict[str, None] = {}
+    for cjk, run in runs(text):
+        if cjk:
+            for w in tok.lcut(run, HMM=False):
+                if len(w) == 1 and w not in SINGLE_STOP and _CJK_CHAR.match(w):
+                    out[w] = None
+    return list(out)
 
 
 def is_stopword(key: str) -> bool:

@@ -44,6 +44,8 @@ class BrowseScreen(ZcorScreen):
         Binding("S", "supersede", "Supersede", id="browse.supersede",
                 tooltip="Mark the marked memories as replaced by another"),
         Binding("g", "goto", "Go to", id="browse.goto", tooltip="Show a memory by its id"),
+        Binding("K", "rederive", "Re-derive keywords", show=False, id="browse.rederive",
+                tooltip="Derive the keywords of the selected memory and everything under it from their titles again"),
         Binding("r", "reload", "Refresh", show=False, id="browse.reload", tooltip="Reload the tree"),
     ]
 
@@ -300,6 +302,37 @@ class BrowseScreen(ZcorScreen):
             return
         self.notify(f"Deleted {item.id}." + (" It was important; its mark is gone." if result.get("wasImportant")
                                             else ""))
+
+    @work(exclusive=True, group="action")
+    async def action_rederive(self) -> None:
+        """Re-derive keywords from titles for the selected subtree (`keywords: null` per memory)."""
+        item = self._need_current()
+        if item is None:
+            return
+        ids, queue = [], [item.id]
+        while queue:
+            node_id = queue.pop(0)
+            ids.append(node_id)
+            children = await self.app.tool("zcor_memory_children", {"parentId": node_id})
+            if children is None:
+                return
+            queue += [c["id"] for c in children.get("items", []) if not c.get("superseded")]
+        if not await self.app.push_screen_wait(ConfirmDialog(
+                f"Derive the keywords of {len(ids)} memor{'y' if len(ids) == 1 else 'ies'} under and including "
+                f"{item.id} “{one_line(item.title, 40)}” from their titles again?\nHand-picked keywords are "
+                f"replaced; the history keeps the old ones.", yes="Re-derive")):
+            return
+        done = 0
+        for node_id in ids:
+            node = await self.app.tool("zcor_memory_read", {"id": node_id})
+            if node is None or node.get("supersededBy"):
+                continue
+            if await self.app.tool("zcor_memory_write", {"id": node_id, "title": node["title"],
+                                                         "content": node["content"], "keywords": None}) is None:
+                break
+            done += 1
+        self.notify(f"Keywords derived again for {done} of {len(ids)} memories.")
+        self.load_detail(item.id, delay=0)
 
     @work(exclusive=True, group="action")
     async def action_important(self) -> None:

@@ -1,4 +1,4 @@
-"""Config: recall budget, relationship memory, and the LLM provider, applied at once
+"""Config: recall budget and ranking, relationship memory, and the LLM provider, applied at once
 through `zcor/config/set` (no restart). The API key is never shown, only whether the
 daemon has one."""
 
@@ -17,6 +17,8 @@ from ..messages import MemoryChanged
 from .base import ZcorScreen
 
 PROTOCOLS = [("OpenAI-compatible Chat Completions", "openai"), ("Anthropic Messages", "anthropic")]
+RANKINGS = [("weighted: rare words count more; small talk recalls nothing", "weighted"),
+            ("seed: number of matching words", "seed")]
 
 
 def row(label: str, *widgets: Any, hint: str = "") -> Horizontal:
@@ -29,7 +31,7 @@ def row(label: str, *widgets: Any, hint: str = "") -> Horizontal:
 class ConfigScreen(ZcorScreen):
     MODE = "config"
     MAIN = "#config-body"
-    HELP = "Recall budget, relationship memory, LLM provider"
+    HELP = "Recall budget and ranking, relationship memory, LLM provider"
     WATCHES = ("config.",)
     BINDINGS = [
         Binding("ctrl+s", "apply", "Apply", id="config.apply", tooltip="Save and apply the changes now"),
@@ -47,6 +49,8 @@ class ConfigScreen(ZcorScreen):
             yield Static("Auto-recall", classes="section")
             yield row("Recall budget", Input("", id="budget", type="integer", compact=True),
                       hint="characters of the context header; 0 turns auto-recall off")
+            yield row("Ranking", Select(RANKINGS, id="ranking", allow_blank=False, compact=True),
+                      hint="how auto-recall and search candidates are ordered")
             yield row("Relationships", Switch(id="relationships"),
                       hint="relationship tools and guidance for the model")
             yield Static("LLM provider (zcor_memory_search and zcor chat)", classes="section")
@@ -75,6 +79,7 @@ class ConfigScreen(ZcorScreen):
         llm = config.get("llm") or {}
         self.query_one("#budget", Input).value = str(config.get("recallBudget", ""))
         self.query_one("#relationships", Switch).value = bool(config.get("relationshipMemory"))
+        self.query_one("#ranking", Select).value = config.get("recallRanking", "weighted")
         self.query_one("#protocol", Select).value = llm.get("protocol", "openai")
         self.query_one("#base-url", Input).value = llm.get("baseUrl", "")
         self.query_one("#model", Input).value = llm.get("model", "")
@@ -99,6 +104,9 @@ class ConfigScreen(ZcorScreen):
             raise ValueError("The timeout is a number of seconds.") from None
         if budget != old.get("recallBudget"):
             out["recallBudget"] = budget
+        ranking = self.query_one("#ranking", Select).value
+        if ranking != old.get("recallRanking"):
+            out["recallRanking"] = ranking
         relationships = self.query_one("#relationships", Switch).value
         if relationships != old.get("relationshipMemory"):
             out["relationshipMemory"] = relationships

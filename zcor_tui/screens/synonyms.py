@@ -186,7 +186,8 @@ class SynonymsScreen(ZcorScreen):
             terms("Segmented", ex.get("segmented") or []),
             terms("Synonym terms in the text", ex.get("synonymTerms") or []),
             terms("Expanded", ex.get("expanded") or []),
-            Rule(f"would recall {len(ex.get('hits') or [])}", style="dim", align="left"),
+            Rule(f"would recall {len(ex.get('hits') or [])} · ranking {ex.get('ranking', 'seed')}",
+                 style="dim", align="left"),
         ]
         hits = ex.get("hits") or []
         if not hits:
@@ -198,7 +199,8 @@ class SynonymsScreen(ZcorScreen):
             line.append(f"score {hit.get('score')}", style="yellow")
             for m in hit.get("matches") or ():
                 via = f" ← {m['from']}" if m.get("from") and m["from"] != m["term"] else ""
-                line.append(f"\n    {m['term']}{via} ({m.get('where')})", style="dim")
+                weight = f" {m['weight']:g}" if m.get("weight") is not None else ""
+                line.append(f"\n    {m['term']}{via} ({m.get('where')}{weight})", style="dim")
             parts.append(line)
         header = ex.get("header") or ""
         budget_text = f"budget {budget:,} chars" if budget is not None else "budget"
