@@ -40,6 +40,35 @@ def batch(rng: random.Random, chars: int = 2000) -> str:
     return "".join(parts)[:chars]
 
 
+def deep_size(obj, seen: set[int]) -> int:
+    """Bytes of an object and everything it holds (containers and strings), each once."""
+    if id(obj) in seen:
+        return 0
+    seen.add(id(obj))
+    size = sys.getsizeof(obj)
+    if isinstance(obj, dict):
+        size += sum(deep_size(k, seen) + deep_size(v, seen) for k, v in obj.items())
+    elif isinstance(obj, (list, tuple, set, frozenset)):
+        size += sum(deep_size(x, seen) for x in obj)
+    return size
+
+
+def weighting_index_bytes(st) -> int:
+    """What weighted ranking adds to the state: the title word and whole-title indexes and
+    each node's keyword keys, folded title words and title length (strings the node texts
+    already hold are counted as shared)."""
+    seen: set[int] = set()
+    for idx in st.index.values():  # texts the state holds anyway
+        seen.add(id(idx.norm_title))
+        seen.add(id(idx.norm_content))
+    for node_id in st.nodes:
+        seen.add(id(node_id))
+    total = deep_size(st.title_words, seen) + deep_size(st.title_keys, seen)
+    for idx in st.index.values():
+        total += deep_size(idx.keyword_keys, seen) + deep_size(idx.title_seq, seen) + 8
+    return total
+
+
 def timed(fn, samples: int) -> list[float]:
     out = []
     for _ in range(samples):
@@ -61,10 +90,14 @@ def one(nodes: int, samples: int, diverse: bool) -> dict[str, str]:
         warm = time.perf_counter() - t
         texts = [batch(rng) for _ in range(20)]
         events = lambda: [{"text": rng.choice(texts), "origin": "external"}]  # noqa: E731
+        svc.update_config({"recallRanking": "seed"})
         svc.recall("s", events())  # first call pays nothing more than later ones (warm)
-        recall = timed(lambda: svc.recall("s", events()), samples)
+        recall_seed = timed(lambda: svc.recall("s", events()), samples)
         hit = len(svc.retriever.hits(list(svc.retriever.words(texts[0]).expanded), keyword_equality=True))
+        svc.update_config({"recallRanking": "weighted"})
+        recall = timed(lambda: svc.recall("s", events()), samples)
         ids = svc.recall("s", events())
+        index_mib = weighting_index_bytes(svc.state) / 2**20
         context = timed(lambda: svc.context("s"), samples)
         svc.update_config({"recallBudget": 800})
         context_cut = timed(lambda: svc.context("s"), samples)
@@ -74,7 +107,8 @@ def one(nodes: int, samples: int, diverse: bool) -> dict[str, str]:
         svc.close()
     return {"nodes": f"{nodes:,}", "titles": "diverse" if diverse else "30-word",
             "nodes hit by a batch": f"{hit:,}", "recalled ids": str(len(ids)), "warm-up s (jieba + words + log)": f"{warm:.2f}",
-            "recall 2,000 chars": ms(recall), "context (6,000 budget)": ms(context),
+            "recall 2,000 chars, weighted": ms(recall), "recall 2,000 chars, seed": ms(recall_seed),
+            "weighting index MiB": f"{index_mib:.1f}", "context (6,000 budget)": ms(context),
             "context (800 budget, cut)": ms(context_cut), "expand 50 words": ms(expand),
             "peak RSS MiB": f"{rss:.0f}"}
 

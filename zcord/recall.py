@@ -18,8 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .errors import InvalidArgument
 from .state import MemoryState
 from .synonyms import Synonyms
-from .text import (add_user_words, has_cjk, is_light, is_stopword, normalize, segment, single_characters,
-                   term_key, title_seq)
+from .text import add_user_words, analyse, has_cjk, is_light, is_stopword, normalize, term_key, title_seq
 
 RECALL_QUOTA = 10
 SEARCH_CANDIDATES = 20
@@ -107,6 +106,29 @@ RECENCY_DECAY = 0.8         # earlier messages of a batch weigh less: 1, 0.8, 0.
 RECENCY_MIN = 0.3
 RERANK_POOL = 60
 SINGLE_WEIGHT = 0.5         # a lone CJK character (腿, 鸟) is a weak term
+MESSAGE_HMM = False         # jieba's guesses for unknown words in messages (keywords know them already)
+
+
+def _fill(local: dict[str, float], t_ids, k_ids, value: float, only: set[str] | None) -> None:
+    """Raise local[i] to what this term is worth to each node it hits (title, equal
+    keyword, or both), for every node or only for those in `only`."""
+    both, kw = value * BOTH_FIELDS, value * KEYWORD_ONLY
+    get = local.get
+    if only is None:
+        for i in t_ids:
+            if get(i, 0.0) < value:
+                local[i] = value
+        for i in k_ids:
+            v = both if i in t_ids else kw
+            if get(i, 0.0) < v:
+                local[i] = v
+        return
+    for ids in (t_ids, k_ids):
+        for i in (ids if len(ids) < len(only) else only):
+            if i in ids and i in only:
+                v = both if i in t_ids and i in k_ids else (value if i in t_ids else kw)
+                if get(i, 0.0) < v:
+                    local[i] = v
 
 
 def idf(n: int, df: int) -> float:
@@ -185,7 +207,8 @@ class Retriever:
         for i, text in enumerate(texts):
             w = max(RECENCY_MIN, RECENCY_DECAY ** (n - 1 - i)) if weighted else 1.0
             norm = normalize(text)
-            for word in [*segment(norm, hmm=weighted), *self._mixed_keywords_in(norm)]:
+            words, lone = analyse(norm, guess=weighted, hmm=MESSAGE_HMM)
+            for word in [*words, *self._mixed_keywords_in(norm)]:
                 word = normalize(word)
                 if weighted and is_stopword(word):
                     continue
@@ -195,7 +218,7 @@ class Retriever:
                     continue
                 found_all[term] = max(found_all.get(term, 0.0), w)
             if weighted and SINGLE_WEIGHT:
-                for ch in single_characters(norm):
+                for ch in lone:
                     singles[ch] = max(singles.get(ch, 0.0), w * SINGLE_WEIGHT)
         segmented = list(seen)
         found = list(found_all)
@@ -314,7 +337,7 @@ class Retriever:
         for t in terms:
             t_ids = st.title_hits(t.key)
             k_ids = (st.keyword_ids.get(t.key) or empty) if keyword_equality else empty
-            df = len(t_ids) + sum(1 for i in k_ids if i not in t_ids)
+            df = len(t_ids) + (len(k_ids) - len(k_ids & t_ids) if k_ids else 0)
             if df == 0:
                 continue
             value = idf(n, df) * t.weight
@@ -327,45 +350,26 @@ class Retriever:
         contrib: dict[frozenset[str], dict[str, float]] = {}
         anchored: set[str] = set()
         deferred = []
-
-        def add(local: dict[str, float], i: str, t_ids, k_ids, value: float) -> None:
-            in_t, in_k = i in t_ids, i in k_ids
-            v = value * (BOTH_FIELDS if in_t and in_k else (1.0 if in_t else KEYWORD_ONLY))
-            if v > local.get(i, 0.0):
-                local[i] = v
-
         for cls, items in per_class.items():
             local = contrib.setdefault(cls, {})
             for t, t_ids, k_ids, value, anchor in items:
                 if anchor:
-                    for i in t_ids:
-                        add(local, i, t_ids, k_ids, value)
-                    for i in k_ids:
-                        if i not in t_ids:
-                            add(local, i, t_ids, k_ids, value)
+                    _fill(local, t_ids, k_ids, value, None)
                     anchored.update(t_ids)
                     anchored.update(k_ids)
                 else:
                     deferred.append((local, t_ids, k_ids, value))
-        for local, t_ids, k_ids, value in deferred:
-            for ids in (t_ids, k_ids):
-                if len(ids) < len(anchored):
-                    for i in ids:
-                        if i in anchored:
-                            add(local, i, t_ids, k_ids, value)
-                else:
-                    for i in anchored:
-                        if i in ids:
-                            add(local, i, t_ids, k_ids, value)
         if not anchored:
             return []
+        for local, t_ids, k_ids, value in deferred:
+            _fill(local, t_ids, k_ids, value, anchored)
         avg = st.avg_title_len
         index = st.index
-        scores: dict[str, float] = {}
+        scores: dict[str, float] = dict.fromkeys(anchored, 0.0)
         for local in contrib.values():
             for i, v in local.items():
-                if i in anchored:
-                    scores[i] = scores.get(i, 0.0) + v
+                if i in scores:
+                    scores[i] += v
 
         def length_norm(i: str) -> float:
             return (BM25_K1 + 1) / (1 + BM25_K1 * (1 - BM25_B + BM25_B * index[i].title_len / avg))
@@ -374,21 +378,33 @@ class Retriever:
         pool_size = max(RERANK_POOL, (limit or 0) * 3)
         pool = heapq.nlargest(pool_size, final, key=final.__getitem__) if len(final) > pool_size else list(final)
         # context from the parents' titles, for the classes a memory is not hit by itself
-        for i in pool:
-            own = {cls for cls, local in contrib.items() if i in local}
-            parent = st.nodes[i].parent_id
-            depth, boost = 1, 0.0
-            while parent is not None and depth <= ANCESTOR_DEPTH:
-                for cls, items in per_class.items():
-                    if cls in own:
-                        continue
-                    best = max((value for _t, t_ids, _k, value, _a in items if parent in t_ids), default=0.0)
-                    if best:
-                        boost += PARENT_WEIGHT * best / depth
-                        own.add(cls)
-                parent = st.nodes[parent].parent_id
-                depth += 1
-            final[i] += boost * length_norm(i)
+        if PARENT_WEIGHT:
+            nodes = st.nodes
+            chains = {}
+            for i in pool:
+                chain, p = [], nodes[i].parent_id
+                while p is not None and len(chain) < ANCESTOR_DEPTH:
+                    chain.append(p)
+                    p = nodes[p].parent_id
+                chains[i] = chain
+            ancestors = {p for chain in chains.values() for p in chain}
+            best_at: dict[str, dict[frozenset[str], float]] = {}
+            for cls, items in per_class.items():
+                for _t, t_ids, _k, value, _a in items:
+                    for p in ancestors if len(ancestors) < len(t_ids) else ancestors & t_ids:
+                        if p in t_ids:
+                            by_cls = best_at.setdefault(p, {})
+                            if value > by_cls.get(cls, 0.0):
+                                by_cls[cls] = value
+            for i in pool:
+                boost, used = 0.0, set()
+                for depth, p in enumerate(chains[i], 1):
+                    for cls, value in best_at.get(p, {}).items():
+                        if cls not in used and i not in contrib[cls]:
+                            used.add(cls)
+                            boost += PARENT_WEIGHT * value / depth
+                if boost:
+                    final[i] += boost * length_norm(i)
         ranked = sorted(pool, key=lambda i: (-round(final[i], 9), -index[i].updated, id_order(i)))
         if limit is not None:
             ranked = ranked[:limit]

@@ -301,6 +301,7 @@ class MemoryState:
         )
         if rel.memory_node_id is not None:
             self.links.setdefault(rel.memory_node_id, set()).add(rel.person_id)
+        self.pending_words.extend(normalize(w) for w in (rel.name, *rel.aliases))  # people's names stay whole
 
     def _unlink(self, node_id: str, person_id: str) -> None:
         ids = self.links.get(node_id)

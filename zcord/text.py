@@ -222,108 +222,98 @@ def _crosses_dictionary_word(tok, run: str, start: int, end: int) -> bool:
     return False
 
 
-def _names_in(tokens: list[str]) -> list[tuple[int, int]]:
-    """Token spans that form a nickname: 小/老/阿 + surname (小李, 老张 in 老/张家) or
-    surname + 哥/姐/总… (李哥), where the prefix or surname stands alone in the cut."""
-    out = []
-    for k, tok in enumerate(tokens):
-        nxt = tokens[k + 1] if k + 1 < len(tokens) else ""
-        if len(tok) == 1 and tok in NAME_PREFIXES and nxt[:1] in SURNAMES:
-            out.append((k, 1))  # prefix + the next token's first character
-        elif len(tok) == 1 and tok in SURNAMES and nxt[:1] in NAME_SUFFIXES and len(nxt) == 1:
-            out.append((k, 1))
-    return out
+_NON_CJK = re.compile(f"[^{_CJK}]+")
 
 
-def cjk_words(run: str, guess: bool = True) -> list[str]:
-    """Words of at least two characters in one CJK run, in order.
+def _guesses(tok, text: str, pos: int, stretch: str, words: list[tuple[int, str]]) -> None:
+    """Words in a stretch of single characters the dictionary cut left at text[pos:]: jieba's
+    HMM guesses for unknown words (阿珍) unless a guess crosses a dictionary word (做后 in
+    做后端) or starts or ends with a function character; then dictionary words the cut
+    passed over for likelier single characters (后端 in 做后端)."""
+    from jieba import finalseg
 
-    The dictionary cut (jieba without HMM: every synonym term and keyword is a user word).
-    With `guess`, the single characters it leaves are looked at again: nicknames
-    (小李, 老张, 李哥), and jieba's HMM guesses for unknown words (阿珍) unless the guess
-    crosses a dictionary word (做后 in 做后端) or starts or ends with a function character.
+    taken = [False] * len(stretch)
+    off = 0
+    for guess_word in finalseg.cut(stretch):
+        a = off
+        off += len(guess_word)
+        if (len(guess_word) >= MIN_WORD_CHARS and guess_word[0] not in _FUNCTION_CHARS
+                and guess_word[-1] not in _FUNCTION_CHARS
+                and not _crosses_dictionary_word(tok, text, pos + a, pos + off)):
+            words.append((pos + a, guess_word))
+            taken[a:off] = [True] * len(guess_word)
+    i = 0
+    while i < len(stretch) - 1:
+        for n in (4, 3, 2):
+            piece = stretch[i:i + n]
+            if len(piece) == n and not any(taken[i:i + n]) and tok.FREQ.get(piece) \
+                    and piece[0] not in _FUNCTION_CHARS and piece[-1] not in _FUNCTION_CHARS:
+                words.append((pos + i, piece))
+                i += n - 1
+                break
+        i += 1
+
+
+def analyse(text: str, guess: bool = True, hmm: bool = True) -> tuple[list[str], list[str]]:
+    """The words of at least two characters in text, in order of appearance, and the CJK
+    characters that stand alone in its cut and may carry a topic (腿 in 王小二的腿好了吗).
+
+    CJK is cut by jieba without HMM (every synonym term and keyword is a user word), in one
+    call over the text with everything else blanked out; every other run of letters and
+    digits is one whole word. With `guess`, the single characters the cut leaves are looked
+    at again: nicknames (小李, 老张 in 老/张家, 李哥) and, with `hmm`, unknown words
+    (`_guesses`; keyword derivation uses it, recall need not: the Memory's keywords are
+    user words already).
     """
     tok = tokenizer()
-    tokens = tok.lcut(run, HMM=False)
-    if not guess:
-        return [w for w in tokens if len(w) >= MIN_WORD_CHARS]
-    words: list[str] = []
-    names = {k: n for k, n in _names_in(tokens)}
-    k = 0
+    found: list[tuple[int, str]] = [(m.start(), m.group(2)) for m in _RUNS.finditer(text)
+                                    if m.group(2) is not None and len(m.group(2)) >= MIN_WORD_CHARS]
+    singles: dict[str, None] = {}
+    masked = _NON_CJK.sub(lambda m: " " * len(m.group()), text)  # keeps every position
+    tokens = tok.lcut(masked, HMM=False) if masked.strip() else []
     pos = 0
-    while k < len(tokens):
+    k = 0
+    n = len(tokens)
+    while k < n:
         w = tokens[k]
-        if k in names:
-            words.append(w + tokens[k + 1][0])
         if len(w) >= MIN_WORD_CHARS:
-            words.append(w)
+            found.append((pos, w))
             pos += len(w)
             k += 1
             continue
-        # a stretch of single characters: let the HMM guess unknown words in it
+        if w == " " or not _CJK_CHAR.match(w):
+            pos += len(w)
+            k += 1
+            continue
+        # a stretch of single CJK characters
         j = k
-        while j < len(tokens) and len(tokens[j]) == 1:
+        while j < n and len(tokens[j]) == 1 and tokens[j] != " " and _CJK_CHAR.match(tokens[j]):
             j += 1
         stretch = "".join(tokens[k:j])
-        if j - k >= 2:
-            taken = [False] * len(stretch)
-            off = 0
-            for guess_word in tok.lcut(stretch, HMM=True):
-                a = pos + off
-                off += len(guess_word)
-                if (len(guess_word) >= MIN_WORD_CHARS and guess_word[0] not in _FUNCTION_CHARS
-                        and guess_word[-1] not in _FUNCTION_CHARS
-                        and not _crosses_dictionary_word(tok, run, a, a + len(guess_word))):
-                    words.append(guess_word)
-                    taken[off - len(guess_word):off] = [True] * len(guess_word)
-            # dictionary words the cut passed over for likelier single characters (后端 in 做后端)
-            i = 0
-            while i < len(stretch) - 1:
-                for n in (4, 3, 2):
-                    piece = stretch[i:i + n]
-                    if len(piece) == n and not any(taken[i:i + n]) and tok.FREQ.get(piece) \
-                            and piece[0] not in _FUNCTION_CHARS and piece[-1] not in _FUNCTION_CHARS:
-                        words.append(piece)
-                        i += n - 1
-                        break
-                i += 1
-        for kk in range(k + 1, j):
-            if kk in names:
-                words.append(tokens[kk] + tokens[kk + 1][0])
+        for kk in range(k, j):
+            ch = tokens[kk]
+            if ch not in SINGLE_STOP:
+                singles[ch] = None
+            if guess:
+                nxt = tokens[kk + 1] if kk + 1 < n else ""
+                if (ch in NAME_PREFIXES and nxt[:1] in SURNAMES) or \
+                        (ch in SURNAMES and len(nxt) == 1 and nxt in NAME_SUFFIXES):
+                    found.append((pos + kk - k, ch + nxt[0]))
+        if guess and hmm and j - k >= 2:
+            _guesses(tok, masked, pos, stretch, found)
         pos += len(stretch)
         k = j
-    return list(dict.fromkeys(words))
+    found.sort(key=lambda pw: pw[0])
+    return list(dict.fromkeys(w for _, w in found)), list(singles)
 
 
 def segment(text: str, hmm: bool = True) -> list[str]:
-    """Words of at least two characters in text, in order, as they appear (not normalized).
-
-    CJK runs are cut by jieba (`cjk_words`; `hmm` turns its guesses for unknown words and
-    nicknames on), every other run of letters and digits is one whole word.
-    """
-    words = []
-    for cjk, run in runs(text):
-        if cjk:
-            words += cjk_words(run, guess=hmm)
-        elif len(normalize(run)) >= MIN_WORD_CHARS:
-            words.append(run)
-    return words
+    """Words of at least two characters in text, in order, as they appear (not normalized);
+    `hmm` turns the guesses for nicknames and unknown words on (see `analyse`)."""
+    return analyse(text, guess=hmm)[0]
 
 
 _LIGHT_FOLDED = frozenset(fold(w) for w in LIGHT_WORDS if _ASCII_WORD.fullmatch(w))
-
-
-def single_characters(text: str) -> list[str]:
-    """CJK characters that stand alone in jieba's cut of a normalized text and may carry a
-    topic (腿 in 王小二的腿好了吗), in order: weak extra terms of weighted recall."""
-    tok = tokenizer()
-    out: dict[str, None] = {}
-    for cjk, run in runs(text):
-        if cjk:
-            for w in tok.lcut(run, HMM=False):
-                if len(w) == 1 and w not in SINGLE_STOP and _CJK_CHAR.match(w):
-                    out[w] = None
-    return list(out)
 
 
 def is_stopword(key: str) -> bool:
