@@ -88,15 +88,22 @@ def one(nodes: int, samples: int, diverse: bool) -> dict[str, str]:
         t = time.perf_counter()
         svc.warm()
         warm = time.perf_counter() - t
-        texts = [batch(rng) for _ in range(20)]
-        events = lambda: [{"text": rng.choice(texts), "origin": "external"}]  # noqa: E731
+        # every sample a batch never seen before (segmentation is cached per message text)
+        texts = iter([batch(rng) for _ in range(2 * samples + 2)])
+        events = lambda: [{"text": next(texts), "origin": "external"}]  # noqa: E731
         svc.update_config({"recallRanking": "seed"})
         svc.recall("s", events())  # first call pays nothing more than later ones (warm)
         recall_seed = timed(lambda: svc.recall("s", events()), samples)
-        hit = len(svc.retriever.hits(list(svc.retriever.words(texts[0]).expanded), keyword_equality=True))
+        first = batch(rng)
+        hit = len(svc.retriever.hits(list(svc.retriever.words(first).expanded), keyword_equality=True))
         svc.update_config({"recallRanking": "weighted"})
         recall = timed(lambda: svc.recall("s", events()), samples)
         ids = svc.recall("s", events())
+        # a bot sending the dialogue so far: 20 messages of 100 characters, one new per call
+        dialogue = [batch(rng, 100) for _ in range(samples + 20)]
+        step = iter(range(20, samples + 20))
+        recall_dialogue = timed(lambda: svc.recall("s", [{"text": m, "origin": "external"}
+                                                         for m in dialogue[next(step) - 20:][:20]]), samples)
         index_mib = weighting_index_bytes(svc.state) / 2**20
         context = timed(lambda: svc.context("s"), samples)
         svc.update_config({"recallBudget": 800})
@@ -107,7 +114,8 @@ def one(nodes: int, samples: int, diverse: bool) -> dict[str, str]:
         svc.close()
     return {"nodes": f"{nodes:,}", "titles": "diverse" if diverse else "30-word",
             "nodes hit by a batch": f"{hit:,}", "recalled ids": str(len(ids)), "warm-up s (jieba + words + log)": f"{warm:.2f}",
-            "recall 2,000 chars, weighted": ms(recall), "recall 2,000 chars, seed": ms(recall_seed),
+            "recall 2,000 new chars, weighted": ms(recall), "recall 2,000 new chars, seed": ms(recall_seed),
+            "recall dialogue so far (20 × 100 chars, 1 new), weighted": ms(recall_dialogue),
             "weighting index MiB": f"{index_mib:.1f}", "context (6,000 budget)": ms(context),
             "context (800 budget, cut)": ms(context_cut), "expand 50 words": ms(expand),
             "peak RSS MiB": f"{rss:.0f}"}

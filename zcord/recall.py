@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from .errors import InvalidArgument
 from .state import MemoryState
 from .synonyms import Synonyms
-from .text import add_user_words, analyse, has_cjk, is_light, is_stopword, normalize, term_key, title_seq
+from .text import add_user_words, analyse_cached, has_cjk, is_light, is_stopword, normalize, term_key, title_seq
 
 RECALL_QUOTA = 10
 SEARCH_CANDIDATES = 20
@@ -105,6 +105,7 @@ COMMON_MIN_DF = 5           # … and that hits more memories than this (small M
 RECENCY_DECAY = 0.8         # earlier messages of a batch weigh less: 1, 0.8, 0.64, …
 RECENCY_MIN = 0.3
 RERANK_POOL = 60
+DEFERRED_POOL = 1000        # candidates that common terms may still reorder
 SINGLE_WEIGHT = 0.5         # a lone CJK character (腿, 鸟) is a weak term
 MESSAGE_HMM = False         # jieba's guesses for unknown words in messages (keywords know them already)
 
@@ -207,7 +208,7 @@ class Retriever:
         for i, text in enumerate(texts):
             w = max(RECENCY_MIN, RECENCY_DECAY ** (n - 1 - i)) if weighted else 1.0
             norm = normalize(text)
-            words, lone = analyse(norm, guess=weighted, hmm=MESSAGE_HMM)
+            words, lone = analyse_cached(norm, weighted, MESSAGE_HMM)
             for word in [*words, *self._mixed_keywords_in(norm)]:
                 word = normalize(word)
                 if weighted and is_stopword(word):
@@ -361,20 +362,37 @@ class Retriever:
                     deferred.append((local, t_ids, k_ids, value))
         if not anchored:
             return []
-        for local, t_ids, k_ids, value in deferred:
-            _fill(local, t_ids, k_ids, value, anchored)
-        avg = st.avg_title_len
         index = st.index
+        k1 = BM25_K1
+        a, c = 1 + k1 * (1 - BM25_B), k1 * BM25_B / st.avg_title_len
+
+        def length_norm(i: str) -> float:
+            return (k1 + 1) / (a + c * index[i].title_len)
+
         scores: dict[str, float] = dict.fromkeys(anchored, 0.0)
         for local in contrib.values():
             for i, v in local.items():
                 if i in scores:
                     scores[i] += v
-
-        def length_norm(i: str) -> float:
-            return (BM25_K1 + 1) / (1 + BM25_K1 * (1 - BM25_B + BM25_B * index[i].title_len / avg))
-
-        final = {i: s * length_norm(i) for i, s in scores.items()}
+        final = {i: s * (k1 + 1) / (a + c * index[i].title_len) for i, s in scores.items()}
+        # common and light terms only reorder the best candidates of the rare ones
+        if deferred:
+            if len(final) > DEFERRED_POOL:
+                keep = set(heapq.nlargest(DEFERRED_POOL, final, key=final.__getitem__))
+            else:
+                keep = anchored
+            before = {id(local): dict(local) for local, *_ in deferred}
+            for local, t_ids, k_ids, value in deferred:
+                _fill(local, t_ids, k_ids, value, keep)
+            for local, *_ in deferred:
+                old = before.pop(id(local), None)
+                if old is None:
+                    continue
+                for i, v in local.items():
+                    if i in keep:
+                        gain = v - old.get(i, 0.0)
+                        if gain:
+                            final[i] += gain * length_norm(i)
         pool_size = max(RERANK_POOL, (limit or 0) * 3)
         pool = heapq.nlargest(pool_size, final, key=final.__getitem__) if len(final) > pool_size else list(final)
         # context from the parents' titles, for the classes a memory is not hit by itself

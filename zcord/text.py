@@ -12,6 +12,7 @@ it cuts text into words:
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 import threading
@@ -194,6 +195,7 @@ def add_user_words(words: Iterable[str]) -> None:
 
     Only all-CJK words: jieba only ever sees CJK runs (other words are cut by `runs`)."""
     tok = tokenizer()
+    added = False
     with _jieba_lock:
         for word in words:
             word = word.strip()
@@ -201,6 +203,9 @@ def add_user_words(words: Iterable[str]) -> None:
                 continue
             _user_words.add(word)
             tok.add_word(word, freq=max(tok.FREQ.get(word) or 0, USER_WORD_FREQ))
+            added = True
+    if added:
+        analyse_cached.cache_clear()  # a new word can change how known texts are cut
 
 
 def _all_cjk(word: str) -> bool:
@@ -305,6 +310,14 @@ def analyse(text: str, guess: bool = True, hmm: bool = True) -> tuple[list[str],
         k = j
     found.sort(key=lambda pw: pw[0])
     return list(dict.fromkeys(w for _, w in found)), list(singles)
+
+
+@functools.lru_cache(maxsize=4096)
+def analyse_cached(text: str, guess: bool, hmm: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """`analyse` with its answers kept for recently seen texts: a bot's batches repeat the
+    dialogue so far, so most messages have been cut before. Cleared when jieba learns a word."""
+    words, singles = analyse(text, guess, hmm)
+    return tuple(words), tuple(singles)
 
 
 def segment(text: str, hmm: bool = True) -> list[str]:
