@@ -424,8 +424,9 @@ class AsyncClient(_Methods):
         """Add (index None), replace, or remove (terms None) a synonym group."""
         return await self.request("zcor/synonyms/set", {"index": index, "terms": terms})
 
-    async def recall_explain(self, text: str) -> dict[str, Any]:
-        return await self.request("zcor/recall/explain", {"text": text})
+    async def recall_explain(self, text: str, sender_key: str | None = None) -> dict[str, Any]:
+        params = {"text": text} if sender_key is None else {"text": text, "senderKey": sender_key}
+        return await self.request("zcor/recall/explain", params)
 
     async def reload(self) -> dict[str, Any]:
         return await self.request("zcor/reload")
@@ -649,8 +650,9 @@ class Client(_Methods):
         """Add (index None), replace, or remove (terms None) a synonym group."""
         return self.request("zcor/synonyms/set", {"index": index, "terms": terms})
 
-    def recall_explain(self, text: str) -> dict[str, Any]:
-        return self.request("zcor/recall/explain", {"text": text})
+    def recall_explain(self, text: str, sender_key: str | None = None) -> dict[str, Any]:
+        params = {"text": text} if sender_key is None else {"text": text, "senderKey": sender_key}
+        return self.request("zcor/recall/explain", params)
 
     def reload(self) -> dict[str, Any]:
         return self.request("zcor/reload")

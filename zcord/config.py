@@ -41,6 +41,9 @@ class Config(_Base):
     """Characters of the auto-recall context header; 0 turns auto-recall off."""
     relationship_memory: bool = True
     """Whether the model gets the relationship tools and their guidance."""
+    recall_senders: bool = True
+    """Whether the context header starts with the relationship of each speaker of the batch
+    (an external event's senderKey equal to a personId or an alias); needs relationship memory."""
     recall_ranking: Literal["weighted", "seed"] = "weighted"
     """How auto-recall and search candidates are ordered: "weighted" by the rarity of the
     matching terms, with a relevance floor; "seed" by the number of distinct matching terms."""

@@ -105,6 +105,7 @@ COMMON_MIN_DF = 5           # … and that hits more memories than this (small M
 RECENCY_DECAY = 0.8         # earlier messages of a batch weigh less: 1, 0.8, 0.64, …
 RECENCY_MIN = 0.3
 RERANK_POOL = 60
+ENTITY_ANCHORS = True
 DEFERRED_POOL = 1000        # candidates that common terms may still reorder
 SINGLE_WEIGHT = 0.5         # a lone CJK character (腿, 鸟) is a weak term
 MESSAGE_HMM = False         # jieba's guesses for unknown words in messages (keywords know them already)
@@ -344,7 +345,10 @@ class Retriever:
             value = idf(n, df) * t.weight
             # a term that is some memory's whole title (a person's name) is never "common"
             anchor = not floor or (not t.light and (df <= COMMON_MIN_DF or idf(n, df) >= common
-                                                    or t.key in st.title_keys))
+                                                    or (ENTITY_ANCHORS and t.key in st.title_keys)))
+            if floor and not anchor and not t.light and not ENTITY_ANCHORS and t.key in st.title_keys:
+                whole = st.title_keys[t.key]
+                per_class.setdefault(t.cls, []).append((t, whole, empty, value, True))
             per_class.setdefault(t.cls, []).append((t, t_ids, k_ids, value, anchor))
         if not per_class:
             return []
@@ -459,16 +463,34 @@ class Retriever:
 
 
 class RecallSessions:
-    """Per-session recall sets (in memory only) and the context header."""
+    """Per-session recall sets and speakers (in memory only) and the context header."""
 
     def __init__(self, retriever: Retriever):
         self.retriever = retriever
         self.sets: dict[str, list[str]] = {}
+        self.senders: dict[str, list[str]] = {}  # personIds of the batch's known speakers
+
+    def speakers(self, events: list[Event]) -> list[str]:
+        """personIds of the relationships whose personId or an alias is a sender of the
+        batch's external events, the latest speaker first, each once."""
+        st = self.retriever.state
+        out: dict[str, None] = {}
+        for e in reversed(events):
+            key = e.sender_key
+            if e.origin != "external" or not key:
+                continue
+            if key in st.relationships:
+                out[key] = None
+            else:
+                for pid in sorted(st.alias_ids.get(normalize(key), ())):
+                    out[pid] = None
+        return list(out)
 
     def recall(self, session: str, events: list[Event], budget: int, mode: str = "weighted") -> list[str]:
         external = [e.text for e in events if e.origin == "external"]
         if not external:
             return list(self.sets.get(session, []))
+        self.senders[session] = self.speakers(events)
         if budget == 0:
             self.sets[session] = []
             return []
@@ -479,9 +501,11 @@ class RecallSessions:
         self.sets[session] = ids
         return ids
 
-    def explain(self, text: str | list[str], budget: int, mode: str = "weighted") -> dict[str, Any]:
+    def explain(self, text: str | list[str], budget: int, mode: str = "weighted",
+                sender_key: str | None = None, senders: bool = True) -> dict[str, Any]:
         """For operators: how a text would be segmented, expanded and matched, with each
-        hit's score and, per matched term, where it matched and what it weighed."""
+        hit's score and, per matched term, where it matched and what it weighed; and, for a
+        sender key, whose relationship the header would show."""
         r = self.retriever
         words = r.words(text, mode)
         hits = r.hits(words.terms, keyword_equality=True, limit=RECALL_QUOTA, explain=True, mode=mode)
@@ -502,20 +526,29 @@ class RecallSessions:
                     match["weight"] = weight
                 matches.append(match)
             items.append({"id": h.id, "title": node.title, "score": h.score, "matches": matches})
-        header, ids = render_header(st, [h.id for h in hits], budget)
+        people = []
+        if senders and sender_key:
+            first = text[-1] if isinstance(text, list) else text
+            people = self.speakers([Event(text=first, origin="external", senderKey=sender_key)])
+        header, ids = render_header(st, [h.id for h in hits], budget, people)
         return {"ranking": mode, "segmented": words.segmented, "synonymTerms": words.synonym_terms,
-                "expanded": sorted(words.expanded), "hits": items, "header": header, "ids": ids}
+                "expanded": sorted(words.expanded), "hits": items, "senders": people, "header": header,
+                "ids": ids}
 
-    def context(self, session: str, budget: int) -> dict[str, Any]:
+    def context(self, session: str, budget: int, senders: bool = True) -> dict[str, Any]:
         if budget == 0:
             return {"text": "", "ids": []}
-        text, ids = render_header(self.retriever.state, self.sets.get(session, []), budget)
+        people = self.senders.get(session, []) if senders else []
+        text, ids = render_header(self.retriever.state, self.sets.get(session, []), budget, people)
         return {"text": text, "ids": ids}
 
 
 HEADER = "[Auto-recall: memories whose titles or keywords match words in the latest messages; " \
          "matched by words, not meaning]"
 NOTE = "[Truncated to fit; zcor_memory_read(id) gives the full text]"
+HEADER_PEOPLE = "[Auto-recall: who is speaking (their relationship records), then memories whose titles or " \
+                "keywords match words in the latest messages; matched by words, not meaning]"
+NOTE_PEOPLE = "[Truncated to fit; zcor_memory_read(id) or zcor_relationship_read(personId) gives the full text]"
 
 
 def _entry(node_id: str, title: str, content: str) -> str:
@@ -528,35 +561,54 @@ def _cut(text: str, n: int) -> str:
     return "" if n <= 0 else text[:n - 1] + "…"
 
 
-def render_header(state: MemoryState, ids: list[str], budget: int) -> tuple[str, list[str]]:
+def _person_entry(state: MemoryState, person_id: str) -> tuple[str, str, str]:
+    rel = state.relationships[person_id]
+    title = f"{rel.name} ({rel.relationship}; affinity {rel.affinity:+d})"
+    body = rel.reason
+    node = state.nodes.get(rel.memory_node_id) if rel.memory_node_id else None
+    if node is not None and node.superseded_by is None:
+        body += f"\nTheir memory: [{node.id}] {node.title}"
+    return f"person {person_id}", title, body
+
+
+def render_header(state: MemoryState, ids: list[str], budget: int,
+                  people: list[str] = ()) -> tuple[str, list[str]]:
     """The context header for these ids, from live state, at most `budget` characters.
 
-    Each node once; deleted and superseded ones left out. Over budget, every entry keeps
-    its id while titles and bodies are cut (fair shares) and a note says how to read more.
+    The speakers' relationships first (`people`: personIds), then the memories; each once;
+    deleted relationships and deleted or superseded nodes left out. Over budget, every entry
+    keeps its id while titles and bodies are cut (fair shares) and a note says how to read
+    more. Returns the text and the memory ids shown.
     """
     seen = set()
-    nodes = []
+    entries: list[tuple[str, str, str]] = []
+    for pid in people:
+        if pid in state.relationships and ("p", pid) not in seen:
+            seen.add(("p", pid))
+            entries.append(_person_entry(state, pid))
+    shown = []
     for i in ids:
         node = state.nodes.get(i)
         if node is None or node.superseded_by is not None or i in seen:
             continue
         seen.add(i)
-        nodes.append(node)
-    if not nodes or budget <= 0:
+        shown.append(i)
+        entries.append((node.id, node.title, node.content))
+    if not entries or budget <= 0:
         return "", []
-    shown = [n.id for n in nodes]
-    full = HEADER + "".join(_entry(n.id, n.title, n.content) for n in nodes)
+    header, note = (HEADER_PEOPLE, NOTE_PEOPLE) if len(shown) < len(entries) else (HEADER, NOTE)
+    full = header + "".join(_entry(*e) for e in entries)
     if len(full) <= budget:
         return full, shown
     # Fixed cost: header, note, and each entry's frame with empty title and body.
-    fixed = len(HEADER) + len("\n\n" + NOTE) + sum(len(_entry(n.id, "", "")) for n in nodes)
+    fixed = len(header) + len("\n\n" + note) + sum(len(_entry(label, "", "")) for label, _, _ in entries)
     room = budget - fixed
     if room < 0:
-        ids_only = " ".join(shown)
-        compact = f"{NOTE} {ids_only}"
+        ids_only = " ".join(label for label, _, _ in entries)
+        compact = f"{note} {ids_only}"
         return (compact if len(compact) <= budget else ids_only), shown
     # Water-filling: each text gets an equal share; short ones give the rest back.
-    texts = [t for n in nodes for t in (n.title, n.content)]
+    texts = [t for _, title, body in entries for t in (title, body)]
     alloc = [0] * len(texts)
     left = room
     open_ = sorted(range(len(texts)), key=lambda k: len(texts[k]))
@@ -574,6 +626,6 @@ def render_header(state: MemoryState, ids: list[str], budget: int) -> tuple[str,
                 alloc[k] = share
             left -= share * len(open_)
             break
-    body = "".join(_entry(n.id, _cut(n.title, alloc[2 * j]), _cut(n.content, alloc[2 * j + 1]))
-                   for j, n in enumerate(nodes))
-    return HEADER + body + "\n\n" + NOTE, shown
+    body = "".join(_entry(label, _cut(title, alloc[2 * j]), _cut(text, alloc[2 * j + 1]))
+                   for j, (label, title, text) in enumerate(entries))
+    return header + body + "\n\n" + note, shown

@@ -627,7 +627,7 @@ class Daemon:
 
     async def _recall_explain(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         text = P.str_param(params, "text")
-        return await self._work(self.service.recall_explain, text)
+        return await self._work(self.service.recall_explain, text, params.get("senderKey"))
 
     async def _reload_method(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         err = await self._reload()

@@ -320,15 +320,23 @@ class Service:
         if not isinstance(session, str) or not session:
             raise InvalidArgument("session must be a non-empty string", field="session")
         with self.lock:
-            return self.sessions.context(session, self.config.recall_budget)
+            return self.sessions.context(session, self.config.recall_budget, self._senders_on())
 
-    def recall_explain(self, text: str) -> dict[str, Any]:
-        """For operators: segmentation, expansion, hits and the header a text would produce."""
+    def recall_explain(self, text: str, sender_key: str | None = None) -> dict[str, Any]:
+        """For operators: segmentation, expansion, hits and the header a text would produce
+        (from `sender_key`, when given: their relationship leads the header)."""
         if not isinstance(text, str):
             raise InvalidArgument("text must be a string", field="text")
+        if sender_key is not None and not isinstance(sender_key, str):
+            raise InvalidArgument("senderKey must be a string", field="senderKey")
         with self.lock:
             self._refresh_synonyms()
-            return self.sessions.explain(text, self.config.recall_budget, self.config.recall_ranking)
+            cfg = self.config
+            return self.sessions.explain(text, cfg.recall_budget, cfg.recall_ranking, sender_key, self._senders_on())
+
+    def _senders_on(self) -> bool:
+        """Speakers' relationships lead the header when both switches are on."""
+        return self.config.recall_senders and self.config.relationship_memory
 
     def _refresh_synonyms(self) -> None:
         """Pick up a hand edit of synonyms.json; a broken edit keeps the last good groups."""

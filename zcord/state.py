@@ -73,6 +73,7 @@ class MemoryState:
         self.replaced: dict[str, set[str]] = {}
         self.relationships: dict[str, Relationship] = {}
         self.rel_index: dict[str, RelIndex] = {}
+        self.alias_ids: dict[str, set[str]] = {}  # normalized alias -> personIds (speaker lookup)
         # retrieval indexes over current nodes only: CJK title n-grams (1 and 2 characters),
         # folded non-CJK title words, keyword keys, whole-title keys; their sizes give
         # each term's document frequency for weighted ranking
@@ -290,6 +291,7 @@ class MemoryState:
             rank = self.rel_index[rel.person_id].rank
             if old.memory_node_id is not None:
                 self._unlink(old.memory_node_id, rel.person_id)
+            self._unalias(old)
         elif rank is None:
             self._rel_rank += 1
             rank = self._rel_rank
@@ -301,6 +303,8 @@ class MemoryState:
         )
         if rel.memory_node_id is not None:
             self.links.setdefault(rel.memory_node_id, set()).add(rel.person_id)
+        for alias in rel.aliases:
+            self.alias_ids.setdefault(normalize(alias), set()).add(rel.person_id)
         self.pending_words.extend(normalize(w) for w in (rel.name, *rel.aliases))  # people's names stay whole
 
     def _unlink(self, node_id: str, person_id: str) -> None:
@@ -310,8 +314,17 @@ class MemoryState:
             if not ids:
                 del self.links[node_id]
 
+    def _unalias(self, rel: Relationship) -> None:
+        for alias in rel.aliases:
+            ids = self.alias_ids.get(normalize(alias))
+            if ids is not None:
+                ids.discard(rel.person_id)
+                if not ids:
+                    del self.alias_ids[normalize(alias)]
+
     def _remove_rel(self, person_id: str) -> RelIndex:
         rel = self.relationships.pop(person_id)
+        self._unalias(rel)
         if rel.memory_node_id is not None:
             self._unlink(rel.memory_node_id, person_id)
         return self.rel_index.pop(person_id)
@@ -419,6 +432,7 @@ class Tx:
 
 
 _PART_ATTRS = ("_text_blob", "nodes", "index", "children", "links", "replaced", "relationships", "rel_index",
+               "alias_ids",
                "title_grams", "title_words", "keyword_ids", "title_keys", "mixed_keywords", "current_count",
                "title_len_sum", "pending_words", "_rank", "_rel_rank", "important", "next_id")
 

@@ -315,3 +315,64 @@ def test_index_survives_reopen(memdir, clock):
         s.call("zcor_memory_write", {"title": "Knitting a scarf for mum", "content": ""})
     with Service(memdir, clock=clock) as s:
         assert s.recall(SESSION, [{"text": "how's the knitting", "origin": "external"}]) == ["m1"]
+
+
+# -- speakers: the relationship of who is talking leads the header --------------------------------
+
+
+def test_speaker_relationship_leads_the_header(t, svc):
+    person = t.write(title="小李", content="同事，坐我对面")["id"]
+    t.relationship_write(personId="qq:10001", name="小李", relationship="同事", affinity=35,
+                         reason="常一起吃午饭", aliases=["李工"], memoryNodeId=person)
+    hotpot = node(t, "周五去吃火锅")
+    svc.recall(SESSION, [{"text": "周五的火锅还去吗", "origin": "external", "senderKey": "qq:10001"}])
+    ctx = svc.context(SESSION)
+    assert ctx["ids"] == [hotpot]
+    text = ctx["text"]
+    assert text.index("[person qq:10001] 小李 (同事; affinity +35)") < text.index(f"[{hotpot}]")
+    assert "常一起吃午饭" in text and f"Their memory: [{person}] 小李" in text
+    assert text.count("qq:10001") == 1
+
+
+def test_speaker_found_by_alias_and_only_once(t, svc):
+    t.relationship_write(personId="tg:7", name="Anna", relationship="friend", affinity=60,
+                         reason="met at climbing gym", aliases=["annie_b"])
+    svc.recall(SESSION, [{"text": "hi", "origin": "external", "senderKey": "Annie_B"},
+                         {"text": "me again", "origin": "external", "senderKey": "tg:7"},
+                         {"text": "bot reply", "origin": "internal", "senderKey": "tg:99"}])
+    ctx = svc.context(SESSION)
+    assert ctx["text"].count("[person tg:7]") == 1 and ctx["text"].count("tg:") == 1
+    assert ctx["ids"] == []  # small talk: no memory, only the speaker
+
+
+def test_unknown_sender_and_switches(t, svc):
+    t.relationship_write(personId="tg:7", name="Anna", relationship="friend", affinity=60, reason="gym")
+    events = [{"text": "hi", "origin": "external", "senderKey": "tg:8"}]
+    svc.recall(SESSION, events)
+    assert svc.context(SESSION) == {"text": "", "ids": []}
+    events[0]["senderKey"] = "tg:7"
+    svc.recall(SESSION, events)
+    assert "[person tg:7] Anna" in svc.context(SESSION)["text"]
+    svc.update_config({"recallSenders": False})
+    assert svc.context(SESSION)["text"] == ""
+    svc.update_config({"recallSenders": True, "relationshipMemory": False})
+    assert svc.context(SESSION)["text"] == ""
+
+
+def test_speaker_header_follows_live_state_and_budget(t, svc):
+    t.relationship_write(personId="tg:7", name="Anna", relationship="friend", affinity=60, reason="x" * 2000)
+    target = node(t, "Anna's climbing trip", content="y" * 3000)
+    svc.recall(SESSION, [{"text": "how was the climbing trip", "origin": "external", "senderKey": "tg:7"}])
+    svc.update_config({"recallBudget": 1000})
+    ctx = svc.context(SESSION)
+    assert len(ctx["text"]) <= 1000 and "[person tg:7]" in ctx["text"] and f"[{target}]" in ctx["text"]
+    assert "zcor_relationship_read(personId)" in ctx["text"]
+    t.relationship_delete(personId="tg:7")
+    assert "[person tg:7]" not in svc.context(SESSION)["text"]
+
+
+def test_explain_shows_the_speaker(t, svc):
+    t.relationship_write(personId="tg:7", name="Anna", relationship="friend", affinity=60, reason="gym")
+    ex = svc.recall_explain("hello", sender_key="tg:7")
+    assert ex["senders"] == ["tg:7"] and "[person tg:7] Anna" in ex["header"]
+    assert svc.recall_explain("hello")["senders"] == []

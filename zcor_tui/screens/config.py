@@ -53,6 +53,8 @@ class ConfigScreen(ZcorScreen):
                       hint="how auto-recall and search candidates are ordered")
             yield row("Relationships", Switch(id="relationships"),
                       hint="relationship tools and guidance for the model")
+            yield row("Speakers", Switch(id="senders"),
+                      hint="the header starts with each speaker's relationship (needs relationships on)")
             yield Static("LLM provider (zcor_memory_search and zcor chat)", classes="section")
             yield row("Protocol", Select(PROTOCOLS, id="protocol", allow_blank=False, compact=True))
             yield row("Base URL", Input("", id="base-url", compact=True))
@@ -80,6 +82,7 @@ class ConfigScreen(ZcorScreen):
         self.query_one("#budget", Input).value = str(config.get("recallBudget", ""))
         self.query_one("#relationships", Switch).value = bool(config.get("relationshipMemory"))
         self.query_one("#ranking", Select).value = config.get("recallRanking", "weighted")
+        self.query_one("#senders", Switch).value = bool(config.get("recallSenders", True))
         self.query_one("#protocol", Select).value = llm.get("protocol", "openai")
         self.query_one("#base-url", Input).value = llm.get("baseUrl", "")
         self.query_one("#model", Input).value = llm.get("model", "")
@@ -107,6 +110,9 @@ class ConfigScreen(ZcorScreen):
         ranking = self.query_one("#ranking", Select).value
         if ranking != old.get("recallRanking"):
             out["recallRanking"] = ranking
+        senders = self.query_one("#senders", Switch).value
+        if senders != old.get("recallSenders"):
+            out["recallSenders"] = senders
         relationships = self.query_one("#relationships", Switch).value
         if relationships != old.get("relationshipMemory"):
             out["relationshipMemory"] = relationships

@@ -54,6 +54,7 @@ class SynonymsScreen(ZcorScreen):
                 yield table
             with Vertical(id="syn-right"):
                 yield Input(placeholder="type a message to preview auto-recall", id="preview-text", compact=True)
+                yield Input(placeholder="from (a personId or alias; optional)", id="preview-sender", compact=True)
                 with VerticalScroll(id="preview-scroll"):
                     yield Static(Text("The preview shows segmentation, expanded terms, the memories auto-recall "
                                       "would pick and the header the bot would get.", style="dim italic"),
@@ -161,6 +162,10 @@ class SynonymsScreen(ZcorScreen):
     def _preview_changed(self, event: Input.Changed) -> None:
         self.preview(event.value)
 
+    @on(Input.Changed, "#preview-sender")
+    def _sender_changed(self, event: Input.Changed) -> None:
+        self.preview(self.query_one("#preview-text", Input).value)
+
     @work(exclusive=True, group="preview")
     async def preview(self, text: str, delay: float = 0.3) -> None:
         if delay:
@@ -169,7 +174,8 @@ class SynonymsScreen(ZcorScreen):
         if not text.strip():
             out.update(Text("Type a message above.", style="dim italic"))
             return
-        explained = await self.app.rpc("recall_explain", text)
+        sender = self.query_one("#preview-sender", Input).value.strip() or None
+        explained = await self.app.rpc("recall_explain", text, sender)
         config = await self.app.rpc("config_get", quiet=True)
         if explained is not None:
             out.update(self.render_explain(explained, (config or {}).get("recallBudget")))
@@ -186,6 +192,7 @@ class SynonymsScreen(ZcorScreen):
             terms("Segmented", ex.get("segmented") or []),
             terms("Synonym terms in the text", ex.get("synonymTerms") or []),
             terms("Expanded", ex.get("expanded") or []),
+            terms("Speaker's relationship in the header", ex.get("senders") or []),
             Rule(f"would recall {len(ex.get('hits') or [])} · ranking {ex.get('ranking', 'seed')}",
                  style="dim", align="left"),
         ]
