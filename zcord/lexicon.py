@@ -51,6 +51,7 @@ start started finish finished plan plans planning idea ideas sound sounds worry 
 bored boring fun funny cute glad happy sad tired busy ready easy hard lucky weird crazy amazing
 listen listening remember remind forget forgot wait waiting hope hoping miss missed wish
 help helped thing check yeah sure cool awesome appreciate proud
+work works working next last late home bed everybody tonight best
 lol lmao haha hahaha hehe xd omg wow yay ugh hmm huh nice cool same agree true
 people person guy guys man dude friend friends everyone anyone somebody someone
 doing done happen happened happening going gonna wanna gotta kinda sorta

@@ -185,7 +185,7 @@ class MemoryState:
             norm_title=norm_title,
             norm_content=normalize(node.content),
             norm_keywords=norm_keywords,
-            keyword_keys=frozenset(k for k in (term_key(w) for w in norm_keywords) if k),
+            keyword_keys=_keys_of(norm_keywords),
             title_seq=seq,
             title_len=max(1.0, sum(1 for w in seq if w is not None) + cjk_count(norm_title) / 2),
         )
@@ -448,7 +448,16 @@ def _word_keys(idx: NodeIndex) -> set[str]:
 
 def _title_key(idx: NodeIndex) -> str:
     """The whole title as one term key (a person node titled "Caroline" → "caroline")."""
-    return term_key(idx.norm_title)
+    key = term_key(idx.norm_title)
+    return idx.norm_title if key == idx.norm_title else key  # one string object, not two
+
+
+def _keys_of(norm_keywords: frozenset[str]) -> frozenset[str]:
+    """Keyword keys (term_key); the very same frozenset when every key is its keyword."""
+    keys = [(w, term_key(w)) for w in norm_keywords]
+    if all(w == k for w, k in keys):
+        return norm_keywords
+    return frozenset(k for _, k in keys if k)
 
 
 def _mixed(key: str) -> bool:

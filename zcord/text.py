@@ -152,7 +152,8 @@ def term_key(term: str) -> str:
 def title_seq(norm_title: str) -> tuple[str | None, ...]:
     """A normalized title's non-CJK words, folded, in order; None stands for a CJK run, so a
     phrase never matches across one."""
-    return tuple(None if cjk else fold(run) for cjk, run in runs(norm_title))
+    seq = tuple(None if cjk else fold(run) for cjk, run in runs(norm_title))
+    return seq if any(seq) else ()  # an all-CJK title needs no word sequence
 
 
 def title_word_keys(seq: tuple[str | None, ...]) -> set[str]:
