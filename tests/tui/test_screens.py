@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from textual.widgets import Checkbox, DataTable, Input, Switch
+import re
+
+from textual.widgets import Checkbox, DataTable, Input, Select, Switch
 
 from zcor_tui.screens.browse import BrowseScreen
 from zcor_tui.screens.dialogs import ConfirmDialog, NodePicker, RelationshipForm, SynonymForm
 from zcor_tui.screens.help import HelpScreen
 from zcor_tui.widgets.memory_tree import MemoryTree
 
-from .conftest import settle, text_of, until
+from .conftest import screen_text, settle, text_of, until
 
 REL_TOOLS = {"zcor_relationship_read", "zcor_relationship_query", "zcor_relationship_write",
              "zcor_relationship_delete"}
@@ -282,3 +284,62 @@ async def test_help_and_palette_commands(memory, app_for):
         await pilot.press(*"Go to Hist", "enter")
         await settle(pilot)
         assert app.current_mode == "history"
+
+
+async def test_recall_ranking_speakers_and_weights_in_the_preview(memory, app_for):
+    """Config switches the ranking and the speaker lines; the preview shows weights and the speaker."""
+    d, ids = memory
+    app = app_for(d)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("6")
+        await settle(pilot)
+        screen = app.screen
+        assert screen.query_one("#ranking", Select).value == "weighted"
+        assert screen.query_one("#senders", Switch).value is True
+        screen.query_one("#ranking", Select).value = "seed"
+        screen.query_one("#senders", Switch).value = False
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        with d.client("operator") as op:
+            config = op.config_get()
+        assert config["recallRanking"] == "seed" and config["recallSenders"] is False
+        screen.query_one("#ranking", Select).value = "weighted"
+        screen.query_one("#senders", Switch).value = True
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+
+        await pilot.press("5")
+        await settle(pilot)
+        app.screen.query_one("#preview-text", Input).value = "小王今天喝咖啡了吗"
+        app.screen.query_one("#preview-sender", Input).value = "王同学"
+        await settle(pilot)
+        await until(pilot, lambda: "[person qq:10001]" in text_of(app.screen.query_one("#preview").content),
+                    what="the speaker in the preview")
+        preview = text_of(app.screen.query_one("#preview").content)
+        assert "ranking weighted" in preview and "qq:10001" in preview
+        assert f"{ids['colleague']} 同事小王" in preview
+        assert re.search(r"\((title|keyword|title\+keyword|parent) \d+(\.\d+)?\)", preview), preview
+
+
+async def test_rederive_keywords_of_a_subtree(memory, app_for):
+    d, ids = memory
+    with d.client() as bot:
+        parent = bot.call_tool("zcor_memory_write", {"title": "阿珍", "content": "大学室友", "keywords": ["x"]})
+        child = bot.call_tool("zcor_memory_write", {"title": "阿珍在腾讯做后端开发", "content": "三年了",
+                                                    "keywords": ["工作"], "parentId": parent["id"]})
+    app = app_for(d)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        app.show_node(parent["id"])
+        await settle(pilot)
+        await pilot.press("K")
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmDialog) and "2 memories" in screen_text(app)
+        await pilot.press("y")
+        await settle(pilot)
+        await until(pilot, lambda: "Keywords derived again for 2 of 2" in app.noted(), what="the re-derivation")
+    with d.client("operator") as op:
+        assert op.call_tool("zcor_memory_read", {"id": parent["id"]})["keywords"] == ["阿珍"]
+        kws = op.call_tool("zcor_memory_read", {"id": child["id"]})["keywords"]
+    assert {"阿珍", "腾讯", "后端", "开发"} <= set(kws) and "做后" not in kws and "工作" not in kws
