@@ -7,6 +7,7 @@ neither), and appends the call to the operation log.
 
 from __future__ import annotations
 
+import errno
 import json
 import re
 import sys
@@ -21,12 +22,12 @@ from pydantic import ValidationError
 from pydantic.alias_generators import to_camel
 
 from . import inputs as I
-from .errors import (Conflict, InvalidArgument, MayHaveTakenEffect, NotFound, ProviderError, StateFileInvalid,
-                     StorageError, Superseded, UnknownTool, ZcorError)
+from .errors import (Conflict, InvalidArgument, MayHaveTakenEffect, NotFound, ProviderError, RateLimited,
+                     StateFileInvalid, StorageError, Superseded, UnknownTool, ZcorError, describe_os_error)
 from .models import MAX_IMPORTANT, Node, OpError, OpRecord, Relationship, now
 from .oplog import OpLog
 from .state import MemoryState, Tx
-from .config import Config, ConfigFile, api_key
+from .config import Config, ConfigFile, api_key, api_key_for, key_withheld_reason
 from .prefix import build_prefix
 from .llm import Message, Provider
 from .recall import SEARCH_CANDIDATES, RecallSessions, Retriever, parse_events
@@ -216,7 +217,9 @@ class Service:
         return self.config_file.effective
 
     def public_config(self) -> dict[str, Any]:
-        return self.config.public(api_key_set=api_key() is not None)
+        key_set = api_key() is not None
+        withheld = key_withheld_reason(self.config.llm.base_url) if key_set else None
+        return self.config.public(api_key_set=key_set, withheld=withheld)
 
     def _operate(self, name: str, params: dict[str, Any], actor: str,
                  fn: Callable[[], tuple[Any, list[dict[str, Any]]]], what: str) -> Any:
@@ -230,7 +233,7 @@ class Service:
                 self._log(ctx, params, error=e)
                 raise
             except OSError as e:
-                err = StorageError(f"{what} could not be saved ({e.strerror or e}); nothing changed.")
+                err = StorageError(f"{what} could not be saved ({describe_os_error(e)}); nothing changed.")
                 self._log(ctx, params, error=err)
                 raise err from None
             if changes:
@@ -419,6 +422,9 @@ class Service:
             self.store.save(self.state)
         except OSError as e:
             tx.rollback()
+            if e.errno in (errno.EMFILE, errno.ENFILE):
+                raise StorageError(f"The Memory could not be saved: {describe_os_error(e)}; nothing changed.") \
+                    from None
             raise StorageError(f"The Memory could not be saved ({e.strerror or e}); nothing changed. "
                                f"Check the disk and try again.") from None
         self.state.migration = None
@@ -483,7 +489,7 @@ class Service:
         except OSError as e:
             if ctx.committed:
                 raise MayHaveTakenEffect(
-                    f"The change was saved but the operation log could not be written ({e.strerror or e}); "
+                    f"The change was saved but the operation log could not be written ({describe_os_error(e)}); "
                     f"the operation may have taken effect. Read the memory before retrying.") from None
             print(f"zcord: could not write the operation log: {e}", file=sys.stderr)
 
@@ -523,7 +529,7 @@ class Service:
 
     def _llm_filter(self, cfg, keywords: list[str], candidates: list[dict[str, Any]]) -> list[str]:
         """Ask the configured provider which candidates are relevant; strict about the answer."""
-        provider = Provider(cfg, api_key(), client=self.http_client)
+        provider = Provider(cfg, api_key_for(cfg.base_url), client=self.http_client)
         payload = {"keywords": keywords,
                    "candidates": [{"id": c["id"], "title": c["title"], "content": c["content"]}
                                   for c in candidates]}
@@ -889,7 +895,7 @@ class Service:
         try:
             name = self.store.write_backup(self.state, ctx.at)
         except OSError as e:
-            raise StorageError(f"The backup could not be written ({e.strerror or e}).") from None
+            raise StorageError(f"The backup could not be written ({describe_os_error(e)}).") from None
         ctx.log_result = {"backupFile": name}
         return {"backupFile": name}
 
@@ -899,7 +905,7 @@ class Service:
         try:
             auto = self.store.write_backup(st, ctx.at)
         except OSError as e:
-            raise StorageError(f"The pre-restore backup could not be written ({e.strerror or e}); "
+            raise StorageError(f"The pre-restore backup could not be written ({describe_os_error(e)}); "
                                f"nothing was restored.") from None
 
         def summary(s: MemoryState) -> dict[str, Any]:
@@ -921,7 +927,8 @@ class Service:
             added = self.synonyms.add_group(terms)
             self.retriever.teach_jieba()
         except OSError as e:
-            raise StorageError(f"synonyms.json could not be saved ({e.strerror or e}); nothing changed.") from None
+            raise StorageError(f"synonyms.json could not be saved ({describe_os_error(e)}); nothing changed.") \
+                from None
         if added:
             ctx.committed = True
             ctx.changes = [{"kind": "synonyms.add", "before": None, "after": terms}]
