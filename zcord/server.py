@@ -66,6 +66,11 @@ SLOW_TOOLS = frozenset({"zcor_memory_search"})
 """Tools that wait on the network (the LLM). They run outside the worker, so reads and
 writes never queue behind them; Service.call must not hold its lock while it waits."""
 MAX_SLOW_CALLS = 4
+LONG_TOOLS = frozenset({"zcor_memory_restore", "zcor_memory_history"})
+"""Tools whose first phase can take seconds without the Service lock (parsing a backup,
+building the history index): they run in threads of their own, like SLOW_TOOLS, so the
+worker keeps answering reads and the watchdog keeps being fed."""
+MAX_LONG_CALLS = 2
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -257,6 +262,7 @@ class Daemon:
         self.owns_socket = owns_socket
         self.worker: Worker | None = None
         self._slow_slots: asyncio.Semaphore | None = None
+        self._long_slots: asyncio.Semaphore | None = None
         self.conns: set[Connection] = set()
         self.started = time.monotonic()
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -297,6 +303,7 @@ class Daemon:
         self.worker = Worker(self.loop)
         self._stop = asyncio.Event()
         self._slow_slots = asyncio.Semaphore(MAX_SLOW_CALLS)
+        self._long_slots = asyncio.Semaphore(MAX_LONG_CALLS)
         self.service.listeners.append(self._on_change)
         self.loop.set_exception_handler(self._loop_exception)
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -610,12 +617,12 @@ class Daemon:
         assert self.worker is not None
         return self.worker.submit(fn, *args)
 
-    async def _slow_work(self, fn: Callable[[], Any]) -> Any:
+    async def _slow_work(self, fn: Callable[[], Any], slots: asyncio.Semaphore | None = None) -> Any:
         """Run fn in its own daemon thread: a hung provider can neither block the worker nor
         keep the process alive after shutdown."""
         loop = self.loop
         assert loop is not None and self._slow_slots is not None
-        async with self._slow_slots:
+        async with slots or self._slow_slots:
             fut = loop.create_future()
 
             def settle(ok: bool, value: Any) -> None:
@@ -694,7 +701,12 @@ class Daemon:
         spec = TOOLS.get(name)
         slow = name in SLOW_TOOLS or bool(getattr(spec, "slow", False))
         try:
-            result = await (self._slow_work(run) if slow else self._work(run))
+            if slow:
+                result = await self._slow_work(run)
+            elif name in LONG_TOOLS:
+                result = await self._slow_work(run, self._long_slots)
+            else:
+                result = await self._work(run)
         except ZcorError as e:
             return P.tool_failure(e)
         return P.tool_success_raw(result)
