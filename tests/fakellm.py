@@ -104,6 +104,8 @@ class FakeLLM:
         self.script: list[Any] = []
         self.requests: list[dict[str, Any]] = []
         self.closing = threading.Event()
+        self.arrived = threading.Event()
+        """Set when a request has come in."""
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -118,6 +120,7 @@ class FakeLLM:
                 except ValueError:
                     parsed = None
                 outer.requests.append({"path": self.path, "headers": dict(self.headers), "json": parsed})
+                outer.arrived.set()
                 entry = outer.script.pop(0) if outer.script else ("status", 500, {"error": "script empty"})
                 if isinstance(entry, tuple) and entry[0] == "sleep":
                     time.sleep(entry[1])

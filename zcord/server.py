@@ -695,6 +695,8 @@ class Daemon:
         bot = conn.role == P.BOT
 
         def run() -> dict[str, Any]:
+            if conn.writer.is_closing():  # disconnected (e.g. for not reading) while this waited
+                return {}
             allowed = self._bot_tool_names(service.config.relationship_memory) if bot else None
             return service.call(name, arguments, actor=actor, allowed=allowed)
 

@@ -345,6 +345,52 @@ def parse_state(raw: bytes, name: str, history_dir: Path | None = None) -> Memor
     return state
 
 
+def parse_backup(raw: bytes, name: str) -> MemoryState:
+    """parse_state for a backup about to be restored, bounded and in small steps.
+
+    A format-3 file is decoded once, its counts checked against MAX_RESTORE_NODES /
+    MAX_RESTORE_RELATIONSHIPS before any validation, and then validated item by item: each
+    item is one short call, so the event loop and the worker get the interpreter in between
+    (one whole-file validation call would hold it for seconds on a large file).
+    """
+    if not (raw.lstrip()[:1] == b"{" and b'"version":3' in raw[:64]):
+        return parse_state(raw, name)
+    try:
+        doc = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise StateFileInvalid(f"{name} is not valid JSON ({e})") from None
+    except RecursionError:
+        raise StateFileInvalid(f"{name} nests arrays or objects too deeply to be a zcor state") from None
+    if not isinstance(doc, dict) or doc.get("version") != STATE_VERSION:
+        return parse_state(raw, name)
+    parts = {key: doc.pop(key, []) for key in ("nodes", "relationships", "history")}
+    for key, limit in (("nodes", MAX_RESTORE_NODES), ("relationships", MAX_RESTORE_RELATIONSHIPS)):
+        if isinstance(parts[key], list) and len(parts[key]) > limit:
+            raise StateFileInvalid(f"{name} holds {len(parts[key])} {key}; at most {limit} can be restored")
+    try:
+        head = StateFile.model_validate(doc)
+    except ValidationError as e:
+        raise StateFileInvalid(f"{name} fails validation: {describe_validation(e)}") from None
+    items: dict[str, list] = {}
+    for key, model in (("nodes", Node), ("relationships", Relationship), ("history", Change)):
+        if not isinstance(parts[key], list):
+            raise StateFileInvalid(f"{name} fails validation: {key}: expected an array")
+        out = []
+        for i, item in enumerate(parts[key]):
+            try:
+                out.append(model.model_validate(item))
+            except ValidationError as e:
+                raise StateFileInvalid(f"{name} fails validation: {key}[{i}]: {describe_validation(e)}") from None
+        items[key] = out
+    _unique(items["nodes"], lambda n: n.id, "memory id", name)
+    _unique(items["relationships"], lambda r: r.person_id, "personId", name)
+    _check_segments(head.history_segments, None, name)
+    state = MemoryState(items["nodes"], head.important, items["relationships"], items["history"], head.next_id,
+                        head.history_segments)
+    check_invariants(state, name)
+    return state
+
+
 class Store:
     """Owns one Memory directory for the lifetime of the process."""
 
@@ -372,7 +418,7 @@ class Store:
             fd = os.open(self.dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640)
         except OSError as e:
             if e.errno == errno.ELOOP:
-                raise StateFileInvalid(f"{LOCK_FILE} in {self.dir} is a symbolic link; zcord never follows links "
+                raise StateFileInvalid(f"{LOCK_FILE} is a symbolic link (in {self.dir}); zcord never follows links "
                                        f"inside the Memory directory (remove it and start again)") from None
             raise
         try:
@@ -565,7 +611,7 @@ class Store:
         except OSError as e:
             raise InvalidArgument(f"backup {name!r} cannot be read ({e.strerror or e})", field="backupFile") from None
         try:
-            state = parse_state(raw, f"backups/{name}")
+            state = parse_backup(raw, f"backups/{name}")
         except StateFileInvalid as e:
             raise InvalidArgument(f"backup cannot be restored: {e.message}", field="backupFile") from None
         if len(state.nodes) > MAX_RESTORE_NODES or len(state.relationships) > MAX_RESTORE_RELATIONSHIPS:
