@@ -3,7 +3,9 @@ Messages wire formats. It records every request and answers from a script.
 
 Script entries: a dict (sent as the JSON body with status 200, or as server-sent events
 in the provider's streaming format when the request asked for "stream": true), ("status", code, body),
-("sleep", seconds, entry) to answer late, or ("raw", text) for a non-JSON body. Helpers
+("sleep", seconds, entry) to answer late, ("wait", threading.Event, entry) to answer once
+the event is set, ("drip", seconds) to send headers and then one byte every so often for
+ever, or ("raw", text) for a non-JSON body. Helpers
 build real-format replies: openai_text, openai_tools, anthropic_text, anthropic_tools.
 """
 
@@ -101,6 +103,9 @@ class FakeLLM:
     def __init__(self) -> None:
         self.script: list[Any] = []
         self.requests: list[dict[str, Any]] = []
+        self.closing = threading.Event()
+        self.arrived = threading.Event()
+        """Set when a request has come in."""
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -115,10 +120,28 @@ class FakeLLM:
                 except ValueError:
                     parsed = None
                 outer.requests.append({"path": self.path, "headers": dict(self.headers), "json": parsed})
+                outer.arrived.set()
                 entry = outer.script.pop(0) if outer.script else ("status", 500, {"error": "script empty"})
                 if isinstance(entry, tuple) and entry[0] == "sleep":
                     time.sleep(entry[1])
                     entry = entry[2]
+                if isinstance(entry, tuple) and entry[0] == "wait":
+                    entry[1].wait(60)
+                    entry = entry[2]
+                if isinstance(entry, tuple) and entry[0] == "drip":
+                    try:
+                        self.send_response(200)
+                        self.send_header("Content-Type", "application/json")
+                        self.send_header("Content-Length", str(1 << 30))
+                        self.end_headers()
+                        self.wfile.flush()
+                        while not outer.closing.is_set():
+                            self.wfile.write(b" ")
+                            self.wfile.flush()
+                            outer.closing.wait(entry[1])
+                    except (BrokenPipeError, ConnectionResetError):
+                        pass
+                    return
                 if isinstance(entry, tuple) and entry[0] == "raw":
                     self._send(200, entry[1].encode(), "text/plain")
                 elif isinstance(entry, tuple) and entry[0] == "status":
@@ -154,5 +177,6 @@ class FakeLLM:
         return self
 
     def __exit__(self, *exc) -> None:
+        self.closing.set()
         self.server.shutdown()
         self.server.server_close()

@@ -16,7 +16,7 @@ from typing import TextIO
 
 from .bot import Conversation, MemoryBot, ToolUse
 from .client import ClientError, RpcError
-from .config import Config, ConfigFile, LlmConfig, api_key
+from .config import Config, ConfigFile, LlmConfig, api_key_for
 from .errors import ZcorError
 from .llm import Provider
 
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, inp: TextIO = 
     with bot:
         cfg = provider_config(bot)
         try:
-            provider = Provider(cfg, api_key())
+            provider = Provider(cfg, api_key_for(cfg.base_url))
         except ZcorError:
             provider = None
         return run(bot, provider, out, inp, args.sender, streaming=not args.no_stream)

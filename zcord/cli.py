@@ -1,8 +1,8 @@
 """Command lines: `zcord` (the daemon) and `zcor` (the client).
 
 `zcor` talks to the daemon as an operator (actor `operator`), except `zcor mcp`, which
-passes an MCP host's bytes through unchanged and so is the bot, `zcor call --bot`, and
-`zcor chat` (zcord.chat, the console bot).
+passes an MCP host's messages through and is always the bot (a role the host asks for at
+initialize is removed), `zcor call --bot`, and `zcor chat` (zcord.chat, the console bot).
 
 Exit codes of `zcor`: 0 success, 1 the daemon refused (tool error, bad request),
 2 usage error, 3 the daemon cannot be reached.
@@ -22,7 +22,7 @@ from typing import Any
 from . import __version__
 from . import protocol as P
 from .client import Client, ClientError, ConnectionLost, DaemonUnavailable, RequestTimeout, RpcError, ToolError
-from .paths import client_socket, daemon_socket, memory_dir
+from .paths import UnsafeSocket, check_client_socket, check_peer, client_socket, daemon_socket, memory_dir
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
@@ -153,24 +153,84 @@ def cmd_reload(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def as_bot(line: bytes) -> bytes:
+    """One line from the MCP host, with any role request taken out of an initialize: hosts
+    are the bot, whoever runs `zcor mcp` (SPEC §5). Other lines pass unchanged."""
+    if not line.strip():
+        return line
+    try:
+        msg = json.loads(line)
+    except (ValueError, RecursionError):
+        return line  # zcord answers it with a parse error
+    if not isinstance(msg, dict) or msg.get("method") != "initialize":
+        return line
+    caps = (msg.get("params") or {}).get("capabilities") if isinstance(msg.get("params"), dict) else None
+    exp = caps.get("experimental") if isinstance(caps, dict) else None
+    if isinstance(exp, dict) and "zcor" in exp:
+        del exp["zcor"]
+        return json.dumps(msg, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass") + b"\n"
+    return line
+
+
+class BotLines:
+    """Split the host's byte stream into lines for as_bot; an over-long line is passed on raw
+    (zcord refuses it as too large, so it can never be an initialize)."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.raw = False  # inside an over-long line: forward until its newline
+
+    def feed(self, data: bytes) -> bytes:
+        out = bytearray()
+        self.buf += data
+        while True:
+            nl = self.buf.find(b"\n")
+            if nl < 0:
+                if self.raw or len(self.buf) > P.MAX_LINE + 1:
+                    out += self.buf
+                    self.buf.clear()
+                    self.raw = True
+                return bytes(out)
+            line = bytes(self.buf[:nl + 1])
+            del self.buf[:nl + 1]
+            out += line if self.raw else as_bot(line)
+            self.raw = False
+
+    def flush(self) -> bytes:
+        rest, self.buf = bytes(self.buf), bytearray()
+        return rest if self.raw else as_bot(rest)
+
+
 def cmd_mcp(args: argparse.Namespace) -> int:
-    """Bridge stdin/stdout to the socket byte for byte: the MCP host is the bot."""
+    """Bridge stdin/stdout to the socket line by line: the MCP host is the bot."""
     path = client_socket(args.socket)
+    try:
+        owner = check_client_socket(path)
+    except UnsafeSocket as e:
+        print(f"zcor mcp: {e}", file=sys.stderr)
+        return EXIT_UNREACHABLE
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.connect(str(path))
+        check_peer(sock, owner, path)
     except OSError as e:
         print(f"zcor mcp: cannot reach zcord at {path}: {e.strerror or e}", file=sys.stderr)
         return EXIT_UNREACHABLE
+    except UnsafeSocket as e:
+        sock.close()
+        print(f"zcor mcp: {e}", file=sys.stderr)
+        return EXIT_UNREACHABLE
     stdin_done = threading.Event()
+    lines = BotLines()
 
     def pump_in() -> None:
         try:
             while True:
                 data = os.read(0, 1 << 16)
                 if not data:
+                    sock.sendall(lines.flush())
                     break
-                sock.sendall(data)
+                sock.sendall(lines.feed(data))
         except OSError:
             pass
         finally:

@@ -8,7 +8,10 @@ errors into exceptions:
 - a failed tool call or `zcor/…` method raises `ToolError(code, message, field)`;
 - a protocol error raises `RpcError(code, message, data)`;
 - no daemon raises `DaemonUnavailable`; a connection lost while a request was out
-  raises `ConnectionLost` (the request may or may not have taken effect).
+  raises `ConnectionLost` (the request may or may not have taken effect);
+- a socket someone else could have planted (its directory writable by others, owned by
+  another user in a place others can change, or answered by an unexpected uid) raises
+  `UnsafeSocketError` before anything is sent.
 
 `AsyncClient` reconnects with backoff, re-initializes and re-subscribes; requests made
 while it is reconnecting wait (up to their timeout). `Client` reconnects on the next call.
@@ -30,7 +33,7 @@ from typing import Any
 
 from . import __version__
 from . import protocol as P
-from .paths import client_socket
+from .paths import UnsafeSocket, check_client_socket, check_peer, client_socket
 
 log = logging.getLogger("zcord.client")
 
@@ -49,6 +52,24 @@ class ClientError(Exception):
 
 class DaemonUnavailable(ClientError):
     """No daemon answers on the socket."""
+
+
+class UnsafeSocketError(DaemonUnavailable):
+    """The socket fails the safety checks (zcord.paths.check_client_socket); nothing was sent."""
+
+
+def _checked_owner(path) -> int:
+    try:
+        return check_client_socket(path)
+    except UnsafeSocket as e:
+        raise UnsafeSocketError(str(e)) from None
+
+
+def _check_peer(sock, owner: int, path) -> None:
+    try:
+        check_peer(sock, owner, path)
+    except UnsafeSocket as e:
+        raise UnsafeSocketError(str(e)) from None
 
 
 class ConnectionLost(ClientError):
@@ -216,12 +237,18 @@ class AsyncClient(_Methods):
         self._state_handlers.append(handler)
 
     async def _open(self) -> None:
+        owner = _checked_owner(self.path)
         try:
             reader, writer = await asyncio.wait_for(
                 asyncio.open_unix_connection(str(self.path), limit=READ_LIMIT), self.connect_timeout)
         except (OSError, asyncio.TimeoutError) as e:
             raise DaemonUnavailable(f"cannot reach zcord at {self.path}: "
                                     f"{getattr(e, 'strerror', None) or e or 'timed out'}") from None
+        try:
+            _check_peer(writer.get_extra_info("socket"), owner, self.path)
+        except UnsafeSocketError:
+            writer.close()
+            raise
         self._writer = writer
         self._reader_task = asyncio.create_task(self._read_loop(reader, writer))
         try:
@@ -300,6 +327,13 @@ class AsyncClient(_Methods):
                         asyncio.ensure_future(out)
                 except Exception:
                     log.exception("notification handler for %s failed", msg["method"])
+            return
+        if msg.get("id") is None and "error" in msg:
+            # about the connection, not one request (too many connections, no initialize in time)
+            try:
+                _raise_error(msg["error"])
+            except ClientError as e:
+                self._fail_pending(e)
             return
         fut = self._pending.pop(msg.get("id"), None)  # type: ignore[arg-type]
         if fut is None or fut.done():
@@ -476,13 +510,18 @@ class Client(_Methods):
 
     def connect(self) -> "Client":
         self.close()
+        owner = _checked_owner(self.path)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(self.connect_timeout)
         try:
             sock.connect(str(self.path))
+            _check_peer(sock, owner, self.path)
         except OSError as e:
             sock.close()
             raise DaemonUnavailable(f"cannot reach zcord at {self.path}: {e.strerror or e}") from None
+        except UnsafeSocketError:
+            sock.close()
+            raise
         self._sock = sock
         self._buf.clear()
         try:
@@ -582,6 +621,9 @@ class Client(_Methods):
             if "method" in msg and "id" not in msg:
                 self._deliver(msg)
                 continue
+            if msg.get("id") is None and "error" in msg:
+                self.close()  # about the connection (too many connections, no initialize in time)
+                _raise_error(msg["error"])
             if msg.get("id") != msg_id:
                 continue
             if "error" in msg:
@@ -667,6 +709,6 @@ class Client(_Methods):
 
 
 __all__ = [
-    "AsyncClient", "Client", "connect", "ClientError", "DaemonUnavailable", "ConnectionLost",
+    "AsyncClient", "Client", "connect", "ClientError", "DaemonUnavailable", "UnsafeSocketError", "ConnectionLost",
     "RequestTimeout", "RpcError", "ToolError", "tool_result",
 ]

@@ -2,6 +2,11 @@
 
 The API key is never stored here: it comes from ZCOR_LLM_API_KEY or, under systemd, from
 $CREDENTIALS_DIRECTORY/llm-api-key. Environment variables override the file.
+
+The key is only ever sent to a base URL the deployment fixed outside the socket
+(`key_urls()`): ZCOR_LLM_BASE_URL, or the lines of $CREDENTIALS_DIRECTORY/llm-base-url
+(a root-only file loaded by the unit). A baseUrl set over the socket, by anyone, gets
+requests without the key until the deployment names it there too.
 """
 
 from __future__ import annotations
@@ -48,10 +53,24 @@ class Config(_Base):
     """How auto-recall and search candidates are ordered: "weighted" by the rarity of the
     matching terms, with a relevance floor; "seed" by the number of distinct matching terms."""
     llm: LlmConfig = Field(default_factory=LlmConfig)
+    operator_group: str = Field("zcor-operators", min_length=1, max_length=64)
+    """Members of this group (besides zcord's own user and root) may be the operator. Set by
+    the deployment (config.json or ZCOR_OPERATOR_GROUP), never over the socket."""
+    max_connections: int = Field(256, ge=1, le=100_000)
+    """Clients connected at once; one more is told so and disconnected."""
+    init_timeout_seconds: float = Field(10.0, gt=0, le=3600)
+    """A connection that has not sent initialize by then is closed."""
+    bot_backup_interval_seconds: int = Field(600, ge=0, le=7 * 86400)
+    """The bot may call zcor_memory_backup at most once per this many seconds."""
+    max_bot_backups: int = Field(20, ge=1, le=10_000)
+    """Backups made for the bot (its backups and its pre-restore copies) kept; older ones are
+    deleted. Operators' backups are never deleted automatically."""
 
-    def public(self, api_key_set: bool) -> dict[str, Any]:
+    def public(self, api_key_set: bool, withheld: str | None = None) -> dict[str, Any]:
         out = self.model_dump(mode="json", by_alias=True)
         out["llm"]["apiKeySet"] = api_key_set
+        out["llm"]["apiKeyWithheld"] = withheld is not None
+        out["llm"]["apiKeyWithheldReason"] = withheld
         return out
 
 
@@ -60,6 +79,46 @@ ENV_OVERRIDES = {
     "ZCOR_LLM_BASE_URL": "base_url",
     "ZCOR_LLM_MODEL": "model",
 }
+DEPLOYMENT_ONLY = {"operatorGroup": "ZCOR_OPERATOR_GROUP"}
+"""Settings that decide who is trusted: config.json or the environment, never the socket."""
+KEY_URL_CREDENTIAL = "llm-base-url"
+
+
+def _norm_url(url: str) -> str:
+    return url.strip().rstrip("/")
+
+
+def key_urls() -> list[str]:
+    """The base URLs the deployment confirmed for the API key (outside the socket)."""
+    urls = []
+    env = os.environ.get("ZCOR_LLM_BASE_URL")
+    if env and env.strip():
+        urls.append(_norm_url(env))
+    cred_dir = os.environ.get("CREDENTIALS_DIRECTORY")
+    if cred_dir:
+        path = Path(cred_dir) / KEY_URL_CREDENTIAL
+        try:
+            lines = path.read_text().splitlines() if path.is_file() else []
+        except OSError:
+            lines = []
+        urls += [_norm_url(x) for x in lines if x.strip() and not x.lstrip().startswith("#")]
+    return urls
+
+
+def key_withheld_reason(base_url: str) -> str | None:
+    """Why the API key is not sent to base_url, or None when it may be."""
+    if _norm_url(base_url) in key_urls():
+        return None
+    return (f"the API key is not sent to {base_url}: that base URL was not confirmed by the deployment. "
+            f"Set ZCOR_LLM_BASE_URL (or the credential {KEY_URL_CREDENTIAL}) to it, outside the socket, "
+            f"to send the key there.")
+
+
+def api_key_for(base_url: str) -> str | None:
+    """The API key when base_url is one the deployment confirmed; else None (requests go keyless)."""
+    if key_withheld_reason(base_url) is not None:
+        return None
+    return api_key()
 
 
 def api_key() -> str | None:
@@ -105,6 +164,9 @@ class ConfigFile:
 
     @staticmethod
     def _with_env(cfg: Config) -> Config:
+        group = os.environ.get("ZCOR_OPERATOR_GROUP")
+        if group and group.strip():
+            cfg = cfg.model_copy(update={"operator_group": group.strip()})
         llm = cfg.llm.model_copy()
         for env, attr in ENV_OVERRIDES.items():
             value = os.environ.get(env)
@@ -120,6 +182,11 @@ class ConfigFile:
         if not isinstance(patch, dict):
             raise InvalidArgument("config patch must be a JSON object", field="patch")
         merged = self.stored.model_dump(mode="json", by_alias=True)
+        for key, env in DEPLOYMENT_ONLY.items():
+            if key in patch and patch[key] != merged.get(key):
+                raise InvalidArgument(f"{key} decides who may be the operator, so it is set by the deployment "
+                                      f"(config.json edited as zcord's user, or {env}), not over the socket",
+                                      field=key)
         for key, value in patch.items():
             if key == "llm" and isinstance(value, dict):
                 merged["llm"].update(value)

@@ -83,3 +83,20 @@ class ProviderError(ZcorError):
     """The LLM provider failed, timed out or answered something unusable."""
 
     code = "provider_error"
+
+
+class RateLimited(ZcorError):
+    """The caller may not do this again yet (e.g. the bot's backups)."""
+
+    code = "rate_limited"
+
+
+def describe_os_error(e: OSError) -> str:
+    """An OSError as a cause an operator can act on: running out of file descriptors is said
+    to be that, not a disk problem."""
+    import errno
+
+    if e.errno in (errno.EMFILE, errno.ENFILE):
+        return ("zcord has too many open files (EMFILE: file descriptors exhausted, usually by too many "
+                "connections; this is not a disk problem: lower maxConnections or raise LimitNOFILE)")
+    return str(e.strerror or e)

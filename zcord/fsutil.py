@@ -1,8 +1,13 @@
-"""Crash-safe file writing: temporary file in the same directory, fsync, rename, fsync dir."""
+"""Crash-safe file writing: temporary file in the same directory, fsync, rename, fsync dir.
+
+Files are created with explicit modes (0640, directories 0750) whatever the umask, and
+never through a symbolic link.
+"""
 
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from pathlib import Path
 
@@ -18,9 +23,10 @@ def fsync_dir(directory: Path) -> None:
 def atomic_write(path: Path, data: bytes, mode: int = 0o640) -> None:
     """Replace path with data so that a crash at any instant leaves the old or the new file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     try:
         try:
+            os.fchmod(fd, mode)  # the documented mode whatever the umask
             view = memoryview(data)
             while view:
                 written = os.write(fd, view)
@@ -36,3 +42,54 @@ def atomic_write(path: Path, data: bytes, mode: int = 0o640) -> None:
             pass
         raise
     fsync_dir(path.parent)
+
+
+TMP_RE = re.compile(r"^\..+\.\d+\.[0-9a-f]{8}\.tmp$")
+"""The temporary files atomic_write leaves behind when the process dies mid-write."""
+
+
+def read_nofollow(path: Path, limit: int | None = None) -> bytes:
+    """The file's bytes, refusing a symbolic link (ELOOP) and, with limit, a larger file
+    (ValueError naming the size)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        size = os.fstat(fd).st_size
+        if limit is not None and size > limit:
+            raise ValueError(f"{path.name} is {size} bytes, more than the {limit} accepted")
+        chunks = []
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+
+
+def make_dir(path: Path, mode: int = 0o750) -> None:
+    """mkdir with the mode whatever the umask; an existing directory is left as it is, a
+    symbolic link in its place is refused (NotADirectoryError)."""
+    try:
+        os.mkdir(path, mode)
+    except FileExistsError:
+        if os.path.islink(path) or not os.path.isdir(path):
+            raise NotADirectoryError(f"{path} is not a plain directory (a symbolic link or a file)") from None
+        return
+    os.chmod(path, mode, follow_symlinks=False)
+
+
+def remove_stale_tmp(directory: Path) -> list[str]:
+    """Delete atomic_write's leftovers in directory (only while holding the Memory's lock)."""
+    removed = []
+    try:
+        names = os.listdir(directory)
+    except (FileNotFoundError, NotADirectoryError):
+        return removed
+    for name in names:
+        if TMP_RE.match(name):
+            try:
+                os.unlink(directory / name)
+                removed.append(name)
+            except FileNotFoundError:
+                pass
+    return removed

@@ -4,11 +4,17 @@ One neutral conversation format (system text, messages with optional tool calls 
 results, tool declarations) is translated to each wire format and back. Used by
 `zcor_memory_search` (a one-off filter request) and by bots (`zcord.bot`, `zcor chat`).
 Every failure is a ProviderError with a sentence that says what went wrong.
+
+Limits: `timeoutSeconds` bounds the whole request (checked between reads; no single read
+waits longer than that either), and an answer larger than MAX_RESPONSE_BYTES is cut off
+as an error. The API key is only the header the caller passed (see zcord.config.api_key_for)
+and never appears in an error message.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -21,6 +27,9 @@ from .errors import ProviderError
 
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 1024
+MAX_RESPONSE_BYTES = 8 << 20
+"""Largest provider answer accepted (a filter reply is a few hundred bytes; a chat reply
+a few kilobytes)."""
 
 
 @dataclass
@@ -139,14 +148,48 @@ class Provider:
             if self._client is None:
                 client.close()
 
-    def _parse_body(self, resp: httpx.Response) -> Reply:
+    def _deadline_passed(self, deadline: float) -> None:
+        if time.monotonic() > deadline:
+            raise ProviderError(f"The LLM provider at {self.cfg.base_url} did not finish its answer within "
+                                f"{self.cfg.timeout_seconds:g} s.")
+
+    def _read_capped(self, resp: httpx.Response, deadline: float) -> bytes:
+        """The body, read piece by piece under the whole-request deadline and the size cap."""
+        body = bytearray()
+        for chunk in resp.iter_bytes():
+            body += chunk
+            if len(body) > MAX_RESPONSE_BYTES:
+                raise ProviderError(f"The LLM provider's answer is larger than {MAX_RESPONSE_BYTES >> 20} MiB; "
+                                    f"it was cut off.")
+            self._deadline_passed(deadline)
+        return bytes(body)
+
+    def _capped_lines(self, resp: httpx.Response, deadline: float):
+        """Server-sent event lines (decoded), under the deadline and the size cap."""
+        received = 0
+        pending = b""
+        for chunk in resp.iter_bytes():
+            received += len(chunk)
+            if received > MAX_RESPONSE_BYTES:
+                raise ProviderError(f"The LLM provider's answer is larger than {MAX_RESPONSE_BYTES >> 20} MiB; "
+                                    f"it was cut off.")
+            self._deadline_passed(deadline)
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                yield line.rstrip(b"\r").decode("utf-8", "replace")
+        if pending:
+            yield pending.rstrip(b"\r").decode("utf-8", "replace")
+
+    def _parse_body(self, resp: httpx.Response, body: bytes) -> Reply:
         """A whole (non-streamed) answer: status, JSON, then the wire format's reply."""
+        text = body.decode("utf-8", "replace")
         if resp.status_code >= 400:
-            raise ProviderError(f"The LLM provider answered HTTP {resp.status_code}: {resp.text[:300]}")
+            raise ProviderError(f"The LLM provider answered HTTP {resp.status_code}: {text[:300]}")
         try:
-            data = resp.json()
-        except ValueError:
-            raise ProviderError(f"The LLM provider's answer is not JSON: {resp.text[:200]!r}") from None
+            data = json.loads(body)
+        except (ValueError, RecursionError):
+            raise ProviderError(f"The LLM provider's answer is not JSON: {text[:200]!r}") from None
         if not isinstance(data, dict):
             raise ProviderError("The LLM provider's answer is not a JSON object.")
         return self._openai_reply(data) if self.cfg.protocol == "openai" else self._anthropic_reply(data)
@@ -176,28 +219,29 @@ class Provider:
              max_tokens: int = DEFAULT_MAX_TOKENS, on_text: Callable[[str], None] | None = None) -> Reply:
         """Send the conversation; with on_text, stream and hand over the text as it arrives."""
         url, headers, body = self._request(system, messages, tools, max_tokens)
+        deadline = time.monotonic() + self.cfg.timeout_seconds
         if on_text is not None:
-            return self._stream(url, headers, body, on_text)
-        with self._transport("could not be reached") as client:
-            resp = client.post(url, headers=headers, json=body, timeout=self.cfg.timeout_seconds)
-        return self._parse_body(resp)
+            return self._stream(url, headers, body, on_text, deadline)
+        with self._transport("could not be reached") as client, \
+                client.stream("POST", url, headers=headers, json=body, timeout=self.cfg.timeout_seconds) as resp:
+            raw = self._read_capped(resp, deadline)
+        return self._parse_body(resp, raw)
 
     # -- streaming (server-sent events) ------------------------------------------------------
 
     def _stream(self, url: str, headers: dict[str, str], body: dict[str, Any],
-                on_text: Callable[[str], None]) -> Reply:
+                on_text: Callable[[str], None], deadline: float) -> Reply:
         body = {**body, "stream": True}
         state = _OpenAIStream() if self.cfg.protocol == "openai" else _AnthropicStream()
         with self._transport("failed mid-answer") as client, \
                 client.stream("POST", url, headers=headers, json=body, timeout=self.cfg.timeout_seconds) as resp:
             if resp.status_code >= 400 or "text/event-stream" not in resp.headers.get("content-type", ""):
                 # an error, or a server that ignores "stream": a whole answer
-                resp.read()
-                reply = self._parse_body(resp)
+                reply = self._parse_body(resp, self._read_capped(resp, deadline))
                 if reply.text:
                     on_text(reply.text)
                 return reply
-            for line in resp.iter_lines():
+            for line in self._capped_lines(resp, deadline):
                 if not line.startswith("data:"):
                     continue
                 payload = line[5:].strip()

@@ -8,8 +8,10 @@ background) and kept current after that.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import re
 import sys
 import threading
 from collections.abc import Iterator
@@ -23,6 +25,8 @@ from .models import OpRecord
 from .text import normalize
 
 _BLOCK = 1 << 16
+TAIL_SEQ_BYTES = 4 << 20
+_SEQ_RE = re.compile(rb'(?m)^\{"seq":(\d+),')
 
 
 def _record_text(value: Any, out: list[str]) -> None:
@@ -65,9 +69,23 @@ class OpLog:
         self._lock = threading.Lock()
 
     def open(self) -> None:
-        """Open for appending; a torn last line (crash mid-append) is cut off."""
-        self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o640)
-        size = os.fstat(self._fd).st_size
+        """Open for appending; a torn last line (crash mid-append) is cut off.
+
+        `last_seq` is the largest seq in the tail (TAIL_SEQ_BYTES), not the last line's: a
+        log written by an older zcord may hold a late-appended search record out of order.
+        """
+        try:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                               0o640)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise StateFileInvalid(f"{self.path.name} is a symbolic link; zcord never follows links inside "
+                                       f"the Memory directory (put the real file there)") from None
+            raise
+        st = os.fstat(self._fd)
+        if st.st_size == 0 and st.st_uid == os.geteuid():
+            os.fchmod(self._fd, 0o640)  # the documented mode whatever the umask
+        size = st.st_size
         if size and os.pread(self._fd, 1, size - 1) != b"\n":
             cut = next(self._reverse_lines(size))[0]
             print(f"zcord: {self.path.name}: dropping a torn last line ({size - cut} bytes)", file=sys.stderr)
@@ -85,6 +103,10 @@ class OpLog:
                 if ids:
                     self.last_change_id = max(ids)
                     break
+        tail_start = max(0, size - TAIL_SEQ_BYTES)
+        tail = os.pread(self._fd, size - tail_start, tail_start)
+        seqs = [int(m) for m in _SEQ_RE.findall(tail)]
+        self.last_seq = max([self.last_seq, *seqs])
 
     def _reverse_lines(self, end: int) -> Iterator[tuple[int, bytes]]:
         """(offset, line) pairs from the end of the file back to its start.
@@ -165,7 +187,7 @@ class OpLog:
 
     def _read_entries(self, start: int, end: int) -> list[_Entry]:
         out: list[_Entry] = []
-        with open(self.path, "rb") as f:
+        with os.fdopen(os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as f:
             f.seek(start)
             offset = start
             for line in f:
@@ -195,7 +217,7 @@ class OpLog:
 
     def count(self) -> int:
         if self._count is None:
-            with open(self.path, "rb") as f:
+            with os.fdopen(os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as f:
                 self._count = sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 20), b""))
         return self._count
 

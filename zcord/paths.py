@@ -7,6 +7,7 @@ in the same environment without flags.
 from __future__ import annotations
 
 import os
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -72,3 +73,99 @@ def client_socket(arg: str | os.PathLike | None = None, env: Mapping[str, str] |
     if not path.exists() and SYSTEM_SOCKET.exists():
         return SYSTEM_SOCKET
     return path
+
+
+class UnsafeSocket(Exception):
+    """The socket or its directory could be controlled by someone else than zcord's user."""
+
+
+def ensure_socket_dir(directory: Path) -> None:
+    """Create the socket's directory (and missing parents) 0750 whatever the umask."""
+    missing = []
+    d = directory
+    while not os.path.lexists(d):
+        missing.append(d)
+        if d.parent == d:
+            break
+        d = d.parent
+    for d in reversed(missing):
+        try:
+            os.mkdir(d, 0o750)
+        except FileExistsError:
+            continue
+        os.chmod(d, 0o750, follow_symlinks=False)
+
+
+def check_daemon_socket_dir(directory: Path, uid: int | None = None) -> None:
+    """zcord's rule: the socket directory is a real directory owned by zcord's uid that no
+    one else can write to (else another user could swap the socket). Raises UnsafeSocket."""
+    uid = os.geteuid() if uid is None else uid
+    try:
+        st = os.lstat(directory)
+    except OSError as e:
+        raise UnsafeSocket(f"socket directory {directory}: {e.strerror or e}") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise UnsafeSocket(f"socket directory {directory} is a symbolic link; use a real directory")
+    if not stat.S_ISDIR(st.st_mode):
+        raise UnsafeSocket(f"socket directory {directory} is not a directory")
+    if st.st_uid != uid:
+        raise UnsafeSocket(f"socket directory {directory} is owned by uid {st.st_uid}, not by zcord's uid {uid}; "
+                           f"someone else may control it. Remove it (or choose another --socket) and start again")
+    if st.st_mode & 0o022:
+        raise UnsafeSocket(f"socket directory {directory} is writable by group or others (mode "
+                           f"{stat.S_IMODE(st.st_mode):04o}); chmod go-w it or choose another --socket")
+
+
+def check_client_socket(path: Path) -> int:
+    """A client's rule before connecting; returns the uid the daemon must run as.
+
+    The socket's directory must be writable by its owner only, the socket file must belong
+    to that same owner, and the owner must be the caller, root, or a user an administrator
+    set up: the directory sits in a root-owned directory nobody else can write (as
+    /run/zcor/NAME under systemd). So /tmp/zcor-$UID made by another user is refused.
+    """
+    directory = Path(os.path.realpath(path.parent))
+    try:
+        st = os.stat(directory)
+    except OSError as e:
+        raise UnsafeSocket(f"socket directory {directory}: {e.strerror or e}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise UnsafeSocket(f"socket directory {directory} is not a directory")
+    if st.st_mode & 0o022:
+        raise UnsafeSocket(f"refusing {path}: its directory {directory} is writable by group or others (mode "
+                           f"{stat.S_IMODE(st.st_mode):04o}), so anyone could have put that socket there")
+    me = os.geteuid()
+    if st.st_uid not in (me, 0):
+        try:
+            up = os.stat(directory.parent)
+        except OSError:
+            up = None
+        if up is None or up.st_uid != 0 or up.st_mode & 0o022:
+            raise UnsafeSocket(f"refusing {path}: its directory {directory} belongs to uid {st.st_uid} (not you, "
+                               f"not root) and lies in {directory.parent}, which others can change; it may "
+                               f"have been planted by another user")
+    try:
+        sst = os.lstat(directory / path.name)
+    except FileNotFoundError:
+        return st.st_uid  # nothing there: connect() reports it
+    except OSError as e:
+        raise UnsafeSocket(f"socket {path}: {e.strerror or e}") from None
+    if stat.S_ISSOCK(sst.st_mode) and sst.st_uid != st.st_uid:
+        raise UnsafeSocket(f"refusing {path}: the socket belongs to uid {sst.st_uid} but its directory to uid "
+                           f"{st.st_uid}; it may have been swapped in by someone else")
+    return st.st_uid
+
+
+def check_peer(sock, expected_uid: int, path: Path) -> None:
+    """After connect: the process answering must run as the socket's owner (or root)."""
+    import socket as _socket
+    import struct
+
+    try:
+        _, uid, _ = struct.unpack("3i", sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED,
+                                                        struct.calcsize("3i")))
+    except OSError:
+        return  # not a Unix socket peer we can ask: the directory checks above still held
+    if uid not in (expected_uid, 0):
+        raise UnsafeSocket(f"refusing {path}: the process answering runs as uid {uid}, not as the socket's "
+                           f"owner uid {expected_uid}")

@@ -10,6 +10,11 @@ Bot-facing methods: MCP (`initialize`, `ping`, `tools/list`, `tools/call`) and
 `capabilities.experimental.zcor.role = "operator"` at initialize): `zcor/status`,
 `zcor/config/get`, `zcor/config/set`, `zcor/subscribe`, `zcor/unsubscribe`,
 `zcor/backups/list`, `zcor/synonyms/list`, `zcor/recall/explain`, `zcor/reload`.
+
+Roles come from the kernel: the operator role is granted only when the peer's
+credentials (SO_PEERCRED, SO_PEERGROUPS) are zcord's own uid, root, or a member of the
+configured operator group. `initialize` happens once per connection; nothing but `ping`
+is served before it.
 """
 
 from __future__ import annotations
@@ -17,12 +22,15 @@ from __future__ import annotations
 import asyncio
 import collections
 import errno
+import grp
 import json
 import logging
 import os
+import pwd
 import signal
 import socket
 import stat
+import struct
 import sys
 import threading
 import time
@@ -34,6 +42,7 @@ from . import __version__
 from . import protocol as P
 from . import systemd
 from .errors import MemoryDirInUse, ZcorError
+from .paths import UnsafeSocket, check_daemon_socket_dir, ensure_socket_dir
 from .service import Service
 from .tools import TOOLS, declared_tools
 
@@ -42,13 +51,26 @@ log = logging.getLogger("zcord")
 READ_CHUNK = 1 << 16
 MAX_IN_FLIGHT = 64
 """Requests one connection may have running at once; more wait (the reader pauses)."""
-MAX_OUTPUT_BUFFER = 64 << 20
-"""A client that lets this much unread output pile up is disconnected."""
+MAX_OUTPUT_BUFFER = 32 << 20
+"""A client that lets this much unread output pile up is disconnected (more than the
+largest single reply, a page of 100 history records)."""
+MAX_TOTAL_OUTPUT = 128 << 20
+"""Unread output of all clients together; past it the slowest reader is disconnected."""
+TOTAL_CHECK_FROM = 1 << 20
+"""A connection's buffer below this cannot push the total over (checked only above it)."""
+ACCEPT_ERROR_LOG_INTERVAL = 1.0
+SO_PEERGROUPS = getattr(socket, "SO_PEERGROUPS", 59)
+BEFORE_INITIALIZE = frozenset({"initialize", "ping"})
 SHUTDOWN_GRACE = 30.0
 SLOW_TOOLS = frozenset({"zcor_memory_search"})
 """Tools that wait on the network (the LLM). They run outside the worker, so reads and
 writes never queue behind them; Service.call must not hold its lock while it waits."""
 MAX_SLOW_CALLS = 4
+LONG_TOOLS = frozenset({"zcor_memory_restore", "zcor_memory_history"})
+"""Tools whose first phase can take seconds without the Service lock (parsing a backup,
+building the history index): they run in threads of their own, like SLOW_TOOLS, so the
+worker keeps answering reads and the watchdog keeps being fed."""
+MAX_LONG_CALLS = 2
 
 EXIT_OK = 0
 EXIT_FAILURE = 1
@@ -57,6 +79,57 @@ EXIT_IN_USE = 2
 
 class SocketInUse(Exception):
     """Another live daemon answers on the socket path, or the path is not a socket."""
+
+
+class PeerCred:
+    """The kernel's word on who is at the other end of a connection."""
+
+    def __init__(self, pid: int, uid: int, gid: int, groups: list[int] | None):
+        self.pid, self.uid, self.gid, self.groups = pid, uid, gid, groups
+
+    @classmethod
+    def of(cls, sock: socket.socket | None) -> "PeerCred | None":
+        if sock is None:
+            return None
+        try:
+            pid, uid, gid = struct.unpack("3i", sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED,
+                                                                struct.calcsize("3i")))
+        except OSError:
+            return None
+        groups: list[int] | None
+        try:
+            raw = sock.getsockopt(socket.SOL_SOCKET, SO_PEERGROUPS, 1024)
+            groups = list(struct.unpack(f"{len(raw) // 4}I", raw[:len(raw) // 4 * 4]))
+        except OSError:  # an old kernel, or more groups than fit: the group database decides
+            groups = None
+        return cls(pid, uid, gid, groups)
+
+
+def operator_refusal(peer: PeerCred | None, group: str) -> str | None:
+    """Why this peer may not be the operator, or None when it may (SPEC §5 roles)."""
+    me = os.geteuid()
+    if peer is None:
+        return ("the operator role is refused: zcord cannot learn who is connected (no SO_PEERCRED on this "
+                "socket)")
+    if peer.uid in (0, me):
+        return None
+    try:
+        g = grp.getgrnam(group)
+    except KeyError:
+        return (f"the operator role is refused: uid {peer.uid} is not zcord's user (uid {me}) nor root, and "
+                f"the operator group {group!r} does not exist on this host")
+    if peer.gid == g.gr_gid or (peer.groups is not None and g.gr_gid in peer.groups):
+        return None
+    if peer.groups is None:
+        try:
+            if pwd.getpwuid(peer.uid).pw_name in g.gr_mem:
+                return None
+        except KeyError:
+            pass
+    return (f"the operator role is refused: only zcord's own user (uid {me}), root and members of the "
+            f"operator group {group!r} may be the operator, and uid {peer.uid} is none of them. Connect "
+            f"without asking for a role to be the bot, or have an administrator run "
+            f"`usermod -aG {group} USER`.")
 
 
 class Connection:
@@ -76,6 +149,8 @@ class Connection:
         self.tasks: set[asyncio.Task] = set()
         self.task: asyncio.Task | None = None
         self.reading = False
+        self.peer = PeerCred.of(writer.get_extra_info("socket"))
+        self.daemon: "Daemon | None" = None
 
     @property
     def actor(self) -> str:
@@ -89,9 +164,13 @@ class Connection:
             return
         self.writer.write(data)
         transport = self.writer.transport
-        if transport.get_write_buffer_size() > MAX_OUTPUT_BUFFER:
-            log.warning("connection %d: client is not reading its replies; disconnecting", self.id)
+        size = transport.get_write_buffer_size()
+        if size > MAX_OUTPUT_BUFFER:
+            log.warning("connection %d: client is not reading its replies (%d MiB unread); disconnecting",
+                        self.id, size >> 20)
             transport.abort()
+        elif size > TOTAL_CHECK_FROM and self.daemon is not None:
+            self.daemon.check_total_output()
 
 
 Handler = Callable[[Connection, dict[str, Any]], Awaitable[Any]]
@@ -183,6 +262,7 @@ class Daemon:
         self.owns_socket = owns_socket
         self.worker: Worker | None = None
         self._slow_slots: asyncio.Semaphore | None = None
+        self._long_slots: asyncio.Semaphore | None = None
         self.conns: set[Connection] = set()
         self.started = time.monotonic()
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -192,6 +272,8 @@ class Daemon:
         self._declared_names: dict[bool, frozenset[str]] = {}
         self._tool_lists: dict[tuple[bool, str], P.RawJSON] = {}
         self._socket_ino = _inode(socket_path) if owns_socket and socket_path else None
+        self._last_accept_error = 0.0
+        self._accept_errors_quiet = 0
         self.methods: dict[str, tuple[Handler, bool]] = {
             "initialize": (self._initialize, False),
             "ping": (self._ping, False),
@@ -221,7 +303,9 @@ class Daemon:
         self.worker = Worker(self.loop)
         self._stop = asyncio.Event()
         self._slow_slots = asyncio.Semaphore(MAX_SLOW_CALLS)
+        self._long_slots = asyncio.Semaphore(MAX_LONG_CALLS)
         self.service.listeners.append(self._on_change)
+        self.loop.set_exception_handler(self._loop_exception)
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.loop.add_signal_handler(sig, self.stop)
         self.loop.add_signal_handler(signal.SIGHUP, self._on_sighup)
@@ -344,11 +428,75 @@ class Daemon:
 
     # -- connections ----------------------------------------------------------------------
 
+    def _loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """accept() failures (EMFILE: out of file descriptors) are logged as one line at most
+        once a second, never as tracebacks; asyncio itself retries the accept a second later."""
+        exc = context.get("exception")
+        if "accept" in str(context.get("message", "")) and isinstance(exc, OSError):
+            now = time.monotonic()
+            if now - self._last_accept_error < ACCEPT_ERROR_LOG_INTERVAL:
+                self._accept_errors_quiet += 1
+                return
+            quiet, self._accept_errors_quiet = self._accept_errors_quiet, 0
+            self._last_accept_error = now
+            what = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+            hint = (f"zcord is out of file descriptors with {len(self.conns)} connections open; raise "
+                    f"LimitNOFILE or lower maxConnections" if exc.errno in (errno.EMFILE, errno.ENFILE)
+                    else "retrying in a second")
+            log.error("cannot accept a new connection: %s (%s); %s%s", exc.strerror or exc, what, hint,
+                      f" ({quiet} more since the last message)" if quiet else "")
+            return
+        loop.default_exception_handler(context)
+
+    def check_total_output(self) -> None:
+        """Past MAX_TOTAL_OUTPUT of unread replies in all, disconnect the slowest reader."""
+        sizes = [(c.writer.transport.get_write_buffer_size(), c) for c in self.conns
+                 if not c.writer.is_closing()]
+        total = sum(size for size, _ in sizes)
+        while total > MAX_TOTAL_OUTPUT and sizes:
+            size, slowest = max(sizes, key=lambda x: x[0])
+            log.warning("%d MiB of replies unread by all clients; disconnecting the slowest reader "
+                        "(connection %d, %d MiB)", total >> 20, slowest.id, size >> 20)
+            slowest.writer.transport.abort()
+            sizes.remove((size, slowest))
+            total -= size
+
+    def _refuse_connection(self, writer: asyncio.StreamWriter) -> None:
+        limit = self.service.config.max_connections
+        err = P.RpcError(P.ZCOR_ERROR, f"zcord is serving its limit of {limit} connections "
+                                       f"(maxConnections); try again later",
+                         {"code": "too_many_connections", "message": f"zcord is serving its limit of {limit} "
+                          f"connections (maxConnections); try again later"})
+        try:
+            writer.write(P.encode(P.error_response(None, err)))
+            writer.transport.close()  # after the line is out; never waits on the client
+        except (ConnectionError, OSError, RuntimeError):
+            writer.transport.abort()
+
+    def _init_expired(self, conn: Connection) -> None:
+        if conn.initialized or conn.writer.is_closing():
+            return
+        timeout = self.service.config.init_timeout_seconds
+        log.info("connection %d sent no initialize within %gs; closing it", conn.id, timeout)
+        err = P.RpcError(P.INVALID_REQUEST, f"Invalid Request: no initialize within {timeout:g}s "
+                                            f"(initTimeoutSeconds); closing the connection")
+        conn.send(P.error_response(None, err))
+        conn.writer.transport.close()
+
     async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self.conns) >= self.service.config.max_connections:
+            now = time.monotonic()
+            if now - self._last_accept_error >= ACCEPT_ERROR_LOG_INTERVAL:
+                self._last_accept_error = now
+                log.warning("connection refused: already %d connections (maxConnections)", len(self.conns))
+            self._refuse_connection(writer)
+            return
         conn = Connection(reader, writer)
+        conn.daemon = self
         conn.task = asyncio.current_task()
         self.conns.add(conn)
         log.debug("connection %d opened", conn.id)
+        timer = self.loop.call_later(self.service.config.init_timeout_seconds, self._init_expired, conn)
         try:
             conn.reading = True
             try:
@@ -368,6 +516,7 @@ class Daemon:
             # cancelled again: shutdown gave up waiting; the stream callback must not see this
             writer.transport.abort()
         finally:
+            timer.cancel()
             self.conns.discard(conn)
 
     async def _close_conn(self, conn: Connection) -> None:
@@ -442,6 +591,9 @@ class Daemon:
             if entry is None:
                 raise P.method_not_found(msg.method)
             handler, operator_only = entry
+            if not conn.initialized and msg.method not in BEFORE_INITIALIZE:
+                raise P.RpcError(P.INVALID_REQUEST, f"Invalid Request: {msg.method} before initialize; only "
+                                                    f"initialize and ping are served before it")
             if operator_only and conn.role != P.OPERATOR:
                 raise P.app_error(P.Forbidden(
                     f"{msg.method} is an operator method; connect as an operator "
@@ -465,12 +617,12 @@ class Daemon:
         assert self.worker is not None
         return self.worker.submit(fn, *args)
 
-    async def _slow_work(self, fn: Callable[[], Any]) -> Any:
+    async def _slow_work(self, fn: Callable[[], Any], slots: asyncio.Semaphore | None = None) -> Any:
         """Run fn in its own daemon thread: a hung provider can neither block the worker nor
         keep the process alive after shutdown."""
         loop = self.loop
         assert loop is not None and self._slow_slots is not None
-        async with self._slow_slots:
+        async with slots or self._slow_slots:
             fut = loop.create_future()
 
             def settle(ok: bool, value: Any) -> None:
@@ -496,7 +648,17 @@ class Daemon:
         version = params.get("protocolVersion")
         if version is not None and not isinstance(version, str):
             raise P.RpcError(P.INVALID_PARAMS, "Invalid params: protocolVersion must be a string")
-        conn.role = P.client_role(params)
+        if conn.initialized:
+            raise P.RpcError(P.INVALID_REQUEST, f"Invalid Request: this connection already initialized (as "
+                                                f"{conn.role}); initialize happens once per connection and its "
+                                                f"role is fixed: open a new connection for another role")
+        role = P.client_role(params)
+        if role == P.OPERATOR:
+            refusal = operator_refusal(conn.peer, self.service.config.operator_group)
+            if refusal is not None:
+                log.info("connection %d: %s", conn.id, refusal)
+                raise P.app_error(P.Forbidden(refusal))
+        conn.role = role
         conn.initialized = True
         instructions = None
         if conn.role == P.BOT:
@@ -533,13 +695,20 @@ class Daemon:
         bot = conn.role == P.BOT
 
         def run() -> dict[str, Any]:
+            if conn.writer.is_closing():  # disconnected (e.g. for not reading) while this waited
+                return {}
             allowed = self._bot_tool_names(service.config.relationship_memory) if bot else None
             return service.call(name, arguments, actor=actor, allowed=allowed)
 
         spec = TOOLS.get(name)
         slow = name in SLOW_TOOLS or bool(getattr(spec, "slow", False))
         try:
-            result = await (self._slow_work(run) if slow else self._work(run))
+            if slow:
+                result = await self._slow_work(run)
+            elif name in LONG_TOOLS:
+                result = await self._slow_work(run, self._long_slots)
+            else:
+                result = await self._work(run)
         except ZcorError as e:
             return P.tool_failure(e)
         return P.tool_success_raw(result)
@@ -679,16 +848,17 @@ def _socket_is_live(path: Path) -> bool:
 
 
 def bind_socket(path: Path) -> socket.socket:
-    """Bind and listen on path: socket 0660, a directory we create 0750, stale files replaced.
+    """Bind and listen on path: socket 0660 from the start (umask around bind), directories we
+    create 0750 whatever the umask, stale sockets replaced.
 
     Raises:
+        UnsafeSocket: the directory is not zcord's own or others may write to it.
         SocketInUse: a live daemon answers there, or the path is something else than a socket.
         OSError: the path cannot be created (permissions, too long, …).
     """
     parent = path.parent
-    if not parent.exists():
-        parent.mkdir(parents=True, exist_ok=True, mode=0o750)
-        os.chmod(parent, 0o750)
+    ensure_socket_dir(parent)
+    check_daemon_socket_dir(parent)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         old_umask = os.umask(0o117)
@@ -713,7 +883,10 @@ def bind_socket(path: Path) -> socket.socket:
                 sock.bind(str(path))
         finally:
             os.umask(old_umask)
-        os.chmod(path, 0o660)
+        # no chmod by path: it would follow whatever was swapped in after bind
+        st = os.lstat(path)
+        if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.geteuid():
+            raise SocketInUse(f"{path} changed right after bind; refusing to serve on it")
         sock.listen(512)
     except BaseException:
         sock.close()
@@ -724,11 +897,26 @@ def bind_socket(path: Path) -> socket.socket:
 # -- entry point ------------------------------------------------------------------------------
 
 
+def _raise_fd_limit() -> None:
+    """Use the hard file-descriptor limit: connections are capped by maxConnections, not by a
+    soft limit of 1024 that then fails every file open (under systemd: LimitNOFILE)."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = min(hard if hard != resource.RLIM_INFINITY else 1 << 16, 1 << 16)
+        if soft != resource.RLIM_INFINITY and soft < want:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    except (ImportError, OSError, ValueError) as e:  # e.g. a seccomp filter without @resources
+        log.debug("file descriptor limit left as it is: %r", e)
+
+
 def run(memory_dir: Path, socket_path: Path, log_level: str = "info") -> int:
     """Run the daemon until SIGTERM; returns the process exit code."""
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO), stream=sys.stderr,
                         format="zcord: %(levelname)s: %(message)s")
     started = time.monotonic()
+    _raise_fd_limit()
     service = Service(memory_dir)
     try:
         service.open()
@@ -754,6 +942,9 @@ def run(memory_dir: Path, socket_path: Path, log_level: str = "info") -> int:
             except SocketInUse as e:
                 print(f"zcord: {e}", file=sys.stderr)
                 return EXIT_IN_USE
+            except UnsafeSocket as e:
+                print(f"zcord: refusing to start: {e}", file=sys.stderr)
+                return EXIT_FAILURE
             except OSError as e:
                 print(f"zcord: cannot listen on {socket_path}: {e.strerror or e}", file=sys.stderr)
                 return EXIT_FAILURE

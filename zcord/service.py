@@ -7,10 +7,14 @@ neither), and appends the call to the operation log.
 
 from __future__ import annotations
 
+import errno
 import json
+import math
+import os
 import re
 import sys
 import threading
+import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -21,16 +25,16 @@ from pydantic import ValidationError
 from pydantic.alias_generators import to_camel
 
 from . import inputs as I
-from .errors import (Conflict, InvalidArgument, MayHaveTakenEffect, NotFound, ProviderError, StateFileInvalid,
-                     StorageError, Superseded, UnknownTool, ZcorError)
+from .errors import (Conflict, InvalidArgument, MayHaveTakenEffect, NotFound, ProviderError, RateLimited,
+                     StateFileInvalid, StorageError, Superseded, UnknownTool, ZcorError, describe_os_error)
 from .models import MAX_IMPORTANT, Node, OpError, OpRecord, Relationship, now
 from .oplog import OpLog
 from .state import MemoryState, Tx
-from .config import Config, ConfigFile, api_key
+from .config import Config, ConfigFile, api_key, api_key_for, key_withheld_reason
 from .prefix import build_prefix
 from .llm import Message, Provider
 from .recall import SEARCH_CANDIDATES, RecallSessions, Retriever, parse_events
-from .store import CONFIG_FILE, OPLOG_FILE, PERSONA_FILE, SYNONYMS_FILE, Store
+from .store import BOT_BACKUP_RE, CONFIG_FILE, OPLOG_FILE, PERSONA_FILE, SYNONYMS_FILE, Store
 from .synonyms import Synonyms
 from .text import derive_keywords, normalize, tokenizer
 
@@ -40,6 +44,8 @@ class InternalError(ZcorError):
 
 
 SEARCH_TOOL = "zcor_memory_search"
+RESTORE_TOOL = "zcor_memory_restore"
+HISTORY_TOOL = "zcor_memory_history"
 SEARCH_SYSTEM = (
     "You filter the results of a memory search. You get the search keywords and candidate "
     "memories (id, title, content). Choose the candidates relevant to the keywords, at most 5, "
@@ -61,6 +67,8 @@ class Ctx:
     committed: bool = False
     changes: list[dict[str, Any]] = field(default_factory=list)
     log_result: dict[str, Any] | None = None
+    preloaded: tuple[str, Any] | None = None
+    """Restore: (backupFile, parsed state or the ZcorError) read before the lock was taken."""
 
 
 def _loc(loc: tuple) -> str:
@@ -179,6 +187,7 @@ class Service:
         self.lock = threading.RLock()
         self.http_client = None  # an httpx.Client to reuse for provider calls (tests may inject one)
         self._seq = 0
+        self._last_bot_backup: float | None = None  # time.monotonic() of the bot's last backup
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
 
     # -- lifetime ---------------------------------------------------------------------
@@ -196,7 +205,20 @@ class Service:
         ops = [c.op_seq for c in self.state.history if c.op_seq]
         self._seq = max([self.oplog.last_seq, *ops[-1:]])
         self._reconcile()
+        self._last_bot_backup = self._bot_backup_clock()
         return self
+
+    def _bot_backup_clock(self) -> float | None:
+        """The bot's last backup on the monotonic clock, from the newest bot backup file (so
+        a restart does not reset the bot's backup interval)."""
+        try:
+            newest = max((e.stat(follow_symlinks=False).st_mtime for e in os.scandir(self.store.backups)
+                          if BOT_BACKUP_RE.match(e.name)), default=None)
+        except OSError:
+            return None
+        if newest is None:
+            return None
+        return time.monotonic() - max(0.0, time.time() - newest)
 
     def close(self) -> None:
         self.oplog.close()
@@ -216,13 +238,16 @@ class Service:
         return self.config_file.effective
 
     def public_config(self) -> dict[str, Any]:
-        return self.config.public(api_key_set=api_key() is not None)
+        key_set = api_key() is not None
+        withheld = key_withheld_reason(self.config.llm.base_url) if key_set else None
+        return self.config.public(api_key_set=key_set, withheld=withheld)
 
     def _operate(self, name: str, params: dict[str, Any], actor: str,
                  fn: Callable[[], tuple[Any, list[dict[str, Any]]]], what: str) -> Any:
         """Run an operator action that is not a tool (config, synonym groups) the way tools
         run: serialized, recorded in the operation log, announced to listeners."""
         with self.lock:
+            self.store.verify_lock()
             ctx = self._new_ctx(name, actor)
             try:
                 result, changes = fn()
@@ -230,7 +255,7 @@ class Service:
                 self._log(ctx, params, error=e)
                 raise
             except OSError as e:
-                err = StorageError(f"{what} could not be saved ({e.strerror or e}); nothing changed.")
+                err = StorageError(f"{what} could not be saved ({describe_os_error(e)}); nothing changed.")
                 self._log(ctx, params, error=err)
                 raise err from None
             if changes:
@@ -369,14 +394,22 @@ class Service:
 
         if params is None:
             params = {}
-        if tool == SEARCH_TOOL and (allowed is None or tool in allowed):
+        declared = allowed is None or tool in allowed
+        if tool == SEARCH_TOOL and declared:
             return self._search_call(params, actor)
+        preloaded = None
+        if tool == RESTORE_TOOL and declared:
+            preloaded = self._preload_restore(params)  # parsing a large backup must not hold the lock
+        elif tool == HISTORY_TOOL and declared:
+            self.oplog.warm()  # build the search index outside the lock (once per process)
         with self.lock:
+            self.store.verify_lock()
             try:
                 self._reconcile()  # so a history query sees changes whose log record failed
             except OSError as e:
                 print(f"zcord: could not write the operation log: {e}", file=sys.stderr)
             ctx = self._new_ctx(tool, actor)
+            ctx.preloaded = preloaded
             try:
                 spec = TOOLS.get(tool)
                 if spec is None or (allowed is not None and tool not in allowed):
@@ -398,6 +431,20 @@ class Service:
                 if ctx.committed:
                     self._notify(ctx)
             return result
+
+    def _preload_restore(self, params: Any) -> tuple[str, Any] | None:
+        from .tools import TOOLS
+
+        try:
+            a = parse_args(TOOLS[RESTORE_TOOL].input_model, params)
+        except ZcorError:
+            return None  # reported by the call itself
+        try:
+            return a.backup_file, self.store.read_backup(a.backup_file)
+        except ZcorError as e:
+            return a.backup_file, e
+        except OSError as e:
+            return a.backup_file, StorageError(f"The backup could not be read ({describe_os_error(e)}).")
 
     def _new_ctx(self, tool: str, actor: str) -> Ctx:
         """The next operation: its sequence number and time (call with the lock held)."""
@@ -427,6 +474,9 @@ class Service:
             self.store.save(self.state)
         except OSError as e:
             tx.rollback()
+            if e.errno in (errno.EMFILE, errno.ENFILE):
+                raise StorageError(f"The Memory could not be saved: {describe_os_error(e)}; nothing changed.") \
+                    from None
             raise StorageError(f"The Memory could not be saved ({e.strerror or e}); nothing changed. "
                                f"Check the disk and try again.") from None
         self.state.migration = None
@@ -491,7 +541,7 @@ class Service:
         except OSError as e:
             if ctx.committed:
                 raise MayHaveTakenEffect(
-                    f"The change was saved but the operation log could not be written ({e.strerror or e}); "
+                    f"The change was saved but the operation log could not be written ({describe_os_error(e)}); "
                     f"the operation may have taken effect. Read the memory before retrying.") from None
             print(f"zcord: could not write the operation log: {e}", file=sys.stderr)
 
@@ -502,6 +552,7 @@ class Service:
 
         spec = TOOLS[SEARCH_TOOL]
         with self.lock:
+            self.store.verify_lock()
             ctx = self._new_ctx(SEARCH_TOOL, actor)
             try:
                 args = parse_args(spec.input_model, params)
@@ -521,18 +572,26 @@ class Service:
                 ids = self._llm_filter(cfg, args.keywords, candidates)
         except ZcorError as e:
             with self.lock:
+                self._renumber(ctx)
                 self._log(ctx, params, error=e)
             raise
         by_id = {c["id"]: c for c in candidates}
         result = {"items": [by_id[i] for i in ids], "candidateCount": len(candidates)}
         with self.lock:
             ctx.log_result = {"ids": ids, "candidates": [c["id"] for c in candidates]}
+            self._renumber(ctx)
             self._log(ctx, params)
         return result
 
+    def _renumber(self, ctx: Ctx) -> None:
+        """A record logged after the lock was let go takes the next seq now, so the log's seqs
+        increase line by line and the largest is always the last (unique across restarts)."""
+        if ctx.seq != self._seq:
+            ctx.seq = self._new_ctx(ctx.tool, ctx.actor).seq
+
     def _llm_filter(self, cfg, keywords: list[str], candidates: list[dict[str, Any]]) -> list[str]:
         """Ask the configured provider which candidates are relevant; strict about the answer."""
-        provider = Provider(cfg, api_key(), client=self.http_client)
+        provider = Provider(cfg, api_key_for(cfg.base_url), client=self.http_client)
         payload = {"keywords": keywords,
                    "candidates": [{"id": c["id"], "title": c["title"], "content": c["content"]}
                                   for c in candidates]}
@@ -895,20 +954,48 @@ class Service:
         return {"items": items, "total": total, "nextOffset": page(total, a.offset, len(items))}
 
     def backup(self, a: I.NoArgs, ctx: Ctx) -> dict[str, Any]:
+        bot = ctx.actor == "model"
+        now = time.monotonic()
+        if bot:
+            interval = self.config.bot_backup_interval_seconds
+            last = self._last_bot_backup
+            if last is not None and now - last < interval:
+                raise RateLimited(
+                    f"The bot may back up the Memory at most once every {interval} s "
+                    f"(botBackupIntervalSeconds); the last backup was {int(now - last)} s ago. Try again in "
+                    f"{math.ceil(interval - (now - last))} s.", data={"retryAfterSeconds": math.ceil(interval - (now - last))})
         try:
-            name = self.store.write_backup(self.state, ctx.at)
+            name = self.store.write_backup(self.state, ctx.at, bot=bot)
         except OSError as e:
-            raise StorageError(f"The backup could not be written ({e.strerror or e}).") from None
+            raise StorageError(f"The backup could not be written ({describe_os_error(e)}).") from None
         ctx.log_result = {"backupFile": name}
+        if bot:
+            self._last_bot_backup = now
+            self._prune_bot_backups(ctx)
         return {"backupFile": name}
+
+    def _prune_bot_backups(self, ctx: Ctx) -> None:
+        try:
+            gone = self.store.prune_bot_backups(self.config.max_bot_backups)
+        except (OSError, ZcorError) as e:  # the backup itself is written; pruning retries next time
+            print(f"zcord: could not prune the bot's old backups: {e}", file=sys.stderr)
+            return
+        if gone:
+            ctx.log_result = {**(ctx.log_result or {}), "pruned": gone}
 
     def restore(self, a: I.RestoreArgs, ctx: Ctx) -> dict[str, Any]:
         st = self.state
-        incoming = self.store.read_backup(a.backup_file)
+        if ctx.preloaded is not None and ctx.preloaded[0] == a.backup_file:
+            incoming = ctx.preloaded[1]
+            if isinstance(incoming, ZcorError):
+                raise incoming
+        else:
+            incoming = self.store.read_backup(a.backup_file)
+        bot = ctx.actor == "model"
         try:
-            auto = self.store.write_backup(st, ctx.at)
+            auto = self.store.write_backup(st, ctx.at, bot=bot)
         except OSError as e:
-            raise StorageError(f"The pre-restore backup could not be written ({e.strerror or e}); "
+            raise StorageError(f"The pre-restore backup could not be written ({describe_os_error(e)}); "
                                f"nothing was restored.") from None
 
         def summary(s: MemoryState) -> dict[str, Any]:
@@ -921,6 +1008,8 @@ class Service:
         tx.replace_all(incoming)
         self._commit(ctx)
         ctx.log_result = {"restoredFrom": a.backup_file, "backupFile": auto}
+        if bot:
+            self._prune_bot_backups(ctx)
         return {"restoredFrom": a.backup_file, "backupFile": auto, **summary(st)}
 
     def synonyms_add(self, a: I.SynonymsAddArgs, ctx: Ctx) -> dict[str, Any]:
@@ -930,7 +1019,8 @@ class Service:
             added = self.synonyms.add_group(terms)
             self.retriever.teach_jieba()
         except OSError as e:
-            raise StorageError(f"synonyms.json could not be saved ({e.strerror or e}); nothing changed.") from None
+            raise StorageError(f"synonyms.json could not be saved ({describe_os_error(e)}); nothing changed.") \
+                from None
         if added:
             ctx.committed = True
             ctx.changes = [{"kind": "synonyms.add", "before": None, "after": terms}]

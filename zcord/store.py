@@ -6,10 +6,12 @@ synonyms.json, config.json, PERSONA.md, backups/, blobs/, zcord.lock.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
 import re
+import sys
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
@@ -17,8 +19,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from .errors import InvalidArgument, MemoryDirInUse, NotFound, StateFileInvalid
-from .fsutil import atomic_write
+from .errors import InvalidArgument, MemoryDirInUse, NotFound, StateFileInvalid, StorageError
+from .fsutil import atomic_write, make_dir, read_nofollow, remove_stale_tmp
 from .models import MAX_IMPORTANT, STATE_VERSION, Change, Node, Relationship, StateFile
 from .state import MemoryState, Migration
 from .text import derive_keywords
@@ -39,6 +41,21 @@ SEAL_BYTES = 1 << 20
 _SEGMENT_RE = re.compile(r"^changes-(\d{9})-(\d{9})\.jsonl$")
 
 _NODE_ID_RE = re.compile(r"^m(\d+)$")
+BOT_BACKUP_RE = re.compile(r"^memory-state-.+-bot(-\d+)?\.json$")
+"""Backups made for the bot (its zcor_memory_backup calls, its pre-restore copies): pruned."""
+
+MAX_RESTORE_BYTES = 512 << 20
+"""A backup larger than this is refused before it is read."""
+MAX_RESTORE_NODES = 200_000
+MAX_RESTORE_RELATIONSHIPS = 200_000
+"""Restore input bounds: a larger file, more nodes or relationships, or JSON nested deeper
+than the parser allows is invalid_argument (a crafted file must not hold the daemon)."""
+
+
+class LockLost(StorageError):
+    """The Memory directory or its lock file is no longer the one this process locked."""
+
+
 
 
 def default_synonyms_bytes() -> bytes:
@@ -289,6 +306,8 @@ def parse_state(raw: bytes, name: str, history_dir: Path | None = None) -> Memor
         doc = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise StateFileInvalid(f"{name} is not valid JSON ({e})") from None
+    except RecursionError:
+        raise StateFileInvalid(f"{name} nests arrays or objects too deeply to be a zcor state") from None
     if isinstance(doc, list):
         nodes = _old_nodes(doc, name, with_keywords=True)
         state = MemoryState(nodes=nodes, next_id=_next_id_after(nodes))
@@ -326,6 +345,52 @@ def parse_state(raw: bytes, name: str, history_dir: Path | None = None) -> Memor
     return state
 
 
+def parse_backup(raw: bytes, name: str) -> MemoryState:
+    """parse_state for a backup about to be restored, bounded and in small steps.
+
+    A format-3 file is decoded once, its counts checked against MAX_RESTORE_NODES /
+    MAX_RESTORE_RELATIONSHIPS before any validation, and then validated item by item: each
+    item is one short call, so the event loop and the worker get the interpreter in between
+    (one whole-file validation call would hold it for seconds on a large file).
+    """
+    if not (raw.lstrip()[:1] == b"{" and b'"version":3' in raw[:64]):
+        return parse_state(raw, name)
+    try:
+        doc = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise StateFileInvalid(f"{name} is not valid JSON ({e})") from None
+    except RecursionError:
+        raise StateFileInvalid(f"{name} nests arrays or objects too deeply to be a zcor state") from None
+    if not isinstance(doc, dict) or doc.get("version") != STATE_VERSION:
+        return parse_state(raw, name)
+    parts = {key: doc.pop(key, []) for key in ("nodes", "relationships", "history")}
+    for key, limit in (("nodes", MAX_RESTORE_NODES), ("relationships", MAX_RESTORE_RELATIONSHIPS)):
+        if isinstance(parts[key], list) and len(parts[key]) > limit:
+            raise StateFileInvalid(f"{name} holds {len(parts[key])} {key}; at most {limit} can be restored")
+    try:
+        head = StateFile.model_validate(doc)
+    except ValidationError as e:
+        raise StateFileInvalid(f"{name} fails validation: {describe_validation(e)}") from None
+    items: dict[str, list] = {}
+    for key, model in (("nodes", Node), ("relationships", Relationship), ("history", Change)):
+        if not isinstance(parts[key], list):
+            raise StateFileInvalid(f"{name} fails validation: {key}: expected an array")
+        out = []
+        for i, item in enumerate(parts[key]):
+            try:
+                out.append(model.model_validate(item))
+            except ValidationError as e:
+                raise StateFileInvalid(f"{name} fails validation: {key}[{i}]: {describe_validation(e)}") from None
+        items[key] = out
+    _unique(items["nodes"], lambda n: n.id, "memory id", name)
+    _unique(items["relationships"], lambda r: r.person_id, "personId", name)
+    _check_segments(head.history_segments, None, name)
+    state = MemoryState(items["nodes"], head.important, items["relationships"], items["history"], head.next_id,
+                        head.history_segments)
+    check_invariants(state, name)
+    return state
+
+
 class Store:
     """Owns one Memory directory for the lifetime of the process."""
 
@@ -334,14 +399,28 @@ class Store:
         self.state_path = self.dir / STATE_FILE
         self.backups = self.dir / BACKUPS_DIR
         self._lock_fd: int | None = None
+        self._locked: tuple[tuple[int, int], tuple[int, int]] | None = None  # (dir, lock file) (dev, ino)
         self._serializer = StateSerializer()
 
     # -- directory and lock -------------------------------------------------------
 
     def open(self) -> None:
-        """Create the directory layout if needed and take the exclusive lock."""
-        self.dir.mkdir(parents=True, exist_ok=True, mode=0o750)
-        fd = os.open(self.dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o640)
+        """Create the directory layout if needed (0750/0640 whatever the umask), take the
+        exclusive lock, and delete temporary files a killed process left behind."""
+        missing = []
+        d = self.dir
+        while not os.path.lexists(d) and d.parent != d:
+            missing.append(d)
+            d = d.parent
+        for d in reversed(missing):
+            make_dir(d)
+        try:
+            fd = os.open(self.dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640)
+        except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise StateFileInvalid(f"{LOCK_FILE} is a symbolic link (in {self.dir}); zcord never follows links "
+                                       f"inside the Memory directory (remove it and start again)") from None
+            raise
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -350,29 +429,73 @@ class Store:
             raise MemoryDirInUse(
                 f"Memory directory {self.dir} is in use by another zcord process (pid {holder}); "
                 f"stop it first or point this one at another directory.") from None
+        st = os.fstat(fd)
+        try:
+            os.fchmod(fd, 0o640)
+        except OSError:
+            pass
+        self._lock_fd = fd
+        self._locked = (_dev_ino(os.stat(self.dir)), (st.st_dev, st.st_ino))
+        try:
+            self.verify_lock()  # the path was swapped between open and flock
+        except LockLost:
+            self.close()
+            raise MemoryDirInUse(f"{LOCK_FILE} in {self.dir} changed while zcord locked it; another zcord is "
+                                 f"starting on the same directory") from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        self._lock_fd = fd
         for sub in (BACKUPS_DIR, BLOBS_DIR, HISTORY_DIR):
-            (self.dir / sub).mkdir(exist_ok=True, mode=0o750)
+            try:
+                make_dir(self.dir / sub)
+            except NotADirectoryError:
+                self.close()
+                raise StateFileInvalid(f"{sub}/ in {self.dir} is a symbolic link or a file; zcord never follows "
+                                       f"links inside the Memory directory (make it a real directory)") from None
+        stale = []
+        for where in (self.dir, self.backups, self.dir / HISTORY_DIR):
+            stale += remove_stale_tmp(where)
+        if stale:
+            print(f"zcord: removed {len(stale)} temporary file(s) left by an interrupted write", file=sys.stderr)
         syn = self.dir / SYNONYMS_FILE
         if not syn.exists():
             atomic_write(syn, default_synonyms_bytes())
+
+    def verify_lock(self) -> None:
+        """Raise LockLost unless the Memory path and its zcord.lock still name what this
+        process locked (a renamed directory or a deleted lock would let a second zcord in)."""
+        if self._locked is None:
+            return
+        try:
+            here = (_dev_ino(os.stat(self.dir)), _dev_ino(os.lstat(self.dir / LOCK_FILE)))
+        except OSError:
+            here = None
+        if here != self._locked:
+            raise LockLost(f"zcord no longer holds the Memory directory {self.dir}: the directory was moved or "
+                           f"its {LOCK_FILE} removed or replaced while zcord ran, so another zcord may own it now. "
+                           f"Writes are refused; restart zcord.")
 
     def close(self) -> None:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None
+        self._locked = None
 
     # -- load and save --------------------------------------------------------------
 
     def load(self) -> MemoryState:
         """The current state: memory-state.json, else legacy memories.json, else empty."""
-        if self.state_path.exists():
-            return parse_state(self.state_path.read_bytes(), STATE_FILE, self.dir / HISTORY_DIR)
-        legacy = self.dir / LEGACY_FILE
-        if legacy.exists():
-            return parse_state(legacy.read_bytes(), LEGACY_FILE)
+        for name in (STATE_FILE, LEGACY_FILE):
+            path = self.dir / name
+            if not os.path.lexists(path):
+                continue
+            try:
+                raw = read_nofollow(path)
+            except OSError as e:
+                if e.errno == errno.ELOOP:
+                    raise StateFileInvalid(f"{name} is a symbolic link; zcord never follows links inside the "
+                                           f"Memory directory (put the real file there)") from None
+                raise
+            return parse_state(raw, name, self.dir / HISTORY_DIR if name == STATE_FILE else None)
         return MemoryState()
 
     def encode(self, state: MemoryState, **kwargs) -> bytes:
@@ -386,6 +509,7 @@ class Store:
         then the state is written naming that segment and holding no inline history. Memory
         is updated only after both writes succeeded.
         """
+        self.verify_lock()
         data = self.encode(state)
         sealed: str | None = None
         if self._serializer.inline_history_bytes > SEAL_BYTES and state.history:
@@ -425,17 +549,41 @@ class Store:
 
     # -- backups --------------------------------------------------------------------
 
-    def write_backup(self, state: MemoryState, at: datetime) -> str:
+    def _check_backups_dir(self) -> None:
+        if os.path.islink(self.backups) or not os.path.isdir(self.backups):
+            raise StorageError(f"{BACKUPS_DIR}/ in {self.dir} is not a real directory (a symbolic link?); zcord "
+                               f"neither reads nor writes backups through it. Make it a plain directory.")
+
+    def write_backup(self, state: MemoryState, at: datetime, bot: bool = False) -> str:
+        """Write a backup; bot=True names it as one of the bot's (pruned by prune_bot_backups)."""
+        self.verify_lock()
+        self._check_backups_dir()
         stamp = at.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%S.%f")[:-3] + "Z"
-        name = f"memory-state-{stamp}.json"
+        tag = "-bot" if bot else ""
+        name = f"memory-state-{stamp}{tag}.json"
         n = 2
-        while (self.backups / name).exists():
-            name = f"memory-state-{stamp}-{n}.json"
+        while os.path.lexists(self.backups / name):
+            name = f"memory-state-{stamp}{tag}-{n}.json"
             n += 1
         atomic_write(self.backups / name, self.encode_full(state))
         return name
 
+    def prune_bot_backups(self, keep: int) -> list[str]:
+        """Delete the oldest of the bot's backups beyond keep; operators' are never touched."""
+        self._check_backups_dir()
+        mine = sorted((os.stat(self.backups / n, follow_symlinks=False).st_mtime_ns, n)
+                      for n in os.listdir(self.backups) if BOT_BACKUP_RE.match(n))
+        gone = []
+        for _, name in mine[:max(0, len(mine) - keep)]:
+            try:
+                os.unlink(self.backups / name)
+                gone.append(name)
+            except FileNotFoundError:
+                pass
+        return gone
+
     def list_backups(self) -> list[str]:
+        self._check_backups_dir()
         return sorted(p.name for p in self.backups.iterdir() if p.is_file() and p.suffix == ".json")
 
     def read_backup(self, name: str) -> MemoryState:
@@ -445,6 +593,7 @@ class Store:
             raise InvalidArgument(
                 f"backupFile must be a plain file name inside backups/ (no '/', no '..'), got {name!r}",
                 field="backupFile")
+        self._check_backups_dir()
         path = self.backups / name
         base = self.backups.resolve()
         try:
@@ -456,6 +605,21 @@ class Store:
             raise InvalidArgument(f"backupFile {name!r} leads outside backups/ and cannot be restored",
                                   field="backupFile")
         try:
-            return parse_state(real.read_bytes(), f"backups/{name}")
+            raw = read_nofollow(real, MAX_RESTORE_BYTES)
+        except ValueError as e:
+            raise InvalidArgument(f"backup cannot be restored: {e}", field="backupFile") from None
+        except OSError as e:
+            raise InvalidArgument(f"backup {name!r} cannot be read ({e.strerror or e})", field="backupFile") from None
+        try:
+            state = parse_backup(raw, f"backups/{name}")
         except StateFileInvalid as e:
             raise InvalidArgument(f"backup cannot be restored: {e.message}", field="backupFile") from None
+        if len(state.nodes) > MAX_RESTORE_NODES or len(state.relationships) > MAX_RESTORE_RELATIONSHIPS:
+            raise InvalidArgument(f"backup cannot be restored: it holds {len(state.nodes)} memories and "
+                                  f"{len(state.relationships)} relationships; at most {MAX_RESTORE_NODES} and "
+                                  f"{MAX_RESTORE_RELATIONSHIPS} are accepted", field="backupFile")
+        return state
+
+
+def _dev_ino(st: os.stat_result) -> tuple[int, int]:
+    return st.st_dev, st.st_ino

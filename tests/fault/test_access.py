@@ -151,9 +151,10 @@ def test_the_bot_reaches_no_operator_method(shared_daemon):
     bot.close()
 
 
-def test_any_client_of_the_socket_may_say_it_is_the_operator(shared_daemon):
-    """Roles are not an access control: they decide the actor in the history and what the
-    model is offered. The socket's permissions are the access control (README: Access)."""
+def test_the_daemons_own_user_may_be_the_operator(shared_daemon):
+    """The socket's modes decide who connects; the peer's kernel credentials decide who may
+    be the operator (zcord's uid, root, the operator group: tests/fault/test_trust.py tries
+    the others). Here the test and zcord run as the same user."""
     op = Wire(shared_daemon.sock, "operator")
     assert "result" in op.call("zcor/status", {})
     op.close()

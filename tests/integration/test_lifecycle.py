@@ -34,6 +34,10 @@ def test_sigterm_finishes_in_flight_calls(make_daemon):
     s.connect(str(d.sock))
     s.settimeout(30)
     n = 40
+    s.sendall(b'{"jsonrpc":"2.0","id":"init","method":"initialize","params":{}}\n')
+    buf = b""
+    while b"\n" not in buf:
+        buf += s.recv(65536)
     s.sendall(b"".join(json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
         "name": "zcor_memory_write", "arguments": {"title": f"关机 {i}", "content": "x" * 5000}}}).encode() + b"\n"
         for i in range(n)))

@@ -46,9 +46,16 @@ class Raw:
         self.sock.close()
 
 
+    def initialize(self) -> dict:
+        return self.ask(b'{"jsonrpc":"2.0","id":"init","method":"initialize","params":{"protocolVersion":'
+                        b'"2025-06-18","capabilities":{}}}\n')
+
+
 @pytest.fixture
 def raw(shared_daemon):
+    """An initialized bare connection (as the bot)."""
     r = Raw(shared_daemon.sock)
+    assert "result" in r.initialize()
     yield r
     r.close()
 
@@ -163,8 +170,21 @@ def test_half_lines_then_disconnect(shared_daemon):
     assert shared_daemon.proc.poll() is None
 
 
-def test_requests_before_initialize_are_served_as_the_bot(raw):
-    reply = raw.ask(b'{"jsonrpc":"2.0","id":1,"method":"zcor/status"}\n')
-    assert reply["error"]["code"] == P.ZCOR_ERROR and reply["error"]["data"]["code"] == "forbidden"
+def test_nothing_but_ping_is_served_before_initialize(shared_daemon):
+    raw = Raw(shared_daemon.sock)
+    for n, method in enumerate(["zcor/status", "tools/list", "tools/call", "zcor/prefix", "zcor/recall"]):
+        reply = raw.ask(json.dumps({"jsonrpc": "2.0", "id": n, "method": method,
+                                    "params": {"name": "zcor_memory_backup"}}).encode() + b"\n")
+        assert reply["error"]["code"] == P.INVALID_REQUEST, reply
+        assert "before initialize" in reply["error"]["message"]
+    raw.ping()
+    assert "result" in raw.initialize()
     reply = raw.ask(b'{"jsonrpc":"2.0","id":2,"method":"tools/list"}\n')
     assert len(reply["result"]["tools"]) >= 13
+    # once per connection: a second initialize is refused and the role stays
+    again = raw.ask(b'{"jsonrpc":"2.0","id":3,"method":"initialize","params":{"capabilities":{"experimental":'
+                    b'{"zcor":{"role":"operator"}}}}}\n')
+    assert again["error"]["code"] == P.INVALID_REQUEST and "once per connection" in again["error"]["message"]
+    reply = raw.ask(b'{"jsonrpc":"2.0","id":4,"method":"zcor/status"}\n')
+    assert reply["error"]["data"]["code"] == "forbidden"
+    raw.close()

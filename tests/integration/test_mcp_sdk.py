@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import socket
 import sys
 
 import mcp
@@ -77,12 +79,19 @@ async def test_sdk_session_negotiates_older_protocol(daemon):
             tools = await session.list_tools()
             assert {t.name for t in tools.tools} == EXPECTED_TOOLS
 
-    with daemon.client() as c:
-        for requested, answered in [("2024-11-05", "2024-11-05"), ("2025-03-26", "2025-03-26"),
-                                    ("2025-06-18", "2025-06-18"), ("1999-01-01", "2025-11-25")]:
-            result = c.request("initialize", {"protocolVersion": requested, "capabilities": {},
-                                              "clientInfo": {"name": "t", "version": "1"}})
-            assert result["protocolVersion"] == answered
+    # initialize happens once per connection: one fresh connection per version
+    for requested, answered in [("2024-11-05", "2024-11-05"), ("2025-03-26", "2025-03-26"),
+                                ("2025-06-18", "2025-06-18"), ("1999-01-01", "2025-11-25")]:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(30)
+            s.connect(str(daemon.sock))
+            s.sendall(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": requested, "capabilities": {},
+                "clientInfo": {"name": "t", "version": "1"}}}).encode() + b"\n")
+            buf = b""
+            while b"\n" not in buf:
+                buf += s.recv(65536)
+            assert json.loads(buf)["result"]["protocolVersion"] == answered
 
 
 async def test_sdk_cannot_call_external_event_frame(daemon):

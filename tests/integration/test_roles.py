@@ -100,3 +100,22 @@ def test_bot_tool_calls_are_recorded_as_model_and_operator_calls_as_operator(sha
                   if r["tool"] == "zcor_memory_write"}
         assert actors == {"角色测试甲": "model", "角色测试乙": "operator"}
         assert a["id"] != b["id"]
+
+
+def test_the_role_is_fixed_at_the_one_initialize(shared_daemon):
+    """The same uid as zcord may be the operator; nobody changes role on a live connection."""
+    from zcord.client import RpcError
+
+    with shared_daemon.client() as bot:
+        assert bot.initialize_result["capabilities"]["experimental"]["zcor"]["role"] == "bot"
+        with pytest.raises(RpcError) as again:
+            bot.request("initialize", {"capabilities": {"experimental": {"zcor": {"role": "operator"}}}})
+        assert "once per connection" in again.value.message
+        with pytest.raises(ToolError) as refused:
+            bot.status()
+        assert refused.value.code == "forbidden"
+    with shared_daemon.client("operator") as op:
+        assert op.initialize_result["capabilities"]["experimental"]["zcor"]["role"] == "operator"
+        cfg = op.config_get()
+        assert cfg["operatorGroup"] == "zcor-operators" and cfg["maxConnections"] == 256
+        assert cfg["botBackupIntervalSeconds"] == 600 and cfg["maxBotBackups"] == 20

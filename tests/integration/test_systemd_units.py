@@ -50,13 +50,15 @@ def test_sysusers_creates_user_and_group(tmp_path):
     assert out.returncode == 0, out.stderr
     assert any(line.startswith("zcor:") for line in (tmp_path / "etc" / "passwd").read_text().splitlines())
     assert any(line.startswith("zcor:") for line in (tmp_path / "etc" / "group").read_text().splitlines())
+    assert any(line.startswith("zcor-operators:") for line in (tmp_path / "etc" / "group").read_text().splitlines())
 
 
 @pytest.mark.parametrize("unit", ["zcord.service", "zcord@.service"])
 def test_units_are_hardened_notify_services(unit):
     lines = {line.strip() for line in (UNITS / unit).read_text().splitlines()}
     instance = "%i" if "@" in unit else "default"
-    for required in ["Type=notify", "Restart=on-failure", "NoNewPrivileges=yes", "ProtectSystem=strict",
+    for required in ["LimitNOFILE=8192", "Environment=ZCOR_OPERATOR_GROUP=zcor-operators",
+                     "LoadCredential=llm-base-url:/etc/zcor/llm-base-url", "Type=notify", "Restart=on-failure", "NoNewPrivileges=yes", "ProtectSystem=strict",
                      "PrivateTmp=yes", "ProtectHome=yes", "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6",
                      "SystemCallFilter=@system-service", "UMask=0007", "User=zcor", "Group=zcor",
                      "LoadCredential=llm-api-key:/etc/zcor/llm-api-key", "RuntimeDirectoryMode=0750",

@@ -17,6 +17,7 @@ def llm(request, svc, monkeypatch):
     """A fake provider of each wire format, configured as the Memory's provider."""
     monkeypatch.setenv("ZCOR_LLM_API_KEY", "sk-test")
     with FakeLLM() as server:
+        monkeypatch.setenv("ZCOR_LLM_BASE_URL", server.url)  # the deployment confirms where the key may go
         svc.update_config({"llm": {"protocol": request.param, "baseUrl": server.url, "model": "fake-model",
                                    "timeoutSeconds": 2}})
         server.protocol = request.param

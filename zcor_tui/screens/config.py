@@ -87,8 +87,14 @@ class ConfigScreen(ZcorScreen):
         self.query_one("#base-url", Input).value = llm.get("baseUrl", "")
         self.query_one("#model", Input).value = llm.get("model", "")
         self.query_one("#timeout", Input).value = f"{llm.get('timeoutSeconds', 30):g}"
-        key = Text("set", style="bold green") if llm.get("apiKeySet") else Text("not set", style="bold yellow")
-        key.append(" (ZCOR_LLM_API_KEY or credential llm-api-key; never shown)", style="dim")
+        if llm.get("apiKeyWithheld"):
+            # the deployment has not confirmed this base URL: requests go out without the key
+            key = Text("set, withheld from this base URL", style="bold red")
+            key.append(f" ({llm.get('apiKeyWithheldReason') or 'base URL not confirmed by the deployment'})",
+                       style="dim")
+        else:
+            key = Text("set", style="bold green") if llm.get("apiKeySet") else Text("not set", style="bold yellow")
+            key.append(" (ZCOR_LLM_API_KEY or credential llm-api-key; never shown)", style="dim")
         self.query_one("#api-key", Static).update(key)
 
     def patch(self) -> dict[str, Any]:
