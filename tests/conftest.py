@@ -62,3 +62,65 @@ class Caller:
 def t(svc) -> Caller:
     """Call tools as t.write(title=..., content=...), t.relationship_read(personId=...)."""
     return Caller(svc)
+
+
+# -- jieba's process-wide dictionary --------------------------------------------------------
+
+
+class JiebaWords:
+    """Undo log for jieba's process-wide dictionary: every word added during one test.
+
+    jieba keeps one dictionary per process and zcor teaches it synonym terms and node
+    keywords as user words (zcord.text.add_user_words). Without an undo, what one test
+    taught changes how the next one segments text, so results would depend on test order.
+    """
+
+    _MISSING = object()
+
+    def __init__(self, monkeypatch):
+        import jieba
+
+        import zcord.text as text
+
+        self._text = text
+        self._undo: list[tuple] = []
+        self._user_words = set(text._user_words)
+        real = jieba.Tokenizer.add_word
+        undo = self._undo
+        missing = self._MISSING
+
+        def add_word(tok, word, freq=None, tag=None):
+            old = tok.FREQ.get(word, missing)
+            fresh = [word[:n] for n in range(1, len(word)) if word[:n] not in tok.FREQ]
+            total = tok.total
+            real(tok, word, freq, tag)
+            undo.append((tok, word, old, fresh, total, tag))
+
+        monkeypatch.setattr(jieba.Tokenizer, "add_word", add_word)
+
+    def __call__(self, *words: str) -> None:
+        """Teach jieba these words for this test only (as zcor teaches its user words)."""
+        self._text.add_user_words(words)
+
+    def restore(self) -> None:
+        for tok, word, old, fresh, total, tag in reversed(self._undo):
+            if old is self._MISSING:
+                tok.FREQ.pop(word, None)
+            else:
+                tok.FREQ[word] = old
+            for frag in fresh:
+                tok.FREQ.pop(frag, None)
+            tok.total = total
+            if tag:
+                tok.user_word_tag_tab.pop(word, None)
+        self._undo.clear()
+        self._text._user_words.intersection_update(self._user_words)
+
+
+@pytest.fixture
+def jieba_words(monkeypatch):
+    """jieba's dictionary for one test: words the test (or the code under test) teaches
+    are forgotten afterwards. Call jieba_words("小明", ...) to teach words a test needs."""
+    words = JiebaWords(monkeypatch)
+    yield words
+    words.restore()

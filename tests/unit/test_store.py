@@ -447,6 +447,63 @@ def test_version_2_migrated(memdir, clock):
         assert call(s, "relationship_read", personId="qq:5")["affinity"] == 35
 
 
+# 2025-04-01T10:00:00+08:00 and 2025-04-02T10:00:00+08:00 as epoch numbers
+EPOCH_S_1, EPOCH_S_2 = 1743472800, 1743559200
+ISO_1, ISO_2 = "2025-04-01T10:00:00+08:00", "2025-04-02T10:00:00+08:00"
+
+
+def _with_epoch_times(fmt: str, scale: int, fraction: float = 0.0) -> bytes:
+    first = EPOCH_S_1 * scale + fraction
+    second = EPOCH_S_2 * scale
+    if fmt == "legacy":
+        doc = json.loads(dump(LEGACY))
+        memories = doc
+    else:
+        doc = json.loads(dump(V1 if fmt == "v1" else V2))
+        memories = doc["memories"]
+    memories[0].update(createdAt=first, updatedAt=second)
+    if fmt == "v2":
+        doc["relationships"][0].update(createdAt=first, updatedAt=second)
+    return dump(doc)
+
+
+@pytest.mark.parametrize("scale", [1000, 1], ids=["milliseconds", "seconds"])
+@pytest.mark.parametrize("fmt", ["legacy", "v1", "v2"])
+def test_old_files_with_epoch_times(memdir, fmt, scale):
+    """Old files may carry epoch numbers: above 1e11 they are milliseconds, else seconds."""
+    memdir.mkdir()
+    raw = _with_epoch_times(fmt, scale, fraction=0.5 if scale == 1000 else 0.0)
+    (memdir / ("memories.json" if fmt == "legacy" else "memory-state.json")).write_bytes(raw)
+    with Service(memdir) as s:
+        m1 = call(s, "read", id="m1")
+        assert datetime.fromisoformat(m1["createdAt"]) - datetime.fromisoformat(ISO_1) \
+            == timedelta(milliseconds=0.5 if scale == 1000 else 0)
+        assert same_instant(m1["updatedAt"], ISO_2)
+        # the time filters see the same instants
+        day = call(s, "query", **{"from": "2025-04-02T00:00:00+08:00", "to": "2025-04-02T23:59:59+08:00"})
+        assert [n["id"] for n in day["items"]] == ["m1"]
+        if fmt == "v2":
+            rel = call(s, "relationship_read", personId="qq:5")
+            assert same_instant(rel["updatedAt"], ISO_2)
+
+
+@pytest.mark.parametrize("bad", [1e300, -1e300, 10 ** 40, float("nan"), float("inf")])
+@pytest.mark.parametrize("fmt", ["legacy", "v1", "v2"])
+def test_old_files_with_impossible_epoch_times_refused(memdir, fmt, bad):
+    memdir.mkdir()
+    doc = json.loads(dump(LEGACY if fmt == "legacy" else V1 if fmt == "v1" else V2))
+    memories = doc if fmt == "legacy" else doc["memories"]
+    memories[0]["updatedAt"] = bad
+    raw = json.dumps(doc).encode()
+    name = "memories.json" if fmt == "legacy" else "memory-state.json"
+    (memdir / name).write_bytes(raw)
+    with pytest.raises(StateFileInvalid) as ei:
+        Service(memdir).open()
+    assert name in ei.value.message and "updatedAt" in ei.value.message and "not a time" in ei.value.message
+    assert (memdir / name).read_bytes() == raw
+    assert sorted(p.name for p in memdir.iterdir() if p.suffix == ".json" and "memor" in p.name) == [name]
+
+
 def test_version_2_parent_fields_ignored_nodes_are_roots(memdir):
     doc = json.loads(dump(V2))
     doc["memories"][1]["parentId"] = "m1"
