@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import re
+import stat
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 
@@ -124,3 +129,78 @@ def jieba_words(monkeypatch):
     words = JiebaWords(monkeypatch)
     yield words
     words.restore()
+
+
+# -- a disk that refuses writes, below atomic_write -------------------------------------------
+
+
+_TMP_NAME = re.compile(r"^\.(.+)\.\d+\.[0-9a-f]+\.tmp$")
+
+
+class FailingDisk:
+    """Make writes into one directory fail at the system calls zcord.fsutil.atomic_write
+    makes (os.write, os.fsync, os.replace), so the real atomic write is exercised and a
+    write that bypasses it (e.g. one that rewrites the file in place) is caught.
+
+    The operation log (operations.jsonl) and the lock file are left alone; `only` narrows
+    the failure further to files whose target name it accepts (a temporary file of the
+    atomic write counts as the file it replaces).
+    """
+
+    ERRORS = {"write": (errno.ENOSPC, "No space left on device"),
+              "fsync": (errno.EIO, "Input/output error"),
+              "replace": (errno.ENOSPC, "No space left on device")}
+    SPARED = {"operations.jsonl", "zcord.lock"}
+
+    def __init__(self, monkeypatch, root: Path):
+        self.monkeypatch = monkeypatch
+        self.root = Path(root).resolve()
+        self.at: str | None = None
+        self.only = None
+        self.failures = 0
+        real = {name: getattr(os, name) for name in ("write", "fsync", "replace")}
+
+        def failing(name):
+            def call(*args, **kwargs):
+                if self.at == name and self._hits(args):
+                    self.failures += 1
+                    raise OSError(*self.ERRORS[name])
+                return real[name](*args, **kwargs)
+            return call
+
+        for name in real:
+            monkeypatch.setattr(os, name, failing(name))
+
+    def _hits(self, args) -> bool:
+        if self.at == "replace":
+            path = Path(os.fspath(args[1])).resolve()
+        else:
+            try:
+                path = Path(os.readlink(f"/proc/self/fd/{args[0]}"))
+            except OSError:
+                return False
+            if not stat.S_ISREG(os.fstat(args[0]).st_mode):
+                return False
+        if self.root not in path.parents:
+            return False
+        m = _TMP_NAME.match(path.name)
+        target = path.with_name(m.group(1)) if m else path
+        if target.name in self.SPARED:
+            return False
+        return self.only is None or self.only(target)
+
+    def on(self, at: str = "write", only=None) -> None:
+        """Fail every matching os.write (ENOSPC), os.fsync (EIO) or os.replace (ENOSPC)."""
+        assert at in self.ERRORS
+        self.at, self.only = at, only
+
+    def off(self) -> None:
+        self.at = self.only = None
+
+
+@pytest.fixture
+def failing_disk(monkeypatch, memdir):
+    """A FailingDisk for the test's Memory directory (off until on() is called)."""
+    disk = FailingDisk(monkeypatch, memdir)
+    yield disk
+    disk.off()

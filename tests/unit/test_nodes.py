@@ -1279,23 +1279,10 @@ def test_delete_allowed_after_linking_relationship_is_deleted(t):
 
 
 @pytest.fixture
-def full_disk(monkeypatch):
-    """Call on() to make every state-file write fail with ENOSPC, off() to heal the disk."""
-    import zcord.store as store_module
-
-    real = store_module.atomic_write
-
-    def boom(path, data, mode=0o640):
-        raise OSError(28, "No space left on device")
-
-    class Disk:
-        def on(self):
-            monkeypatch.setattr(store_module, "atomic_write", boom)
-
-        def off(self):
-            monkeypatch.setattr(store_module, "atomic_write", real)
-
-    return Disk()
+def full_disk(failing_disk):
+    """Call on() to make every state-file write fail with ENOSPC at os.write (below the atomic
+    write, so a save that rewrote the file in place would be caught), off() to heal the disk."""
+    return failing_disk
 
 
 def history_titles(memdir) -> list:
