@@ -204,3 +204,11 @@ def failing_disk(monkeypatch, memdir):
     disk = FailingDisk(monkeypatch, memdir)
     yield disk
     disk.off()
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """Print the random order's seed even under -q (make test), so a failure can be replayed."""
+    seed = getattr(config.option, "randomly_seed", None)
+    if seed is not None and config.pluginmanager.has_plugin("randomly"):
+        terminalreporter.write_line(f"tests ran in random order: replay it with --randomly-seed={seed} "
+                                    f"(or keep file order with -p no:randomly)")
