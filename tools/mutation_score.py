@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -27,7 +28,7 @@ def main(root: Path = Path("mutants")) -> int:
     print(f"{'module':<22}{'mutants':>8}{'killed':>8}{'survived':>9}{'no tests':>9}{'unchecked':>10}{'score':>8}")
     total: Counter[str] = Counter()
     for meta in metas:
-        codes = json.loads(meta.read_text())["exit_code_by_key"].values()
+        codes = _exit_codes(meta)
         c: Counter[str] = Counter()
         for code in codes:
             c["mutants"] += 1
@@ -45,6 +46,16 @@ def main(root: Path = Path("mutants")) -> int:
         print(_row(str(meta.relative_to(root)).removesuffix(".meta"), c))
     print(_row("all", total))
     return 0
+
+
+def _exit_codes(meta: Path) -> list:
+    """A .meta file's exit codes (read again if mutmut was half-way through rewriting it)."""
+    for attempt in range(20):
+        try:
+            return list(json.loads(meta.read_text())["exit_code_by_key"].values())
+        except json.JSONDecodeError:
+            time.sleep(0.1)
+    raise SystemExit(f"{meta} is not readable JSON")
 
 
 def _row(name: str, c: Counter) -> str:

@@ -166,7 +166,8 @@ def test_object_params():
     assert P.object_params({"a": 1}) == {"a": 1}
     with pytest.raises(P.RpcError) as ei:
         P.object_params([1])
-    assert ei.value.code == P.INVALID_PARAMS and "object of named parameters" in ei.value.message
+    assert ei.value.code == P.INVALID_PARAMS
+    assert ei.value.message == "Invalid params: expected an object of named parameters"
 
 
 def test_str_param():
