@@ -80,7 +80,19 @@ def test_bad_lines_get_a_clear_error(raw, code, needle, reply_id):
 
 def test_deep_nesting_is_a_parse_error_not_a_crash():
     err = refused(b"[" * 100_000 + b"]" * 100_000)
-    assert err.code == P.PARSE_ERROR and "nested too deeply" in err.message
+    assert err.code == P.PARSE_ERROR and err.message == "Parse error: JSON nested too deeply"
+
+
+def test_batch_message_says_what_to_send_instead():
+    assert refused(b"[]").message == ("Invalid Request: batches (JSON arrays) are not supported; "
+                                      "send one JSON-RPC message per line")
+
+
+def test_error_objects_carry_their_parts():
+    err = P.ProtocolError(P.INVALID_REQUEST, "bad", id=4, data={"field": "x"})
+    assert (str(err), err.id) == ("bad", 4)
+    assert err.to_dict() == {"code": -32600, "message": "bad", "data": {"field": "x"}}
+    assert str(P.RpcError(1, "boom")) == "boom"
 
 
 def test_utf8_error_names_the_byte():
@@ -105,10 +117,11 @@ def test_encode_is_one_compact_utf8_line():
 
 
 def test_lone_surrogate_is_escaped_not_a_crash():
-    out = P.encode({"t": "a\ud800b"})
+    out = P.encode({"t": "a\ud800b", "n": [1, 2]})
     assert out.endswith(b"\n") and out.count(b"\n") == 1
+    assert b" " not in out, "still compact"
     assert b"\\ud800" in out
-    assert json.loads(out) == {"t": "a\ud800b"}
+    assert json.loads(out) == {"t": "a\ud800b", "n": [1, 2]}
 
 
 @pytest.mark.parametrize("result", [{"a": 1, "t": "你好"}, {"t": "x\ud800"}, {}])
