@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import re
+import stat
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 
@@ -62,3 +67,148 @@ class Caller:
 def t(svc) -> Caller:
     """Call tools as t.write(title=..., content=...), t.relationship_read(personId=...)."""
     return Caller(svc)
+
+
+# -- jieba's process-wide dictionary --------------------------------------------------------
+
+
+class JiebaWords:
+    """Undo log for jieba's process-wide dictionary: every word added during one test.
+
+    jieba keeps one dictionary per process and zcor teaches it synonym terms and node
+    keywords as user words (zcord.text.add_user_words). Without an undo, what one test
+    taught changes how the next one segments text, so results would depend on test order.
+    """
+
+    _MISSING = object()
+
+    def __init__(self, monkeypatch):
+        import jieba
+
+        import zcord.text as text
+
+        self._text = text
+        self._undo: list[tuple] = []
+        self._user_words = set(text._user_words)
+        real = jieba.Tokenizer.add_word
+        undo = self._undo
+        missing = self._MISSING
+
+        def add_word(tok, word, freq=None, tag=None):
+            old = tok.FREQ.get(word, missing)
+            fresh = [word[:n] for n in range(1, len(word)) if word[:n] not in tok.FREQ]
+            total = tok.total
+            real(tok, word, freq, tag)
+            undo.append((tok, word, old, fresh, total, tag))
+
+        monkeypatch.setattr(jieba.Tokenizer, "add_word", add_word)
+
+    def __call__(self, *words: str) -> None:
+        """Teach jieba these words for this test only (as zcor teaches its user words)."""
+        self._text.add_user_words(words)
+
+    def restore(self) -> None:
+        for tok, word, old, fresh, total, tag in reversed(self._undo):
+            if old is self._MISSING:
+                tok.FREQ.pop(word, None)
+            else:
+                tok.FREQ[word] = old
+            for frag in fresh:
+                tok.FREQ.pop(frag, None)
+            tok.total = total
+            if tag:
+                tok.user_word_tag_tab.pop(word, None)
+        self._undo.clear()
+        self._text._user_words.intersection_update(self._user_words)
+
+
+@pytest.fixture
+def jieba_words(monkeypatch):
+    """jieba's dictionary for one test: words the test (or the code under test) teaches
+    are forgotten afterwards. Call jieba_words("小明", ...) to teach words a test needs."""
+    words = JiebaWords(monkeypatch)
+    yield words
+    words.restore()
+
+
+# -- a disk that refuses writes, below atomic_write -------------------------------------------
+
+
+_TMP_NAME = re.compile(r"^\.(.+)\.\d+\.[0-9a-f]+\.tmp$")
+
+
+class FailingDisk:
+    """Make writes into one directory fail at the system calls zcord.fsutil.atomic_write
+    makes (os.write, os.fsync, os.replace), so the real atomic write is exercised and a
+    write that bypasses it (e.g. one that rewrites the file in place) is caught.
+
+    The operation log (operations.jsonl) and the lock file are left alone; `only` narrows
+    the failure further to files whose target name it accepts (a temporary file of the
+    atomic write counts as the file it replaces).
+    """
+
+    ERRORS = {"write": (errno.ENOSPC, "No space left on device"),
+              "fsync": (errno.EIO, "Input/output error"),
+              "replace": (errno.ENOSPC, "No space left on device")}
+    SPARED = {"operations.jsonl", "zcord.lock"}
+
+    def __init__(self, monkeypatch, root: Path):
+        self.monkeypatch = monkeypatch
+        self.root = Path(root).resolve()
+        self.at: str | None = None
+        self.only = None
+        self.failures = 0
+        real = {name: getattr(os, name) for name in ("write", "fsync", "replace")}
+
+        def failing(name):
+            def call(*args, **kwargs):
+                if self.at == name and self._hits(args):
+                    self.failures += 1
+                    raise OSError(*self.ERRORS[name])
+                return real[name](*args, **kwargs)
+            return call
+
+        for name in real:
+            monkeypatch.setattr(os, name, failing(name))
+
+    def _hits(self, args) -> bool:
+        if self.at == "replace":
+            path = Path(os.fspath(args[1])).resolve()
+        else:
+            try:
+                path = Path(os.readlink(f"/proc/self/fd/{args[0]}"))
+            except OSError:
+                return False
+            if not stat.S_ISREG(os.fstat(args[0]).st_mode):
+                return False
+        if self.root not in path.parents:
+            return False
+        m = _TMP_NAME.match(path.name)
+        target = path.with_name(m.group(1)) if m else path
+        if target.name in self.SPARED:
+            return False
+        return self.only is None or self.only(target)
+
+    def on(self, at: str = "write", only=None) -> None:
+        """Fail every matching os.write (ENOSPC), os.fsync (EIO) or os.replace (ENOSPC)."""
+        assert at in self.ERRORS
+        self.at, self.only = at, only
+
+    def off(self) -> None:
+        self.at = self.only = None
+
+
+@pytest.fixture
+def failing_disk(monkeypatch, memdir):
+    """A FailingDisk for the test's Memory directory (off until on() is called)."""
+    disk = FailingDisk(monkeypatch, memdir)
+    yield disk
+    disk.off()
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """Print the random order's seed even under -q (make test), so a failure can be replayed."""
+    seed = getattr(config.option, "randomly_seed", None)
+    if seed is not None and config.pluginmanager.has_plugin("randomly"):
+        terminalreporter.write_line(f"tests ran in random order: replay it with --randomly-seed={seed} "
+                                    f"(or keep file order with -p no:randomly)")

@@ -152,12 +152,26 @@ class StateSerializer:
         ])
 
 
+# An epoch number above this is milliseconds (1e11 ms is March 1973; 1e11 s is year 5138).
+EPOCH_MS_ABOVE = 1e11
+
+
 def parse_time(value: Any, where: str) -> datetime:
-    """Times in old files: ISO 8601 (naive ones taken as UTC) or epoch milliseconds."""
+    """Times in old files: ISO 8601 (naive ones taken as UTC) or an epoch number.
+
+    An epoch number whose magnitude is above EPOCH_MS_ABOVE is milliseconds (what JavaScript's
+    Date.now() writes), anything else seconds. A number that is no time (NaN, infinite, beyond
+    the year 9999) is a clear StateFileInvalid, like any other bad value.
+    """
     if isinstance(value, bool):
         raise StateFileInvalid(f"{where}: expected a time, got {value!r}")
     if isinstance(value, (int, float)):
-        return datetime.fromtimestamp(value / 1000, timezone.utc)
+        seconds = value / 1000 if abs(value) > EPOCH_MS_ABOVE else value
+        try:
+            return datetime.fromtimestamp(seconds, timezone.utc)
+        except (ValueError, OverflowError, OSError):
+            raise StateFileInvalid(f"{where}: {value!r} is not a time (epoch seconds, or milliseconds "
+                                   f"above {EPOCH_MS_ABOVE:.0e})") from None
     if isinstance(value, str):
         try:
             t = datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)

@@ -5,11 +5,28 @@ from __future__ import annotations
 import pytest
 
 from zcord.client import ToolError
-from zcord.tools import RELATIONSHIP_TOOLS, TOOLS
 
+# The interface as the specification states it (SPEC §2 tool table, §5 bot methods, and the
+# README's method table for operator methods), written out here rather than imported from
+# the code under test, so a tool or method missing from the code's own tables is caught.
+SPEC_TOOLS = {
+    "zcor_memory_write", "zcor_memory_read", "zcor_memory_delete", "zcor_memory_children",
+    "zcor_memory_trace", "zcor_memory_important", "zcor_memory_query", "zcor_memory_merge",
+    "zcor_memory_supersede", "zcor_relationship_read", "zcor_relationship_query",
+    "zcor_relationship_write", "zcor_relationship_delete", "zcor_memory_history", "zcor_memory_backup",
+    "zcor_memory_restore", "zcor_synonyms_add", "zcor_memory_search",
+}
+SPEC_RELATIONSHIP_TOOLS = {"zcor_relationship_read", "zcor_relationship_query", "zcor_relationship_write",
+                           "zcor_relationship_delete"}
+BOT_METHODS = {  # method: params a bot sends
+    "zcor/prefix": {},
+    "zcor/recall": {"session": "roles", "events": [{"text": "你好", "origin": "external"}]},
+    "zcor/context": {"session": "roles"},
+    "zcor/llm": {},
+}
 OPERATOR_METHODS = ["zcor/status", "zcor/config/get", "zcor/config/set", "zcor/subscribe",
-                    "zcor/unsubscribe", "zcor/backups/list", "zcor/synonyms/list", "zcor/recall/explain",
-                    "zcor/reload"]
+                    "zcor/unsubscribe", "zcor/backups/list", "zcor/synonyms/list", "zcor/synonyms/set",
+                    "zcor/recall/explain", "zcor/reload"]
 
 
 def history_for(op, tool: str) -> list[dict]:
@@ -18,7 +35,7 @@ def history_for(op, tool: str) -> list[dict]:
 
 def test_relationship_tools_vanish_for_the_bot_when_disabled(daemon):
     with daemon.client("operator") as op, daemon.client() as bot:
-        assert {t["name"] for t in bot.list_tools()} == set(TOOLS)
+        assert {t["name"] for t in bot.list_tools()} == SPEC_TOOLS
         bot.call_tool("zcor_relationship_write", {"personId": "qq:1", "name": "小明", "relationship": "朋友",
                                                   "affinity": 10, "reason": "一起吃饭"})
 
@@ -27,8 +44,8 @@ def test_relationship_tools_vanish_for_the_bot_when_disabled(daemon):
         note = bot.wait_notification(10)
         assert note is not None and note["method"] == "notifications/tools/list_changed"
         names = {t["name"] for t in bot.list_tools()}
-        assert names == set(TOOLS) - RELATIONSHIP_TOOLS
-        assert {t["name"] for t in op.list_tools()} == set(TOOLS)
+        assert names == SPEC_TOOLS - SPEC_RELATIONSHIP_TOOLS
+        assert {t["name"] for t in op.list_tools()} == SPEC_TOOLS
 
         with pytest.raises(ToolError) as refused:
             bot.call_tool("zcor_relationship_write", {"personId": "qq:1", "name": "小明", "relationship": "敌人",
@@ -68,13 +85,22 @@ def test_external_event_frame_is_refused_and_recorded(shared_daemon):
 
 @pytest.mark.parametrize("method", OPERATOR_METHODS)
 def test_operator_methods_are_refused_to_the_bot(shared_daemon, method):
+    with shared_daemon.client("operator") as op:
+        groups = op.synonym_groups()
     with shared_daemon.client() as bot:
         with pytest.raises(ToolError) as refused:
-            bot.request(method, {"patch": {"recallBudget": 1}, "text": "x"})
+            bot.request(method, {"patch": {"recallBudget": 1}, "text": "x", "terms": ["角色甲", "角色乙"]})
         assert refused.value.code == "forbidden"
         assert "operator" in refused.value.message
     with shared_daemon.client("operator") as op:
         assert op.config_get()["recallBudget"] == 6000
+        assert op.synonym_groups() == groups
+
+
+@pytest.mark.parametrize("method", sorted(BOT_METHODS))
+def test_bot_methods_work_for_the_bot(shared_daemon, method):
+    with shared_daemon.client() as bot:
+        assert isinstance(bot.request(method, BOT_METHODS[method]), dict)
 
 
 def test_operator_methods_work_for_operators(shared_daemon):

@@ -395,3 +395,29 @@ def test_from_after_to_refused(timed):
 def test_keywords_casefold_in_history(t):
     t.write(title="Street", content="Große Straße")
     assert "zcor_memory_write" in tools(t.history(keywords=["STRASSE"])["items"])
+
+
+def test_status_counts_operations_from_the_log(memdir, clock):
+    """zcor/status reports the number of logged operations; after a restart it is counted
+    from the log file itself."""
+    with Service(memdir, clock=clock) as s:
+        s.call("zcor_memory_write", {"title": "one", "content": ""})
+        s.call("zcor_memory_read", {"id": "m1"})
+        with pytest.raises(NotFound):
+            s.call("zcor_memory_read", {"id": "m9"})
+        st = s.status()
+        assert st["operations"] == 3
+        assert (st["nodes"], st["currentNodes"], st["historyChanges"]) == (1, 1, 1)
+    lines = (memdir / "operations.jsonl").read_bytes().count(b"\n")
+    with Service(memdir, clock=clock) as s:
+        assert s.status()["operations"] == lines == 3
+        s.call("zcor_memory_children", {})
+        assert s.status()["operations"] == 4
+
+
+def test_backups_listed_sorted_json_files_only(svc):
+    first = svc.call("zcor_memory_backup", {})["backupFile"]
+    (svc.dir / "backups" / "a-hand-placed.json").write_bytes(b"{}")
+    (svc.dir / "backups" / "notes.txt").write_text("not a backup")
+    (svc.dir / "backups" / "sub.json").mkdir()
+    assert svc.store.list_backups() == sorted(["a-hand-placed.json", first])

@@ -834,6 +834,25 @@ def test_query_every_keyword_in_title_or_content(t):
     assert t.query(keywords=["apple", "cherry"])["items"] == []
 
 
+def test_query_three_or_more_keywords_all_must_occur(t):
+    """With three or more keywords every one must occur (in the title or the content): the
+    longest keyword plus only some of the others is not enough."""
+    make(t, "strawberry jam", "made with sugar and lemon")   # m1: all four words
+    make(t, "strawberry jam", "made with sugar")             # m2: no lemon
+    make(t, "strawberry tart", "lemon and sugar")            # m3: no jam
+    make(t, "jam", "lemon, sugar")                           # m4: no strawberry (the longest)
+    make(t, "sugar", "strawberry")                           # m5: longest + one other
+    assert ids_of(t.query(keywords=["strawberry", "jam", "sugar"])) == ["m2", "m1"]
+    assert ids_of(t.query(keywords=["sugar", "jam", "strawberry", "lemon"])) == ["m1"]
+    assert ids_of(t.query(keywords=["lemon", "sugar", "tart"])) == ["m3"]
+    assert t.query(keywords=["strawberry", "sugar", "jam", "tart"])["total"] == 0
+    # the same rule for relationships: every keyword somewhere in the record
+    t.relationship_write(personId="p1", name="Lin", relationship="classmate", affinity=0, reason="jam session")
+    t.relationship_write(personId="p2", name="Lin", relationship="classmate", affinity=0, reason="lunch")
+    t.relationship_write(personId="p3", name="Bo", relationship="classmate", affinity=0, reason="jam session")
+    assert [r["personId"] for r in t.relationship_query(keywords=["classmate", "lin", "jam"])["items"]] == ["p1"]
+
+
 def test_query_does_not_match_keywords_or_source(t):
     make(t, "tea", "green", keywords=["zebra"], sourceMessage="giraffe")
     assert t.query(keywords=["zebra"])["total"] == 0
@@ -1261,23 +1280,10 @@ def test_delete_allowed_after_linking_relationship_is_deleted(t):
 
 
 @pytest.fixture
-def full_disk(monkeypatch):
-    """Call on() to make every state-file write fail with ENOSPC, off() to heal the disk."""
-    import zcord.store as store_module
-
-    real = store_module.atomic_write
-
-    def boom(path, data, mode=0o640):
-        raise OSError(28, "No space left on device")
-
-    class Disk:
-        def on(self):
-            monkeypatch.setattr(store_module, "atomic_write", boom)
-
-        def off(self):
-            monkeypatch.setattr(store_module, "atomic_write", real)
-
-    return Disk()
+def full_disk(failing_disk):
+    """Call on() to make every state-file write fail with ENOSPC at os.write (below the atomic
+    write, so a save that rewrote the file in place would be caught), off() to heal the disk."""
+    return failing_disk
 
 
 def history_titles(memdir) -> list:

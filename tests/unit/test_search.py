@@ -110,6 +110,24 @@ def test_malformed_answers_are_errors(t, llm, bad, needle):
         t.search(keywords=["小明"])
 
 
+@pytest.mark.parametrize("pick", ["outsider", "candidate+outsider", "superseded"])
+def test_existing_id_that_was_no_candidate_is_an_error(t, llm, pick):
+    """The answer may only name candidates: an id of a memory that exists but was not sent
+    (its title does not match, or it is superseded) is refused like an unknown one."""
+    a, b, c = seed(t)  # c (周末去爬山) exists but its title has no 小明
+    old = t.write(title="小明的旧地址", content="城西")["id"]
+    t.supersede(ids=[old], replacementId=a, reason="搬家")
+    answer = {"outsider": [c], "candidate+outsider": [a, c], "superseded": [old]}[pick]
+    llm.script.append(reply(llm, json.dumps(answer)))
+    with pytest.raises(ProviderError, match="not candidates") as ei:
+        t.search(keywords=["小明"])
+    assert answer[-1] in ei.value.message
+    sent = json.loads(llm.requests[0]["json"]["messages"][-1]["content"])
+    assert {x["id"] for x in sent["candidates"]} == {a, b}
+    rec = t.history(keywords=["zcor_memory_search"])["items"][0]
+    assert rec["status"] == "error" and "not candidates" in rec["error"]["message"]
+
+
 def test_http_500_is_an_error_and_recorded(t, llm):
     seed(t)
     llm.script.append(("status", 500, {"error": {"message": "boom"}}))

@@ -74,22 +74,17 @@ def test_backup_is_self_contained_and_restorable(small_seal, t, svc, memdir):
     assert "later" not in [n.title for n in svc.state.nodes.values()]
 
 
-def test_failed_seal_changes_nothing(small_seal, svc, memdir, monkeypatch):
+@pytest.mark.parametrize("how", ["write", "replace"])
+def test_failed_seal_changes_nothing(small_seal, svc, memdir, failing_disk, how):
     _write_many(svc, 3)
     before = (memdir / "memory-state.json").read_bytes()
-    real = store_mod.atomic_write
-
-    def fail_on_state(path, data, mode=0o640):
-        if path.name == "memory-state.json":
-            raise OSError(28, "No space left on device")
-        return real(path, data, mode)
-
-    monkeypatch.setattr(store_mod, "atomic_write", fail_on_state)
+    # the segment file is written, the state file that would name it is refused
+    failing_disk.on(how, only=lambda target: target.name == "memory-state.json")
     from zcord.errors import StorageError
     with pytest.raises(StorageError):
         _write_many(svc, 10)
     assert (memdir / "memory-state.json").read_bytes() == before
-    monkeypatch.setattr(store_mod, "atomic_write", real)
+    failing_disk.off()
     _write_many(svc, 10)
     ids = [c.change_id for c in svc.store.iter_history(svc.state)]
     assert ids == list(range(1, 14))

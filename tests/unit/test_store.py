@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-import zcord.store
 from zcord.errors import (InvalidArgument, MayHaveTakenEffect, MemoryDirInUse, NotFound, StateFileInvalid,
                           StorageError)
 from zcord.service import Service
+from tests.conftest import FailingDisk
 
 REPO = Path(__file__).resolve().parents[2]
 TZ = timezone(timedelta(hours=8))
@@ -447,6 +447,63 @@ def test_version_2_migrated(memdir, clock):
         assert call(s, "relationship_read", personId="qq:5")["affinity"] == 35
 
 
+# 2025-04-01T10:00:00+08:00 and 2025-04-02T10:00:00+08:00 as epoch numbers
+EPOCH_S_1, EPOCH_S_2 = 1743472800, 1743559200
+ISO_1, ISO_2 = "2025-04-01T10:00:00+08:00", "2025-04-02T10:00:00+08:00"
+
+
+def _with_epoch_times(fmt: str, scale: int, fraction: float = 0.0) -> bytes:
+    first = EPOCH_S_1 * scale + fraction
+    second = EPOCH_S_2 * scale
+    if fmt == "legacy":
+        doc = json.loads(dump(LEGACY))
+        memories = doc
+    else:
+        doc = json.loads(dump(V1 if fmt == "v1" else V2))
+        memories = doc["memories"]
+    memories[0].update(createdAt=first, updatedAt=second)
+    if fmt == "v2":
+        doc["relationships"][0].update(createdAt=first, updatedAt=second)
+    return dump(doc)
+
+
+@pytest.mark.parametrize("scale", [1000, 1], ids=["milliseconds", "seconds"])
+@pytest.mark.parametrize("fmt", ["legacy", "v1", "v2"])
+def test_old_files_with_epoch_times(memdir, fmt, scale):
+    """Old files may carry epoch numbers: above 1e11 they are milliseconds, else seconds."""
+    memdir.mkdir()
+    raw = _with_epoch_times(fmt, scale, fraction=0.5 if scale == 1000 else 0.0)
+    (memdir / ("memories.json" if fmt == "legacy" else "memory-state.json")).write_bytes(raw)
+    with Service(memdir) as s:
+        m1 = call(s, "read", id="m1")
+        assert datetime.fromisoformat(m1["createdAt"]) - datetime.fromisoformat(ISO_1) \
+            == timedelta(milliseconds=0.5 if scale == 1000 else 0)
+        assert same_instant(m1["updatedAt"], ISO_2)
+        # the time filters see the same instants
+        day = call(s, "query", **{"from": "2025-04-02T00:00:00+08:00", "to": "2025-04-02T23:59:59+08:00"})
+        assert [n["id"] for n in day["items"]] == ["m1"]
+        if fmt == "v2":
+            rel = call(s, "relationship_read", personId="qq:5")
+            assert same_instant(rel["updatedAt"], ISO_2)
+
+
+@pytest.mark.parametrize("bad", [1e300, -1e300, 10 ** 40, float("nan"), float("inf")])
+@pytest.mark.parametrize("fmt", ["legacy", "v1", "v2"])
+def test_old_files_with_impossible_epoch_times_refused(memdir, fmt, bad):
+    memdir.mkdir()
+    doc = json.loads(dump(LEGACY if fmt == "legacy" else V1 if fmt == "v1" else V2))
+    memories = doc if fmt == "legacy" else doc["memories"]
+    memories[0]["updatedAt"] = bad
+    raw = json.dumps(doc).encode()
+    name = "memories.json" if fmt == "legacy" else "memory-state.json"
+    (memdir / name).write_bytes(raw)
+    with pytest.raises(StateFileInvalid) as ei:
+        Service(memdir).open()
+    assert name in ei.value.message and "updatedAt" in ei.value.message and "not a time" in ei.value.message
+    assert (memdir / name).read_bytes() == raw
+    assert sorted(p.name for p in memdir.iterdir() if p.suffix == ".json" and "memor" in p.name) == [name]
+
+
 def test_version_2_parent_fields_ignored_nodes_are_roots(memdir):
     doc = json.loads(dump(V2))
     doc["memories"][1]["parentId"] = "m1"
@@ -456,16 +513,17 @@ def test_version_2_parent_fields_ignored_nodes_are_roots(memdir):
         assert call(s, "read", id="m2")["parentId"] is None
 
 
-def test_failed_first_write_keeps_old_version_file(memdir, monkeypatch):
+@pytest.mark.parametrize("failing", ["memory-state.json", "memory-state.v1.json"])
+def test_failed_first_write_keeps_old_version_file(memdir, failing_disk, failing):
     memdir.mkdir()
     raw = dump(V1)
     path = memdir / "memory-state.json"
     path.write_bytes(raw)
     with Service(memdir) as s:
-        monkeypatch.setattr(zcord.store, "atomic_write", _enospc)
+        failing_disk.on("write", only=lambda target: target.name == failing)
         with pytest.raises(StorageError):
             call(s, "write", title="x", content="")
-        monkeypatch.undo()
+        failing_disk.off()
         assert path.read_bytes() == raw
         call(s, "write", title="y", content="")
     assert (memdir / "memory-state.v1.json").read_bytes() == raw
@@ -723,21 +781,27 @@ MUTATIONS = {
 }
 
 
-@pytest.mark.parametrize("how", ["atomic_write", "save"])
+@pytest.mark.parametrize("how", ["write", "fsync", "replace", "save"])
 @pytest.mark.parametrize("mutation", sorted(MUTATIONS))
-def test_failed_state_write_changes_nothing(svc, monkeypatch, mutation, how):
+def test_failed_state_write_changes_nothing(svc, monkeypatch, failing_disk, mutation, how):
+    """The disk refuses the write at os.write, os.fsync or os.replace (below the atomic
+    write, so a save that rewrote the file in place would be caught), or the save fails."""
     ids = populate(svc)
     before = snapshot(svc)
     raw = state_bytes(svc.dir)
-    if how == "atomic_write":
-        monkeypatch.setattr(zcord.store, "atomic_write", _enospc)
-    else:
+    files = sorted(os.listdir(svc.dir))
+    if how == "save":
         monkeypatch.setattr(svc.store, "save", _enospc)
+    else:
+        failing_disk.on(how)
     with pytest.raises(StorageError) as ei:
         MUTATIONS[mutation](svc, ids)
-    assert "No space left on device" in ei.value.message
+    assert FailingDisk.ERRORS.get(how, (28, "No space left on device"))[1] in ei.value.message
+    assert how == "save" or failing_disk.failures == 1
+    failing_disk.off()
     assert snapshot(svc) == before
     assert state_bytes(svc.dir) == raw
+    assert sorted(os.listdir(svc.dir)) == files, "a temporary file was left behind"
     monkeypatch.undo()
     # the failure is in the history
     rec = call(svc, "history", keywords=["storage_error"])["items"]
@@ -747,12 +811,12 @@ def test_failed_state_write_changes_nothing(svc, monkeypatch, mutation, how):
     assert state_bytes(svc.dir) != raw
 
 
-def test_failed_create_does_not_leave_a_node(svc, monkeypatch):
+def test_failed_create_does_not_leave_a_node(svc, failing_disk):
     call(svc, "write", title="a", content="")
-    monkeypatch.setattr(zcord.store, "atomic_write", _enospc)
+    failing_disk.on("write")
     with pytest.raises(StorageError):
         call(svc, "write", title="ghost", content="")
-    monkeypatch.undo()
+    failing_disk.off()
     assert call(svc, "query", keywords=["ghost"])["total"] == 0
     assert [i["title"] for i in call(svc, "children")["items"]] == ["a"]
     new = call(svc, "write", title="real", content="")
@@ -760,14 +824,14 @@ def test_failed_create_does_not_leave_a_node(svc, monkeypatch):
     assert [i["title"] for i in call(svc, "children")["items"]] == ["a", "real"]
 
 
-def test_after_failed_write_state_file_history_is_right(memdir, clock, monkeypatch):
+def test_after_failed_write_state_file_history_is_right(memdir, clock, failing_disk):
     """The next successful save must store the change that happened, not the one that failed."""
     with Service(memdir, clock=clock) as s:
         call(s, "write", title="original", content="v1")
-        monkeypatch.setattr(zcord.store, "atomic_write", _enospc)
+        failing_disk.on("replace")
         with pytest.raises(StorageError):
             call(s, "write", id="m1", title="FAILED-TITLE", content="v2")
-        monkeypatch.undo()
+        failing_disk.off()
         call(s, "write", id="m1", title="good title", content="v3")
     doc = json.loads(state_bytes(memdir))
     assert [n["title"] for n in doc["nodes"]] == ["good title"]
@@ -781,12 +845,13 @@ def test_after_failed_write_state_file_history_is_right(memdir, clock, monkeypat
         assert any(c["after"]["title"] == "good title" for h in hist for c in h["changes"])
 
 
-def test_failed_backup_is_storage_error(svc, monkeypatch):
+@pytest.mark.parametrize("how", ["write", "fsync", "replace"])
+def test_failed_backup_is_storage_error(svc, failing_disk, how):
     populate(svc)
-    monkeypatch.setattr(zcord.store, "atomic_write", _enospc)
+    failing_disk.on(how)
     with pytest.raises(StorageError):
         call(svc, "backup")
-    monkeypatch.undo()
+    failing_disk.off()
     assert os.listdir(svc.dir / "backups") == []
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from zcord.errors import InvalidArgument, ZcorError
 from zcord.service import Service
+from zcord.synonyms import SynonymClasses
 from zcord.text import normalize
 
 
@@ -105,6 +106,35 @@ def test_groups_sharing_a_term_form_one_transitive_class(t):
     t.synonyms_add(terms=["qb1", "qb2"])
     r = t.synonyms_add(terms=["qb2", "qa1"])
     assert norm_set(r["class"]) == {"qa1", "qa2", "qa3", "qa4", "qb1", "qb2"}
+
+
+@pytest.mark.parametrize("first, second", [
+    (["qa", "qshared"], ["qb", "qshared"]),   # the shared term last in both groups
+    (["qshared", "qa"], ["qb", "qshared"]),
+    (["qa", "qshared"], ["qshared", "qb"]),
+    (["qa", "qshared", "qc"], ["qb", "qd", "qshared"]),
+])
+def test_transitive_whatever_the_shared_terms_position(t, first, second):
+    t.synonyms_add(terms=first)
+    r = t.synonyms_add(terms=second)
+    everyone = set(first) | set(second)
+    assert norm_set(r["class"]) == everyone
+    classes = SynonymClasses([first, second])
+    for term in everyone:
+        assert classes.expand([term]) == everyone, f"{term} does not reach the whole class"
+
+
+def test_chain_joined_through_later_terms(t):
+    """Three groups chained through their last terms; then a group whose shared term is in the
+    middle joins a separate class."""
+    groups = [["c1", "c2"], ["c3", "c2"], ["c4", "c3"], ["d1", "d2"], ["x", "d2", "c4", "y"]]
+    classes = SynonymClasses(groups)
+    everyone = {term for g in groups for term in g}
+    for term in everyone:
+        assert classes.expand([term]) == everyone
+    for g in groups:
+        t.synonyms_add(terms=g)
+    assert norm_set(t.synonyms_add(terms=["c1", "z"])["class"]) == everyone | {"z"}
 
 
 def test_unrelated_group_is_its_own_class(t):
