@@ -1,26 +1,52 @@
 # Two entry points, each doing all the set-up it needs on a fresh machine:
 #   make run    the product on a local default Memory directory
 #   make test   the whole test suite
+# and `make dist`, the wheel and sdist in dist/ (how to install them: contrib/systemd/README.md).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+# `make run` installs what running needs (the package and its `tui` extra); `make test` adds
+# the `dev` extra. Each stamp says what the venv holds.
+RUN_STAMP := $(VENV)/.installed-run
+TEST_STAMP := $(VENV)/.installed-test
+# AstrBot pins versions that clash with ours, so its plugin is tested in a venv of its own.
+ASTRBOT_VENV := .venv-astrbot
+ASTRBOT_STAMP := $(ASTRBOT_VENV)/.installed
+ASTRBOT_VERSION := 4.14.6
 
-.PHONY: setup run test bench
+.PHONY: setup run test bench dist astrbot-env
 
-$(STAMP): pyproject.toml
+$(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(RUN_STAMP): pyproject.toml setup.py | $(VENV)/bin/python
+	$(BIN)/python -m pip install --quiet -e '.[tui]'
+	touch $@
+
+$(TEST_STAMP): pyproject.toml setup.py | $(VENV)/bin/python
 	$(BIN)/python -m pip install --quiet -e '.[tui,dev]'
-	touch $(STAMP)
+	touch $@ $(RUN_STAMP)
 
-setup: $(STAMP)
+$(ASTRBOT_STAMP): Makefile
+	rm -rf $(ASTRBOT_VENV)
+	$(PYTHON) -m venv $(ASTRBOT_VENV)
+	$(ASTRBOT_VENV)/bin/python -m pip install --quiet 'astrbot==$(ASTRBOT_VERSION)' pytest
+	touch $@
 
-run: $(STAMP)
+setup: $(TEST_STAMP)
+
+astrbot-env: $(ASTRBOT_STAMP)
+
+run: $(RUN_STAMP)
 	$(BIN)/zcor-tui --with-daemon
 
-test: $(STAMP)
-	$(BIN)/python -m pytest -q
+test: $(TEST_STAMP) $(ASTRBOT_STAMP)
+	ZCOR_ASTRBOT_PYTHON=$(CURDIR)/$(ASTRBOT_VENV)/bin/python $(BIN)/python -m pytest -q
 
-bench: $(STAMP)
+dist: $(TEST_STAMP)
+	rm -rf dist build
+	$(BIN)/python -m build --outdir dist .
+
+bench: $(TEST_STAMP)
 	$(BIN)/python bench/bench_all.py

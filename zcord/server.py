@@ -211,6 +211,8 @@ class Daemon:
             "zcor/llm": (self._llm, False),
             "zcor/recall/explain": (self._recall_explain, True),
             "zcor/reload": (self._reload_method, True),
+            "zcor/persona/get": (self._persona_get, True),
+            "zcor/persona/set": (self._persona_set, True),
         }
 
     # -- lifetime ---------------------------------------------------------------------
@@ -628,6 +630,12 @@ class Daemon:
     async def _recall_explain(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         text = P.str_param(params, "text")
         return await self._work(self.service.recall_explain, text)
+
+    async def _persona_get(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        return await self._work(self.service.persona_get)
+
+    async def _persona_set(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        return await self._work(self.service.persona_set, params.get("text"), conn.actor)
 
     async def _reload_method(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         err = await self._reload()

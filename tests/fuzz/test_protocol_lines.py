@@ -30,7 +30,7 @@ COUNTS: Counter = Counter()
 METHODS = ["initialize", "ping", "tools/list", "tools/call", "zcor/prefix", "zcor/recall", "zcor/context",
            "zcor/status", "zcor/config/get", "zcor/config/set", "zcor/subscribe", "zcor/unsubscribe",
            "zcor/backups/list", "zcor/synonyms/list", "zcor/synonyms/set", "zcor/llm", "zcor/recall/explain",
-           "zcor/reload", "notifications/initialized", "nope", "", "zcor/", "tools/call/x"]
+           "zcor/reload", "zcor/persona/get", "zcor/persona/set", "notifications/initialized", "nope", "", "zcor/", "tools/call/x"]
 KNOWN_CODES = {P.PARSE_ERROR, P.INVALID_REQUEST, P.METHOD_NOT_FOUND, P.INVALID_PARAMS, P.ZCOR_ERROR}
 
 ids = st.one_of(st.integers(-(2**70), 2**70), st.text(max_size=10), st.none(), st.booleans(),

@@ -9,7 +9,7 @@ from zcord.tools import RELATIONSHIP_TOOLS, TOOLS
 
 OPERATOR_METHODS = ["zcor/status", "zcor/config/get", "zcor/config/set", "zcor/subscribe",
                     "zcor/unsubscribe", "zcor/backups/list", "zcor/synonyms/list", "zcor/recall/explain",
-                    "zcor/reload"]
+                    "zcor/reload", "zcor/persona/get", "zcor/persona/set"]
 
 
 def history_for(op, tool: str) -> list[dict]:
