@@ -28,10 +28,13 @@ $(TEST_STAMP): pyproject.toml setup.py | $(VENV)/bin/python
 	$(BIN)/python -m pip install --quiet -e '.[tui,dev]'
 	touch $@ $(RUN_STAMP)
 
-$(ASTRBOT_STAMP): Makefile
+# zcor goes in editable (the plugin imports zcord.client from this checkout).
+$(ASTRBOT_STAMP): Makefile pyproject.toml setup.py
 	rm -rf $(ASTRBOT_VENV)
 	$(PYTHON) -m venv $(ASTRBOT_VENV)
-	$(ASTRBOT_VENV)/bin/python -m pip install --quiet 'astrbot==$(ASTRBOT_VERSION)' pytest
+	$(ASTRBOT_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(ASTRBOT_VENV)/bin/python -m pip install --quiet 'astrbot==$(ASTRBOT_VERSION)'
+	$(ASTRBOT_VENV)/bin/python -m pip install --quiet -e .
 	touch $@
 
 setup: $(TEST_STAMP)
