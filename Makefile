@@ -28,11 +28,12 @@ $(TEST_STAMP): pyproject.toml setup.py | $(VENV)/bin/python
 	$(BIN)/python -m pip install --quiet -e '.[tui,dev]'
 	touch $@ $(RUN_STAMP)
 
-# zcor goes in editable (the plugin imports zcord.client from this checkout).
-$(ASTRBOT_STAMP): Makefile pyproject.toml setup.py
-	rm -rf $(ASTRBOT_VENV)
+$(ASTRBOT_VENV)/bin/python:
 	$(PYTHON) -m venv $(ASTRBOT_VENV)
 	$(ASTRBOT_VENV)/bin/python -m pip install --quiet --upgrade pip
+
+# zcor goes in editable: the plugin imports zcord.client from this checkout.
+$(ASTRBOT_STAMP): Makefile pyproject.toml setup.py | $(ASTRBOT_VENV)/bin/python
 	$(ASTRBOT_VENV)/bin/python -m pip install --quiet 'astrbot==$(ASTRBOT_VERSION)'
 	$(ASTRBOT_VENV)/bin/python -m pip install --quiet -e .
 	touch $@

@@ -23,7 +23,7 @@ next request, no restart. Write it in the language the bot should speak, for exa
 
 While this file has nothing outside comments, the prefix starts with a neutral default
 identity and `zcor status` warns that the persona is empty. Edit it here, or in zcor-tui
-(Config, "Edit PERSONA.md").
+(Config screen, ctrl+e).
 -->
 """
 # Used when PERSONA.md is missing or has only comments and blank lines.

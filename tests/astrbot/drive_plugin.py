@@ -10,7 +10,8 @@ FunctionToolExecutor and its OpenAI provider, whose API base is the scripted fak
 the outer test, so the model's tool call is executed by AstrBot's tool machinery.
 
 Each step of the spec is one message; a step naming another socket first changes the
-plugin's setting and has AstrBot reload the plugin, as saving its settings in the WebUI does.
+plugin's setting and has AstrBot reload the plugin, as saving its settings in the WebUI does;
+a step with "kill": PID first stops that zcord (SIGTERM) and waits for its socket to go.
 Prints one JSON line: what each step saw (the transcript the outer test checks).
 
 Usage: python drive_plugin.py ROOT PLUGIN_DIR LLM_BASE_URL '[{"socket": ..., "message": ...}, ...]'
@@ -22,7 +23,9 @@ import asyncio
 import json
 import os
 import shutil
+import signal
 import sys
+import time
 from pathlib import Path
 
 
@@ -70,6 +73,11 @@ async def main(root: Path, plugin_src: Path, llm_url: str, steps: list[dict]) ->
                                        "api_base": llm_url, "model": "fake-model", "timeout": 30}, {})
     transcript = []
     for step in steps:
+        if step.get("kill"):  # zcord goes away under a connected plugin
+            os.kill(step["kill"], signal.SIGTERM)
+            deadline = time.monotonic() + 40
+            while os.path.exists(step["socket"]) and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
         if step["socket"] != sock:
             sock = step["socket"]
             settings(root, plugin_src.name, sock)

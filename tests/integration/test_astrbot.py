@@ -53,8 +53,9 @@ def drive(llm_url: str, steps: list[dict]) -> tuple[list[dict], str]:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    """One AstrBot process (its start-up is slow) through three steps: a group message on a
-    daemon with relationship memory on, one on a daemon with it off, one with zcord down."""
+    """One AstrBot process (its start-up is slow) through four steps: a group message on a
+    daemon with relationship memory on; one on a daemon with it off; one after that daemon
+    stopped under the connected plugin; one with the setting pointing at no daemon at all."""
     from tests.integration.conftest import Factory
 
     factory = Factory()
@@ -71,10 +72,10 @@ def run(tmp_path_factory):
     nobody = str(tmp_path_factory.mktemp("down") / "nobody.sock")
     with FakeLLM() as llm:
         llm.script += [openai_tools(("zcor_memory_write", write_args)), openai_text("好呀，注意安全喵～"),
-                       openai_text("嗯嗯"),
-                       openai_text("我在呢")]
+                       openai_text("嗯嗯"), openai_text("刚才走神了"), openai_text("我在呢")]
         transcript, log = drive(llm.url, [{"socket": str(on.sock), "message": MESSAGE},
                                           {"socket": str(off.sock), "message": "你还记得我吗"},
+                                          {"socket": str(off.sock), "message": "登山鞋呢", "kill": off.proc.pid},
                                           {"socket": nobody, "message": "在吗"}])
     yield {"on": on, "off": off, "shoes": shoes, "write_args": write_args, "llm": llm,
            "transcript": transcript, "log": log, "nobody": nobody}
@@ -135,10 +136,14 @@ def test_relationship_tools_follow_the_daemon_switch(run):
 
 
 def test_a_daemon_that_is_down_leaves_the_bot_answering_without_memory(run):
-    step, log, llm = run["transcript"][2], run["log"], run["llm"]
-    assert len(llm.requests) == 4 and llm.requests[3]["json"]["messages"][0]["content"] == "你是群里的聊天机器人。"
-    assert step["reply"] == "我在呢"
-    assert step["hook"]["systemPrompt"] == "你是群里的聊天机器人。"
-    assert not any(t.startswith("zcor_") for t in step["hook"]["tools"])
+    log, llm = run["log"], run["llm"]
+    stopped, nowhere = run["transcript"][2], run["transcript"][3]
+    assert len(llm.requests) == 5
+    for step, request in ((stopped, llm.requests[3]), (nowhere, llm.requests[4])):
+        assert step["hook"]["systemPrompt"] == "你是群里的聊天机器人。"
+        assert not any(t.startswith("zcor_") for t in step["hook"]["tools"])
+        assert request["json"]["messages"][0] == {"role": "system", "content": "你是群里的聊天机器人。"}
+    assert stopped["reply"] == "刚才走神了" and nowhere["reply"] == "我在呢"
+    assert f"zcor: zcord at {run['off'].sock} is unavailable" in log  # the connection it had broke
     assert f"zcor: zcord at {run['nobody']} is unavailable" in log and "answering without memory" in log
     assert "Traceback" not in log

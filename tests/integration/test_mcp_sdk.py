@@ -6,6 +6,8 @@ import sys
 
 import pytest
 
+from zcord.client import RpcError
+
 import mcp
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
@@ -151,3 +153,25 @@ async def test_sdk_host_gets_recall_through_prompts_and_the_prefix_as_resources(
     # the prompt ran auto-recall in its session: the same set any bot session would get
     with daemon.client("operator") as op:
         assert op.context("ide:alice")["ids"] == [shoes]
+
+
+def test_bad_prompt_and_resource_requests_name_what_is_wrong_and_change_nothing(daemon):
+    with daemon.client("operator") as op:
+        hi = op.call_tool("zcor_memory_write", {"title": "hi", "content": "a greeting", "keywords": ["hi"]})["id"]
+    with daemon.client() as bot:
+        for params, field in (({"name": "zcor_context", "arguments": {"message": 5}}, "arguments"),
+                              ({"name": "zcor_context", "arguments": ["x"]}, "arguments"),
+                              ({"name": "zcor_context", "arguments": {"message": "  "}}, "arguments.message"),
+                              ({"arguments": {"message": "hi"}}, "name")):
+            with pytest.raises(RpcError) as e:
+                bot.request("prompts/get", params)
+            assert e.value.code == -32602 and e.value.data["field"] == field, params
+        with pytest.raises(RpcError) as e:
+            bot.request("resources/read", {"uri": 7})
+        assert e.value.code == -32602 and e.value.data["field"] == "uri"
+        with pytest.raises(RpcError) as e:
+            bot.request("resources/read", {"uri": "zcor://context/"})
+        assert e.value.code == -32002 and e.value.data["uri"] == "zcor://context/"
+        assert bot.context("mcp") == {"text": "", "ids": []}  # the refused prompts recalled nothing
+        bot.request("prompts/get", {"name": "zcor_context", "arguments": {"message": "hi"}})
+        assert bot.context("mcp")["ids"] == [hi]  # while a good one does

@@ -28,3 +28,12 @@ def test_links_stay_inside_the_repository(doc):
 def test_reference_exists_and_the_readme_links_it():
     assert (ROOT / "docs" / "reference.md").is_file()
     assert "](docs/reference.md)" in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_the_reference_documents_every_method_zcord_serves():
+    server = (ROOT / "zcord" / "server.py").read_text(encoding="utf-8")
+    methods = re.findall(r'^\s+"([a-z/]+)": \(self\._', server, re.M)
+    assert "zcor/persona/set" in methods and "prompts/get" in methods
+    reference = (ROOT / "docs" / "reference.md").read_text(encoding="utf-8")
+    missing = [m for m in methods if m not in reference]
+    assert missing == [], f"docs/reference.md does not mention {missing}"

@@ -17,6 +17,7 @@ it never fails the request.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import datetime, timezone
 from typing import Any
@@ -64,6 +65,7 @@ class ZcorMemory(Star):
         self.config = {**DEFAULTS, **(dict(config) if config else {})}
         self.client: Any = None
         self.down_logged = False
+        self.connecting = asyncio.Lock()  # conversations run concurrently: one connection for all
 
     # -- settings -----------------------------------------------------------------------
 
@@ -97,6 +99,12 @@ class ZcorMemory(Star):
             return None
         if self.client is not None and self.client.connected:
             return self.client
+        async with self.connecting:
+            if self.client is not None and self.client.connected:
+                return self.client
+            return await self.reconnect()
+
+    async def reconnect(self) -> Any:
         if self.client is not None:  # the connection broke: start afresh
             try:
                 await self.client.close()
