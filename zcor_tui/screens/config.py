@@ -82,7 +82,7 @@ class ConfigScreen(ZcorScreen):
     def show_persona(self, persona: dict[str, Any]) -> None:
         if persona.get("empty"):
             state = Text("empty", style="bold yellow")
-            state.append(" — the bot gets a default identity; press ^e to write one", style="dim")
+            state.append(" (the bot gets a default identity)", style="dim")
         else:
             lines = len(persona.get("text", "").splitlines())
             state = Text("written", style="bold green")
