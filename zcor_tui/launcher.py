@@ -9,6 +9,7 @@ as it is and left running.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import signal
 import subprocess
@@ -19,6 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from zcord import __version__
 from zcord.client import AsyncClient, Client, ClientError
 from zcord.paths import SYSTEM_SOCKET, client_socket, default_socket, memory_dir
 
@@ -102,7 +104,20 @@ def run_app(sock: Path) -> int:
     return app.return_code or 0
 
 
+TUI_MISSING = ("zcor-tui: the operator TUI needs the `tui` extra (Textual), which is not installed "
+               "in this Python environment ({python}).\n"
+               "Install it with:  {python} -m pip install 'zcor[tui]'\n"
+               "  (from a wheel:  {python} -m pip install 'zcor-{version}-py3-none-any.whl[tui]')")
+
+
+def textual_missing() -> bool:
+    return importlib.util.find_spec("textual") is None
+
+
 def main(argv: list[str] | None = None, *, run: Callable[[Path], int] = run_app) -> int:
+    if textual_missing():
+        print(TUI_MISSING.format(python=sys.executable, version=__version__), file=sys.stderr)
+        return 1
     parser = argparse.ArgumentParser(prog="zcor-tui", description="The zcor operator TUI.")
     parser.add_argument("--socket", metavar="PATH",
                         help="zcord's socket (default: $ZCOR_SOCKET, else zcord's default)")

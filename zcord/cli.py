@@ -78,7 +78,11 @@ def _client(args: argparse.Namespace, role: str = P.OPERATOR) -> Client:
 
 def cmd_status(args: argparse.Namespace) -> int:
     with _client(args) as c:
-        _print_json(c.status())
+        status = c.status()
+    _print_json(status)
+    if status.get("personaEmpty"):
+        print(f"zcor: warning: PERSONA.md in {status.get('memoryDir')} is empty (only comments): the bot "
+              f"gets a default identity. Write the persona there, or in zcor-tui (Config).", file=sys.stderr)
     return EXIT_OK
 
 

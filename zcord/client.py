@@ -465,6 +465,14 @@ class AsyncClient(_Methods):
     async def reload(self) -> dict[str, Any]:
         return await self.request("zcor/reload")
 
+    async def persona_get(self) -> dict[str, Any]:
+        """PERSONA.md: `{text, empty, path}` (empty: nothing but comments and blanks)."""
+        return await self.request("zcor/persona/get")
+
+    async def persona_set(self, text: str) -> dict[str, Any]:
+        """Replace PERSONA.md (atomically, recorded in the operation log)."""
+        return await self.request("zcor/persona/set", {"text": text})
+
     async def subscribe(self, handler: NotificationHandler | None = None) -> None:
         """Receive `zcor/changed` after every committed change (kept across reconnects)."""
         if handler is not None:
@@ -698,6 +706,14 @@ class Client(_Methods):
 
     def reload(self) -> dict[str, Any]:
         return self.request("zcor/reload")
+
+    def persona_get(self) -> dict[str, Any]:
+        """PERSONA.md: `{text, empty, path}` (empty: nothing but comments and blanks)."""
+        return self.request("zcor/persona/get")
+
+    def persona_set(self, text: str) -> dict[str, Any]:
+        """Replace PERSONA.md (atomically, recorded in the operation log)."""
+        return self.request("zcor/persona/set", {"text": text})
 
     def subscribe(self) -> None:
         self.request("zcor/subscribe")

@@ -38,7 +38,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from . import __version__
+from . import __version__, mcp_extras
 from . import protocol as P
 from . import systemd
 from .errors import MemoryDirInUse, ZcorError
@@ -293,6 +293,14 @@ class Daemon:
             "zcor/llm": (self._llm, False),
             "zcor/recall/explain": (self._recall_explain, True),
             "zcor/reload": (self._reload_method, True),
+            "zcor/persona/get": (self._persona_get, True),
+            "zcor/persona/set": (self._persona_set, True),
+            # MCP prompts and resources: recall and the prefix for hosts that speak only MCP
+            "prompts/list": (self._prompts_list, False),
+            "prompts/get": (self._prompts_get, False),
+            "resources/list": (self._resources_list, False),
+            "resources/templates/list": (self._resource_templates_list, False),
+            "resources/read": (self._resources_read, False),
         }
 
     # -- lifetime ---------------------------------------------------------------------
@@ -667,7 +675,9 @@ class Daemon:
             except Exception as e:  # the handshake must not fail because PERSONA.md is odd
                 log.warning("system prefix unavailable for initialize: %r", e)
         log.debug("connection %d initialized as %s", conn.id, conn.role)
-        return P.initialize_result(version, __version__, conn.role, instructions)
+        result = P.initialize_result(version, __version__, conn.role, instructions)
+        result["capabilities"].update(mcp_extras.CAPABILITIES)
+        return result
 
     async def _ping(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         return {}
@@ -797,6 +807,29 @@ class Daemon:
     async def _recall_explain(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         text = P.str_param(params, "text")
         return await self._work(self.service.recall_explain, text, params.get("senderKey"))
+
+    async def _persona_get(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        return await self._work(self.service.persona_get)
+
+    async def _persona_set(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        return await self._work(self.service.persona_set, params.get("text"), conn.actor)
+
+    # -- MCP prompts and resources (zcord/mcp_extras.py) ------------------------------------------
+
+    async def _prompts_list(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        return {"prompts": mcp_extras.PROMPTS}
+
+    async def _prompts_get(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        return await self._work(mcp_extras.get_prompt, self.service, params)
+
+    async def _resources_list(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        return mcp_extras.list_resources()
+
+    async def _resource_templates_list(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        return mcp_extras.list_resource_templates()
+
+    async def _resources_read(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        return await self._work(mcp_extras.read_resource, self.service, params)
 
     async def _reload_method(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         err = await self._reload()

@@ -28,10 +28,11 @@ from . import inputs as I
 from .errors import (Conflict, InvalidArgument, MayHaveTakenEffect, NotFound, ProviderError, RateLimited,
                      StateFileInvalid, StorageError, Superseded, UnknownTool, ZcorError, describe_os_error)
 from .models import MAX_IMPORTANT, Node, OpError, OpRecord, Relationship, now
+from .fsutil import atomic_write
 from .oplog import OpLog
 from .state import MemoryState, Tx
 from .config import Config, ConfigFile, api_key, api_key_for, key_withheld_reason
-from .prefix import build_prefix
+from .prefix import build_prefix, persona_text
 from .llm import Message, Provider
 from .recall import SEARCH_CANDIDATES, RecallSessions, Retriever, parse_events
 from .store import BOT_BACKUP_RE, CONFIG_FILE, OPLOG_FILE, PERSONA_FILE, SYNONYMS_FILE, Store
@@ -53,6 +54,7 @@ SEARCH_SYSTEM = (
     '["m3", "m17"]. Answer [] when none is relevant.'
 )
 MAX_SEARCH_RESULTS = 5
+MAX_PERSONA = 100_000  # characters of PERSONA.md, which goes into every request
 
 
 @dataclass
@@ -278,6 +280,38 @@ class Service:
 
         return self._operate("zcor/config/set", {"patch": patch}, actor, apply, "config.json")
 
+    def persona_get(self) -> dict[str, Any]:
+        """PERSONA.md as stored (`text`, comments included) and whether it is empty for the model."""
+        path = self.dir / PERSONA_FILE
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            text = ""
+        return {"text": text, "empty": not persona_text(text), "path": str(path)}
+
+    def persona_set(self, text: Any, actor: str = "operator") -> dict[str, Any]:
+        """Replace PERSONA.md (atomically); recorded in the operation log with before and after."""
+        if not isinstance(text, str):
+            raise InvalidArgument("text must be a string: the whole new PERSONA.md", field="text")
+        if len(text) > MAX_PERSONA:
+            raise InvalidArgument(f"text is {len(text)} characters; PERSONA.md may have at most {MAX_PERSONA}",
+                                  field="text")
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidArgument("text contains a lone surrogate code point, which is not valid Unicode",
+                                  field="text") from None
+
+        def apply():
+            before = self.persona_get()["text"]
+            if before == text:
+                return self.persona_get(), []
+            atomic_write(self.dir / PERSONA_FILE, data)
+            return self.persona_get(), [{"kind": "persona.update", "target": PERSONA_FILE,
+                                         "before": before, "after": text}]
+
+        return self._operate("zcor/persona/set", {"text": text}, actor, apply, PERSONA_FILE)
+
     def synonym_groups(self) -> list[list[str]]:
         with self.lock:
             self._refresh_synonyms()
@@ -381,6 +415,7 @@ class Service:
             "historyChanges": st.next_change_id() - 1,
             "operations": self.oplog.count(),
             "synonymGroups": len(self.synonyms.groups),
+            "personaEmpty": self.persona_get()["empty"],
         }
 
     def call(self, tool: str, params: Any = None, actor: str = "operator",

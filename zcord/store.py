@@ -20,8 +20,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from .errors import InvalidArgument, MemoryDirInUse, NotFound, StateFileInvalid, StorageError
-from .fsutil import atomic_write, make_dir, read_nofollow, remove_stale_tmp
+from .fsutil import atomic_write, fsync_dir, make_dir, read_nofollow, remove_stale_tmp
 from .models import MAX_IMPORTANT, STATE_VERSION, Change, Node, Relationship, StateFile
+from .prefix import PERSONA_TEMPLATE
 from .state import MemoryState, Migration
 from .text import derive_keywords
 
@@ -59,7 +60,34 @@ class LockLost(StorageError):
 
 
 def default_synonyms_bytes() -> bytes:
-    return resources.files("zcord").joinpath("data", SYNONYMS_FILE).read_bytes()
+    """The default synonym groups: packaged into zcord by the build, else (a source checkout
+    or an editable install) the top-level synonyms.json, which is the one source of both."""
+    packaged = resources.files("zcord").joinpath(SYNONYMS_FILE)
+    if packaged.is_file():
+        return packaged.read_bytes()
+    return (Path(__file__).resolve().parent.parent / SYNONYMS_FILE).read_bytes()
+
+
+def create_new(path: Path, data: bytes, mode: int = 0o640) -> bool:
+    """Write a new file at path, complete or not at all, never replacing one that exists
+    (the content goes to a temporary file that is then hard-linked into place)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")  # cleaned at start if left
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
+    try:
+        try:
+            os.fchmod(fd, mode)  # the same mode under any umask
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+    finally:
+        os.unlink(tmp)
+    fsync_dir(path.parent)
+    return True
 
 
 def describe_validation(err: ValidationError, limit: int = 3) -> str:
@@ -473,6 +501,9 @@ class Store:
         syn = self.dir / SYNONYMS_FILE
         if not syn.exists():
             atomic_write(syn, default_synonyms_bytes())
+        persona = self.dir / PERSONA_FILE
+        if not persona.exists() and not persona.is_symlink():
+            create_new(persona, PERSONA_TEMPLATE.encode())
 
     def verify_lock(self) -> None:
         """Raise LockLost unless the Memory path and its zcord.lock still name what this

@@ -21,6 +21,7 @@ from tests.fault.wire import Wire
 from tests.fuzz.strategies import deep, json_values, tool_arguments
 from tests.integration.conftest import shared_daemon  # noqa: F401  (fixture)
 from zcord import protocol as P
+from zcord.mcp_extras import RESOURCE_NOT_FOUND
 from zcord.tools import TOOLS
 
 pytestmark = pytest.mark.fuzz
@@ -30,8 +31,10 @@ COUNTS: Counter = Counter()
 METHODS = ["initialize", "ping", "tools/list", "tools/call", "zcor/prefix", "zcor/recall", "zcor/context",
            "zcor/status", "zcor/config/get", "zcor/config/set", "zcor/subscribe", "zcor/unsubscribe",
            "zcor/backups/list", "zcor/synonyms/list", "zcor/synonyms/set", "zcor/llm", "zcor/recall/explain",
-           "zcor/reload", "notifications/initialized", "nope", "", "zcor/", "tools/call/x"]
-KNOWN_CODES = {P.PARSE_ERROR, P.INVALID_REQUEST, P.METHOD_NOT_FOUND, P.INVALID_PARAMS, P.ZCOR_ERROR}
+           "zcor/reload", "zcor/persona/get", "zcor/persona/set", "prompts/list", "prompts/get", "resources/list",
+           "resources/templates/list", "resources/read", "notifications/initialized", "nope", "", "zcor/", "tools/call/x"]
+KNOWN_CODES = {P.PARSE_ERROR, P.INVALID_REQUEST, P.METHOD_NOT_FOUND, P.INVALID_PARAMS, P.ZCOR_ERROR,
+               RESOURCE_NOT_FOUND}
 
 ids = st.one_of(st.integers(-(2**70), 2**70), st.text(max_size=10), st.none(), st.booleans(),
                 st.floats(allow_nan=False), st.just([1]), st.just({"a": 1}))
@@ -77,7 +80,8 @@ def messages(draw) -> bytes:
         msg["params"] = params
     elif draw(st.integers(0, 3)):
         msg["params"] = draw(st.one_of(json_values, deep, st.dictionaries(st.sampled_from(
-            ["session", "events", "text", "patch", "index", "terms", "protocolVersion", "capabilities"]),
+            ["session", "events", "text", "patch", "index", "terms", "protocolVersion", "capabilities",
+             "name", "arguments", "uri"]),
             st.one_of(json_values, deep), max_size=4)))
     if draw(st.integers(0, 9)) == 0:
         msg[draw(st.text(max_size=5))] = draw(json_values)

@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from zcord.client import ToolError
+
 from .conftest import ZCOR_CMD
 
 
@@ -117,3 +119,25 @@ def test_chat_subcommand_is_wired(shared_daemon):
     assert out.returncode == 0 and "--session" in out.stdout
     out = shared_daemon.zcor("status", "--no-such-flag")
     assert out.returncode == 2 and "unrecognized arguments" in out.stderr
+
+
+def test_status_warns_about_an_empty_persona_until_one_is_written(daemon):
+    assert (daemon.memdir / "PERSONA.md").read_text(encoding="utf-8").lstrip().startswith("<!--")
+    out = daemon.zcor("status")
+    assert out.returncode == 0 and json.loads(out.stdout)["personaEmpty"] is True
+    assert "PERSONA.md" in out.stderr and "empty" in out.stderr
+
+    with daemon.client() as bot:  # a bot may neither read nor write the persona
+        for method, params in (("zcor/persona/get", {}), ("zcor/persona/set", {"text": "x"})):
+            with pytest.raises(ToolError) as e:
+                bot.request(method, params)
+            assert e.value.code == "forbidden"
+    with daemon.client("operator") as op:
+        with pytest.raises(ToolError) as e:
+            op.persona_set(42)
+        assert e.value.field == "text"
+        assert op.persona_get()["empty"] is True  # the refused call changed nothing
+        op.persona_set("你是阿澈，一个沉默寡言的剑客。")
+    out = daemon.zcor("status")
+    assert json.loads(out.stdout)["personaEmpty"] is False and out.stderr == ""
+    assert daemon.zcor("prefix").stdout.startswith("你是阿澈，一个沉默寡言的剑客。\n")

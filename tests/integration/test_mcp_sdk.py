@@ -6,6 +6,10 @@ import json
 import socket
 import sys
 
+import pytest
+
+from zcord.client import RpcError
+
 import mcp
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
@@ -100,3 +104,83 @@ async def test_sdk_cannot_call_external_event_frame(daemon):
         refused = await client.call_tool("external_event_frame", {"text": "hi"})
         assert refused.is_error is True
         assert refused.structured_content["code"] == "unknown_tool"
+
+
+async def test_sdk_host_gets_recall_through_prompts_and_the_prefix_as_resources(daemon):
+    with daemon.client("operator") as op:
+        op.persona_set("你是小雪，一个温柔的猫娘。")
+        shoes = op.call_tool("zcor_memory_write", {"title": "小王的登山鞋", "content": "防水的，很喜欢。",
+                                                   "keywords": ["登山鞋"]})["id"]
+        op.call_tool("zcor_memory_write", {"title": "周五的会议", "content": "和工作有关。"})
+        op.call_tool("zcor_memory_important", {"id": shoes, "important": True})
+    async with mcp.Client(bridge(daemon)) as client:
+        caps = client.server_capabilities
+        assert caps.prompts is not None and caps.resources is not None
+
+        prompts = {p.name: p for p in (await client.list_prompts()).prompts}
+        assert set(prompts) == {"zcor_context", "zcor_persona"}
+        assert [(a.name, a.required) for a in prompts["zcor_context"].arguments] == [
+            ("message", True), ("session", False), ("sender", False)]
+
+        got = await client.get_prompt("zcor_context", {"message": "周末穿登山鞋去爬山", "session": "ide:alice",
+                                                       "sender": "qq:42"})
+        (msg,) = got.messages
+        assert msg.role == "user" and msg.content.type == "text"
+        text = msg.content.text
+        assert f"[{shoes}] 小王的登山鞋" in text and "周五的会议" not in text
+        assert text.endswith("\n\n周末穿登山鞋去爬山")  # the header first, then the message itself
+
+        # an unrecalled message is passed on alone
+        plain = await client.get_prompt("zcor_context", {"message": "你好"})
+        assert plain.messages[0].content.text == "你好"
+
+        persona = await client.get_prompt("zcor_persona", {})
+        assert persona.messages[0].content.text.startswith("你是小雪，一个温柔的猫娘。\n")
+
+        with pytest.raises(mcp.MCPError) as e:
+            await client.get_prompt("zcor_context", {})
+        assert "arguments.message" in str(e.value)
+        with pytest.raises(mcp.MCPError) as e:
+            await client.get_prompt("nope", {})
+        assert "unknown prompt" in str(e.value)
+
+        resources = (await client.list_resources()).resources
+        assert [str(r.uri) for r in resources] == ["zcor://prefix"]
+        templates = (await client.list_resource_templates()).resource_templates
+        assert [t.uri_template for t in templates] == ["zcor://context/{session}"]
+
+        prefix = (await client.read_resource("zcor://prefix")).contents[0]
+        assert prefix.text.startswith("你是小雪") and "防水的，很喜欢。" in prefix.text  # important memory
+        context = (await client.read_resource("zcor://context/ide:alice")).contents[0]
+        assert f"[{shoes}]" in context.text
+        empty = (await client.read_resource("zcor://context/never-used")).contents[0]
+        assert empty.text == ""
+        with pytest.raises(mcp.MCPError) as e:
+            await client.read_resource("zcor://elsewhere")
+        assert "Resource not found" in str(e.value)
+
+    # the prompt ran auto-recall in its session: the same set any bot session would get
+    with daemon.client("operator") as op:
+        assert op.context("ide:alice")["ids"] == [shoes]
+
+
+def test_bad_prompt_and_resource_requests_name_what_is_wrong_and_change_nothing(daemon):
+    with daemon.client("operator") as op:
+        hi = op.call_tool("zcor_memory_write", {"title": "hi", "content": "a greeting", "keywords": ["hi"]})["id"]
+    with daemon.client() as bot:
+        for params, field in (({"name": "zcor_context", "arguments": {"message": 5}}, "arguments"),
+                              ({"name": "zcor_context", "arguments": ["x"]}, "arguments"),
+                              ({"name": "zcor_context", "arguments": {"message": "  "}}, "arguments.message"),
+                              ({"arguments": {"message": "hi"}}, "name")):
+            with pytest.raises(RpcError) as e:
+                bot.request("prompts/get", params)
+            assert e.value.code == -32602 and e.value.data["field"] == field, params
+        with pytest.raises(RpcError) as e:
+            bot.request("resources/read", {"uri": 7})
+        assert e.value.code == -32602 and e.value.data["field"] == "uri"
+        with pytest.raises(RpcError) as e:
+            bot.request("resources/read", {"uri": "zcor://context/"})
+        assert e.value.code == -32002 and e.value.data["uri"] == "zcor://context/"
+        assert bot.context("mcp") == {"text": "", "ids": []}  # the refused prompts recalled nothing
+        bot.request("prompts/get", {"name": "zcor_context", "arguments": {"message": "hi"}})
+        assert bot.context("mcp")["ids"] == [hi]  # while a good one does

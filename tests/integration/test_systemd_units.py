@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 UNITS = Path(__file__).resolve().parents[2] / "contrib" / "systemd"
-INSTALLED = "/usr/local/bin/zcord"
+INSTALLED = "/opt/zcor/bin/zcord"
 
 
 def zcord_binary() -> str:
@@ -67,3 +67,15 @@ def test_units_are_hardened_notify_services(unit):
         assert required in lines, required
     assert any(line.startswith("WatchdogSec=") for line in lines)
     assert any("${RUNTIME_DIRECTORY}/zcord.sock" in line for line in lines if line.startswith("ExecStart="))
+
+
+def test_readme_installs_into_the_venv_the_units_run():
+    readme = (UNITS / "README.md").read_text()
+    assert "python3 -m venv /opt/zcor" in readme
+    assert "/opt/zcor/bin/pip install './dist/zcor-" in readme and "pip install zcor" not in readme
+    for unit in ("zcord.service", "zcord@.service"):
+        exec_start = [line for line in (UNITS / unit).read_text().splitlines() if line.startswith("ExecStart=")]
+        assert exec_start and exec_start[0].startswith(f"ExecStart={INSTALLED} "), unit
+    # the wheel name in the README is the one `make dist` builds
+    from zcord import __version__
+    assert f"zcor-{__version__}-py3-none-any.whl" in readme

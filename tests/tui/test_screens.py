@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 
-from textual.widgets import Checkbox, DataTable, Input, Select, Switch
+from textual.widgets import Checkbox, DataTable, Input, Select, Switch, TextArea
 
 from zcor_tui.screens.browse import BrowseScreen
-from zcor_tui.screens.dialogs import ConfirmDialog, NodePicker, RelationshipForm, SynonymForm
+from zcor_tui.screens.dialogs import ConfirmDialog, NodePicker, PersonaForm, RelationshipForm, SynonymForm
 from zcor_tui.screens.help import HelpScreen
 from zcor_tui.widgets.memory_tree import MemoryTree
 
@@ -284,6 +284,35 @@ async def test_help_and_palette_commands(memory, app_for):
         await pilot.press(*"Go to Hist", "enter")
         await settle(pilot)
         assert app.current_mode == "history"
+
+
+async def test_config_edits_persona_through_the_daemon(memory, app_for):
+    d, ids = memory
+    app = app_for(d)
+    with d.client("operator") as op:
+        assert op.persona_get()["empty"] is True  # the commented template zcord wrote
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("6")
+        await settle(pilot)
+        screen = app.screen
+        await until(pilot, lambda: "empty" in text_of(screen.query_one("#persona-state").content),
+                    what="the persona state")
+        await pilot.press("ctrl+e")
+        await until(pilot, lambda: isinstance(app.screen, PersonaForm), what="the persona form")
+        area = app.screen.query_one("#persona-text", TextArea)
+        assert "<!--" in area.text  # the template's comment is there to read
+        area.text = "你是小雪，一个温柔的猫娘。"
+        await pilot.press("ctrl+s")
+        await until(pilot, lambda: app.screen is screen, what="the form to close")
+        await until(pilot, lambda: "written" in text_of(screen.query_one("#persona-state").content),
+                    what="the new persona state")
+    with d.client("operator") as op:
+        assert op.persona_get() == {"text": "你是小雪，一个温柔的猫娘。", "empty": False,
+                                    "path": str(d.memdir / "PERSONA.md")}
+        assert op.prefix().startswith("你是小雪，一个温柔的猫娘。\n")
+        history = op.call_tool("zcor_memory_history", {"keywords": ["zcor/persona/set"]})
+    assert history["items"][0]["actor"] == "operator"
 
 
 async def test_recall_ranking_speakers_and_weights_in_the_preview(memory, app_for):

@@ -7,6 +7,12 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
+from zcord.errors import InvalidArgument
+from zcord.prefix import DEFAULT_IDENTITY, PERSONA_TEMPLATE
+from zcord.service import Service
+
 PERSONA = "你是小雪，一个温柔、有点毒舌的猫娘。说话时喜欢在句尾加“喵”。"
 
 
@@ -28,12 +34,64 @@ def test_contains_persona_when_file_exists(svc):
     assert text.index(PERSONA) < text.index("external_event_frame"), "persona comes first"
 
 
-def test_works_without_persona(svc):
-    assert not (svc.dir / "PERSONA.md").exists()
+def test_first_use_writes_a_commented_template_and_the_prefix_gets_a_default_identity(svc):
+    template = (svc.dir / "PERSONA.md").read_text(encoding="utf-8")
+    assert template == PERSONA_TEMPLATE and template.lstrip().startswith("<!--")
+    assert svc.persona_get()["empty"] is True and svc.status()["personaEmpty"] is True
     text = svc.prefix()
-    assert isinstance(text, str)
-    assert "external_event_frame" in text
-    assert "zcor_memory_write" in text
+    assert text.startswith(DEFAULT_IDENTITY + "\n\n## Rules"), text[:200]
+    assert "<!--" not in text and "PERSONA.md" not in text  # comments never reach the model
+    assert "external_event_frame" in text and "zcor_memory_write" in text
+
+
+def test_missing_or_comment_only_persona_gives_the_default_identity(svc):
+    path = svc.dir / "PERSONA.md"
+    path.unlink()
+    assert svc.prefix().startswith(DEFAULT_IDENTITY + "\n")
+    path.write_text("\n<!-- 还没写 -->\n  \n<!-- unterminated", encoding="utf-8")
+    assert svc.prefix().startswith(DEFAULT_IDENTITY + "\n")
+    path.write_text("<!-- note for operators -->\n" + PERSONA + "\n", encoding="utf-8")
+    text = svc.prefix()
+    assert text.startswith(PERSONA + "\n") and DEFAULT_IDENTITY not in text and "operators" not in text
+    assert svc.status()["personaEmpty"] is False
+
+
+def test_an_existing_persona_is_never_overwritten(memdir, clock):
+    memdir.mkdir()
+    (memdir / "PERSONA.md").write_text(PERSONA, encoding="utf-8")
+    s = Service(memdir, clock=clock).open()
+    try:
+        assert (memdir / "PERSONA.md").read_text(encoding="utf-8") == PERSONA
+        assert s.prefix().startswith(PERSONA)
+    finally:
+        s.close()
+    (memdir / "PERSONA.md").write_text("", encoding="utf-8")  # emptied by hand: stays empty
+    s = Service(memdir, clock=clock).open()
+    try:
+        assert (memdir / "PERSONA.md").read_text(encoding="utf-8") == ""
+        assert s.persona_get()["empty"] is True
+    finally:
+        s.close()
+
+
+def test_persona_set_replaces_the_file_and_is_logged(t, svc):
+    result = svc.persona_set(PERSONA + "\n", actor="operator")
+    assert result["empty"] is False and result["text"] == PERSONA + "\n"
+    assert (svc.dir / "PERSONA.md").read_text(encoding="utf-8") == PERSONA + "\n"
+    assert not [p for p in svc.dir.iterdir() if p.name.endswith(".tmp")]
+    item = t.history(keywords=["zcor/persona/set"])["items"][0]
+    assert item["status"] == "ok" and item["changes"][0]["kind"] == "persona.update"
+    assert item["changes"][0]["before"] == PERSONA_TEMPLATE and item["changes"][0]["after"] == PERSONA + "\n"
+
+
+@pytest.mark.parametrize("bad, message", [(None, "must be a string"), (["x"], "must be a string"),
+                                          ("a" * 100_001, "at most 100000"),
+                                          ("\ud800", "lone surrogate")])
+def test_persona_set_refuses_bad_text_and_changes_nothing(svc, bad, message):
+    with pytest.raises(InvalidArgument) as e:
+        svc.persona_set(bad)
+    assert message in e.value.message and e.value.field == "text"
+    assert (svc.dir / "PERSONA.md").read_text(encoding="utf-8") == PERSONA_TEMPLATE
 
 
 def test_persona_read_fresh_each_time(svc):
@@ -46,7 +104,7 @@ def test_persona_read_fresh_each_time(svc):
     assert PERSONA not in text
     path.unlink()
     text = svc.prefix()
-    assert "阿澈" not in text and "external_event_frame" in text
+    assert "阿澈" not in text and "external_event_frame" in text and text.startswith(DEFAULT_IDENTITY)
 
 
 # -- rules ---------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """Config: recall budget and ranking, relationship memory, and the LLM provider, applied at once
 through `zcor/config/set` (no restart). The API key is never shown, only whether the
-daemon has one."""
+daemon has one. PERSONA.md is edited here too (`zcor/persona/get|set`)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from textual.widgets import Button, Input, Label, Select, Static, Switch
 
 from ..messages import MemoryChanged
 from .base import ZcorScreen
+from .dialogs import PersonaForm
 
 PROTOCOLS = [("OpenAI-compatible Chat Completions", "openai"), ("Anthropic Messages", "anthropic")]
 RANKINGS = [("weighted: rare words count more; small talk recalls nothing", "weighted"),
@@ -31,13 +32,15 @@ def row(label: str, *widgets: Any, hint: str = "") -> Horizontal:
 class ConfigScreen(ZcorScreen):
     MODE = "config"
     MAIN = "#config-body"
-    HELP = "Recall budget and ranking, relationship memory, LLM provider"
-    WATCHES = ("config.",)
+    HELP = "Recall budget and ranking, relationship memory, LLM provider, persona"
+    WATCHES = ("config.", "persona.")
     BINDINGS = [
         Binding("ctrl+s", "apply", "Apply", id="config.apply", tooltip="Save and apply the changes now"),
         Binding("ctrl+z", "revert", "Revert", id="config.revert", tooltip="Show the daemon's values again"),
         Binding("ctrl+r", "reload_files", "Reload files", id="config.reload",
                 tooltip="Make zcord re-read config.json and synonyms.json (like SIGHUP)"),
+        Binding("ctrl+e", "edit_persona", "Edit persona", id="config.persona",
+                tooltip="Edit PERSONA.md, the persona at the top of the bot's system prefix"),
     ]
 
     def __init__(self) -> None:
@@ -46,6 +49,9 @@ class ConfigScreen(ZcorScreen):
 
     def compose_body(self) -> ComposeResult:
         with VerticalScroll(id="config-body"):
+            yield Static("Persona", classes="section")
+            yield row("PERSONA.md", Static("", id="persona-state"),
+                      Button("Edit (^e)", id="edit-persona", compact=True))
             yield Static("Auto-recall", classes="section")
             yield row("Recall budget", Input("", id="budget", type="integer", compact=True),
                       hint="characters of the context header; 0 turns auto-recall off")
@@ -75,6 +81,39 @@ class ConfigScreen(ZcorScreen):
         config = await self.app.rpc("config_get")
         if config is not None:
             self.show(config)
+        persona = await self.app.rpc("persona_get", quiet=True)
+        if persona is not None:
+            self.show_persona(persona)
+
+    def show_persona(self, persona: dict[str, Any]) -> None:
+        if persona.get("empty"):
+            state = Text("empty", style="bold yellow")
+            state.append(" (the bot gets a default identity)", style="dim")
+        else:
+            lines = len(persona.get("text", "").splitlines())
+            state = Text("written", style="bold green")
+            state.append(f" ({lines} lines)", style="dim")
+        self.query_one("#persona-state", Static).update(state)
+
+    @on(Button.Pressed, "#edit-persona")
+    def action_edit_persona(self) -> None:
+        self.edit_persona()
+
+    @work(exclusive=True, group="config-persona")
+    async def edit_persona(self) -> None:
+        persona = await self.app.rpc("persona_get")
+        if persona is None:
+            return
+
+        async def save(args: dict[str, Any]) -> dict[str, Any]:
+            return await self.app.client.persona_set(args["text"])
+
+        def done(result: dict[str, Any] | None) -> None:
+            if result is not None:
+                self.show_persona(result)
+                self.notify("PERSONA.md saved; the bot gets it from its next request on.")
+
+        self.app.push_screen(PersonaForm(save, persona.get("text", "")), done)
 
     def show(self, config: dict[str, Any]) -> None:
         self.config = config

@@ -380,6 +380,26 @@ class SynonymForm(FormDialog):
         return {"terms": terms}
 
 
+class PersonaForm(FormDialog):
+    """Edit PERSONA.md, the persona text at the top of the bot's system prefix."""
+
+    FIELDS = {"text": "persona-text"}
+
+    def __init__(self, submit: Submit, text: str):
+        super().__init__("PERSONA.md — who the bot is (comments <!-- … --> are not sent)", submit)
+        self.text = text
+
+    def compose_fields(self) -> ComposeResult:
+        yield TextArea(self.text, id="persona-text", compact=True, soft_wrap=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#dialog-error").display = False
+        self.query_one("#persona-text", TextArea).focus()
+
+    def collect(self) -> dict[str, Any]:
+        return {"text": self.query_one("#persona-text", TextArea).text}
+
+
 ROOT_CHOICE = "\x00root"
 
 
