@@ -166,7 +166,8 @@ async def test_sdk_host_gets_recall_through_prompts_and_the_prefix_as_resources(
 
 def test_bad_prompt_and_resource_requests_name_what_is_wrong_and_change_nothing(daemon):
     with daemon.client("operator") as op:
-        hi = op.call_tool("zcor_memory_write", {"title": "hi", "content": "a greeting", "keywords": ["hi"]})["id"]
+        hi = op.call_tool("zcor_memory_write", {"title": "hiking trip", "content": "Mount Hood",
+                                                "keywords": ["hiking"]})["id"]
     with daemon.client() as bot:
         for params, field in (({"name": "zcor_context", "arguments": {"message": 5}}, "arguments"),
                               ({"name": "zcor_context", "arguments": ["x"]}, "arguments"),
@@ -182,5 +183,5 @@ def test_bad_prompt_and_resource_requests_name_what_is_wrong_and_change_nothing(
             bot.request("resources/read", {"uri": "zcor://context/"})
         assert e.value.code == -32002 and e.value.data["uri"] == "zcor://context/"
         assert bot.context("mcp") == {"text": "", "ids": []}  # the refused prompts recalled nothing
-        bot.request("prompts/get", {"name": "zcor_context", "arguments": {"message": "hi"}})
+        bot.request("prompts/get", {"name": "zcor_context", "arguments": {"message": "the hiking trip"}})
         assert bot.context("mcp")["ids"] == [hi]  # while a good one does
