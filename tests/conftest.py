@@ -120,6 +120,7 @@ class JiebaWords:
                 tok.user_word_tag_tab.pop(word, None)
         self._undo.clear()
         self._text._user_words.intersection_update(self._user_words)
+        self._text.analyse_cached.cache_clear()  # cuts made with the forgotten words
 
 
 @pytest.fixture

@@ -18,8 +18,7 @@ from .base import ZcorScreen
 from .dialogs import PersonaForm
 
 PROTOCOLS = [("OpenAI-compatible Chat Completions", "openai"), ("Anthropic Messages", "anthropic")]
-RANKINGS = [("weighted: rare words count more; small talk recalls nothing", "weighted"),
-            ("seed: number of matching words", "seed")]
+RANKINGS = [("weighted (rare words count)", "weighted"), ("seed (number of words)", "seed")]
 
 
 def row(label: str, *widgets: Any, hint: str = "") -> Horizontal:
@@ -56,7 +55,7 @@ class ConfigScreen(ZcorScreen):
             yield row("Recall budget", Input("", id="budget", type="integer", compact=True),
                       hint="characters of the context header; 0 turns auto-recall off")
             yield row("Ranking", Select(RANKINGS, id="ranking", allow_blank=False, compact=True),
-                      hint="how auto-recall and search candidates are ordered")
+                      hint="how recall and search order memories")
             yield row("Relationships", Switch(id="relationships"),
                       hint="relationship tools and guidance for the model")
             yield row("Speakers", Switch(id="senders"),
