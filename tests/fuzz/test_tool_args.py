@@ -36,7 +36,9 @@ def svc(tmp_path_factory):
     backups/ directory holding a real backup, symlinks out of it, a loop and a subdirectory."""
     memdir = tmp_path_factory.mktemp("fuzz") / "mem"
     s = Service(memdir, clock=FakeClock()).open()
-    s.update_config({"llm": {"baseUrl": "http://127.0.0.1:9/v1", "model": "none", "timeoutSeconds": 2}})
+    # the bot's backup interval is not an argument's fault: off here (tests/fault/test_limits.py covers it)
+    s.update_config({"llm": {"baseUrl": "http://127.0.0.1:9/v1", "model": "none", "timeoutSeconds": 2},
+                     "botBackupIntervalSeconds": 0})
     for i in range(1, 9):
         s.call("zcor_memory_write", {"title": f"记忆{i} 猫咪", "content": f"内容{i}", "keywords": ["记忆"],
                                      **({"parentId": f"m{i // 2}"} if i > 1 else {})})
