@@ -9,6 +9,7 @@ as it is and left running.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import importlib.util
 import os
 import signal
@@ -20,7 +21,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from zcord import __version__
 from zcord.client import AsyncClient, Client, ClientError
 from zcord.paths import SYSTEM_SOCKET, client_socket, default_socket, memory_dir
 
@@ -110,13 +110,20 @@ TUI_MISSING = ("zcor-tui: the operator TUI needs the `tui` extra (Textual), whic
                "  (from a wheel:  {python} -m pip install 'zcor-{version}-py3-none-any.whl[tui]')")
 
 
+def installed_version() -> str:
+    try:
+        return importlib.metadata.version("zcor")
+    except importlib.metadata.PackageNotFoundError:
+        return "VERSION"
+
+
 def textual_missing() -> bool:
     return importlib.util.find_spec("textual") is None
 
 
 def main(argv: list[str] | None = None, *, run: Callable[[Path], int] = run_app) -> int:
     if textual_missing():
-        print(TUI_MISSING.format(python=sys.executable, version=__version__), file=sys.stderr)
+        print(TUI_MISSING.format(python=sys.executable, version=installed_version()), file=sys.stderr)
         return 1
     parser = argparse.ArgumentParser(prog="zcor-tui", description="The zcor operator TUI.")
     parser.add_argument("--socket", metavar="PATH",
