@@ -504,6 +504,30 @@ def test_old_files_with_impossible_epoch_times_refused(memdir, fmt, bad):
     assert sorted(p.name for p in memdir.iterdir() if p.suffix == ".json" and "memor" in p.name) == [name]
 
 
+@pytest.mark.parametrize("change, needle", [
+    (lambda d: d.update(relationships={"personId": "x"}), "relationships: expected an array of relationships"),
+    (lambda d: d["relationships"].append("qq:6"), "relationships[1]: expected an object"),
+    (lambda d: d["relationships"][0].pop("personId"), "relationships[0].personId: expected a string"),
+    (lambda d: d["relationships"][0].update(name=5), "relationships[0].name: expected a string, got 5"),
+    (lambda d: d["relationships"][0].update(affinity=500), "relationships[0]: affinity"),
+    (lambda d: d["relationships"][0].update(createdAt="yesterday"), "relationships[0].createdAt"),
+    (lambda d: d["memories"][1].update(keywords="dog"), "memories[1].keywords: expected an array of strings"),
+    (lambda d: d["memories"].append(7), "memories[2]: expected an object"),
+    (lambda d: d.update(memories={}), "memories: expected an array of memories"),
+])
+def test_broken_version_2_file_named_precisely(memdir, change, needle):
+    doc = json.loads(dump(V2))
+    change(doc)
+    raw = dump(doc)
+    memdir.mkdir()
+    (memdir / "memory-state.json").write_bytes(raw)
+    with pytest.raises(StateFileInvalid) as ei:
+        Service(memdir).open()
+    assert ei.value.message.startswith("memory-state.json: ")
+    assert needle in ei.value.message
+    assert (memdir / "memory-state.json").read_bytes() == raw
+
+
 def test_version_2_parent_fields_ignored_nodes_are_roots(memdir):
     doc = json.loads(dump(V2))
     doc["memories"][1]["parentId"] = "m1"
