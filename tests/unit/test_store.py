@@ -504,6 +504,19 @@ def test_old_files_with_impossible_epoch_times_refused(memdir, fmt, bad):
     assert sorted(p.name for p in memdir.iterdir() if p.suffix == ".json" and "memor" in p.name) == [name]
 
 
+def test_version_2_relationship_defaults(memdir):
+    """Old relationship records may lack the optional parts: no aliases, empty texts, 0 affinity."""
+    doc = json.loads(dump(V2))
+    doc["relationships"] = [{"personId": "qq:7", "name": "Bo", "createdAt": ISO_1}]
+    memdir.mkdir()
+    (memdir / "memory-state.json").write_bytes(dump(doc))
+    with Service(memdir) as s:
+        rel = call(s, "relationship_read", personId="qq:7")
+    assert (rel["aliases"], rel["relationship"], rel["affinity"], rel["reason"]) == ([], "", 0, "")
+    assert rel["memoryNodeId"] is None
+    assert same_instant(rel["updatedAt"], ISO_1), "updatedAt falls back to createdAt"
+
+
 @pytest.mark.parametrize("change, needle", [
     (lambda d: d.update(relationships={"personId": "x"}), "relationships: expected an array of relationships"),
     (lambda d: d["relationships"].append("qq:6"), "relationships[1]: expected an object"),
