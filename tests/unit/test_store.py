@@ -504,6 +504,22 @@ def test_old_files_with_impossible_epoch_times_refused(memdir, fmt, bad):
     assert sorted(p.name for p in memdir.iterdir() if p.suffix == ".json" and "memor" in p.name) == [name]
 
 
+@pytest.mark.parametrize("doc, first_new", [
+    ([], "m1"),
+    ({"version": 1, "memories": [], "important": [], "history": []}, "m1"),
+    ({"version": 2, "memories": [], "relationships": []}, "m1"),
+    ([{"id": "note", "title": "t", "content": "", "createdAt": ISO_1}], "m1"),
+    ([{"id": 12, "title": "t", "content": "", "createdAt": ISO_1},
+      {"id": "m9", "title": "u", "content": "", "createdAt": ISO_1}], "m10"),
+])
+def test_ids_after_an_old_file(memdir, doc, first_new):
+    memdir.mkdir()
+    name = "memories.json" if isinstance(doc, list) else "memory-state.json"
+    (memdir / name).write_bytes(dump(doc))
+    with Service(memdir) as s:
+        assert call(s, "write", title="new", content="")["id"] == first_new
+
+
 def test_version_2_relationship_defaults(memdir):
     """Old relationship records may lack the optional parts: no aliases, empty texts, 0 affinity."""
     doc = json.loads(dump(V2))
