@@ -487,6 +487,42 @@ def test_old_files_with_epoch_times(memdir, fmt, scale):
             assert same_instant(rel["updatedAt"], ISO_2)
 
 
+@pytest.mark.parametrize("value, instant", [
+    ("2025-04-01T02:00:00Z", "2025-04-01T10:00:00+08:00"),
+    ("2025-04-01T02:00:00", "2025-04-01T10:00:00+08:00"),            # no offset: UTC
+    ("2025-04-01T10:00:00+08:00", "2025-04-01T10:00:00+08:00"),
+    (100_000_000_000, "5138-11-16T09:46:40+00:00"),                   # 1e11 itself is seconds
+    (100_000_000_001, "1973-03-03T09:46:40.001+00:00"),               # above it, milliseconds
+])
+def test_old_file_time_forms(memdir, value, instant):
+    memdir.mkdir()
+    doc = json.loads(dump(LEGACY))
+    doc[0].update(createdAt=value, updatedAt=value)
+    (memdir / "memories.json").write_bytes(dump(doc))
+    with Service(memdir) as s:
+        m1 = call(s, "read", id="m1")
+    assert same_instant(m1["createdAt"], instant) and same_instant(m1["updatedAt"], instant)
+
+
+def test_invalid_state_message_lists_three_problems_and_counts_the_rest(tmp_path):
+    doc = _valid_v3(tmp_path)
+    for node in doc["nodes"]:
+        node.pop("title")
+        node.pop("content")
+    memdir = tmp_path / "mem"
+    memdir.mkdir()
+    (memdir / "memory-state.json").write_bytes(dump(doc))
+    with pytest.raises(StateFileInvalid) as ei:
+        Service(memdir).open()
+    assert ei.value.message == ("memory-state.json fails validation: nodes.0.title: Field required; "
+                                "nodes.0.content: Field required; nodes.1.title: Field required; and 1 more")
+    doc["nodes"][1]["content"] = "back"
+    (memdir / "memory-state.json").write_bytes(dump(doc))
+    with pytest.raises(StateFileInvalid) as ei:
+        Service(memdir).open()
+    assert ei.value.message.endswith("nodes.1.title: Field required"), "exactly three: no 'and 0 more'"
+
+
 @pytest.mark.parametrize("bad", [1e300, -1e300, 10 ** 40, float("nan"), float("inf")])
 @pytest.mark.parametrize("fmt", ["legacy", "v1", "v2"])
 def test_old_files_with_impossible_epoch_times_refused(memdir, fmt, bad):
