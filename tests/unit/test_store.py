@@ -582,6 +582,8 @@ def test_version_2_relationship_defaults(memdir):
     (lambda d: d["memories"][0].update(updatedAt=True), "memories[0].updatedAt: expected a time, got True"),
     (lambda d: d["memories"][0].update(createdAt=None), "memories[0].createdAt: expected a time, got None"),
     (lambda d: d["memories"][1].update(keywords="dog"), "memories[1].keywords: expected an array of strings"),
+    (lambda d: d["memories"][1].update(keywords=["dog", 5]), "memories[1].keywords: expected an array of strings"),
+    (lambda d: d["memories"][0].update(title=5), "memories[0].title: expected a string, got 5"),
     (lambda d: d["memories"].append(7), "memories[2]: expected an object"),
     (lambda d: d.update(memories={}), "memories: expected an array of memories"),
 ])
