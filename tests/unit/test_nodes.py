@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from zcord.errors import ZcorError
+from zcord.errors import StorageError, ZcorError
 from zcord.service import Service
 
 STATE = "memory-state.json"
@@ -1290,6 +1290,21 @@ def history_titles(memdir) -> list:
     """Titles of the nodes recorded (after) in the state file's change history."""
     return [(h.get("after") or {}).get("title") for h in state_json(memdir)["history"]
             if isinstance(h.get("after"), dict)]
+
+
+def test_failed_delete_keeps_creation_order_past_ten_nodes(svc, memdir, t, full_disk):
+    """A refused delete puts the node back in creation order (m2 before m10, not text order)."""
+    for i in range(12):
+        make(t, f"n{i + 1}")
+    order = [c["id"] for c in t.children()["items"]]
+    assert order == [f"m{i}" for i in range(1, 13)]
+    full_disk.on()
+    with pytest.raises(StorageError):
+        t.delete(id="m2")
+    full_disk.off()
+    assert [c["id"] for c in t.children()["items"]] == order
+    make(t, "n13")
+    assert [n["id"] for n in state_json(memdir)["nodes"]] == order + ["m13"]
 
 
 def test_failed_create_changes_nothing_and_leaves_no_trace(svc, memdir, t, full_disk):

@@ -24,6 +24,8 @@ def test_request_and_notification():
     assert (m.method, m.params, m.id, m.is_request) == ("tools/list", {"a": 1}, 7, True)
     n = P.decode(line({"jsonrpc": "2.0", "method": "notifications/initialized"}))
     assert (n.method, n.params, n.is_request) == ("notifications/initialized", None, False)
+    c = P.decode(line({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}}))
+    assert (c.method, c.params, c.is_request) == ("notifications/cancelled", {"requestId": 3}, False)
     # an explicit null id is a request (it is answered), not a notification
     assert P.decode(line({"jsonrpc": "2.0", "id": None, "method": "ping"})).is_request
     for good_id in ("abc", 0, -3, 1.5):
@@ -42,6 +44,17 @@ def test_blank_lines_need_no_answer(raw):
 ])
 def test_responses_from_the_client_are_ignored(obj):
     assert P.decode(line(obj)) is None
+
+
+EXACT = {
+    "Invalid Request: batches (JSON arrays) are not supported; send one JSON-RPC message per line",
+    "Invalid Request: a message must be a JSON object",
+    "Invalid Request: id must be a string or a number",
+    'Invalid Request: "jsonrpc" must be "2.0"',
+    'Invalid Request: "method" is missing',
+    'Invalid Request: "method" must be a string',
+    "Invalid params: params must be an object",
+}
 
 
 def refused(raw: bytes) -> P.ProtocolError:
@@ -74,6 +87,11 @@ def test_bad_lines_get_a_clear_error(raw, code, needle, reply_id):
     err = refused(raw)
     assert err.code == code
     assert needle in err.message
+    prefix = {P.PARSE_ERROR: "Parse error: ", P.INVALID_REQUEST: "Invalid Request: ",
+              P.INVALID_PARAMS: "Invalid params: "}[code]
+    assert err.message.startswith(prefix)
+    if code != P.PARSE_ERROR:  # the rest is zcor's own sentence, in full
+        assert err.message in EXACT, err.message
     assert err.id == reply_id
     assert err.to_dict()["code"] == code and needle in err.to_dict()["message"]
 

@@ -487,6 +487,42 @@ def test_old_files_with_epoch_times(memdir, fmt, scale):
             assert same_instant(rel["updatedAt"], ISO_2)
 
 
+@pytest.mark.parametrize("value, instant", [
+    ("2025-04-01T02:00:00Z", "2025-04-01T10:00:00+08:00"),
+    ("2025-04-01T02:00:00", "2025-04-01T10:00:00+08:00"),            # no offset: UTC
+    ("2025-04-01T10:00:00+08:00", "2025-04-01T10:00:00+08:00"),
+    (100_000_000_000, "5138-11-16T09:46:40+00:00"),                   # 1e11 itself is seconds
+    (100_000_000_001, "1973-03-03T09:46:40.001+00:00"),               # above it, milliseconds
+])
+def test_old_file_time_forms(memdir, value, instant):
+    memdir.mkdir()
+    doc = json.loads(dump(LEGACY))
+    doc[0].update(createdAt=value, updatedAt=value)
+    (memdir / "memories.json").write_bytes(dump(doc))
+    with Service(memdir) as s:
+        m1 = call(s, "read", id="m1")
+    assert same_instant(m1["createdAt"], instant) and same_instant(m1["updatedAt"], instant)
+
+
+def test_invalid_state_message_lists_three_problems_and_counts_the_rest(tmp_path):
+    doc = _valid_v3(tmp_path)
+    for node in doc["nodes"]:
+        node.pop("title")
+        node.pop("content")
+    memdir = tmp_path / "mem"
+    memdir.mkdir()
+    (memdir / "memory-state.json").write_bytes(dump(doc))
+    with pytest.raises(StateFileInvalid) as ei:
+        Service(memdir).open()
+    assert ei.value.message == ("memory-state.json fails validation: nodes.0.title: Field required; "
+                                "nodes.0.content: Field required; nodes.1.title: Field required; and 1 more")
+    doc["nodes"][1]["content"] = "back"
+    (memdir / "memory-state.json").write_bytes(dump(doc))
+    with pytest.raises(StateFileInvalid) as ei:
+        Service(memdir).open()
+    assert ei.value.message.endswith("nodes.1.title: Field required"), "exactly three: no 'and 0 more'"
+
+
 @pytest.mark.parametrize("bad", [1e300, -1e300, 10 ** 40, float("nan"), float("inf")])
 @pytest.mark.parametrize("fmt", ["legacy", "v1", "v2"])
 def test_old_files_with_impossible_epoch_times_refused(memdir, fmt, bad):
@@ -502,6 +538,66 @@ def test_old_files_with_impossible_epoch_times_refused(memdir, fmt, bad):
     assert name in ei.value.message and "updatedAt" in ei.value.message and "not a time" in ei.value.message
     assert (memdir / name).read_bytes() == raw
     assert sorted(p.name for p in memdir.iterdir() if p.suffix == ".json" and "memor" in p.name) == [name]
+
+
+@pytest.mark.parametrize("doc, first_new", [
+    ([], "m1"),
+    ({"version": 1, "memories": [], "important": [], "history": []}, "m1"),
+    ({"version": 2, "memories": [], "relationships": []}, "m1"),
+    ([{"id": "note", "title": "t", "content": "", "createdAt": ISO_1}], "m1"),
+    ([{"id": 12, "title": "t", "content": "", "createdAt": ISO_1},
+      {"id": "m9", "title": "u", "content": "", "createdAt": ISO_1}], "m10"),
+])
+def test_ids_after_an_old_file(memdir, doc, first_new):
+    memdir.mkdir()
+    name = "memories.json" if isinstance(doc, list) else "memory-state.json"
+    (memdir / name).write_bytes(dump(doc))
+    with Service(memdir) as s:
+        assert call(s, "write", title="new", content="")["id"] == first_new
+        for rec in doc if isinstance(doc, list) else []:
+            assert call(s, "read", id=str(rec["id"]))["title"] == rec["title"], "a numeric id is read as a string"
+
+
+def test_version_2_relationship_defaults(memdir):
+    """Old relationship records may lack the optional parts: no aliases, empty texts, 0 affinity."""
+    doc = json.loads(dump(V2))
+    doc["relationships"] = [{"personId": "qq:7", "name": "Bo", "createdAt": ISO_1}]
+    memdir.mkdir()
+    (memdir / "memory-state.json").write_bytes(dump(doc))
+    with Service(memdir) as s:
+        rel = call(s, "relationship_read", personId="qq:7")
+    assert (rel["aliases"], rel["relationship"], rel["affinity"], rel["reason"]) == ([], "", 0, "")
+    assert rel["memoryNodeId"] is None
+    assert same_instant(rel["updatedAt"], ISO_1), "updatedAt falls back to createdAt"
+
+
+@pytest.mark.parametrize("change, needle", [
+    (lambda d: d.update(relationships={"personId": "x"}), "relationships: expected an array of relationships"),
+    (lambda d: d["relationships"].append("qq:6"), "relationships[1]: expected an object"),
+    (lambda d: d["relationships"][0].pop("personId"), "relationships[0].personId: expected a string"),
+    (lambda d: d["relationships"][0].update(name=5), "relationships[0].name: expected a string, got 5"),
+    (lambda d: d["relationships"][0].update(affinity=500), "relationships[0]: affinity"),
+    (lambda d: d["relationships"][0].update(createdAt="yesterday"), "relationships[0].createdAt"),
+    (lambda d: d["relationships"][0].update(updatedAt="soon"), "relationships[0].updatedAt: 'soon' is not"),
+    (lambda d: d["memories"][0].update(updatedAt=True), "memories[0].updatedAt: expected a time, got True"),
+    (lambda d: d["memories"][0].update(createdAt=None), "memories[0].createdAt: expected a time, got None"),
+    (lambda d: d["memories"][1].update(keywords="dog"), "memories[1].keywords: expected an array of strings"),
+    (lambda d: d["memories"][1].update(keywords=["dog", 5]), "memories[1].keywords: expected an array of strings"),
+    (lambda d: d["memories"][0].update(title=5), "memories[0].title: expected a string, got 5"),
+    (lambda d: d["memories"].append(7), "memories[2]: expected an object"),
+    (lambda d: d.update(memories={}), "memories: expected an array of memories"),
+])
+def test_broken_version_2_file_named_precisely(memdir, change, needle):
+    doc = json.loads(dump(V2))
+    change(doc)
+    raw = dump(doc)
+    memdir.mkdir()
+    (memdir / "memory-state.json").write_bytes(raw)
+    with pytest.raises(StateFileInvalid) as ei:
+        Service(memdir).open()
+    assert ei.value.message.startswith("memory-state.json: ")
+    assert needle in ei.value.message
+    assert (memdir / "memory-state.json").read_bytes() == raw
 
 
 def test_version_2_parent_fields_ignored_nodes_are_roots(memdir):
