@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from .errors import InvalidArgument, StateFileInvalid
-from .fsutil import atomic_write
+from .fsutil import atomic_write, read_plain_file
 
 
 class _Base(BaseModel):
@@ -144,10 +144,12 @@ class ConfigFile:
 
     def _read(self) -> Config:
         """The file's settings (defaults when there is none); StateFileInvalid when broken."""
-        if not self.path.exists():
+        try:
+            data = read_plain_file(self.path)
+        except FileNotFoundError:
             return Config()
         try:
-            raw = json.loads(self.path.read_bytes())
+            raw = json.loads(data)
             return Config.model_validate(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise StateFileInvalid(f"{self.path.name} is not valid JSON ({e})") from None

@@ -6,10 +6,13 @@ never through a symbolic link.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import secrets
 from pathlib import Path
+
+from .errors import StateFileInvalid
 
 
 def fsync_dir(directory: Path) -> None:
@@ -64,6 +67,19 @@ def read_nofollow(path: Path, limit: int | None = None) -> bytes:
             chunks.append(chunk)
     finally:
         os.close(fd)
+
+
+def read_plain_file(path: Path) -> bytes:
+    """A Memory-directory file zcord reads by name (config.json, synonyms.json): its bytes,
+    FileNotFoundError when absent, and StateFileInvalid when it is a symbolic link, which
+    zcord never follows there."""
+    try:
+        return read_nofollow(path)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise StateFileInvalid(f"{path.name} in {path.parent} is a symbolic link; zcord does not follow "
+                                   f"links in the Memory directory: replace it with the file itself") from None
+        raise
 
 
 def make_dir(path: Path, mode: int = 0o750) -> None:

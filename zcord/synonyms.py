@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from .errors import StateFileInvalid
-from .fsutil import atomic_write
+from .fsutil import atomic_write, read_plain_file
 from .text import normalize
 
 
@@ -84,14 +84,14 @@ class Synonyms:
 
     def _file_stamp(self) -> tuple[int, int] | None:
         try:
-            st = os.stat(self.path)
+            st = os.lstat(self.path)
         except FileNotFoundError:
             return None
         return (st.st_mtime_ns, st.st_size)
 
     def load(self) -> None:
         stamp = self._file_stamp()
-        groups = parse_groups(self.path.read_bytes(), self.path.name) if stamp else []
+        groups = parse_groups(read_plain_file(self.path), self.path.name) if stamp else []
         self.groups = groups
         self.classes = SynonymClasses(groups)
         self._stamp = stamp

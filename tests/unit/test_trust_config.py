@@ -45,3 +45,31 @@ def test_operator_group_is_not_changed_over_the_socket(svc, monkeypatch):
     monkeypatch.setenv("ZCOR_OPERATOR_GROUP", "ops")
     svc.reload()
     assert svc.config.operator_group == "ops"
+
+
+@pytest.mark.parametrize("name", ["config.json", "synonyms.json"])
+def test_symlinked_config_or_synonyms_refused_and_target_untouched(memdir, clock, tmp_path, name):
+    """A link planted in the Memory directory is never read through (it could point at
+    another persona's files); zcord names the file and leaves both as they are."""
+    from zcord.errors import StateFileInvalid
+    from zcord.service import Service
+
+    memdir.mkdir()
+    target = tmp_path / "elsewhere.json"
+    target.write_text('{"version": 1, "groups": [["a", "b"]]}' if name == "synonyms.json" else "{}")
+    (memdir / name).symlink_to(target)
+    with pytest.raises(StateFileInvalid) as refused:
+        Service(memdir, clock=clock).open()
+    assert name in refused.value.message and "symbolic link" in refused.value.message
+    assert (memdir / name).is_symlink() and target.read_text().startswith("{")
+
+
+def test_synonyms_replaced_by_a_link_while_running_keep_the_last_good_groups(svc, tmp_path):
+    target = tmp_path / "elsewhere.json"
+    target.write_text('{"version": 1, "groups": [["x1", "x2"]]}')
+    before = svc.synonym_groups()
+    path = svc.dir / "synonyms.json"
+    path.unlink()
+    path.symlink_to(target)
+    assert svc.recall_explain("x1")["expanded"] == ["x1"]  # not read through the link
+    assert svc.synonym_groups() == before
