@@ -105,7 +105,6 @@ COMMON_MIN_DF = 5           # … and that hits more memories than this (small M
 RECENCY_DECAY = 0.8         # earlier messages of a batch weigh less: 1, 0.8, 0.64, …
 RECENCY_MIN = 0.3
 RERANK_POOL = 60
-ENTITY_ANCHORS = True
 DEFERRED_POOL = 1000        # candidates that common terms may still reorder
 SINGLE_WEIGHT = 0.5         # a lone CJK character (腿, 鸟) is a weak term
 MESSAGE_HMM = False         # jieba's guesses for unknown words in messages (keywords know them already)
@@ -345,10 +344,7 @@ class Retriever:
             value = idf(n, df) * t.weight
             # a term that is some memory's whole title (a person's name) is never "common"
             anchor = not floor or (not t.light and (df <= COMMON_MIN_DF or idf(n, df) >= common
-                                                    or (ENTITY_ANCHORS and t.key in st.title_keys)))
-            if floor and not anchor and not t.light and not ENTITY_ANCHORS and t.key in st.title_keys:
-                whole = st.title_keys[t.key]
-                per_class.setdefault(t.cls, []).append((t, whole, empty, value, True))
+                                                    or t.key in st.title_keys))
             per_class.setdefault(t.cls, []).append((t, t_ids, k_ids, value, anchor))
         if not per_class:
             return []
