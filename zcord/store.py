@@ -324,6 +324,17 @@ def _check_segments(names: list[str], history_dir: Path | None, name: str) -> No
                                    f"from a copy of the Memory directory")
 
 
+def _json_document(raw: bytes, name: str) -> Any:
+    """The parsed JSON of a state or backup file; StateFileInvalid naming the file when it is
+    not JSON or nests too deeply."""
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise StateFileInvalid(f"{name} is not valid JSON ({e})") from None
+    except RecursionError:
+        raise StateFileInvalid(f"{name} nests arrays or objects too deeply to be a zcor state") from None
+
+
 def parse_state(raw: bytes, name: str, history_dir: Path | None = None) -> MemoryState:
     """Parse a state of any supported format (legacy array, version 1, 2 or 3).
 
@@ -344,12 +355,7 @@ def parse_state(raw: bytes, name: str, history_dir: Path | None = None) -> Memor
                                 sf.history_segments)
             check_invariants(state, name)
             return state
-    try:
-        doc = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise StateFileInvalid(f"{name} is not valid JSON ({e})") from None
-    except RecursionError:
-        raise StateFileInvalid(f"{name} nests arrays or objects too deeply to be a zcor state") from None
+    doc = _json_document(raw, name)
     if isinstance(doc, list):
         nodes = _old_nodes(doc, name, with_keywords=True)
         state = MemoryState(nodes=nodes, next_id=_next_id_after(nodes))
@@ -397,12 +403,7 @@ def parse_backup(raw: bytes, name: str) -> MemoryState:
     """
     if not (raw.lstrip()[:1] == b"{" and b'"version":3' in raw[:64]):
         return parse_state(raw, name)
-    try:
-        doc = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise StateFileInvalid(f"{name} is not valid JSON ({e})") from None
-    except RecursionError:
-        raise StateFileInvalid(f"{name} nests arrays or objects too deeply to be a zcor state") from None
+    doc = _json_document(raw, name)
     if not isinstance(doc, dict) or doc.get("version") != STATE_VERSION:
         return parse_state(raw, name)
     parts = {key: doc.pop(key, []) for key in ("nodes", "relationships", "history")}
