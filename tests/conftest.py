@@ -151,7 +151,7 @@ class FailingDisk:
     ERRORS = {"write": (errno.ENOSPC, "No space left on device"),
               "fsync": (errno.EIO, "Input/output error"),
               "replace": (errno.ENOSPC, "No space left on device")}
-    SPARED = {"operations.jsonl", "zcord.lock"}
+    SPARED = {"zcord.lock"}
 
     def __init__(self, monkeypatch, root: Path):
         self.monkeypatch = monkeypatch
@@ -213,3 +213,15 @@ def pytest_terminal_summary(terminalreporter, config):
     if seed is not None and config.pluginmanager.has_plugin("randomly"):
         terminalreporter.write_line(f"tests ran in random order: replay it with --randomly-seed={seed} "
                                     f"(or keep file order with -p no:randomly)")
+
+
+def persisted_bytes(memdir: Path) -> bytes | None:
+    """The Memory as the next start loads it (memory-state.json plus the changes journaled
+    in operations.jsonl after it), encoded as memory-state.json would hold it after a
+    snapshot; None when nothing was ever written. What "persisted" means with the journal."""
+    from zcord.store import StateSerializer, read_persisted
+
+    if not (memdir / "memory-state.json").exists() and not (memdir / "operations.jsonl").exists():
+        return None
+    return StateSerializer().encode(read_persisted(memdir))
+

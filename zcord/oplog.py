@@ -143,6 +143,11 @@ class OpLog:
             raise StateFileInvalid(f"{self.path.name} at byte {offset} holds an invalid record ({e}); "
                                    f"fix or remove that line by hand") from None
 
+    @property
+    def size(self) -> int:
+        """The log's length in bytes: every appended record ends before it."""
+        return self._size
+
     def close(self) -> None:
         if self._fd is not None:
             os.close(self._fd)

@@ -35,7 +35,8 @@ from .config import Config, ConfigFile, api_key, api_key_for, key_withheld_reaso
 from .prefix import build_prefix, persona_text
 from .llm import Message, Provider
 from .recall import SEARCH_CANDIDATES, RecallSessions, Retriever, parse_events
-from .store import BOT_BACKUP_RE, CONFIG_FILE, OPLOG_FILE, PERSONA_FILE, SYNONYMS_FILE, Store
+from .store import BOT_BACKUP_RE, CONFIG_FILE, OPLOG_FILE, PERSONA_FILE, SYNONYMS_FILE, StateView, Store
+from .journal import SnapshotPos, read_pos, replay
 from .synonyms import Synonyms
 from .text import derive_keywords, normalize, tokenizer
 
@@ -47,6 +48,15 @@ class InternalError(ZcorError):
 SEARCH_TOOL = "zcor_memory_search"
 RESTORE_TOOL = "zcor_memory_restore"
 HISTORY_TOOL = "zcor_memory_history"
+
+SNAPSHOT_CHANGES = int(os.environ.get("ZCOR_SNAPSHOT_CHANGES", "2000"))
+SNAPSHOT_BYTES = int(os.environ.get("ZCOR_SNAPSHOT_BYTES", str(32 << 20)))
+SNAPSHOT_SECONDS = float(os.environ.get("ZCOR_SNAPSHOT_SECONDS", "600"))
+"""A snapshot (memory-state.json) is written in the background once this many changes, or
+this many bytes of change records, have been journaled since the last one, or the oldest
+of them is this old (checked at each change). Smaller values: faster start after a crash,
+more background writing."""
+SNAPSHOT_RETRY_SECONDS = 30.0
 SEARCH_SYSTEM = (
     "You filter the results of a memory search. You get the search keywords and candidate "
     "memories (id, title, content). Choose the candidates relevant to the keywords, at most 5, "
@@ -71,6 +81,8 @@ class Ctx:
     log_result: dict[str, Any] | None = None
     preloaded: tuple[str, Any] | None = None
     """Restore: (backupFile, parsed state or the ZcorError) read before the lock was taken."""
+    snapshotted: bool = False
+    """The change was written to memory-state.json before its log record (restore, migration)."""
 
 
 def _loc(loc: tuple) -> str:
@@ -191,6 +203,14 @@ class Service:
         self._seq = 0
         self._last_bot_backup: float | None = None  # time.monotonic() of the bot's last backup
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
+        # the journal: changes logged since the last snapshot, and the background writer
+        self._journal_changes = 0
+        self._journal_bytes = 0
+        self._journal_since: float | None = None
+        self._snap_thread: threading.Thread | None = None
+        self._snap_result: tuple[str, Any, tuple[int, int]] | None = None
+        self._snap_retry_at = 0.0
+        self._open = False
 
     # -- lifetime ---------------------------------------------------------------------
 
@@ -201,9 +221,14 @@ class Service:
             self.state = self.store.load()
             self.synonyms.load()
             self.oplog.open()
+            replayed = replay(self.state, self.oplog.path, read_pos(self.dir))
         except BaseException:
             self.close()
             raise
+        self._open = True
+        if replayed:
+            self._journal_changes = replayed
+            self._journal_since = time.monotonic()
         ops = [c.op_seq for c in self.state.history if c.op_seq]
         self._seq = max([self.oplog.last_seq, *ops[-1:]])
         self._reconcile()
@@ -223,8 +248,20 @@ class Service:
         return time.monotonic() - max(0.0, time.time() - newest)
 
     def close(self) -> None:
-        self.oplog.close()
-        self.store.close()
+        """Finish any snapshot, write one holding the journaled changes (so the next start
+        replays nothing), close the log and release the directory."""
+        with self.lock:
+            if self._open:
+                self._open = False
+                self._settle_snapshot()
+                if self._journal_changes:
+                    try:
+                        self.store.save(self.state, self._snapshot_pos())
+                    except (OSError, ZcorError) as e:
+                        print(f"zcord: could not write the snapshot at shutdown ({e}); the next start replays "
+                              f"the operation log", file=sys.stderr)
+            self.oplog.close()
+            self.store.close()
 
     def __enter__(self) -> "Service":
         return self.open()
@@ -505,18 +542,101 @@ class Service:
                       after={"version": 3})
             tx.changes.insert(0, tx.changes.pop())
         numbered = tx.commit_changes()
-        try:
-            self.store.save(self.state)
-        except OSError as e:
-            tx.rollback()
-            if e.errno in (errno.EMFILE, errno.ENFILE):
-                raise StorageError(f"The Memory could not be saved: {describe_os_error(e)}; nothing changed.") \
-                    from None
-            raise StorageError(f"The Memory could not be saved ({e.strerror or e}); nothing changed. "
-                               f"Check the disk and try again.") from None
+        # most changes become durable with their log record (_log); these cannot be
+        # replayed from it, so the snapshot is written first, as before the journal
+        if mig is not None or ctx.tool == RESTORE_TOOL or not self.store.state_path.exists():
+            self._settle_snapshot()
+            try:
+                self.store.save(self.state, self._snapshot_pos())
+            except OSError as e:
+                tx.rollback()
+                if e.errno in (errno.EMFILE, errno.ENFILE):
+                    raise StorageError(f"The Memory could not be saved: {describe_os_error(e)}; nothing "
+                                       f"changed.") from None
+                raise StorageError(f"The Memory could not be saved ({e.strerror or e}); nothing changed. "
+                                   f"Check the disk and try again.") from None
+            ctx.snapshotted = True
+            self._journal_changes, self._journal_bytes, self._journal_since = 0, 0, None
         self.state.migration = None
         ctx.committed = True
         ctx.changes = [c.dump() for c in numbered]
+
+    # -- snapshots ----------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """Write memory-state.json now, holding every change so far (waits for a snapshot
+        being written in the background); StorageError when the disk refuses it (the
+        operation log still holds every change, so nothing is lost)."""
+        with self.lock:
+            self.store.verify_lock()
+            self._settle_snapshot()
+            pos = self._snapshot_pos()
+            try:
+                self.store.save(self.state, pos)
+            except OSError as e:
+                raise StorageError(f"The snapshot could not be written ({describe_os_error(e)}); the operation log "
+                                   f"still holds every change.") from None
+            self._journal_changes, self._journal_bytes, self._journal_since = 0, 0, None
+            return {"changeId": self.state.next_change_id() - 1, "bytes": self.store.state_path.stat().st_size}
+
+    def _snapshot_pos(self) -> SnapshotPos:
+        last = self.state.next_change_id() - 1
+        return SnapshotPos(min(last, self.oplog.last_change_id), self.oplog.size)
+
+    def _journaled(self, nbytes: int) -> None:
+        """A change record was appended: start a background snapshot when one is due."""
+        self._journal_changes += 1
+        self._journal_bytes += nbytes
+        now_m = time.monotonic()
+        if self._journal_since is None:
+            self._journal_since = now_m
+        if self._snap_thread is not None:
+            if self._snap_thread.is_alive():
+                return
+            self._settle_snapshot()
+        if now_m < self._snap_retry_at or not self._journal_changes:
+            return
+        if (self._journal_changes >= SNAPSHOT_CHANGES or self._journal_bytes >= SNAPSHOT_BYTES
+                or now_m - (self._journal_since or now_m) >= SNAPSHOT_SECONDS):
+            self._start_snapshot()
+
+    def _start_snapshot(self) -> None:
+        """Copy the state (a few ms) and write it from a thread of its own."""
+        view = StateView.of(self.state)
+        pos = self._snapshot_pos()
+        taken = (self._journal_changes, self._journal_bytes)
+
+        def run() -> None:
+            try:
+                self._snap_result = ("ok", self.store.write_snapshot(view, pos), taken)
+            except BaseException as e:  # reported by _settle_snapshot; the journal still holds it all
+                self._snap_result = ("error", e, taken)
+
+        self._snap_result = None
+        self._snap_thread = threading.Thread(target=run, name="zcord-snapshot", daemon=True)
+        self._snap_thread.start()
+
+    def _settle_snapshot(self) -> None:
+        """Wait for the background snapshot, if any, and take in its outcome (lock held)."""
+        thread = self._snap_thread
+        if thread is None:
+            return
+        thread.join()
+        self._snap_thread = None
+        result, self._snap_result = self._snap_result, None
+        if result is None:
+            return
+        status, value, (changes, nbytes) = result
+        if status == "ok":
+            if value is not None:
+                self.store.apply_seal(self.state, value)
+            self._journal_changes = max(0, self._journal_changes - changes)
+            self._journal_bytes = max(0, self._journal_bytes - nbytes)
+            self._journal_since = time.monotonic() if self._journal_changes else None
+        else:
+            self._snap_retry_at = time.monotonic() + SNAPSHOT_RETRY_SECONDS
+            print(f"zcord: could not write the snapshot ({value}); the operation log holds every change, "
+                  f"retrying in {SNAPSHOT_RETRY_SECONDS:.0f} s", file=sys.stderr)
 
     def _notify(self, ctx: Ctx) -> None:
         """Tell listeners (the daemon's subscribers) what a committed call changed."""
@@ -565,20 +685,39 @@ class Service:
             status="error" if error else "ok",
             error=OpError(code=error.code, message=error.message, field=error.field) if error else None,
             changes=ctx.changes, result=ctx.log_result)
+        journal = ctx.committed and ctx.tx is not None and not ctx.snapshotted
         try:
             own = [c["changeId"] for c in ctx.changes if c.get("changeId")]
             self._reconcile(upto=own[0] - 1 if own else None)
+            before = self.oplog.size
             try:
                 self.oplog.append(record, durable=bool(ctx.changes))
             except ValueError:  # JSON cannot carry these params (lone surrogates, nesting too deep)
                 record = record.model_copy(update={"tool": loggable(record.tool), "params": loggable(record.params)})
                 self.oplog.append(record, durable=bool(ctx.changes))
         except OSError as e:
+            if journal:
+                # the record was the change's only durable copy: undo it in memory too
+                ctx.tx.rollback()
+                ctx.committed = False
+                ctx.changes = []
+                err = StorageError(f"The Memory could not be saved ({describe_os_error(e)}); nothing changed. "
+                                   f"Check the disk and try again.")
+                try:  # the failed call is recorded like any other, if the disk takes it
+                    self.oplog.append(record.model_copy(update={
+                        "status": "error", "changes": [], "result": None,
+                        "error": OpError(code=err.code, message=err.message)}), durable=False)
+                except (OSError, ValueError):
+                    pass
+                raise err from None
             if ctx.committed:
                 raise MayHaveTakenEffect(
                     f"The change was saved but the operation log could not be written ({describe_os_error(e)}); "
                     f"the operation may have taken effect. Read the memory before retrying.") from None
             print(f"zcord: could not write the operation log: {e}", file=sys.stderr)
+            return
+        if journal:
+            self._journaled(self.oplog.size - before)
 
     # -- zcor_memory_search: the LLM phase runs without the lock ------------------------
 

@@ -12,6 +12,9 @@ import json
 import os
 import re
 import sys
+import threading
+import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
@@ -21,6 +24,7 @@ from pydantic import ValidationError
 
 from .errors import InvalidArgument, MemoryDirInUse, NotFound, StateFileInvalid, StorageError
 from .fsutil import atomic_write, fsync_dir, make_dir, read_nofollow, remove_stale_tmp
+from .journal import SnapshotPos, read_pos, replay, write_pos
 from .models import MAX_IMPORTANT, STATE_VERSION, Change, Node, Relationship, StateFile
 from .prefix import PERSONA_TEMPLATE
 from .state import MemoryState, Migration
@@ -102,15 +106,11 @@ def describe_validation(err: ValidationError, limit: int = 3) -> str:
 
 
 class StateSerializer:
-    """Builds the bytes of memory-state.json, reusing the JSON of unchanged nodes and history.
-
-    Nodes are immutable objects, so a cached encoding is valid while the same object is
-    in the state; history entries never change once written.
-    """
+    """Builds the bytes of memory-state.json; keeps the encoded inline history between calls
+    (history entries never change once written). Nodes are encoded afresh each time: the
+    snapshot is written in the background, and a per-node cache would double the RAM."""
 
     def __init__(self) -> None:
-        self._node_cache: dict[str, tuple[Node, bytes]] = {}
-        self._rel_cache: dict[str, tuple[Relationship, bytes]] = {}
         self._history = bytearray()
         self._history_count = 0
         self._history_tail: Change | None = None
@@ -118,7 +118,7 @@ class StateSerializer:
     def _encode_history(self, history: list[Change]) -> None:
         n = self._history_count
         if n > len(history) or (n and history[n - 1] is not self._history_tail):
-            # the encoded prefix is not this history's prefix (a failed save was rolled back)
+            # the encoded prefix is not this history's prefix (rolled back, or sealed)
             self._history = bytearray()
             self._history_count = 0
         for change in history[self._history_count:]:
@@ -141,7 +141,7 @@ class StateSerializer:
         """The encoded inline history as JSON lines (compact JSON has no raw newlines)."""
         return bytes(self._history).replace(b",\n", b"\n") + b"\n"
 
-    def encode(self, state: MemoryState, sealed: list[str] | None = None,
+    def encode(self, state: MemoryState | StateView, sealed: list[str] | None = None,
                history_blob: bytes | None = None) -> bytes:
         """The state file's bytes.
 
@@ -150,22 +150,11 @@ class StateSerializer:
             history_blob: inline history to write instead of the state's encoded one.
         """
         node_parts = []
-        cache = self._node_cache
-        for node_id, node in state.nodes.items():
-            hit = cache.get(node_id)
-            if hit is None or hit[0] is not node:
-                hit = (node, node.model_dump_json(by_alias=True).encode())
-                cache[node_id] = hit
-            node_parts.append(hit[1])
-        if len(cache) > len(state.nodes) * 2 + 64:
-            self._node_cache = {k: v for k, v in cache.items() if k in state.nodes}
-        rel_parts = []
-        for pid, rel in state.relationships.items():
-            hit = self._rel_cache.get(pid)
-            if hit is None or hit[0] is not rel:
-                hit = (rel, rel.model_dump_json(by_alias=True).encode())
-                self._rel_cache[pid] = hit
-            rel_parts.append(hit[1])
+        for n, node in enumerate(state.nodes.values()):
+            node_parts.append(node.model_dump_json(by_alias=True).encode())
+            if n % 512 == 511:
+                time.sleep(0)  # let a call in another thread have the interpreter
+        rel_parts = [rel.model_dump_json(by_alias=True).encode() for rel in state.relationships.values()]
         if history_blob is None:
             self._encode_history(state.history)
             history_blob = bytes(self._history)
@@ -178,6 +167,42 @@ class StateSerializer:
             b'],\n"historySegments":', json.dumps(segments).encode(),
             b',\n"history":[\n', history_blob, b"]}\n",
         ])
+
+
+@dataclass
+class StateView:
+    """What a snapshot writes, copied from the state between calls (nodes and relationships
+    are immutable objects, so copying the dicts is enough)."""
+
+    nodes: dict[str, Node]
+    important: list[str]
+    relationships: dict[str, Relationship]
+    history: list[Change]
+    next_id: int
+    history_segments: list[str]
+
+    @classmethod
+    def of(cls, state: MemoryState) -> "StateView":
+        return cls(dict(state.nodes), list(state.important), dict(state.relationships), list(state.history),
+                   state.next_id, list(state.history_segments))
+
+    @property
+    def last_change_id(self) -> int:
+        if self.history:
+            return self.history[-1].change_id
+        if not self.history_segments:
+            return 0
+        return int(self.history_segments[-1].rsplit("-", 1)[1].split(".")[0])
+
+
+@dataclass(frozen=True)
+class Seal:
+    """History sealed into a segment by a snapshot: the state must drop these inline
+    changes (first_id..last_id) and name the segment."""
+
+    segment: str
+    first_id: int
+    last_id: int
 
 
 # An epoch number above this is milliseconds (1e11 ms is March 1973; 1e11 s is year 5138).
@@ -434,6 +459,16 @@ def parse_backup(raw: bytes, name: str) -> MemoryState:
     return state
 
 
+def read_persisted(memdir: Path | str) -> MemoryState:
+    """The Memory as the next start will load it (snapshot plus the changes journaled after
+    it), read without taking the directory's lock: for checks and tools, never for writing."""
+    memdir = Path(memdir)
+    store = Store(memdir)
+    state = store.load()
+    replay(state, memdir / OPLOG_FILE, read_pos(memdir))
+    return state
+
+
 class Store:
     """Owns one Memory directory for the lifetime of the process."""
 
@@ -444,6 +479,8 @@ class Store:
         self._lock_fd: int | None = None
         self._locked: tuple[tuple[int, int], tuple[int, int]] | None = None  # (dir, lock file) (dev, ino)
         self._serializer = StateSerializer()
+        self.snapshot_lock = threading.RLock()
+        """Held while a snapshot or backup is encoded and written (one at a time)."""
 
     # -- directory and lock -------------------------------------------------------
 
@@ -545,23 +582,48 @@ class Store:
         return MemoryState()
 
     def encode(self, state: MemoryState, **kwargs) -> bytes:
-        return self._serializer.encode(state, **kwargs)
+        with self.snapshot_lock:
+            return self._serializer.encode(state, **kwargs)
 
-    def save(self, state: MemoryState) -> None:
-        """Write the whole state atomically; keeps a migrated file's original first.
+    def write_snapshot(self, view: MemoryState | StateView, pos: SnapshotPos | None) -> Seal | None:
+        """Write memory-state.json from view atomically, then memory-state.pos; changes
+        nothing in memory (safe from a background thread while calls go on).
 
         When the inline history has grown past SEAL_BYTES, it is first written as a segment
         file under history/ (atomically; an orphan from a failed attempt is simply replaced),
-        then the state is written naming that segment and holding no inline history. Memory
-        is updated only after both writes succeeded.
+        then the state is written naming that segment and holding no inline history; the
+        returned Seal tells the owner of the live state to do the same (`apply_seal`).
         """
-        self.verify_lock()
-        data = self.encode(state)
-        sealed: str | None = None
-        if self._serializer.inline_history_bytes > SEAL_BYTES and state.history:
-            sealed = f"changes-{state.history[0].change_id:09d}-{state.history[-1].change_id:09d}.jsonl"
-            atomic_write(self.dir / HISTORY_DIR / sealed, self._serializer.history_lines())
-            data = self.encode(state, sealed=[*state.history_segments, sealed], history_blob=b"")
+        with self.snapshot_lock:
+            self.verify_lock()
+            data = self._serializer.encode(view)
+            seal: Seal | None = None
+            if self._serializer.inline_history_bytes > SEAL_BYTES and view.history:
+                first, last = view.history[0].change_id, view.history[-1].change_id
+                seal = Seal(f"changes-{first:09d}-{last:09d}.jsonl", first, last)
+                atomic_write(self.dir / HISTORY_DIR / seal.segment, self._serializer.history_lines())
+                data = self._serializer.encode(view, sealed=[*view.history_segments, seal.segment], history_blob=b"")
+            atomic_write(self.state_path, data)
+            if pos is not None:
+                write_pos(self.dir, pos)
+            return seal
+
+    def apply_seal(self, state: MemoryState, seal: Seal) -> None:
+        """Drop the sealed changes from the live state's inline history (call between calls)."""
+        with self.snapshot_lock:
+            if seal.segment in state.history_segments:
+                return
+            h = state.history
+            k = 0
+            while k < len(h) and h[k].change_id <= seal.last_id:
+                k += 1
+            del h[:k]
+            state.history_segments.append(seal.segment)
+            self._serializer.reset_history()
+
+    def save(self, state: MemoryState, pos: SnapshotPos | None = None) -> None:
+        """Write the whole state now (a restore, a migration, shutdown); keeps a migrated
+        file's original first. Memory is updated (sealing) only after every write succeeded."""
         mig = state.migration
         if mig is not None and mig.from_version in ("1", "2"):
             keep = self.dir / f"memory-state.v{mig.from_version}.json"
@@ -570,11 +632,9 @@ class Store:
                 keep = self.dir / f"memory-state.v{mig.from_version}.{stamp}.json"
             if not keep.exists():
                 atomic_write(keep, mig.raw)
-        atomic_write(self.state_path, data)
-        if sealed is not None:
-            state.history_segments.append(sealed)
-            state.history.clear()
-            self._serializer.reset_history()
+        seal = self.write_snapshot(state, pos)
+        if seal is not None:
+            self.apply_seal(state, seal)
 
     def iter_history(self, state: MemoryState):
         """Every change ever committed, oldest first: sealed segments, then inline."""
@@ -588,10 +648,11 @@ class Store:
         """A self-contained copy of the state: sealed history inlined (for backups)."""
         parts = [(self.dir / HISTORY_DIR / seg).read_bytes().rstrip(b"\n").replace(b"\n", b",\n")
                  for seg in state.history_segments]
-        self._serializer._encode_history(state.history)
-        if self._serializer.inline_history_bytes:
-            parts.append(bytes(self._serializer._history))
-        return self.encode(state, sealed=[], history_blob=b",\n".join(parts))
+        with self.snapshot_lock:
+            self._serializer._encode_history(state.history)
+            if self._serializer.inline_history_bytes:
+                parts.append(bytes(self._serializer._history))
+            return self._serializer.encode(state, sealed=[], history_blob=b",\n".join(parts))
 
     # -- backups --------------------------------------------------------------------
 

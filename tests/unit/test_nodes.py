@@ -13,6 +13,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from zcord.errors import StorageError, ZcorError
+from tests.conftest import persisted_bytes
 from zcord.service import Service
 
 STATE = "memory-state.json"
@@ -24,12 +25,12 @@ NODE_FIELDS = ("id", "title", "content", "keywords", "parentId", "sourceMessage"
 
 
 def state_bytes(memdir) -> bytes | None:
-    path = memdir / STATE
-    return path.read_bytes() if path.exists() else None
+    """The persisted Memory (snapshot plus journal), as a snapshot would write it."""
+    return persisted_bytes(memdir)
 
 
 def state_json(memdir) -> dict:
-    return json.loads((memdir / STATE).read_bytes())
+    return json.loads(persisted_bytes(memdir))
 
 
 def important_ids(memdir) -> list[str]:

@@ -1,5 +1,5 @@
 """The change history is sealed into segment files under history/ once the inline part
-grows past a size, so saves stay bounded; the history itself stays complete and exact."""
+grows past a size, so snapshots stay bounded; the history itself stays complete and exact."""
 
 from __future__ import annotations
 
@@ -18,9 +18,14 @@ def small_seal(monkeypatch):
     monkeypatch.setattr(store_mod, "SEAL_BYTES", 2000)
 
 
-def _write_many(svc, n):
-    return [svc.call("zcor_memory_write", {"title": f"note {i}", "content": "x" * 300, "keywords": ["k"]})["id"]
-            for i in range(n)]
+def _write_many(svc, n, snapshot=True):
+    """n writes, each followed by a snapshot (where sealing happens) unless snapshot=False."""
+    ids = []
+    for i in range(n):
+        ids.append(svc.call("zcor_memory_write", {"title": f"note {i}", "content": "x" * 300, "keywords": ["k"]})["id"])
+        if snapshot:
+            svc.snapshot()
+    return ids
 
 
 def test_segments_are_written_and_the_state_stays_small(small_seal, svc, memdir):
@@ -75,16 +80,23 @@ def test_backup_is_self_contained_and_restorable(small_seal, t, svc, memdir):
 
 
 @pytest.mark.parametrize("how", ["write", "replace"])
-def test_failed_seal_changes_nothing(small_seal, svc, memdir, failing_disk, how):
+def test_failed_seal_changes_nothing_and_loses_nothing(small_seal, svc, memdir, clock, failing_disk, how):
     _write_many(svc, 3)
     before = (memdir / "memory-state.json").read_bytes()
     # the segment file is written, the state file that would name it is refused
     failing_disk.on(how, only=lambda target: target.name == "memory-state.json")
     from zcord.errors import StorageError
-    with pytest.raises(StorageError):
-        _write_many(svc, 10)
+    _write_many(svc, 10, snapshot=False)  # acknowledged: they are in the journal
+    with pytest.raises(StorageError, match="operation log still holds every change"):
+        svc.snapshot()
     assert (memdir / "memory-state.json").read_bytes() == before
+    assert failing_disk.failures == 1
     failing_disk.off()
-    _write_many(svc, 10)
     ids = [c.change_id for c in svc.store.iter_history(svc.state)]
     assert ids == list(range(1, 14))
+    svc.close()
+    with Service(memdir, clock=clock) as again:  # the journal replays what the snapshot lacks
+        assert [c.change_id for c in again.store.iter_history(again.state)] == list(range(1, 14))
+        assert len(again.state.nodes) == 13
+        again.snapshot()
+        assert [c.change_id for c in again.store.iter_history(again.state)] == list(range(1, 14))

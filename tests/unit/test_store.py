@@ -14,6 +14,7 @@ import pytest
 
 from zcord.errors import (InvalidArgument, MayHaveTakenEffect, MemoryDirInUse, NotFound, StateFileInvalid,
                           StorageError)
+from tests.conftest import persisted_bytes
 from zcord.service import Service
 from tests.conftest import FailingDisk
 
@@ -58,7 +59,8 @@ def populate(s: Service) -> dict:
 
 
 def state_bytes(memdir: Path) -> bytes:
-    return (memdir / "memory-state.json").read_bytes()
+    """The persisted Memory (snapshot plus journal), as a snapshot would write it."""
+    return persisted_bytes(memdir)
 
 
 def make_v3_file(tmp_path: Path, name: str, build) -> bytes:
@@ -877,31 +879,29 @@ MUTATIONS = {
 }
 
 
-@pytest.mark.parametrize("how", ["write", "fsync", "replace", "save"])
+@pytest.mark.parametrize("how", ["write", "fsync"])
 @pytest.mark.parametrize("mutation", sorted(MUTATIONS))
 def test_failed_state_write_changes_nothing(svc, monkeypatch, failing_disk, mutation, how):
-    """The disk refuses the write at os.write, os.fsync or os.replace (below the atomic
-    write, so a save that rewrote the file in place would be caught), or the save fails."""
+    """The disk refuses the change's journal record at os.write or os.fsync (below the
+    append, so a write that bypassed the journal would be caught)."""
     ids = populate(svc)
     before = snapshot(svc)
     raw = state_bytes(svc.dir)
     files = sorted(os.listdir(svc.dir))
-    if how == "save":
-        monkeypatch.setattr(svc.store, "save", _enospc)
-    else:
-        failing_disk.on(how)
+    failing_disk.on(how)
     with pytest.raises(StorageError) as ei:
         MUTATIONS[mutation](svc, ids)
-    assert FailingDisk.ERRORS.get(how, (28, "No space left on device"))[1] in ei.value.message
-    assert how == "save" or failing_disk.failures == 1
+    assert FailingDisk.ERRORS[how][1] in ei.value.message
+    assert "nothing changed" in ei.value.message
+    assert failing_disk.failures >= 1
     failing_disk.off()
     assert snapshot(svc) == before
     assert state_bytes(svc.dir) == raw
     assert sorted(os.listdir(svc.dir)) == files, "a temporary file was left behind"
     monkeypatch.undo()
-    # the failure is in the history
-    rec = call(svc, "history", keywords=["storage_error"])["items"]
-    assert rec and rec[0]["status"] == "error"
+    if how == "fsync":  # the written record was cut off again; the failure itself is logged
+        rec = call(svc, "history", keywords=["storage_error"])["items"]
+        assert rec and rec[0]["status"] == "error" and rec[0]["changes"] == []
     # and the same call now works
     MUTATIONS[mutation](svc, ids)
     assert state_bytes(svc.dir) != raw
@@ -924,7 +924,7 @@ def test_after_failed_write_state_file_history_is_right(memdir, clock, failing_d
     """The next successful save must store the change that happened, not the one that failed."""
     with Service(memdir, clock=clock) as s:
         call(s, "write", title="original", content="v1")
-        failing_disk.on("replace")
+        failing_disk.on("fsync")
         with pytest.raises(StorageError):
             call(s, "write", id="m1", title="FAILED-TITLE", content="v2")
         failing_disk.off()
@@ -962,20 +962,40 @@ def _recovered(items: list[dict], node_id: str) -> list[dict]:
     return [i for i in items if i.get("recovered") and any(c.get("target") == node_id for c in i["changes"])]
 
 
-def test_log_failure_after_state_write(svc, monkeypatch, memdir, clock):
+def test_journal_failure_changes_nothing(svc, monkeypatch, memdir, clock):
+    """Past the first write, a change's log record is its only durable copy until the next
+    snapshot: when it cannot be appended, the change is undone and nothing changed."""
     call(svc, "write", title="first", content="")
+    raw = state_bytes(memdir)
+    monkeypatch.setattr(svc.oplog, "append", _failing_append)
+    with pytest.raises(StorageError) as ei:
+        call(svc, "write", title="unlogged", content="secret-content")
+    assert "nothing changed" in ei.value.message
+    monkeypatch.undo()
+    assert state_bytes(memdir) == raw
+    with pytest.raises(NotFound):
+        call(svc, "read", id="m2")
+    assert call(svc, "write", title="second", content="")["id"] == "m2"
+    svc.close()
+    with Service(memdir, clock=clock) as s:
+        assert [n.title for n in s.state.nodes.values()] == ["first", "second"]
+
+
+def test_log_failure_after_state_write(svc, monkeypatch, memdir, clock):
+    """The first write of a new Memory creates memory-state.json before its log record (as
+    a restore does): when the record then fails, the change stands and is logged later."""
     monkeypatch.setattr(svc.oplog, "append", _failing_append)
     with pytest.raises(MayHaveTakenEffect) as ei:
         call(svc, "write", title="unlogged", content="secret-content")
     assert "may have taken effect" in ei.value.message.lower()
     # it did take effect
-    assert call(svc, "read", id="m2")["title"] == "unlogged"
+    assert call(svc, "read", id="m1")["title"] == "unlogged"
     assert "unlogged" in state_bytes(memdir).decode()
     monkeypatch.undo()
 
     call(svc, "read", id="m1")  # the next call, with the log working again
     hist = call(svc, "history")["items"]
-    rec = _recovered(hist, "m2")
+    rec = _recovered(hist, "m1")
     assert len(rec) == 1
     assert rec[0]["status"] == "ok"
     assert rec[0]["tool"] == "zcor_memory_write"
@@ -985,8 +1005,8 @@ def test_log_failure_after_state_write(svc, monkeypatch, memdir, clock):
     svc.close()
     with Service(memdir, clock=clock) as s:
         hist = call(s, "history", limit=100)["items"]
-        assert len(_recovered(hist, "m2")) == 1
-        assert call(s, "read", id="m2")["title"] == "unlogged"
+        assert len(_recovered(hist, "m1")) == 1
+        assert call(s, "read", id="m1")["title"] == "unlogged"
 
 
 def test_history_right_after_log_failure_shows_the_change(svc, monkeypatch):
