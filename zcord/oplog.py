@@ -159,9 +159,9 @@ class OpLog:
         assert self._fd is not None, "operation log is not open"
         with self._lock:
             try:
-                written = os.write(self._fd, line)
-                if written != len(line):
-                    raise OSError(28, "short write to the operation log")
+                view = memoryview(line)
+                while view:  # a short write is retried: the next one reports why (ENOSPC)
+                    view = view[os.write(self._fd, view):]
                 if durable:
                     os.fsync(self._fd)
             except OSError:

@@ -14,6 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import persisted_bytes
+from zcord.store import Store, read_persisted
+
 from zcord.client import ToolError
 
 pytestmark = pytest.mark.fault
@@ -48,6 +51,7 @@ def snapshot(memdir: Path) -> dict[str, bytes]:
     for p in sorted(memdir.rglob("*")):
         if p.is_file() and p.name not in ("zcord.lock", "operations.jsonl"):
             out[str(p.relative_to(memdir))] = p.read_bytes()
+    out["(the Memory as persisted: snapshot and journal)"] = persisted_bytes(memdir)
     return out
 
 
@@ -75,9 +79,24 @@ def fill(path: Path, leave: int = 0) -> None:
         os.close(fd)
 
 
-def assert_refused_every_write(op, memdir: Path, reason: str) -> None:
+def fill_log(op, memdir: Path) -> None:
+    """On a full file system, also fill the free tail of operations.jsonl's last page: log
+    reads with ever smaller parameters until no record fits (a read whose record cannot be
+    appended is still answered). Then no change record (a few hundred bytes at least) fits."""
+    log = memdir / "operations.jsonl"
+    for size in (4096, 2048, 1024, 512, 256, 128, 64, 32, 16, 8, 4, 2, 1):
+        while True:
+            before = log.stat().st_size
+            with pytest.raises(ToolError):  # refused (unknown parameter), and logged with it
+                op.call_tool("zcor_memory_read", {"id": "m1", "pad": "p" * size})
+            if log.stat().st_size == before:
+                break
+
+
+def assert_refused_every_write(op, memdir: Path, reason: str, tools: list | None = None,
+                               config: bool = True) -> None:
     before = snapshot(memdir)
-    for tool, args in WRITES:
+    for tool, args in tools or WRITES:
         with pytest.raises(ToolError) as refused:
             op.call_tool(tool, args)
         err = refused.value
@@ -88,9 +107,10 @@ def assert_refused_every_write(op, memdir: Path, reason: str) -> None:
     with pytest.raises(ToolError) as refused:
         op.synonyms_set(None, ["满盘丙", "满盘丁"])
     assert refused.value.code == "storage_error" and reason in refused.value.message
-    with pytest.raises(ToolError) as refused:
-        op.config_set({"recallBudget": 100})
-    assert refused.value.code == "storage_error" and reason in refused.value.message
+    if config:
+        with pytest.raises(ToolError) as refused:
+            op.config_set({"recallBudget": 100})
+        assert refused.value.code == "storage_error" and reason in refused.value.message
     assert snapshot(memdir) == before
     assert not [p for p in memdir.rglob("*.tmp")], "a failed write left a temporary file"
 
@@ -108,10 +128,8 @@ def assert_serves_reads(op, bot, nodes: list[dict]) -> None:
 
 
 def assert_log_matches_state(memdir: Path) -> None:
-    state = json.loads((memdir / "memory-state.json").read_bytes())
-    committed = {c["changeId"] for c in state["history"]}
-    for seg in state["historySegments"]:
-        committed |= {json.loads(line)["changeId"] for line in (memdir / "history" / seg).read_text().splitlines()}
+    state = read_persisted(memdir)  # the snapshot and the changes journaled after it
+    committed = {c.change_id for c in Store(memdir).iter_history(state)}
     logged = [c["changeId"] for line in (memdir / "operations.jsonl").read_text().splitlines()
               for c in json.loads(line)["changes"] if c.get("changeId")]
     assert len(logged) == len(set(logged)) and set(logged) == committed
@@ -123,10 +141,15 @@ def test_full_disk_refuses_writes_keeps_the_state_and_serves_reads(make_daemon, 
     d.start()
     with d.client("operator") as op, d.client() as bot:
         nodes = seed(op)
-        # full, but with a little room, so writes fail halfway through their temporary file
+        # full, but with a little room: a change record fits in the journal, a backup does not
         fill(d.memdir / "filler", leave=6000)
-        assert_refused_every_write(op, d.memdir, "No space left on device")
+        small = op.call_tool("zcor_memory_important", {"id": "m3", "important": True})
+        assert small["changed"], "the journal takes a small change while there is room"
+        assert_refused_every_write(op, d.memdir, "No space left on device", tools=[WRITES[-1]],
+                                   config=False)
+        # full to the last byte of the log's last page: every change is refused
         fill(d.memdir / "filler")
+        fill_log(op, d.memdir)
         assert_refused_every_write(op, d.memdir, "No space left on device")
         assert_serves_reads(op, bot, nodes)
         assert d.proc.poll() is None
@@ -154,14 +177,21 @@ def test_memory_dir_turning_read_only_while_serving(make_daemon, mounts):
     with d.client("operator") as op, d.client() as bot:
         nodes = seed(op)
         mounts.read_only_over(d.memdir)
-        assert_refused_every_write(op, d.memdir, "Read-only file system")
+        # changes still reach the journal zcord holds open (durable: its file system is
+        # writable underneath); whatever needs a new file is refused
+        kept = op.call_tool("zcor_memory_write", {"title": "只读时写的", "content": "journaled"})
+        assert_refused_every_write(op, d.memdir, "Read-only file system",
+                                   tools=[t for t in WRITES if t[0] in ("zcor_synonyms_add", "zcor_memory_backup")])
         assert_serves_reads(op, bot, nodes)
         failed = op.call_tool("zcor_memory_history", {"keywords": ["storage_error"], "limit": 100})
-        assert failed["total"] >= len(WRITES), "failed calls are still recorded in the log"
+        assert failed["total"] >= 2, "failed calls are still recorded in the log"
         # writable again
         mounts.unmount(d.memdir)
         op.call_tool(*WRITES[0])
     assert_log_matches_state(d.memdir)
+    assert d.stop() == 0  # the shutdown snapshot holds the change made while read-only
+    assert "只读时写的" in json.dumps(json.loads((d.memdir / "memory-state.json").read_bytes()), ensure_ascii=False)
+    assert kept["id"] in {n["id"] for n in json.loads((d.memdir / "memory-state.json").read_bytes())["nodes"]}
 
 
 def test_read_only_memory_dir_at_start_is_refused_with_a_clear_message(make_daemon, mounts):
