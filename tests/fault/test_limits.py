@@ -110,9 +110,12 @@ def test_out_of_file_descriptors_is_named_and_logged_quietly(make_daemon):
     first = Wire(d.sock, "bot")
     assert first.call("tools/call", {"name": "zcor_memory_write", "arguments": {"title": "先写", "content": "x"}})
     flood = [raw_connect(d.sock) for _ in range(limit + 20)]
-    # every descriptor is taken by the flood: a write fails, and says why
+    # every descriptor is taken by the flood: a change goes to the journal zcord holds
+    # open, but a backup (a new file) fails, and says why
+    wrote = first.call("tools/call", {"name": "zcor_memory_write", "arguments": {"title": "再写", "content": "y"}})
+    assert wrote["result"]["isError"] is False, wrote
     for _ in range(50):
-        reply = first.call("tools/call", {"name": "zcor_memory_write", "arguments": {"title": "再写", "content": "y"}})
+        reply = first.call("tools/call", {"name": "zcor_memory_backup", "arguments": {}})
         if reply["result"]["isError"]:
             break
         first.call("tools/call", {"name": "zcor_memory_query", "arguments": {}})
@@ -122,9 +125,9 @@ def test_out_of_file_descriptors_is_named_and_logged_quietly(make_daemon):
     assert "Check the disk" not in err["message"]
     for s in flood:
         s.close()
-    # zcord closes the flood's connections as it sees them end; then writes work again
+    # zcord closes the flood's connections as it sees them end; then backups work again
     for _ in range(200):
-        again = first.call("tools/call", {"name": "zcor_memory_write", "arguments": {"title": "恢复", "content": "z"}})
+        again = first.call("tools/call", {"name": "zcor_memory_backup", "arguments": {}})
         if not again["result"]["isError"]:
             break
         time.sleep(0.05)

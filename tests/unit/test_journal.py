@@ -1,0 +1,99 @@
+"""The journal and its snapshots: a change is durable once logged; memory-state.json is
+written in the background from a copy of the state; loading replays what it lacks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import zcord.service as service_mod
+from zcord.errors import StateFileInvalid
+from zcord.journal import POS_FILE, read_pos
+from zcord.service import Service
+
+
+def _write(svc, n, start=0):
+    return [svc.call("zcor_memory_write", {"title": f"记{i}", "content": f"内容{i}", "keywords": ["记"]})["id"]
+            for i in range(start, start + n)]
+
+
+def _snapshot_nodes(memdir) -> list[str]:
+    return [n["id"] for n in json.loads((memdir / "memory-state.json").read_bytes())["nodes"]]
+
+
+def test_writes_go_to_the_journal_not_the_snapshot(svc, memdir, clock):
+    _write(svc, 1)  # a new Memory's first write creates memory-state.json
+    assert _snapshot_nodes(memdir) == ["m1"]
+    _write(svc, 4, start=1)
+    assert _snapshot_nodes(memdir) == ["m1"]  # the others are in operations.jsonl only
+    svc.close()  # a clean close writes the snapshot
+    assert _snapshot_nodes(memdir) == ["m1", "m2", "m3", "m4", "m5"]
+    assert read_pos(memdir).change_id == 5
+
+
+def test_background_snapshot_and_replay_of_the_rest(monkeypatch, memdir, clock):
+    monkeypatch.setattr(service_mod, "SNAPSHOT_CHANGES", 4)
+    svc = Service(memdir, clock=clock).open()
+    _write(svc, 6)
+    svc._snap_thread.join()  # the snapshot started by the 5th change (4 journaled since the 1st)
+    in_snapshot = _snapshot_nodes(memdir)
+    assert in_snapshot == ["m1", "m2", "m3", "m4", "m5"]
+    pos = read_pos(memdir)
+    assert pos.change_id == 5 and pos.log_offset <= (memdir / "operations.jsonl").stat().st_size
+    svc.store.close()  # the process dies: no shutdown snapshot
+    svc.oplog.close()
+    with Service(memdir, clock=clock) as again:
+        assert list(again.state.nodes) == [f"m{i}" for i in range(1, 7)]
+        assert [c.change_id for c in again.store.iter_history(again.state)] == list(range(1, 7))
+        assert again.call("zcor_memory_write", {"title": "next", "content": ""})["id"] == "m7"
+
+
+@pytest.mark.parametrize("pos", ["missing", "garbage", "beyond the log", "mid-line"])
+def test_a_lost_or_wrong_position_file_only_slows_loading(memdir, clock, pos):
+    svc = Service(memdir, clock=clock).open()
+    _write(svc, 3)
+    svc.snapshot()
+    _write(svc, 3, start=3)
+    svc.store.close()
+    svc.oplog.close()
+    path = memdir / POS_FILE
+    size = (memdir / "operations.jsonl").stat().st_size
+    if pos == "missing":
+        path.unlink()
+    elif pos == "garbage":
+        path.write_text("{not json")
+    elif pos == "beyond the log":
+        path.write_text(json.dumps({"changeId": 3, "logOffset": size + 100}))
+    else:
+        path.write_text(json.dumps({"changeId": 3, "logOffset": size - 5}))
+    with Service(memdir, clock=clock) as again:
+        assert list(again.state.nodes) == [f"m{i}" for i in range(1, 7)]
+
+
+def test_a_gap_in_the_journal_refuses_to_start_and_touches_nothing(memdir, clock):
+    svc = Service(memdir, clock=clock).open()
+    _write(svc, 4)
+    svc.store.close()
+    svc.oplog.close()
+    log = memdir / "operations.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    gone = [i for i, line in enumerate(lines) if b'"changeId":3' in line]
+    assert len(gone) == 1
+    del lines[gone[0]]
+    log.write_bytes(b"".join(lines))
+    before = {p.name: p.read_bytes() for p in memdir.iterdir() if p.is_file() and p.name != "zcord.lock"}
+    with pytest.raises(StateFileInvalid, match="logs change 4 but change 3 is neither"):
+        Service(memdir, clock=clock).open()
+    assert {p.name: p.read_bytes() for p in memdir.iterdir() if p.is_file() and p.name != "zcord.lock"} == before
+
+
+def test_restore_is_snapshotted_before_it_is_logged(svc, memdir, t):
+    _write(svc, 2)
+    name = t.backup()["backupFile"]
+    _write(svc, 2, start=2)
+    t.restore(backupFile=name)
+    # a restore cannot be replayed from its record: the snapshot holds it at once
+    assert _snapshot_nodes(memdir) == ["m1", "m2"]
+    doc = json.loads((memdir / "memory-state.json").read_bytes())
+    assert doc["history"][-1]["kind"] == "state.restore"
