@@ -566,8 +566,32 @@ class Client(_Methods):
         try:
             self._sock.sendall(data)
         except OSError as e:
+            refusal = self._pending_refusal()
             self.close()
+            if refusal is not None:  # zcord said why before it closed (too many connections)
+                _raise_error(refusal)
             raise ConnectionLost(f"the connection to zcord was lost: {e}") from None
+
+    def _pending_refusal(self) -> dict[str, Any] | None:
+        """An error about the connection (id null) that zcord sent before closing it, if it
+        is already in the socket's receive buffer."""
+        try:
+            self._sock.settimeout(0.2)
+            while b"\n" not in self._buf:
+                chunk = self._sock.recv(1 << 16)
+                if not chunk:
+                    break
+                self._buf += chunk
+        except OSError:
+            pass
+        for line in bytes(self._buf).splitlines():
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(msg, dict) and msg.get("id") is None and isinstance(msg.get("error"), dict):
+                return msg["error"]
+        return None
 
     def _read_message(self, deadline: float | None) -> dict[str, Any] | None:
         """The next message, or None when the deadline passes first."""

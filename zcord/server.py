@@ -293,6 +293,7 @@ class Daemon:
             "zcor/llm": (self._llm, False),
             "zcor/recall/explain": (self._recall_explain, True),
             "zcor/reload": (self._reload_method, True),
+            "zcor/snapshot": (self._snapshot_method, True),
             "zcor/persona/get": (self._persona_get, True),
             "zcor/persona/set": (self._persona_set, True),
             # MCP prompts and resources: recall and the prefix for hosts that speak only MCP
@@ -830,6 +831,9 @@ class Daemon:
 
     async def _resources_read(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         return await self._work(mcp_extras.read_resource, self.service, params)
+
+    async def _snapshot_method(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        return await self._work(self.service.snapshot)
 
     async def _reload_method(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         err = await self._reload()
