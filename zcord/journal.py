@@ -158,7 +158,10 @@ def apply_change(state: MemoryState, c: dict[str, Any]) -> Change:
             node = Node.model_validate(after)
             if node.id != target or (node.parent_id is not None and node.parent_id not in state.nodes):
                 raise ValueError("its record does not fit the Memory")
-            state._put_node(node)
+            if kind == "node.create" and node.id not in state.nodes:
+                state.add_node(node)  # in id order (a reverted delete brings an old id back)
+            else:
+                state._put_node(node)
             m = node.id[1:]
             if node.id.startswith("m") and m.isdigit():
                 state.next_id = max(state.next_id, int(m) + 1)
@@ -168,6 +171,8 @@ def apply_change(state: MemoryState, c: dict[str, Any]) -> Change:
             if not isinstance(after, list) or any(i not in state.nodes for i in after):
                 raise ValueError("the important list names unknown memories")
             state.important = list(after)
+        elif kind == "relationship.create" and target not in state.relationships:
+            state.add_rel(Relationship.model_validate(after))  # in creation order (a reverted delete)
         elif kind in ("relationship.create", "relationship.update"):
             state._put_rel(Relationship.model_validate(after))
         elif kind == "relationship.delete":
@@ -188,3 +193,18 @@ def replay(state: MemoryState, log_path: Path, pos: SnapshotPos | None) -> int:
     for c in changes:
         apply_change(state, c)
     return len(changes)
+
+
+def find_record(log_path: Path, seq: int) -> dict[str, Any] | None:
+    """The operation-log record with this seq (scanning back from the end: recent
+    operations are found at once), or None."""
+    prefix = b'{"seq":%d,' % seq
+    fd = os.open(log_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        for offset, line in _reverse_lines(fd, os.fstat(fd).st_size):
+            if line.startswith(prefix):
+                return _record(line, offset)
+    finally:
+        os.close(fd)
+    return None
+

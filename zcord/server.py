@@ -35,13 +35,14 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from . import __version__, mcp_extras
+from . import __version__, mcp_extras, undo
 from . import protocol as P
 from . import systemd
-from .errors import MemoryDirInUse, ZcorError
+from .errors import InvalidArgument, MemoryDirInUse, ZcorError
 from .paths import UnsafeSocket, check_daemon_socket_dir, ensure_socket_dir
 from .service import Service
 from .tools import TOOLS, declared_tools
@@ -294,6 +295,10 @@ class Daemon:
             "zcor/recall/explain": (self._recall_explain, True),
             "zcor/reload": (self._reload_method, True),
             "zcor/snapshot": (self._snapshot_method, True),
+            "zcor/history/revert": (self._history_revert, True),
+            "zcor/history/reinstate": (self._history_reinstate, True),
+            "zcor/history/versions": (self._history_versions, True),
+            "zcor/history/at": (self._history_at, True),
             "zcor/persona/get": (self._persona_get, True),
             "zcor/persona/set": (self._persona_set, True),
             # MCP prompts and resources: recall and the prefix for hosts that speak only MCP
@@ -831,6 +836,28 @@ class Daemon:
 
     async def _resources_read(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         return await self._work(mcp_extras.read_resource, self.service, params)
+
+    async def _history_revert(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        return await self._work(undo.revert, self.service, params)
+
+    async def _history_reinstate(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        return await self._work(undo.reinstate, self.service, params)
+
+    async def _history_versions(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        if set(params) - {"id"}:
+            raise InvalidArgument("params must be {id}")
+        return await self._work(undo.versions, self.service, params.get("id"))
+
+    async def _history_at(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        if set(params) - {"time"} or not isinstance(params.get("time"), str):
+            raise InvalidArgument("params must be {time}: an ISO 8601 time with its UTC offset", field="time")
+        try:
+            when = datetime.fromisoformat(params["time"])
+        except ValueError:
+            raise InvalidArgument(f"time {params['time']!r} is not an ISO 8601 time", field="time") from None
+        if when.tzinfo is None:
+            raise InvalidArgument("time must carry its UTC offset, e.g. 2026-12-01T20:00:00+08:00", field="time")
+        return await self._work(undo.state_at, self.service, when)
 
     async def _snapshot_method(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         return await self._work(self.service.snapshot)

@@ -81,6 +81,8 @@ class Ctx:
     log_result: dict[str, Any] | None = None
     preloaded: tuple[str, Any] | None = None
     """Restore: (backupFile, parsed state or the ZcorError) read before the lock was taken."""
+    snapshot_first: bool = False
+    """Set by a change that cannot be replayed from its record (a revert of a restore)."""
     snapshotted: bool = False
     """The change was written to memory-state.json before its log record (restore, migration)."""
 
@@ -504,6 +506,41 @@ class Service:
                     self._notify(ctx)
             return result
 
+    def run_operation(self, name: str, params: Any, fn: Callable[[Ctx], dict[str, Any]]) -> dict[str, Any]:
+        """An operator method that changes the Memory (revert, reinstate) run as a tool call
+        is: serialized, one transaction, journaled, recorded in the log, announced."""
+        with self.lock:
+            self.store.verify_lock()
+            ctx = self._new_ctx(name, "operator")
+            try:
+                result = fn(ctx)
+            except ZcorError as e:
+                self._rollback(ctx)
+                self._log(ctx, params, error=e)
+                raise
+            except OSError as e:
+                self._rollback(ctx)
+                err = StorageError(f"{name} could not be completed ({describe_os_error(e)}); nothing changed.")
+                self._log(ctx, params, error=err)
+                raise err from None
+            except Exception as e:
+                self._rollback(ctx)
+                err = InternalError(f"internal error in {name}: {type(e).__name__}: {e}; nothing changed")
+                self._log(ctx, params, error=err)
+                raise err from e
+            try:
+                self._log(ctx, params)
+            finally:
+                if ctx.committed:
+                    self._notify(ctx)
+            return result
+
+    def find_operation(self, seq: int) -> dict[str, Any] | None:
+        """The operation-log record with this seq, or None."""
+        from .journal import find_record
+
+        return find_record(self.oplog.path, seq)
+
     def _preload_restore(self, params: Any) -> tuple[str, Any] | None:
         from .tools import TOOLS
 
@@ -544,7 +581,7 @@ class Service:
         numbered = tx.commit_changes()
         # most changes become durable with their log record (_log); these cannot be
         # replayed from it, so the snapshot is written first, as before the journal
-        if mig is not None or ctx.tool == RESTORE_TOOL or not self.store.state_path.exists():
+        if mig is not None or ctx.tool == RESTORE_TOOL or ctx.snapshot_first or not self.store.state_path.exists():
             self._settle_snapshot()
             try:
                 self.store.save(self.state, self._snapshot_pos())

@@ -279,6 +279,34 @@ class MemoryState:
             self._unlink_replaced(node.superseded_by, node_id)
         return self.index.pop(node_id)
 
+    def add_node(self, node: Node) -> None:
+        """A new node in creation order: at the end, or, for an id older than existing ones
+        (a delete being reverted or replayed), just after the nearest older id."""
+        num = _id_number(node.id)
+        later = [i for i in self.nodes if num is not None and (_id_number(i) or 0) > num]
+        if not later:
+            self._put_node(node)
+            return
+        before = [self.index[i].rank for i in self.nodes if (_id_number(i) or 0) < num]
+        first_later = min(self.index[i].rank for i in later)
+        rank = (max(before) + first_later) / 2 if before else first_later - 1
+        self._put_node(node, rank=rank)
+        self.nodes = dict(sorted(self.nodes.items(), key=lambda kv: self.index[kv[0]].rank))
+        for parent, ids in self.children.items():
+            if node.id in ids:
+                ids.sort(key=lambda i: self.index[i].rank)
+
+    def add_rel(self, rel: Relationship) -> None:
+        """A relationship brought back (a reverted delete): in creation-time order."""
+        later = [p for p, r in self.relationships.items() if r.created_at > rel.created_at]
+        if not later:
+            self._put_rel(rel)
+            return
+        before = [self.rel_index[p].rank for p, r in self.relationships.items() if r.created_at <= rel.created_at]
+        first_later = min(self.rel_index[p].rank for p in later)
+        self._put_rel(rel, rank=(max(before) + first_later) / 2 if before else first_later - 1)
+        self.relationships = dict(sorted(self.relationships.items(), key=lambda kv: self.rel_index[kv[0]].rank))
+
     def _restore_node(self, node: Node, idx: NodeIndex) -> None:
         """Put back a removed node with its original rank (undo of a delete)."""
         self._put_node(node, rank=idx.rank)
@@ -357,6 +385,18 @@ class Tx:
             self._undo.append(lambda: st._remove_node(node.id))
         else:
             self._undo.append(lambda: st._put_node(old))
+
+    def add_node(self, node: Node) -> None:
+        """Put back a node whose id is older than the newest (a reverted delete): it takes
+        its place in creation (id) order, as it had before."""
+        st = self.state
+        st.add_node(node)
+        self._undo.append(lambda: st._remove_node(node.id))
+
+    def add_rel(self, rel: Relationship) -> None:
+        st = self.state
+        st.add_rel(rel)
+        self._undo.append(lambda: st._remove_rel(rel.person_id))
 
     def remove_node(self, node_id: str) -> None:
         st = self.state
@@ -468,3 +508,8 @@ def _mixed(key: str) -> bool:
 def _contains_run(seq: tuple[str | None, ...], want: tuple[str, ...]) -> bool:
     n = len(want)
     return any(seq[i:i + n] == want for i in range(len(seq) - n + 1))
+
+
+def _id_number(node_id: str) -> int | None:
+    return int(node_id[1:]) if node_id[:1] == "m" and node_id[1:].isdigit() else None
+

@@ -1,0 +1,378 @@
+"""Undo: revert a logged operation, every version of a memory, the Memory at any instant.
+
+All three read the change history, which holds every change with its full before and
+after: sealed segments under history/, then the inline and journaled changes in memory.
+A revert is itself an operation (operator, `zcor/history/revert`): its changes are
+ordinary changes (node.create / node.update / node.delete, important.set,
+relationship.*, state.restore) carrying the receipt `{"revertOf": seq}`, so it is
+journaled, replayed and can be reverted in turn. Ids are never reused: a reverted delete
+brings the same memory back under its own id.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from .errors import Conflict, InvalidArgument, NotFound
+from .journal import find_record
+from .models import Node, Relationship, format_time
+from .store import HISTORY_DIR
+
+if TYPE_CHECKING:
+    from .service import Ctx, Service
+
+REVERT = "zcor/history/revert"
+REINSTATE = "zcor/history/reinstate"
+_AT_RE = re.compile(rb'"at":"([^"]+)"')
+
+
+# -- the change history, raw ------------------------------------------------------------------
+
+
+def changes(svc: Service, target: str | None = None) -> Iterator[dict[str, Any]]:
+    """Every change ever committed as its JSON dict, oldest first (optionally only those of
+    one target: memory id or personId)."""
+    needle = None if target is None else b'"target":' + json.dumps(target).encode()
+    for seg in svc.state.history_segments:
+        with open(svc.dir / HISTORY_DIR / seg, "rb") as f:
+            for line in f:
+                if needle is None or needle in line:
+                    c = json.loads(line)
+                    if target is None or c.get("target") == target:
+                        yield c
+    for c in list(svc.state.history):
+        if target is None or c.target == target:
+            yield c.dump()
+
+
+def _changes_after(svc: Service, t: float) -> list[dict[str, Any]]:
+    """The changes made after instant t (epoch seconds), oldest first; segment lines are
+    parsed only when their time is after t."""
+    out = []
+    for seg in svc.state.history_segments:
+        with open(svc.dir / HISTORY_DIR / seg, "rb") as f:
+            for line in f:
+                m = _AT_RE.search(line)
+                if m is not None and datetime.fromisoformat(m.group(1).decode()).timestamp() > t:
+                    out.append(json.loads(line))
+    out += [c.dump() for c in list(svc.state.history) if c.at.timestamp() > t]
+    return out
+
+
+# -- versions and time travel -------------------------------------------------------------------
+
+
+def versions(svc: Service, target: str) -> dict[str, Any]:
+    """Every version of one memory (or relationship, by personId), oldest first: each change
+    with the record as it was after it (None after a delete)."""
+    if not isinstance(target, str) or not target:
+        raise InvalidArgument("id must be a memory id or a personId", field="id")
+    with svc.lock:
+        items = [{"at": c["at"], "actor": c["actor"], "seq": c.get("opSeq"), "changeId": c["changeId"],
+                  "kind": c["kind"], "tool": c.get("tool"), "record": c.get("after") if not c["kind"].endswith(".delete")
+                  else None}
+                 for c in changes(svc, target) if c["kind"].startswith(("node.", "relationship."))]
+    if not items:
+        raise NotFound(f"No change in the history concerns {target!r}", field="id")
+    return {"id": target, "items": items}
+
+
+def state_at(svc: Service, when: datetime) -> dict[str, Any]:
+    """The whole Memory as it was at an instant: today's state with every later change
+    undone, newest first (read-only)."""
+    t = when.timestamp()
+    with svc.lock:
+        st = svc.state
+        nodes = {i: n.dump() for i, n in st.nodes.items()}
+        rels = {p: r.dump() for p, r in st.relationships.items()}
+        important = list(st.important)
+        later = _changes_after(svc, t)
+    for c in reversed(later):
+        kind, target, before = c["kind"], c.get("target"), c.get("before")
+        if kind == "node.create":
+            nodes.pop(target, None)
+        elif kind.startswith("node."):
+            nodes[target] = before
+        elif kind == "relationship.create":
+            rels.pop(target, None)
+        elif kind.startswith("relationship."):
+            rels[target] = before
+        elif kind.startswith("important."):
+            important = list(before or [])
+        elif kind == "state.restore":
+            name = (before or {}).get("backupFile")
+            try:
+                old = svc.store.read_backup(name)
+            except Exception as e:
+                raise Conflict(f"The Memory before the restore of {c['at']} cannot be shown: its pre-restore backup "
+                               f"{name!r} cannot be read ({getattr(e, 'message', e)})") from None
+            nodes = {i: n.dump() for i, n in old.nodes.items()}
+            rels = {p: r.dump() for p, r in old.relationships.items()}
+            important = list(old.important)
+
+    def order(node_id: str) -> tuple[int, str]:
+        return (int(node_id[1:]) if node_id[1:].isdigit() else 0, node_id)
+
+    return {"at": format_time(when), "undoneChanges": len(later),
+            "nodes": [nodes[i] for i in sorted(nodes, key=order)],
+            "important": important, "relationships": [rels[p] for p in sorted(rels)]}
+
+
+# -- revert ------------------------------------------------------------------------------------
+
+
+def _differs(current: dict[str, Any] | None, expected: dict[str, Any] | None) -> list[str]:
+    if current is None or expected is None:
+        return [] if current == expected else ["(whole record)"]
+    return sorted(k for k in set(current) | set(expected) if current.get(k) != expected.get(k))
+
+
+class _Undo:
+    """Builds one revert inside the caller's transaction, collecting conflicts."""
+
+    def __init__(self, svc: Service, ctx: Ctx, seq: int, force: bool):
+        self.svc, self.ctx, self.seq, self.force = svc, ctx, seq, force
+        self.st = svc.state
+        self.tx = svc._begin(ctx)
+        self.conflicts: list[dict[str, Any]] = []
+        self.receipt = {"revertOf": seq}
+        self.important_before: list[str] | None = None  # set when the operation changed the list
+
+    def conflict(self, target: str | None, problem: str, fields: list[str] | None = None, hard: bool = False) -> bool:
+        """Note a conflict; True when the undo of this change must be skipped."""
+        self.conflicts.append({"target": target, "problem": problem, **({"fields": fields} if fields else {}),
+                               **({"forceable": False} if hard else {})})
+        return hard or not self.force
+
+    def record(self, kind: str, target: str | None, before: Any = None, after: Any = None) -> None:
+        self.tx.record(kind, target, before=before, after=after, receipt=self.receipt)
+
+    # node changes
+
+    def _check_refs(self, rec: dict[str, Any], target: str) -> bool:
+        parent, by = rec.get("parentId"), rec.get("supersededBy")
+        if parent is not None and parent not in self.st.nodes:
+            return not self.conflict(target, f"its parent {parent} no longer exists", hard=True)
+        if by is not None and by not in self.st.nodes:
+            return not self.conflict(target, f"the memory that superseded it, {by}, no longer exists", hard=True)
+        return True
+
+    def node_created(self, target: str, after: dict[str, Any]) -> None:
+        cur = self.st.nodes.get(target)
+        if cur is None:
+            self.conflict(target, "it was deleted since", hard=True)
+            return
+        diff = _differs(cur.dump(), after)
+        if diff and self.conflict(target, "it changed since", diff):
+            return
+        st = self.st
+        kids, links, replaced = st.child_ids(target), st.links.get(target), st.replaced.get(target)
+        if kids or links or replaced:
+            what = ", ".join(x for x in (kids and f"children {', '.join(kids[:5])}",
+                                         links and f"relationships {', '.join(sorted(links))}",
+                                         replaced and f"superseded memories {', '.join(sorted(replaced))}") if x)
+            self.conflict(target, f"removing it would orphan {what}", hard=True)
+            return
+        if target in st.important and self.important_before is None:
+            new = [i for i in st.important if i != target]
+            self.record("important.set", target, before=list(st.important), after=new)
+            self.tx.set_important(new)
+        self.record("node.delete", target, before=cur.dump())
+        self.tx.remove_node(target)
+
+    def node_changed(self, target: str, before: dict[str, Any], after: dict[str, Any]) -> None:
+        cur = self.st.nodes.get(target)
+        if cur is None:
+            if self.conflict(target, "it was deleted since"):
+                return
+        else:
+            diff = _differs(cur.dump(), after)
+            if diff and self.conflict(target, "it changed since", diff):
+                return
+        if not self._check_refs(before, target):
+            return
+        node = Node.model_validate(before)
+        if node.parent_id is not None and target in self.st.ancestors(node.parent_id):
+            self.conflict(target, f"its old parent {node.parent_id} is now below it", hard=True)
+            return
+        if cur is None:
+            self.record("node.create", target, after=node.dump())
+            self.tx.add_node(node)
+        else:
+            self.record("node.update", target, before=cur.dump(), after=node.dump())
+            self.tx.put_node(node)
+
+    def node_deleted(self, target: str, before: dict[str, Any]) -> None:
+        if target in self.st.nodes:
+            self.conflict(target, "a memory with this id exists again", hard=True)
+            return
+        if not self._check_refs(before, target):
+            return
+        node = Node.model_validate(before)
+        self.record("node.create", target, after=node.dump())
+        self.tx.add_node(node)
+
+    def check_important(self, before: list[str], after: list[str]) -> None:
+        """Before anything is undone: the list must still be what the operation left."""
+        if list(self.st.important) != after and self.conflict(None, "the important list changed since",
+                                                               ["important"]):
+            return
+        self.important_before = before
+
+    def finish_important(self) -> None:
+        """After the memories are back: the list as it was, less memories no longer current."""
+        if self.important_before is None:
+            return
+        cur = list(self.st.important)
+        new = [i for i in self.important_before if i in self.st.nodes and self.st.nodes[i].superseded_by is None]
+        if new != cur:
+            self.record("important.set", None, before=cur, after=new)
+            self.tx.set_important(new)
+
+    # relationships
+
+    def rel(self, kind: str, target: str, before: dict[str, Any] | None, after: dict[str, Any] | None) -> None:
+        cur_obj = self.st.relationships.get(target)
+        cur = cur_obj.dump() if cur_obj is not None else None
+        expected = None if kind == "relationship.delete" else after
+        diff = _differs(cur, expected)
+        if diff and self.conflict(target, "it changed since" if cur is not None and expected is not None
+                                  else "it was deleted since" if cur is None else "it exists again", diff):
+            return
+        if before is None:
+            if cur is not None:
+                self.record("relationship.delete", target, before=cur)
+                self.tx.remove_rel(target)
+            return
+        link = before.get("memoryNodeId")
+        if link is not None and link not in self.st.nodes:
+            self.conflict(target, f"the memory it linked, {link}, no longer exists", hard=True)
+            return
+        rel = Relationship.model_validate(before)
+        self.record("relationship.create" if cur is None else "relationship.update", target, before=cur,
+                    after=rel.dump())
+        if cur is None:
+            self.tx.add_rel(rel)
+        else:
+            self.tx.put_rel(rel)
+
+    # a restore
+
+    def restore(self, change: dict[str, Any]) -> None:
+        later = self.st.next_change_id() - 1 - change["changeId"]
+        if later > 0 and self.conflict(None, f"{later} change(s) were made after the restore"):
+            return
+        name = (change.get("before") or {}).get("backupFile")
+        incoming = self.svc.store.read_backup(name)
+        auto = self.svc.store.write_backup(self.st, self.ctx.at, bot=False)
+
+        def summary(s) -> dict[str, Any]:
+            return {"nodes": len(s.nodes), "relationships": len(s.relationships), "important": list(s.important)}
+
+        self.record("state.restore", None, before={"backupFile": auto, **summary(self.st)},
+                    after={"restoredFrom": name, **summary(incoming)})
+        self.tx.replace_all(incoming)
+        self.ctx.snapshot_first = True
+
+
+def revert(svc: Service, params: Any) -> dict[str, Any]:
+    """Undo every change of one logged operation (operator method `zcor/history/revert`)."""
+    seq, force = _seq_args(params)
+    return svc.run_operation(REVERT, params, lambda ctx: _revert(svc, ctx, seq, force))
+
+
+def _seq_args(params: Any) -> tuple[int, bool]:
+    if not isinstance(params, dict):
+        raise InvalidArgument("params must be an object {seq, force?}")
+    unknown = sorted(set(params) - {"seq", "force"})
+    if unknown:
+        raise InvalidArgument(f"unknown parameter {unknown[0]}", field=unknown[0])
+    seq, force = params.get("seq"), params.get("force", False)
+    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
+        raise InvalidArgument("seq must be the positive sequence number of a logged operation", field="seq")
+    if not isinstance(force, bool):
+        raise InvalidArgument("force must be true or false", field="force")
+    return seq, force
+
+
+def _revert(svc: Service, ctx: Ctx, seq: int, force: bool) -> dict[str, Any]:
+    rec = svc.find_operation(seq)
+    if rec is None:
+        raise NotFound(f"No operation with seq {seq} in the log", field="seq")
+    own = [c for c in rec.get("changes", []) if c.get("changeId")]
+    if rec.get("status") != "ok" or not own:
+        raise InvalidArgument(f"Operation {seq} ({rec.get('tool')}) changed nothing in the Memory; there is "
+                              f"nothing to revert", field="seq")
+    u = _Undo(svc, ctx, seq, force)
+    marks = [c for c in own if c["kind"].startswith("important.")]
+    if marks:
+        u.check_important(marks[0].get("before") or [], marks[-1].get("after") or [])
+    for c in reversed(own):
+        kind, target = c["kind"], c.get("target")
+        if kind == "node.create":
+            u.node_created(target, c["after"])
+        elif kind in ("node.update", "node.supersede"):
+            u.node_changed(target, c["before"], c["after"])
+        elif kind == "node.delete":
+            u.node_deleted(target, c["before"])
+        elif kind.startswith("relationship."):
+            u.rel(kind, target, c.get("before"), c.get("after"))
+        elif kind == "state.restore":
+            u.restore(c)
+    u.finish_important()
+    hard = [x for x in u.conflicts if x.get("forceable") is False]
+    if u.conflicts and (hard or not force):
+        shown = "; ".join(f"{x['target'] or 'the Memory'}: {x['problem']}"
+                          + (f" ({', '.join(x['fields'])})" if x.get("fields") else "") for x in u.conflicts[:8])
+        hint = "" if hard else " Pass force to write the old values anyway, as a new change."
+        raise Conflict(f"Operation {seq} cannot be reverted: {shown}.{hint}", field="seq",
+                       data={"conflicts": u.conflicts})
+    if not u.tx.changes:
+        raise InvalidArgument(f"Reverting operation {seq} would change nothing: the Memory already holds what "
+                              f"was there before it", field="seq")
+    svc._commit(ctx)
+    ctx.log_result = {"reverted": seq}
+    return {"seq": ctx.seq, "reverted": seq, "forced": bool(u.conflicts),
+            "changes": [{"kind": c["kind"], "target": c.get("target")} for c in ctx.changes]}
+
+
+def reinstate(svc: Service, params: Any) -> dict[str, Any]:
+    """Make one earlier version of a memory (or relationship) current again, as one new
+    change (operator method `zcor/history/reinstate {id, changeId}`)."""
+    if not isinstance(params, dict) or set(params) - {"id", "changeId"}:
+        raise InvalidArgument("params must be {id, changeId}")
+    target, cid = params.get("id"), params.get("changeId")
+    if not isinstance(target, str) or not isinstance(cid, int) or isinstance(cid, bool):
+        raise InvalidArgument("id must be a memory id or personId and changeId an integer", field="changeId")
+
+    def run(ctx: Ctx) -> dict[str, Any]:
+        version = next((c for c in changes(svc, target) if c["changeId"] == cid), None)
+        if version is None or not version["kind"].startswith(("node.", "relationship.")):
+            raise NotFound(f"Change {cid} is not a change of {target!r}", field="changeId")
+        record = version.get("after")
+        if record is None:
+            raise InvalidArgument(f"Change {cid} deleted {target}; reinstate a version it had before", field="changeId")
+        u = _Undo(svc, ctx, 0, True)
+        u.receipt = {"reinstates": cid}
+        if version["kind"].startswith("node."):
+            cur = svc.state.nodes.get(target)
+            if cur is not None and cur.dump() == record:
+                raise InvalidArgument(f"{target} already is that version", field="changeId")
+            u.node_changed(target, record, cur.dump() if cur is not None else record)
+        else:
+            cur_rel = svc.state.relationships.get(target)
+            u.rel("relationship.update", target, record, cur_rel.dump() if cur_rel is not None else None)
+        hard = [x for x in u.conflicts if x.get("forceable") is False]
+        if hard:
+            raise Conflict(f"{target} cannot be set back to change {cid}: "
+                           + "; ".join(x["problem"] for x in hard), field="changeId", data={"conflicts": hard})
+        svc._commit(ctx)
+        ctx.log_result = {"reinstated": cid}
+        return {"seq": ctx.seq, "id": target, "changeId": cid,
+                "changes": [{"kind": c["kind"], "target": c.get("target")} for c in ctx.changes]}
+
+    return svc.run_operation(REINSTATE, params, run)
