@@ -141,6 +141,7 @@ class _Undo:
         self.conflicts: list[dict[str, Any]] = []
         self.receipt = {"revertOf": seq}
         self.important_before: list[str] | None = None  # set when the operation changed the list
+        self.dry = False  # a preview: write no file
 
     def conflict(self, target: str | None, problem: str, fields: list[str] | None = None, hard: bool = False) -> bool:
         """Note a conflict; True when the undo of this change must be skipped."""
@@ -268,7 +269,8 @@ class _Undo:
             return
         name = (change.get("before") or {}).get("backupFile")
         incoming = self.svc.store.read_backup(name)
-        auto = self.svc.store.write_backup(self.st, self.ctx.at, bot=False)
+        auto = "(a backup written when the revert runs)" if self.dry else \
+            self.svc.store.write_backup(self.st, self.ctx.at, bot=False)
 
         def summary(s) -> dict[str, Any]:
             return {"nodes": len(s.nodes), "relationships": len(s.relationships), "important": list(s.important)}
@@ -280,15 +282,40 @@ class _Undo:
 
 
 def revert(svc: Service, params: Any) -> dict[str, Any]:
-    """Undo every change of one logged operation (operator method `zcor/history/revert`)."""
+    """Undo every change of one logged operation (operator method `zcor/history/revert`).
+
+    With `preview: true` nothing is changed or logged: the result lists exactly the changes
+    the revert would make (with before and after) and any conflicts."""
     seq, force = _seq_args(params)
+    if params.get("preview", False):
+        return _preview(svc, seq, force)
     return svc.run_operation(REVERT, params, lambda ctx: _revert(svc, ctx, seq, force))
+
+
+def _preview(svc: Service, seq: int, force: bool) -> dict[str, Any]:
+    with svc.lock:
+        ctx = svc._new_ctx(REVERT, "operator")
+        svc._seq -= 1  # a preview is not an operation: its number is not used
+        ctx.snapshot_first = False
+        try:
+            u = _plan(svc, ctx, seq, force, dry=True)
+            planned = [c.dump() for c in u.tx.changes]
+        except Conflict as e:
+            return {"seq": seq, "ok": False, "message": e.message, "conflicts": e.data.get("conflicts", []),
+                    "changes": []}
+        finally:
+            if ctx.tx is not None:
+                ctx.tx.rollback()
+        return {"seq": seq, "ok": True, "forced": bool(u.conflicts), "conflicts": u.conflicts,
+                "changes": [{k: c.get(k) for k in ("kind", "target", "before", "after")} for c in planned]}
 
 
 def _seq_args(params: Any) -> tuple[int, bool]:
     if not isinstance(params, dict):
-        raise InvalidArgument("params must be an object {seq, force?}")
-    unknown = sorted(set(params) - {"seq", "force"})
+        raise InvalidArgument("params must be an object {seq, force?, preview?}")
+    if not isinstance(params.get("preview", False), bool):
+        raise InvalidArgument("preview must be true or false", field="preview")
+    unknown = sorted(set(params) - {"seq", "force", "preview"})
     if unknown:
         raise InvalidArgument(f"unknown parameter {unknown[0]}", field=unknown[0])
     seq, force = params.get("seq"), params.get("force", False)
@@ -300,6 +327,15 @@ def _seq_args(params: Any) -> tuple[int, bool]:
 
 
 def _revert(svc: Service, ctx: Ctx, seq: int, force: bool) -> dict[str, Any]:
+    u = _plan(svc, ctx, seq, force)
+    svc._commit(ctx)
+    ctx.log_result = {"reverted": seq}
+    return {"seq": ctx.seq, "reverted": seq, "forced": bool(u.conflicts),
+            "changes": [{"kind": c["kind"], "target": c.get("target")} for c in ctx.changes]}
+
+
+def _plan(svc: Service, ctx: Ctx, seq: int, force: bool, dry: bool = False) -> _Undo:
+    """Apply the revert inside a transaction (not yet committed); Conflict when refused."""
     rec = svc.find_operation(seq)
     if rec is None:
         raise NotFound(f"No operation with seq {seq} in the log", field="seq")
@@ -308,6 +344,7 @@ def _revert(svc: Service, ctx: Ctx, seq: int, force: bool) -> dict[str, Any]:
         raise InvalidArgument(f"Operation {seq} ({rec.get('tool')}) changed nothing in the Memory; there is "
                               f"nothing to revert", field="seq")
     u = _Undo(svc, ctx, seq, force)
+    u.dry = dry
     marks = [c for c in own if c["kind"].startswith("important.")]
     if marks:
         u.check_important(marks[0].get("before") or [], marks[-1].get("after") or [])
@@ -334,10 +371,7 @@ def _revert(svc: Service, ctx: Ctx, seq: int, force: bool) -> dict[str, Any]:
     if not u.tx.changes:
         raise InvalidArgument(f"Reverting operation {seq} would change nothing: the Memory already holds what "
                               f"was there before it", field="seq")
-    svc._commit(ctx)
-    ctx.log_result = {"reverted": seq}
-    return {"seq": ctx.seq, "reverted": seq, "forced": bool(u.conflicts),
-            "changes": [{"kind": c["kind"], "target": c.get("target")} for c in ctx.changes]}
+    return u
 
 
 def reinstate(svc: Service, params: Any) -> dict[str, Any]:

@@ -234,3 +234,20 @@ def test_state_at_an_instant(svc, t, clock):
     assert then["important"] == ["m2"]
     assert [r["personId"] for r in then["relationships"]] == ["qq:1"]
     assert svc.state.nodes["m3"].title == "爸爸改", "read-only: today's Memory is untouched"
+
+
+def test_preview_shows_exactly_what_a_revert_would_do_and_changes_nothing(svc, t):
+    seed(t)
+    t.merge(ids=["m2", "m3"], title="父母", content="合并", reason="一起")
+    seq = last_seq(svc)
+    state, log = fingerprint(svc), (svc.dir / "operations.jsonl").read_bytes()
+    preview = undo.revert(svc, {"seq": seq, "preview": True})
+    assert fingerprint(svc) == state and (svc.dir / "operations.jsonl").read_bytes() == log
+    assert preview["ok"] is True
+    done = revert(svc, seq)
+    assert [(c["kind"], c["target"]) for c in preview["changes"]] == [(c["kind"], c["target"]) for c in done["changes"]]
+    deleted = [c for c in preview["changes"] if c["kind"] == "node.delete"]
+    assert deleted[0]["before"]["title"] == "父母"
+    t.write(id="m3", title="再改", content="x")
+    refused = undo.revert(svc, {"seq": done["seq"], "preview": True})
+    assert refused["ok"] is False and "m3: it changed since" in refused["message"]
