@@ -36,7 +36,7 @@ from .prefix import build_prefix, persona_text
 from .llm import Message, Provider
 from .recall import SEARCH_CANDIDATES, RecallSessions, Retriever, parse_events
 from .store import BOT_BACKUP_RE, CONFIG_FILE, OPLOG_FILE, PERSONA_FILE, SYNONYMS_FILE, StateView, Store
-from .journal import SnapshotPos, read_pos, replay
+from .journal import POS_FILE, SnapshotPos, read_pos, replay, write_pos
 from .synonyms import Synonyms
 from .text import derive_keywords, normalize, tokenizer
 
@@ -57,6 +57,10 @@ this many bytes of change records, have been journaled since the last one, or th
 of them is this old (checked at each change). Smaller values: faster start after a crash,
 more background writing."""
 SNAPSHOT_RETRY_SECONDS = 30.0
+POS_ADVANCE_BYTES = 64 << 20
+"""When the log has grown this much since the snapshot's position (reads are logged too),
+the position moves up (nothing changed: memory-state.pos alone is rewritten) or a snapshot
+is taken, so loading never scans more than about this much of the log."""
 SEARCH_SYSTEM = (
     "You filter the results of a memory search. You get the search keywords and candidate "
     "memories (id, title, content). Choose the candidates relevant to the keywords, at most 5, "
@@ -210,8 +214,9 @@ class Service:
         self._journal_bytes = 0
         self._journal_since: float | None = None
         self._snap_thread: threading.Thread | None = None
-        self._snap_result: tuple[str, Any, tuple[int, int]] | None = None
+        self._snap_result: tuple[str, Any, tuple[int, int, int]] | None = None
         self._snap_retry_at = 0.0
+        self._pos_offset = 0  # the log offset recorded with the last snapshot
         self._open = False
 
     # -- lifetime ---------------------------------------------------------------------
@@ -223,7 +228,9 @@ class Service:
             self.state = self.store.load()
             self.synonyms.load()
             self.oplog.open()
-            replayed = replay(self.state, self.oplog.path, read_pos(self.dir))
+            pos = read_pos(self.dir)
+            replayed = replay(self.state, self.oplog.path, pos)
+            self._pos_offset = pos.log_offset if pos is not None and pos.log_offset <= self.oplog.size else 0
         except BaseException:
             self.close()
             raise
@@ -593,7 +600,7 @@ class Service:
                 raise StorageError(f"The Memory could not be saved ({e.strerror or e}); nothing changed. "
                                    f"Check the disk and try again.") from None
             ctx.snapshotted = True
-            self._journal_changes, self._journal_bytes, self._journal_since = 0, 0, None
+            self._snapshot_written()
         self.state.migration = None
         ctx.committed = True
         ctx.changes = [c.dump() for c in numbered]
@@ -613,8 +620,27 @@ class Service:
             except OSError as e:
                 raise StorageError(f"The snapshot could not be written ({describe_os_error(e)}); the operation log "
                                    f"still holds every change.") from None
-            self._journal_changes, self._journal_bytes, self._journal_since = 0, 0, None
+            self._snapshot_written(pos)
             return {"changeId": self.state.next_change_id() - 1, "bytes": self.store.state_path.stat().st_size}
+
+    def _snapshot_written(self, pos: SnapshotPos | None = None) -> None:
+        """A synchronous snapshot holding every change so far was written."""
+        self._journal_changes, self._journal_bytes, self._journal_since = 0, 0, None
+        self._pos_offset = pos.log_offset if pos is not None else self.oplog.size
+
+    def _advance_pos(self) -> None:
+        """After any record: keep the stretch of log that loading must scan short."""
+        if self.oplog.size - self._pos_offset < POS_ADVANCE_BYTES or self._snap_thread is not None:
+            return
+        if self._journal_changes == 0:
+            pos = self._snapshot_pos()
+            try:
+                write_pos(self.dir, pos)
+            except OSError as e:
+                print(f"zcord: could not update {POS_FILE} ({e})", file=sys.stderr)
+            self._pos_offset = pos.log_offset  # on failure, the next try is POS_ADVANCE_BYTES later
+        elif time.monotonic() >= self._snap_retry_at:
+            self._start_snapshot()
 
     def _snapshot_pos(self) -> SnapshotPos:
         last = self.state.next_change_id() - 1
@@ -641,7 +667,7 @@ class Service:
         """Copy the state (a few ms) and write it from a thread of its own."""
         view = StateView.of(self.state)
         pos = self._snapshot_pos()
-        taken = (self._journal_changes, self._journal_bytes)
+        taken = (self._journal_changes, self._journal_bytes, pos.log_offset)
 
         def run() -> None:
             try:
@@ -663,8 +689,9 @@ class Service:
         result, self._snap_result = self._snap_result, None
         if result is None:
             return
-        status, value, (changes, nbytes) = result
+        status, value, (changes, nbytes, offset) = result
         if status == "ok":
+            self._pos_offset = offset
             if value is not None:
                 self.store.apply_seal(self.state, value)
             self._journal_changes = max(0, self._journal_changes - changes)
@@ -755,6 +782,7 @@ class Service:
             return
         if journal:
             self._journaled(self.oplog.size - before)
+        self._advance_pos()
 
     # -- zcor_memory_search: the LLM phase runs without the lock ------------------------
 

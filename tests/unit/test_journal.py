@@ -97,3 +97,24 @@ def test_restore_is_snapshotted_before_it_is_logged(svc, memdir, t):
     assert _snapshot_nodes(memdir) == ["m1", "m2"]
     doc = json.loads((memdir / "memory-state.json").read_bytes())
     assert doc["history"][-1]["kind"] == "state.restore"
+
+
+def test_reads_move_the_snapshot_position_up_so_loading_scans_little(monkeypatch, memdir, clock):
+    monkeypatch.setattr(service_mod, "POS_ADVANCE_BYTES", 3000)
+    svc = Service(memdir, clock=clock).open()
+    _write(svc, 1)
+    first = read_pos(memdir)
+    for _ in range(40):  # reads are logged: the log grows, nothing changes
+        svc.call("zcor_memory_read", {"id": "m1"})
+    moved = read_pos(memdir)
+    assert moved.change_id == 1  # (a new Memory's first snapshot precedes its first record: 0)
+    assert moved.log_offset > first.log_offset + 3000
+    # with a change pending, the growth starts a snapshot instead
+    _write(svc, 1, start=1)
+    for _ in range(40):
+        svc.call("zcor_memory_read", {"id": "m1"})
+        if svc._snap_thread is not None:
+            break
+    svc._snap_thread.join()
+    assert _snapshot_nodes(memdir) == ["m1", "m2"]
+    svc.close()
