@@ -462,6 +462,7 @@ class Service:
             "operations": self.oplog.count(),
             "synonymGroups": len(self.synonyms.groups),
             "personaEmpty": self.persona_get()["empty"],
+            "journaledChanges": self._journal_changes,
         }
 
     def call(self, tool: str, params: Any = None, actor: str = "operator",
