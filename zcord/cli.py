@@ -23,7 +23,7 @@ from . import __version__
 from . import protocol as P
 from .client import Client, ClientError, ConnectionLost, DaemonUnavailable, RequestTimeout, RpcError, ToolError
 from .paths import UnsafeSocket, check_client_socket, check_peer, client_socket, daemon_socket, memory_dir
-from .wording import for_operator
+from .wording import for_operator, human_size
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
@@ -142,16 +142,6 @@ def cmd_backup(args: argparse.Namespace) -> int:
         else:
             print(c.call_tool("zcor_memory_backup", {})["backupFile"])
     return EXIT_OK
-
-
-def human_size(n: int) -> str:
-    """`812 B`, `12.4 KB`, `3.1 MB` (powers of 1024)."""
-    size = float(n)
-    for unit in ("B", "KB", "MB", "GB"):
-        if size < 1024 or unit == "GB":
-            return f"{int(size)} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
 
 
 def local_time(iso: str | None) -> str:

@@ -34,6 +34,7 @@ from typing import Any
 from . import __version__
 from . import protocol as P
 from .paths import UnsafeSocket, check_client_socket, check_peer, client_socket
+from .wording import for_operator, human_size  # noqa: F401  (for the TUI: operator wording, sizes)
 
 log = logging.getLogger("zcord.client")
 

@@ -1,4 +1,4 @@
-"""zcord's refusals reworded for an operator (zcor-tui and `zcor`).
+"""Words for operators (zcor-tui and `zcor`): zcord's refusals reworded, sizes.
 
 The daemon writes its messages for the model: they name the tool to call next ("Use
 zcor_memory_query or zcor_memory_children to find ids", "call only the tools you were
@@ -41,3 +41,13 @@ def for_operator(code: str, message: str, where: Where = "tui") -> str:
         if rule_code == code:
             message = pattern.sub(tui if where == "tui" else cli, message)
     return message
+
+
+def human_size(n: int) -> str:
+    """`812 B`, `12.4 KB`, `3.1 MB` (powers of 1024)."""
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if size < 1024 or unit == "GB":
+            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"

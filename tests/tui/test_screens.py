@@ -157,7 +157,7 @@ async def test_relationship_create_edit_link_and_jump(memory, app_for):
         assert isinstance(picker, NodePicker)
         picker.query_one("#picker-query", Input).value = "爸爸"
         await settle(pilot)
-        await pilot.press("enter", "enter")
+        await pilot.press("enter")  # Enter in the keywords box picks the highlighted (first) entry
         await settle(pilot)
         with d.client("operator") as c:
             assert c.call_tool("zcor_relationship_read", {"personId": "qq:20001"})["memoryNodeId"] == ids["dad"]
@@ -249,20 +249,49 @@ async def test_config_change_takes_effect_for_the_bot(memory, app_for):
             assert config["recallBudget"] == 3000 and config["relationshipMemory"] is False
             assert config["llm"]["model"] == "qwen-test"
 
+            # a refused apply replaces the "Applied" line with the reason
+            screen.query_one("#budget", Input).value = "-5"
+            await pilot.press("ctrl+s")
+            await settle(pilot)
+            note = text_of(screen.query_one("#config-note").content)
+            assert note.startswith("Not applied:") and "recallBudget" in note and "Applied (" not in note
+            assert app.focused is screen.query_one("#budget", Input)
             screen.query_one("#budget", Input).value = "lots"
             await pilot.press("ctrl+s")
             await settle(pilot)
             assert "whole number" in text_of(screen.query_one("#config-note").content)
-            screen.query_one("#budget", Input).value = "-5"
-            await pilot.press("ctrl+s")
-            await settle(pilot)
-            assert "recallBudget" in app.noted("error")
 
             screen.query_one("#budget", Input).value = "3000"
             screen.query_one("#relationships", Switch).value = True
             await pilot.press("ctrl+s")
             await settle(pilot)
             assert REL_TOOLS <= {t["name"] for t in bot.list_tools()}
+
+
+async def test_config_starts_in_its_first_field_and_digits_stay_in_the_form(memory, app_for):
+    d, ids = memory
+    app = app_for(d)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("6")
+        await settle(pilot)
+        screen = app.screen
+        budget = screen.query_one("#budget", Input)
+        assert app.focused is budget
+        await until(pilot, lambda: budget.value == "6000", what="the config")
+        await pilot.press("end", "3")
+        await settle(pilot)
+        assert app.screen is screen and budget.value == "60003"
+        screen.query_one("#relationships", Switch).focus()  # a switch takes no digits: still no switching
+        await pilot.press("3")
+        await settle(pilot)
+        assert app.screen is screen
+        await pilot.press("escape", "3")  # Esc leaves the field; then the number keys switch again
+        await settle(pilot)
+        assert app.current_mode == "history"
+        await pilot.press("6")
+        await settle(pilot)
+        assert app.focused is app.screen.query_one("#budget", Input)  # again on every entry
 
 
 async def test_help_and_palette_commands(memory, app_for):
