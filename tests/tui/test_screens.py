@@ -482,3 +482,18 @@ async def test_backups_create_and_restore_with_a_preview(memory, app_for):
         await pilot.press("question_mark")
         await settle(pilot)
         assert "7 Backups" in screen_text(app)
+
+
+async def test_a_failed_relationship_query_leaves_no_stale_rows(memory, app_for):
+    d, ids = memory
+    app = app_for(d)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("4")
+        await settle(pilot)
+        table = app.screen.query_one("#rels", DataTable)
+        assert table.row_count == 2
+        app.screen.query_one("#q", Input).value = "x" * 101  # zcord refuses a keyword this long
+        await settle(pilot)
+        assert table.row_count == 0
+        assert text_of(app.screen.query_one("#rel-summary").content).startswith("The query failed:")
