@@ -20,7 +20,7 @@ from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.reactive import reactive
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
 from textual.signal import Signal
 from textual.widgets import Checkbox, Input, Select, Switch, TextArea
 
@@ -240,9 +240,10 @@ class ZcorApp(App[None]):
         self.switch_mode(mode)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """The number keys switch screens, except while a form field has focus (a digit typed
-        into Config's fields, or a switch toggled there, must not leave the screen)."""
-        if action == "screen_key" and isinstance(self.focused, FORM_FIELDS):
+        """The number keys switch screens, except while a dialog is open or a form field has
+        focus (a digit typed into Config's fields, or a switch toggled there, must not leave
+        the screen)."""
+        if action == "screen_key" and (isinstance(self.screen, ModalScreen) or isinstance(self.focused, FORM_FIELDS)):
             return False
         return super().check_action(action, parameters)
 

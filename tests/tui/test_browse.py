@@ -125,10 +125,14 @@ async def test_a_refused_edit_keeps_the_form_open_with_the_reason(memory, app_fo
         await pilot.press("escape", "y")
         await settle(pilot)
         assert isinstance(app.screen, BrowseScreen)
-        # an untouched form closes at once
+        # an untouched form closes at once; a number key does not switch screens under it
         await pilot.press("N")
         await settle(pilot)
         assert isinstance(app.screen, NodeForm)
+        app.screen.query_one("#save").focus()
+        await pilot.press("3")
+        await settle(pilot)
+        assert isinstance(app.screen, NodeForm) and app.current_mode == "browse"
         await pilot.press("escape")
         await settle(pilot)
         assert isinstance(app.screen, BrowseScreen)
