@@ -460,7 +460,8 @@ class BrowseScreen(ZcorScreen):
     async def action_goto(self) -> None:
         node_id = await self.app.push_screen_wait(PromptDialog("Go to memory id", placeholder="e.g. m17, or 17"))
         if node_id:
-            self.reveal(f"m{node_id}" if node_id.isdigit() else node_id)  # a bare number means that m-id
+            bare = node_id.isascii() and node_id.isdigit()  # `12` means m12
+            self.reveal(f"m{node_id}" if bare else node_id)
 
     def palette_commands(self) -> Iterable[SystemCommand]:
         yield SystemCommand("New root memory", "Create a memory at the top level", self.action_new_root)
