@@ -20,12 +20,14 @@ from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.reactive import reactive
-from textual.screen import Screen
+from textual.screen import ModalScreen, Screen
 from textual.signal import Signal
+from textual.widgets import Checkbox, Input, Select, Switch, TextArea
 
-from zcord.client import AsyncClient, ClientError, ToolError
+from zcord.client import AsyncClient, ClientError, ToolError, for_operator
 
 from .messages import ConnectionChanged, MemoryChanged, NodeRequested
+from .screens.backups import BackupsScreen
 from .screens.base import ZcorScreen
 from .screens.browse import BrowseScreen
 from .screens.config import ConfigScreen
@@ -42,20 +44,22 @@ SCREENS_IN_ORDER: list[tuple[str, str, type[ZcorScreen]]] = [
     ("relationships", "Relationships", RelationshipsScreen),
     ("synonyms", "Synonyms", SynonymsScreen),
     ("config", "Config", ConfigScreen),
+    ("backups", "Backups", BackupsScreen),
 ]
 REL_PAGE = 100
+FORM_FIELDS = (Input, TextArea, Select, Switch, Checkbox)
 
 
 class ZcorApp(App[None]):
-    """The operator's view of one zcord: browse, search, history, relationships, synonyms, config."""
+    """The operator's view of one zcord: browse, search, history, relationships, synonyms, config, backups."""
 
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses live elsewhere
     TITLE = "zcor"
     MODES = {mode: cls for mode, _, cls in SCREENS_IN_ORDER}
     DEFAULT_MODE = "browse"
     BINDINGS = [
-        *(Binding(str(n), f"switch_mode('{mode}')", title, show=False, id=f"app.{mode}",
-                  tooltip=f"Show the {title} screen")
+        *(Binding(str(n), f"screen_key('{mode}')", title, show=False, id=f"app.{mode}",
+                  tooltip=f"Show the {title} screen (not while a form field has focus: Esc leaves it)")
           for n, (mode, title, _) in enumerate(SCREENS_IN_ORDER, 1)),
         Binding("f1,question_mark", "help", "Help", id="app.help", tooltip="Keys and screens"),
         Binding("q", "quit", "Quit", id="app.quit", tooltip="Leave zcor-tui (a zcord it did not start keeps running)"),
@@ -137,7 +141,8 @@ class ZcorApp(App[None]):
 
     def show_error(self, err: ClientError, what: str) -> None:
         if isinstance(err, ToolError):
-            self.notify(err.message, title=f"{what}: {err.code}", severity="error", timeout=10)
+            self.notify(for_operator(err.code, err.message), title=f"{what}: {err.code}", severity="error",
+                        timeout=10)
         else:
             self.notify(str(err), title=what, severity="error", timeout=10)
 
@@ -230,6 +235,17 @@ class ZcorApp(App[None]):
             self.screen.take_pending_reveal()
         else:
             self.switch_mode("browse")
+
+    def action_screen_key(self, mode: str) -> None:
+        self.switch_mode(mode)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """The number keys switch screens, except while a dialog is open or a form field has
+        focus (a digit typed into Config's fields, or a switch toggled there, must not leave
+        the screen)."""
+        if action == "screen_key" and (isinstance(self.screen, ModalScreen) or isinstance(self.focused, FORM_FIELDS)):
+            return False
+        return super().check_action(action, parameters)
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

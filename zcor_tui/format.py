@@ -12,10 +12,14 @@ from typing import Any
 
 from rich.text import Text
 
+from zcord.client import human_size  # noqa: F401  (one rule for the CLI and the TUI)
+
 DATE_FORMS = ("%Y-%m-%d", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S",
               "%Y/%m/%d", "%Y/%m/%d %H:%M")
 TERM_SEPARATORS = re.compile(r"[,，、;；\n]+")
 KEYWORD_SEPARATORS = re.compile(r"[\s,，、;；]+")
+SUPERSEDED_MARK = "⊘ "
+"""Before a superseded memory's title wherever it is listed (not only a dimmer colour)."""
 
 
 def when(iso: str | None) -> str:
@@ -121,8 +125,12 @@ def node_label(node_id: str, title: str, *, superseded: bool = False, important:
         label.append("✓ ", style="bold magenta")
     if important:
         label.append("★ ", style="bold yellow")
+    if superseded:
+        label.append(SUPERSEDED_MARK, style="bold red")
     label.append(one_line(title), style="dim" if superseded else "")
     label.append(f" {node_id}", style="dim")
+    if superseded:
+        label.append(" superseded", style="italic red")
     if child_count:
         label.append(f" ({child_count})", style="dim cyan")
     return label

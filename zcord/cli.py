@@ -23,6 +23,7 @@ from . import __version__
 from . import protocol as P
 from .client import Client, ClientError, ConnectionLost, DaemonUnavailable, RequestTimeout, RpcError, ToolError
 from .paths import UnsafeSocket, check_client_socket, check_peer, client_socket, daemon_socket, memory_dir
+from .wording import for_operator, human_size
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
@@ -135,10 +136,22 @@ def cmd_backup(args: argparse.Namespace) -> int:
     with _client(args) as c:
         if args.list:
             for item in c.backups():
-                print(item["backupFile"])
+                who = "  (the bot's)" if item.get("bot") else ""
+                print(f"{item['backupFile']}  {human_size(item.get('size', 0)):>9}  "
+                      f"{local_time(item.get('modifiedAt'))}{who}")
         else:
             print(c.call_tool("zcor_memory_backup", {})["backupFile"])
     return EXIT_OK
+
+
+def local_time(iso: str | None) -> str:
+    """An ISO time as `2026-01-31 20:00:05` in this machine's time zone."""
+    from datetime import datetime
+
+    try:
+        return f"{datetime.fromisoformat(iso or '').astimezone():%Y-%m-%d %H:%M:%S}"
+    except ValueError:
+        return iso or "—"
 
 
 def cmd_config(args: argparse.Namespace) -> int:
@@ -306,7 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_context)
 
     p = sub.add_parser("backup", parents=[common], help="write a backup and print its file name")
-    p.add_argument("--list", action="store_true", help="list the backups instead")
+    p.add_argument("--list", action="store_true", help="list the backups (name, size, time) instead")
     p.set_defaults(func=cmd_backup)
 
     p = sub.add_parser("config", parents=[common], help="show the config, or change it with a JSON patch")
@@ -345,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except ToolError as e:
-        print(f"zcor: {e.message}", file=sys.stderr)
+        print(f"zcor: {for_operator(e.code, e.message, 'cli')}", file=sys.stderr)
         return EXIT_REFUSED
     except RpcError as e:
         print(f"zcor: zcord refused the request ({e.code}): {e.message}", file=sys.stderr)

@@ -34,6 +34,7 @@ from typing import Any
 from . import __version__
 from . import protocol as P
 from .paths import UnsafeSocket, check_client_socket, check_peer, client_socket
+from .wording import for_operator, human_size  # noqa: F401  (for the TUI: operator wording, sizes)
 
 log = logging.getLogger("zcord.client")
 
@@ -451,6 +452,10 @@ class AsyncClient(_Methods):
     async def backups(self) -> list[dict[str, Any]]:
         return (await self.request("zcor/backups/list"))["items"]
 
+    async def backup_preview(self, backup_file: str) -> dict[str, Any]:
+        """What restoring the backup would change (counts); changes nothing."""
+        return await self.request("zcor/backups/preview", {"backupFile": backup_file})
+
     async def synonym_groups(self) -> list[list[str]]:
         return (await self.request("zcor/synonyms/list"))["groups"]
 
@@ -716,6 +721,10 @@ class Client(_Methods):
 
     def backups(self) -> list[dict[str, Any]]:
         return self.request("zcor/backups/list")["items"]
+
+    def backup_preview(self, backup_file: str) -> dict[str, Any]:
+        """What restoring the backup would change (counts); changes nothing."""
+        return self.request("zcor/backups/preview", {"backupFile": backup_file})
 
     def synonym_groups(self) -> list[list[str]]:
         return self.request("zcor/synonyms/list")["groups"]

@@ -9,7 +9,7 @@ Bot-facing methods: MCP (`initialize`, `ping`, `tools/list`, `tools/call`) and
 `zcor/prefix`, `zcor/recall`, `zcor/context`. Operator methods (a client that says
 `capabilities.experimental.zcor.role = "operator"` at initialize): `zcor/status`,
 `zcor/config/get`, `zcor/config/set`, `zcor/subscribe`, `zcor/unsubscribe`,
-`zcor/backups/list`, `zcor/synonyms/list`, `zcor/recall/explain`, `zcor/reload`.
+`zcor/backups/list`, `zcor/backups/preview`, `zcor/synonyms/list`, `zcor/recall/explain`, `zcor/reload`.
 
 Roles come from the kernel: the operator role is granted only when the peer's
 credentials (SO_PEERCRED, SO_PEERGROUPS) are zcord's own uid, root, or a member of the
@@ -45,6 +45,7 @@ from . import systemd
 from .errors import InvalidArgument, MemoryDirInUse, ZcorError
 from .paths import UnsafeSocket, check_daemon_socket_dir, ensure_socket_dir
 from .service import Service
+from .store import BOT_BACKUP_RE
 from .tools import TOOLS, declared_tools
 
 log = logging.getLogger("zcord")
@@ -289,6 +290,7 @@ class Daemon:
             "zcor/subscribe": (self._subscribe, True),
             "zcor/unsubscribe": (self._unsubscribe, True),
             "zcor/backups/list": (self._backups_list, True),
+            "zcor/backups/preview": (self._backups_preview, True),
             "zcor/synonyms/list": (self._synonyms_list, True),
             "zcor/synonyms/set": (self._synonyms_set, True),
             "zcor/llm": (self._llm, False),
@@ -793,10 +795,15 @@ class Daemon:
                 except OSError:
                     continue
                 items.append({"backupFile": name, "size": st.st_size,
-                              "modifiedAt": _iso(st.st_mtime)})
+                              "modifiedAt": _iso(st.st_mtime), "bot": bool(BOT_BACKUP_RE.match(name))})
             return items
 
         return {"items": await self._work(listing)}
+
+    async def _backups_preview(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        """The counts a restore of the backup would change (parsed off the worker, like a restore)."""
+        name = P.str_param(params, "backupFile")
+        return await self._slow_work(lambda: self.service.backup_preview(name), self._long_slots)
 
     async def _synonyms_list(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         return {"groups": await self._work(self.service.synonym_groups)}

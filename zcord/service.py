@@ -934,6 +934,8 @@ class Service:
             if a.given("source_message"):
                 update["source_message"] = a.source_message
             node = old.model_copy(update=update)
+            if {**node.dump(), "updatedAt": None} == {**old.dump(), "updatedAt": None}:
+                return {"created": False, **old.dump()}  # nothing changes (a move to its own parent): no record
             tx = self._begin(ctx)
             tx.put_node(node)
             tx.record("node.update", node.id, before=old.dump(), after=node.dump())
@@ -1251,6 +1253,30 @@ class Service:
         if bot:
             self._prune_bot_backups(ctx)
         return {"restoredFrom": a.backup_file, "backupFile": auto, **summary(st)}
+
+    def backup_preview(self, name: Any) -> dict[str, Any]:
+        """What restoring backups/<name> would change, in counts; changes nothing. The backup
+        is parsed without the lock; only the snapshot of the current parts takes it."""
+        if not isinstance(name, str):
+            raise InvalidArgument("backupFile must be a file name from backups/", field="backupFile")
+        try:
+            incoming = self.store.read_backup(name)
+        except OSError as e:
+            raise StorageError(f"The backup could not be read ({describe_os_error(e)}).") from None
+        with self.lock:
+            nodes, rels = dict(self.state.nodes), dict(self.state.relationships)
+            important = list(self.state.important)
+
+        def compare(now: dict[str, Any], after: dict[str, Any]) -> dict[str, int]:
+            return {"now": len(now), "after": len(after),
+                    "added": sum(1 for k in after if k not in now),
+                    "removed": sum(1 for k in now if k not in after),
+                    "changed": sum(1 for k, v in after.items() if k in now and now[k].dump() != v.dump())}
+
+        return {"backupFile": name, "memories": compare(nodes, incoming.nodes),
+                "relationships": compare(rels, incoming.relationships),
+                "important": {"now": important, "after": list(incoming.important),
+                              "changed": important != list(incoming.important)}}
 
     def synonyms_add(self, a: I.SynonymsAddArgs, ctx: Ctx) -> dict[str, Any]:
         terms = synonym_terms(a)

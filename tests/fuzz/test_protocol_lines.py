@@ -30,8 +30,10 @@ EXAMPLES = int(os.environ.get("ZCOR_FUZZ_LINES", "1000"))
 COUNTS: Counter = Counter()
 METHODS = ["initialize", "ping", "tools/list", "tools/call", "zcor/prefix", "zcor/recall", "zcor/context",
            "zcor/status", "zcor/config/get", "zcor/config/set", "zcor/subscribe", "zcor/unsubscribe",
-           "zcor/backups/list", "zcor/synonyms/list", "zcor/synonyms/set", "zcor/llm", "zcor/recall/explain",
-           "zcor/reload", "zcor/persona/get", "zcor/persona/set", "prompts/list", "prompts/get", "resources/list",
+           "zcor/backups/list", "zcor/backups/preview", "zcor/synonyms/list", "zcor/synonyms/set", "zcor/llm",
+           "zcor/recall/explain", "zcor/reload", "zcor/persona/get", "zcor/persona/set", "zcor/snapshot",
+           "zcor/history/revert", "zcor/history/reinstate", "zcor/history/versions", "zcor/history/at", "prompts/list",
+           "prompts/get", "resources/list",
            "resources/templates/list", "resources/read", "notifications/initialized", "nope", "", "zcor/", "tools/call/x"]
 KNOWN_CODES = {P.PARSE_ERROR, P.INVALID_REQUEST, P.METHOD_NOT_FOUND, P.INVALID_PARAMS, P.ZCOR_ERROR,
                RESOURCE_NOT_FOUND}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +27,13 @@ def test_call_prints_json_and_fails_with_message(shared_daemon):
     out = shared_daemon.zcor("call", "zcor_memory_read", '{"id": "m424242"}')
     assert out.returncode == 1 and out.stdout == ""
     assert "m424242" in out.stderr
+    # worded for the operator: their next step, not the model's ("Use zcor_memory_query…")
+    assert "does not exist or was deleted" in out.stderr and "Use zcor_" not in out.stderr
+    out = shared_daemon.zcor("call", "zcor_relationship_read", '{"personId": "qq:nobody"}')
+    assert out.returncode == 1 and "qq:nobody" in out.stderr and "Use zcor_" not in out.stderr
+    out = shared_daemon.zcor("call", "zcor_memory_nope", "{}")
+    assert out.returncode == 1 and "zcord has no tool 'zcor_memory_nope'" in out.stderr
+    assert "tools you were given" not in out.stderr
 
     out = shared_daemon.zcor("call", "zcor_memory_read", "{oops")
     assert out.returncode == 2 and "not valid JSON" in out.stderr
@@ -57,7 +65,11 @@ def test_status_tools_prefix_backup_config(shared_daemon):
     assert out.returncode == 0
     name = out.stdout.strip()
     assert (shared_daemon.memdir / "backups" / name).is_file()
-    assert name in shared_daemon.zcor("backup", "--list").stdout.split()
+    listed = shared_daemon.zcor("backup", "--list").stdout.splitlines()
+    line = next(line for line in listed if line.startswith(name + " "))
+    size = (shared_daemon.memdir / "backups" / name).stat().st_size
+    assert re.search(r"\d+(\.\d)? (B|KB|MB)  \d{4}-\d\d-\d\d \d\d:\d\d:\d\d$", line), line
+    assert (f"{size} B" if size < 1024 else f"{size / 1024:.1f} KB") in line
 
     out = shared_daemon.zcor("config")
     assert json.loads(out.stdout)["recallBudget"] >= 0

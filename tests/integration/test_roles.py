@@ -25,8 +25,8 @@ BOT_METHODS = {  # method: params a bot sends
     "zcor/llm": {},
 }
 OPERATOR_METHODS = ["zcor/status", "zcor/config/get", "zcor/config/set", "zcor/subscribe",
-                    "zcor/unsubscribe", "zcor/backups/list", "zcor/synonyms/list", "zcor/synonyms/set",
-                    "zcor/recall/explain", "zcor/reload", "zcor/persona/get", "zcor/persona/set",
+                    "zcor/unsubscribe", "zcor/backups/list", "zcor/backups/preview", "zcor/synonyms/list",
+                    "zcor/synonyms/set", "zcor/recall/explain", "zcor/reload", "zcor/persona/get", "zcor/persona/set",
                     "zcor/snapshot", "zcor/history/revert", "zcor/history/reinstate", "zcor/history/versions",
                     "zcor/history/at"]
 

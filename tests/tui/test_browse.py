@@ -40,12 +40,15 @@ async def test_browse_and_expand(memory, app_for):
                          "我妈是小学老师，平时最爱养花。", "2026-01-01 09:01:00 +08:00", "Children 1: m4 妈妈的生日"):
             assert expected in detail, expected
 
-        # a superseded memory is dimmed in the tree, and says by which memory in the detail
+        # a superseded memory is marked in the tree in words, not only dimmed, and says by which
+        # memory in the detail
         await pilot.press("down", "down", "enter")  # 工作
         await settle(pilot)
         work = tree.root.children[1]
         old = work.children[0]
-        assert old.data.item.superseded and "dim" in str(old.label.spans[0].style)
+        assert old.data.item.superseded and str(old.label) == "⊘ 旧的项目安排 m6 superseded"
+        assert "dim" in str(old.label.spans[1].style)
+        assert "⊘" not in str(work.children[1].label)
         tree.move_cursor(old)
         await settle(pilot)
         detail = text_of(app.screen.query_one("#detail").content)
@@ -112,33 +115,121 @@ async def test_a_refused_edit_keeps_the_form_open_with_the_reason(memory, app_fo
         await settle(pilot)
         assert app.screen is form
         assert "title" in text_of(form.query_one("#dialog-error").content)
+        # Esc on a filled form asks first; n keeps what was typed, y discards it
+        await pilot.press("escape")
+        await settle(pilot)
+        assert isinstance(app.screen, ConfirmDialog) and "discard" in app.screen.question
+        await pilot.press("n")
+        await settle(pilot)
+        assert app.screen is form and form.query_one("#title", Input).value == "x" * 201
+        await pilot.press("escape", "y")
+        await settle(pilot)
+        assert isinstance(app.screen, BrowseScreen)
+        # an untouched form closes at once; a number key does not switch screens under it
+        await pilot.press("N")
+        await settle(pilot)
+        assert isinstance(app.screen, NodeForm)
+        app.screen.query_one("#save").focus()
+        await pilot.press("3")
+        await settle(pilot)
+        assert isinstance(app.screen, NodeForm) and app.current_mode == "browse"
         await pilot.press("escape")
         await settle(pilot)
         assert isinstance(app.screen, BrowseScreen)
 
 
-async def test_delete_is_refused_plainly_while_the_memory_has_children(memory, app_for):
+async def test_delete_says_first_that_the_memory_has_children(memory, app_for):
     d, ids = memory
     app = app_for(d)
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot)
-        assert app.screen.query_one(MemoryTree).cursor_item.id == ids["family"]
+        tree = app.screen.query_one(MemoryTree)
+        assert tree.cursor_item.id == ids["family"]
+        await pilot.press("d")
+        await settle(pilot)
+        assert isinstance(app.screen, BrowseScreen)  # no question that can only end in a refusal
+        warning = app.noted("warning")
+        assert "has 2 children" in warning and ids["mom"] in warning and ids["dad"] in warning
+        assert "Move (m) or delete them first" in warning
+        with d.client("operator") as op:
+            assert op.call_tool("zcor_memory_read", {"id": ids["family"]})["childCount"] == 2
+        # a leaf goes, and the detail pane moves to a neighbour (here its parent), not to an error
+        app.show_node(ids["birthday"])
+        await settle(pilot)
         await pilot.press("d")
         await settle(pilot)
         assert isinstance(app.screen, ConfirmDialog)
         await pilot.press("y")
         await settle(pilot)
-        errors = app.noted("error")
-        assert "cannot be deleted" in errors and "it has 2 children" in errors
-        assert ids["mom"] in errors and ids["dad"] in errors
-        # and a leaf goes
-        app.show_node(ids["birthday"])
+        assert f"Deleted {ids['birthday']}" in app.noted()
+        await until(pilot, lambda: ids["birthday"] not in tree.nodes_by_id, what="the deleted line to go")
+        await settle(pilot)
+        detail = text_of(app.screen.query_one("#detail").content)
+        assert tree.cursor_item.id == ids["mom"] and detail.startswith(ids["mom"]) and "No memory" not in detail
+        # between siblings it is the next one
+        app.show_node(ids["old_plan"])
         await settle(pilot)
         await pilot.press("d", "y")
         await settle(pilot)
-        assert f"Deleted {ids['birthday']}" in app.noted()
-        mom = app.screen.query_one(MemoryTree).nodes_by_id[ids["mom"]]
-        assert len(mom.children) == 0 or ids["birthday"] not in [c.data.item.id for c in mom.children]
+        await until(pilot, lambda: ids["old_plan"] not in tree.nodes_by_id, what="the deleted line to go")
+        await settle(pilot)
+        assert tree.cursor_item.id == ids["deadline"]
+        assert text_of(app.screen.query_one("#detail").content).startswith(ids["deadline"])
+
+
+async def test_an_empty_memory_says_how_to_start(make_daemon, app_for):
+    d = make_daemon().start()
+    app = app_for(d)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        assert "Press N to write the first memory" in text_of(app.screen.query_one("#detail").content)
+        await pilot.press("N")
+        await settle(pilot)
+        app.screen.query_one("#title", Input).value = "第一条"
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        await until(pilot, lambda: text_of(app.screen.query_one("#detail").content).startswith("m1"),
+                    what="the new memory in the detail pane")
+
+
+async def test_go_to_takes_a_bare_number_and_words_a_missing_id_for_the_operator(memory, app_for):
+    d, ids = memory
+    app = app_for(d)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("g")
+        await settle(pilot)
+        await pilot.press(*ids["apple"].removeprefix("m"), "enter")
+        await settle(pilot)
+        assert app.screen.query_one(MemoryTree).cursor_item.id == ids["apple"]
+        await pilot.press("g", *"999", "enter")
+        await settle(pilot)
+        errors = app.noted("error")
+        assert "'m999'" in errors and "does not exist or was deleted" in errors and "Search (2)" in errors
+        assert "zcor_memory_query" not in errors and "Use zcor_" not in errors
+
+
+async def test_deep_trees_cap_the_indent_and_show_the_path(make_daemon, app_for):
+    d = make_daemon()
+    with Service(d.memdir) as svc:
+        parent = None
+        for n in range(12):
+            parent = svc.call("zcor_memory_write", {"title": f"层{n}", "content": "x", "parentId": parent})["id"]
+    d.start()
+    app = app_for(d)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        app.show_node("m12")
+        await settle(pilot)
+        tree = app.screen.query_one(MemoryTree)
+        assert tree.cursor_item.id == "m12"
+        lines = screen_text(app).splitlines()
+        deepest = next(line for line in lines if "层11 m12" in line)
+        sixth = next(line for line in lines if "层5 m6" in line)
+        assert deepest.index("层11") <= sixth.index("层5") + tree.guide_depth  # indented no further
+        assert deepest.index("层11") < 30  # readable in the tree's width at 80 columns
+        detail = text_of(app.screen.query_one("#detail").content)
+        assert "level 12:" in detail and "层0 › 层1 ›" in detail and "› 层11" in detail
 
 
 async def test_sixth_important_mark_shows_the_replacement_receipt(memory, app_for):
@@ -176,9 +267,12 @@ async def test_move_merge_and_supersede(memory, app_for):
         await settle(pilot)
         picker = app.screen
         assert isinstance(picker, NodePicker)
+        options = picker.query_one("#picker-options")
+        offered = [options.get_option_at_index(i).id for i in range(options.option_count)]
+        assert ids["hobby"] not in offered and ids["apple"] not in offered  # where it is, and itself
+        assert offered[0] == "\x00root"
         picker.query_one("#picker-query", Input).value = "家人"
-        await settle(pilot)
-        await pilot.press("enter", "enter")
+        await pilot.press("enter")  # at once: the search runs now, then its first entry is picked
         await settle(pilot)
         with d.client("operator") as c:
             assert c.call_tool("zcor_memory_read", {"id": ids["apple"]})["parentId"] == ids["family"]

@@ -157,7 +157,7 @@ async def test_relationship_create_edit_link_and_jump(memory, app_for):
         assert isinstance(picker, NodePicker)
         picker.query_one("#picker-query", Input).value = "爸爸"
         await settle(pilot)
-        await pilot.press("enter", "enter")
+        await pilot.press("enter")  # Enter in the keywords box picks the highlighted (first) entry
         await settle(pilot)
         with d.client("operator") as c:
             assert c.call_tool("zcor_relationship_read", {"personId": "qq:20001"})["memoryNodeId"] == ids["dad"]
@@ -249,20 +249,49 @@ async def test_config_change_takes_effect_for_the_bot(memory, app_for):
             assert config["recallBudget"] == 3000 and config["relationshipMemory"] is False
             assert config["llm"]["model"] == "qwen-test"
 
+            # a refused apply replaces the "Applied" line with the reason
+            screen.query_one("#budget", Input).value = "-5"
+            await pilot.press("ctrl+s")
+            await settle(pilot)
+            note = text_of(screen.query_one("#config-note").content)
+            assert note.startswith("Not applied:") and "recallBudget" in note and "Applied (" not in note
+            assert app.focused is screen.query_one("#budget", Input)
             screen.query_one("#budget", Input).value = "lots"
             await pilot.press("ctrl+s")
             await settle(pilot)
             assert "whole number" in text_of(screen.query_one("#config-note").content)
-            screen.query_one("#budget", Input).value = "-5"
-            await pilot.press("ctrl+s")
-            await settle(pilot)
-            assert "recallBudget" in app.noted("error")
 
             screen.query_one("#budget", Input).value = "3000"
             screen.query_one("#relationships", Switch).value = True
             await pilot.press("ctrl+s")
             await settle(pilot)
             assert REL_TOOLS <= {t["name"] for t in bot.list_tools()}
+
+
+async def test_config_starts_in_its_first_field_and_digits_stay_in_the_form(memory, app_for):
+    d, ids = memory
+    app = app_for(d)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("6")
+        await settle(pilot)
+        screen = app.screen
+        budget = screen.query_one("#budget", Input)
+        assert app.focused is budget
+        await until(pilot, lambda: budget.value == "6000", what="the config")
+        await pilot.press("end", "3")
+        await settle(pilot)
+        assert app.screen is screen and budget.value == "60003"
+        screen.query_one("#relationships", Switch).focus()  # a switch takes no digits: still no switching
+        await pilot.press("3")
+        await settle(pilot)
+        assert app.screen is screen
+        await pilot.press("escape", "3")  # Esc leaves the field; then the number keys switch again
+        await settle(pilot)
+        assert app.current_mode == "history"
+        await pilot.press("6")
+        await settle(pilot)
+        assert app.focused is app.screen.query_one("#budget", Input)  # again on every entry
 
 
 async def test_help_and_palette_commands(memory, app_for):
@@ -338,7 +367,7 @@ async def test_recall_ranking_speakers_and_weights_in_the_preview(memory, app_fo
         await pilot.press("ctrl+s")
         await settle(pilot)
 
-        await pilot.press("5")
+        await pilot.press("escape", "5")  # Esc leaves Config's field first
         await settle(pilot)
         app.screen.query_one("#preview-text", Input).value = "小王今天喝咖啡了吗"
         app.screen.query_one("#preview-sender", Input).value = "王同学"
@@ -372,3 +401,99 @@ async def test_rederive_keywords_of_a_subtree(memory, app_for):
         assert op.call_tool("zcor_memory_read", {"id": parent["id"]})["keywords"] == ["阿珍"]
         kws = op.call_tool("zcor_memory_read", {"id": child["id"]})["keywords"]
     assert {"阿珍", "腾讯", "后端", "开发"} <= set(kws) and "做后" not in kws and "工作" not in kws
+
+
+async def test_search_fields_fit_80_columns_and_a_failed_query_leaves_no_stale_rows(memory, app_for):
+    d, ids = memory
+    app = app_for(d)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await pilot.press("2")
+        await settle(pilot)
+        screen = app.screen
+        assert screen.query_one("#q", Input).content_region.width >= 20
+        screen.query_one("#from", Input).value = "2025-12-31 00:00:00"
+        screen.query_one("#to", Input).value = "2026-01-31 23:59:59"
+        screen.query_one("#superseded", Checkbox).value = True
+        await settle(pilot)
+        screen.query_one("#results", DataTable).focus()
+        await settle(pilot)
+        shown = screen_text(app)
+        assert "2025-12-31 00:00:00" in shown and "2026-01-31 23:59:59" in shown  # whole values
+        table = screen.query_one("#results", DataTable)
+        assert table.row_count == 10
+        old = str(table.get_row(ids["old_plan"])[2])
+        assert old.startswith("⊘ ") and old.endswith(f"→ {ids['deadline']}")  # superseded, in words
+        assert not str(table.get_row(ids["deadline"])[2]).startswith("⊘")
+
+        screen.query_one("#q", Input).value = "x" * 101  # zcord refuses a keyword this long
+        await settle(pilot)
+        summary = text_of(screen.query_one("#search-summary").content)
+        assert summary.startswith("The search failed:") and "keywords" in summary
+        assert table.row_count == 0  # no rows of the earlier query under the error
+
+
+async def test_backups_create_and_restore_with_a_preview(memory, app_for):
+    d, ids = memory
+    app = app_for(d)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("7")
+        await settle(pilot)
+        screen = app.screen
+        table = screen.query_one("#backups", DataTable)
+        assert table.row_count == 0 and "No backups yet" in text_of(screen.query_one("#backups-summary").content)
+        await pilot.press("c")
+        await settle(pilot)
+        assert table.row_count == 1 and "Backup written" in app.noted()
+        name = row_keys(table)[0]
+        row = [str(cell) for cell in table.get_row(name)]
+        size = (d.memdir / "backups" / name).stat().st_size
+        assert row[1] == f"{size / 1024:.1f} KB" and row[2] == "operator" and re.match(r"\d{4}-\d\d-\d\d ", row[0])
+
+        with d.client("operator") as op:
+            op.call_tool("zcor_memory_delete", {"id": ids["apple"]})
+            op.call_tool("zcor_memory_write", {"title": "新的", "content": "备份之后写的"})
+        with d.client() as bot:
+            bot.call_tool("zcor_memory_backup")
+        await pilot.press("r")
+        await settle(pilot)
+        assert table.row_count == 2 and "bot" in [str(table.get_row(k)[2]) for k in table.rows]
+        table.move_cursor(row=table.get_row_index(name))
+        await pilot.press("enter")
+        await settle(pilot)
+        dialog = app.screen
+        assert isinstance(dialog, ConfirmDialog)
+        assert f"Restore {name}" in dialog.question
+        assert "Memories      10 now → 10 after: 1 added, 1 removed, 0 changed" in dialog.question
+        assert f"Important     {ids['mom']} → {ids['mom']}, {ids['apple']}" in dialog.question
+        await pilot.press("n")
+        await settle(pilot)
+        with d.client("operator") as op:
+            assert op.status()["important"] == [ids["mom"]]  # nothing changed
+        await pilot.press("R", "y")
+        await settle(pilot)
+        assert f"Restored {name}" in app.noted()
+        with d.client("operator") as op:
+            status = op.status()
+            assert status["important"] == [ids["mom"], ids["apple"]] and status["nodes"] == 10
+        await until(pilot, lambda: table.row_count == 3, what="the pre-restore backup in the list")
+
+        await pilot.press("question_mark")
+        await settle(pilot)
+        assert "7 Backups" in screen_text(app)
+
+
+async def test_a_failed_relationship_query_leaves_no_stale_rows(memory, app_for):
+    d, ids = memory
+    app = app_for(d)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(pilot)
+        await pilot.press("4")
+        await settle(pilot)
+        table = app.screen.query_one("#rels", DataTable)
+        assert table.row_count == 2
+        app.screen.query_one("#q", Input).value = "x" * 101  # zcord refuses a keyword this long
+        await settle(pilot)
+        assert table.row_count == 0
+        assert text_of(app.screen.query_one("#rel-summary").content).startswith("The query failed:")

@@ -217,6 +217,18 @@ def test_update_moves_to_other_parent(t):
     assert t.read(id="m2")["childCount"] == 1
 
 
+def test_a_move_to_the_current_parent_changes_nothing(svc, memdir, t):
+    """Issue 12: no change record and no updatedAt bump when a write changes no field."""
+    make(t, "p1")
+    make(t, "child", content="x", parentId="m1")
+    before, changes = snapshot(memdir, t), len(svc.state.history)
+    result = t.write(id="m2", title="child", content="x", parentId="m1")
+    assert result["created"] is False and node_only(result) == node_only(before[1]["read"]["m2"])
+    assert snapshot(memdir, t) == before and len(svc.state.history) == changes
+    t.write(id="m2", title="child", content="y", parentId="m1")  # a real change still is one
+    assert len(svc.state.history) == changes + 1 and t.read(id="m2")["updatedAt"] != result["updatedAt"]
+
+
 def test_create_with_unknown_parent_refused(svc, memdir, t):
     make(t)
     refused(svc, memdir, t, "write", {"title": "x", "content": "", "parentId": "m42"}, field="parentId",

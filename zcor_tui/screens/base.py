@@ -24,10 +24,10 @@ if TYPE_CHECKING:
 
 
 class ZcorScreen(Screen[None]):
-    """Base of the six main screens."""
+    """Base of the main screens."""
 
     BINDINGS = [Binding("escape", "focus_main", "Leave field", show=False, id="screen.focus_main",
-                        tooltip="Leave the text field (so 1-6 switch screens again)")]
+                        tooltip="Leave the text field (so 1-7 switch screens again)")]
     MAIN: ClassVar[str] = ""
     """The selector of the widget that gets focus on Escape (the tree or the table)."""
 

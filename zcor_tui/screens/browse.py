@@ -16,6 +16,8 @@ from textual.css.query import NoMatches
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
+from zcord.client import ToolError, for_operator
+
 from ..format import one_line
 from ..messages import MemoryChanged
 from ..widgets.memory_tree import Item, MemoryTree, More, Slot
@@ -25,6 +27,8 @@ from .dialogs import ConfirmDialog, MergeForm, NodeForm, NodePicker, PromptDialo
 
 DETAIL_DELAY = 0.12
 """Seconds the cursor must rest on a memory before it is read (each read is logged)."""
+EMPTY_HINT = ("The Memory is empty. Press N to write the first memory (a new root); n then adds one under "
+              "the selected memory. What the bot remembers appears here by itself.")
 
 
 class BrowseScreen(ZcorScreen):
@@ -36,8 +40,8 @@ class BrowseScreen(ZcorScreen):
         Binding("N", "new_root", "New root", id="browse.new_root", tooltip="New memory at the top level"),
         Binding("e", "edit", "Edit", id="browse.edit", tooltip="Edit title, content, keywords, parent, source"),
         Binding("m", "move", "Move", id="browse.move", tooltip="Give the selected memory another parent"),
-        Binding("d,delete", "delete", "Delete", id="browse.delete", tooltip="Delete (zcord refuses if it has "
-                                                                             "children or links)"),
+        Binding("d,delete", "delete", "Delete", id="browse.delete",
+                tooltip="Delete (a memory with children: says so and keeps it; zcord refuses while people link it)"),
         Binding("i", "important", "★", id="browse.important", tooltip="Mark or unmark important (max 5)"),
         Binding("x", "mark", "Mark", id="browse.mark", tooltip="Mark memories to merge or supersede"),
         Binding("M", "merge", "Merge", id="browse.merge", tooltip="Merge the marked memories into a new one"),
@@ -146,8 +150,17 @@ class BrowseScreen(ZcorScreen):
             tree.go_to(tree.root.children[0])
         if self.app.pending_reveal:
             self.take_pending_reveal()
-        elif self.shown_node is not None:
-            self.load_detail(self.shown_node["id"], delay=0)
+            return
+        current = tree.cursor_item
+        if current is not None and (first or self.shown_node is not None):
+            # the cursor's memory, which is a neighbour when the one shown was deleted
+            self.app.selected_node = (current.id, current.title)
+            self.load_detail(current.id, delay=0)
+        elif current is None:
+            self.shown_node = self.trace = None
+            detail = self._detail()
+            if detail is not None:
+                detail.show_message(EMPTY_HINT if not tree.root.children else "Select a memory to see it here.")
 
     @on(Tree.NodeExpanded)
     def _expanded(self, event: Tree.NodeExpanded) -> None:
@@ -177,7 +190,8 @@ class BrowseScreen(ZcorScreen):
             return
         if node is None:
             self.shown_node = self.trace = None
-            detail.show_message(f"{node_id}: {getattr(err, 'message', err)}")
+            message = for_operator(err.code, err.message) if isinstance(err, ToolError) else str(err)
+            detail.show_message(f"{node_id}: {message}")
             return
         self.shown_node = node
         self.trace = await self.app.tool("zcor_memory_trace", {"id": node_id}, quiet=True)
@@ -274,12 +288,14 @@ class BrowseScreen(ZcorScreen):
         item = self._need_current()
         if item is None:
             return
-        target = await self.app.push_screen_wait(
-            NodePicker(f"Move {item.id} “{one_line(item.title, 30)}” under…", allow_root=True, exclude={item.id}))
-        if target is None:
-            return
         node = await self.app.tool("zcor_memory_read", {"id": item.id})
         if node is None:
+            return
+        parent = node.get("parentId")
+        target = await self.app.push_screen_wait(  # not itself, nor where it already is
+            NodePicker(f"Move {item.id} “{one_line(item.title, 30)}” under…", allow_root=parent is not None,
+                       exclude={item.id, parent} if parent else {item.id}))
+        if target is None or target == (parent or ""):
             return
         result = await self.app.tool("zcor_memory_write", {"id": item.id, "title": node["title"],
                                                            "content": node["content"], "parentId": target or None})
@@ -292,16 +308,47 @@ class BrowseScreen(ZcorScreen):
         item = self._need_current()
         if item is None:
             return
+        children = await self.app.tool("zcor_memory_children", {"parentId": item.id})
+        if children is None:
+            return
+        if children["items"]:
+            kids = children["items"]
+            shown = ", ".join(f"{c['id']} “{one_line(c['title'], 20)}”" for c in kids[:5])
+            more = f" and {len(kids) - 5} more" if len(kids) > 5 else ""
+            self.notify(f"{item.id} “{one_line(item.title, 30)}” has {len(kids)} "
+                        f"{'child' if len(kids) == 1 else 'children'}: {shown}{more}. Move (m) or delete them "
+                        f"first; zcord deletes only memories without children.",
+                        title="Not deleted", severity="warning", timeout=15)
+            return
+        neighbour = self._neighbour(item.id)
         if not await self.app.push_screen_wait(ConfirmDialog(
                 f"Delete {item.id} “{one_line(item.title, 50)}”?\nThe history keeps a full copy.", yes="Delete")):
             return
         result, err = await self.app.try_tool("zcor_memory_delete", {"id": item.id})
         if err is not None:
             # say the refusal plainly: "Memory m1 cannot be deleted: it has 3 children (…)"
-            self.notify(getattr(err, "message", str(err)), title="Not deleted", severity="error", timeout=15)
+            message = for_operator(err.code, err.message) if isinstance(err, ToolError) else str(err)
+            self.notify(message, title="Not deleted", severity="error", timeout=15)
             return
         self.notify(f"Deleted {item.id}." + (" It was important; its mark is gone." if result.get("wasImportant")
                                             else ""))
+        tree = self.tree
+        if neighbour is not None and tree.attached(neighbour):
+            tree.go_to(neighbour)  # the tree keeps the cursor on it when the deleted line goes
+        self.sync_tree()
+
+    def _neighbour(self, node_id: str) -> TreeNode[Any] | None:
+        """Where the cursor goes when a memory is deleted: the next sibling, else the previous, else the parent."""
+        tree_node = self.tree.nodes_by_id.get(node_id)
+        if tree_node is None or tree_node.parent is None:
+            return None
+        siblings = [c for c in tree_node.parent.children if isinstance(c.data, Slot)]
+        at = siblings.index(tree_node)
+        if at + 1 < len(siblings):
+            return siblings[at + 1]
+        if at > 0:
+            return siblings[at - 1]
+        return tree_node.parent if tree_node.parent is not self.tree.root else None
 
     @work(exclusive=True, group="action")
     async def action_rederive(self) -> None:
@@ -411,9 +458,10 @@ class BrowseScreen(ZcorScreen):
 
     @work(exclusive=True, group="action")
     async def action_goto(self) -> None:
-        node_id = await self.app.push_screen_wait(PromptDialog("Go to memory id", placeholder="e.g. m17"))
+        node_id = await self.app.push_screen_wait(PromptDialog("Go to memory id", placeholder="e.g. m17, or 17"))
         if node_id:
-            self.reveal(node_id)
+            bare = node_id.isascii() and node_id.isdigit()  # `12` means m12
+            self.reveal(f"m{node_id}" if bare else node_id)
 
     def palette_commands(self) -> Iterable[SystemCommand]:
         yield SystemCommand("New root memory", "Create a memory at the top level", self.action_new_root)

@@ -13,11 +13,17 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Button, Input, Label, Select, Static, Switch
 
+from zcord.client import ClientError, ToolError, for_operator
+
 from ..messages import MemoryChanged
 from .base import ZcorScreen
 from .dialogs import PersonaForm
 
 PROTOCOLS = [("OpenAI-compatible Chat Completions", "openai"), ("Anthropic Messages", "anthropic")]
+FIELD_WIDGETS = {"recallBudget": "budget", "recallRanking": "ranking", "recallSenders": "senders",
+                 "relationshipMemory": "relationships", "protocol": "protocol", "baseUrl": "base-url",
+                 "model": "model", "timeoutSeconds": "timeout"}
+"""zcord's field names (in a refusal) → the widget to focus."""
 RANKINGS = [("weighted (rare words count)", "weighted"), ("seed (number of words)", "seed")]
 
 
@@ -34,12 +40,15 @@ class ConfigScreen(ZcorScreen):
     HELP = "Recall budget and ranking, relationship memory, LLM provider, persona"
     WATCHES = ("config.", "persona.")
     BINDINGS = [
-        Binding("ctrl+s", "apply", "Apply", id="config.apply", tooltip="Save and apply the changes now"),
-        Binding("ctrl+z", "revert", "Revert", id="config.revert", tooltip="Show the daemon's values again"),
+        # priority: a field has focus on this screen, and Input binds ^z (undo) and ^e (end) itself
+        Binding("ctrl+s", "apply", "Apply", id="config.apply", tooltip="Save and apply the changes now",
+                priority=True),
+        Binding("ctrl+z", "revert", "Revert", id="config.revert", tooltip="Show the daemon's values again",
+                priority=True),
         Binding("ctrl+r", "reload_files", "Reload files", id="config.reload",
-                tooltip="Make zcord re-read config.json and synonyms.json (like SIGHUP)"),
+                tooltip="Make zcord re-read config.json and synonyms.json (like SIGHUP)", priority=True),
         Binding("ctrl+e", "edit_persona", "Edit persona", id="config.persona",
-                tooltip="Edit PERSONA.md, the persona at the top of the bot's system prefix"),
+                tooltip="Edit PERSONA.md, the persona at the top of the bot's system prefix", priority=True),
     ]
 
     def __init__(self) -> None:
@@ -74,6 +83,9 @@ class ConfigScreen(ZcorScreen):
 
     def reload(self, changed: MemoryChanged | None = None) -> None:
         self.fetch()
+
+    def on_screen_resume(self) -> None:
+        self.query_one("#budget", Input).focus()  # the first field: typing goes into the form
 
     @work(exclusive=True, group="config")
     async def fetch(self) -> None:
@@ -197,8 +209,19 @@ class ConfigScreen(ZcorScreen):
         if not patch:
             note.update(Text("Nothing changed.", style="dim"))
             return
-        config = await self.app.rpc("config_set", patch)
-        if config is None:
+        if not self.app.client.connected:
+            note.update(Text("Not applied: zcord is not connected.", style="bold red"))
+            return
+        try:
+            config = await self.app.client.config_set(patch)
+        except ToolError as e:
+            note.update(Text(f"Not applied: {for_operator(e.code, e.message)}", style="bold red"))
+            field = FIELD_WIDGETS.get((e.field or "").removeprefix("llm."))
+            if field:
+                self.query_one(f"#{field}").focus()
+            return
+        except ClientError as e:
+            note.update(Text(f"Not applied: {e}", style="bold red"))
             return
         self.show(config)
         changed = ", ".join(k if k != "llm" else "provider" for k in patch)

@@ -20,7 +20,7 @@ from textual.widget import Widget
 from textual.widgets import Button, Input, Label, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
-from zcord.client import ClientError, ToolError
+from zcord.client import ClientError, ToolError, for_operator
 
 from ..format import one_line, split_keywords, split_terms
 
@@ -135,8 +135,25 @@ class FormDialog(ModalScreen[Any]):
     def _cancel_pressed(self) -> None:
         self.action_cancel()
 
+    def on_mount(self) -> None:  # after the form's own on_mount: handlers run down the class tree
+        self.initial_values = self.field_values()
+
+    def field_values(self) -> list[str]:
+        """What the text fields hold now (to tell whether the operator typed anything)."""
+        return [w.value if isinstance(w, Input) else w.text
+                for w in self.query("#dialog-fields Input, #dialog-fields TextArea")
+                if isinstance(w, (Input, TextArea))]
+
     def action_cancel(self) -> None:
-        self.dismiss(None)
+        if self.field_values() == getattr(self, "initial_values", None):
+            self.dismiss(None)
+            return
+
+        def answered(discard: bool | None) -> None:
+            if discard:
+                self.dismiss(None)
+
+        self.app.push_screen(ConfirmDialog("Close the form and discard what you typed?", yes="Discard"), answered)
 
     def action_submit(self) -> None:
         self._submit()
@@ -167,7 +184,7 @@ class FormDialog(ModalScreen[Any]):
         try:
             result = await self.submit_fn(args)
         except ToolError as e:
-            self.show_error(e.message, e.field)
+            self.show_error(for_operator(e.code, e.message), e.field)
             return
         except ClientError as e:
             self.show_error(str(e))
@@ -405,7 +422,8 @@ ROOT_CHOICE = "\x00root"
 
 class NodePicker(ModalScreen[str | None]):
     """Pick a memory by searching (or Browse's current one); returns its id, "" for "no
-    parent" when `allow_root`, None when cancelled."""
+    parent" when `allow_root`, None when cancelled. Enter picks the highlighted entry,
+    from the keywords box as from the list (the first entry until another is highlighted)."""
 
     BINDINGS = [
         Binding("escape", "cancel", "Cancel", id="picker.cancel", tooltip="Close without picking"),
@@ -419,13 +437,15 @@ class NodePicker(ModalScreen[str | None]):
         self.picker_title = title
         self.allow_root = allow_root
         self.exclude = exclude or set()
+        self.results_for: str | None = None
+        """The keywords the list shows results for (None while a search is due)."""
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Static(self.picker_title, id="dialog-title")
             yield Input(placeholder="keywords in title or content (all must occur)", id="picker-query", compact=True)
             yield OptionList(id="picker-options")
-            yield Static("Enter picks · ↓ moves into the list · Esc cancels", classes="hint")
+            yield Static("Enter picks the highlighted entry · ↓ moves into the list · Esc cancels", classes="hint")
 
     def on_mount(self) -> None:
         self.query_one("#picker-query", Input).focus()
@@ -433,20 +453,29 @@ class NodePicker(ModalScreen[str | None]):
 
     @on(Input.Changed, "#picker-query")
     def _changed(self, event: Input.Changed) -> None:
+        self.results_for = None
         self.search(event.value)
 
     @on(Input.Submitted, "#picker-query")
-    def _submitted(self) -> None:
+    def _submitted(self, event: Input.Submitted) -> None:
+        if self.results_for == event.value:
+            self._pick_highlighted()
+        else:  # typed faster than the search: search now, then pick
+            self.search(event.value, delay=0, pick=True)
+
+    def _pick_highlighted(self) -> None:
+        options = self.query_one("#picker-options", OptionList)
+        if options.option_count:
+            self._choose(options.get_option_at_index(options.highlighted or 0).id or "")
+
+    def action_to_list(self) -> None:
         options = self.query_one("#picker-options", OptionList)
         if options.option_count:
             options.focus()
             options.highlighted = options.highlighted or 0
 
-    def action_to_list(self) -> None:
-        self._submitted()
-
     @work(exclusive=True, group="picker")
-    async def search(self, text: str, delay: float = 0.25) -> None:
+    async def search(self, text: str, delay: float = 0.25, pick: bool = False) -> None:
         if delay:
             await asyncio.sleep(delay)  # typing: one query when the operator pauses
         args: dict[str, Any] = {"limit": 30}
@@ -470,10 +499,17 @@ class NodePicker(ModalScreen[str | None]):
         option_list = self.query_one("#picker-options", OptionList)
         option_list.clear_options()
         option_list.add_options(options)
+        if options:
+            option_list.highlighted = 0
+        self.results_for = text
+        if pick:
+            self._pick_highlighted()
 
     @on(OptionList.OptionSelected)
     def _picked(self, event: OptionList.OptionSelected) -> None:
-        choice = event.option.id or ""
+        self._choose(event.option.id or "")
+
+    def _choose(self, choice: str) -> None:
         if choice == ROOT_CHOICE:
             self.dismiss("")
         else:

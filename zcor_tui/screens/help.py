@@ -36,7 +36,8 @@ class HelpScreen(ModalScreen[None]):
                 if isinstance(b, Binding) and b.description:
                     table.add_row(key_name(b.key), f"{b.description} — {b.tooltip}" if b.tooltip else b.description)
 
-        section("Everywhere", "1–6 switch screens · ^p command palette · Tab moves between fields",
+        section("Everywhere", "1–7 switch screens (Esc first in a form field) · ^p command palette · "
+                "Tab moves between fields · ⊘ marks a superseded memory",
                 [b for b in ZcorApp.BINDINGS if isinstance(b, Binding) and b.show])
         for n, (_, title, cls) in enumerate(SCREENS_IN_ORDER, 1):
             section(f"{n} {title}", cls.HELP, list(cls.BINDINGS))

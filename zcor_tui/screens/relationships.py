@@ -15,6 +15,8 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Input, Static
 
+from zcord.client import ToolError, for_operator
+
 from ..format import affinity_bar, one_line, split_keywords, when
 from ..messages import MemoryChanged, NodeRequested
 from .base import ZcorScreen
@@ -84,11 +86,16 @@ class RelationshipsScreen(ZcorScreen):
         keywords = split_keywords(self.query_one("#q", Input).value)
         if keywords:
             args["keywords"] = keywords
-        page = await self.app.tool("zcor_relationship_query", args)
-        if page is None:
+        page, err = await self.app.try_tool("zcor_relationship_query", args)
+        table = self.query_one("#rels", DataTable)
+        if page is None:  # no rows of the earlier query under the error: they would pass for its answer
+            table.clear()
+            self.rels, self.selected, self.page_offset, self.next_offset = {}, None, 0, None
+            message = for_operator(err.code, err.message) if isinstance(err, ToolError) else str(err)
+            self.query_one("#rel-summary", Static).update(Text(f"The query failed: {message}", style="bold red"))
+            self.query_one("#rel-detail", Static).update("")
             return
         self.page_offset, self.next_offset = offset, page.get("nextOffset")
-        table = self.query_one("#rels", DataTable)
         keep = self.selected
         table.clear()
         self.rels = {}

@@ -13,7 +13,9 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import Checkbox, DataTable, Input, Static
 
-from ..format import one_line, when_short
+from zcord.client import ToolError, for_operator
+
+from ..format import SUPERSEDED_MARK, one_line, when_short
 from ..messages import MemoryChanged, NodeRequested
 from .base import ZcorScreen
 
@@ -39,11 +41,13 @@ class SearchScreen(ZcorScreen):
         self.total = 0
 
     def compose_body(self) -> ComposeResult:
-        with Horizontal(id="search-form", classes="form-bar"):
-            yield Input(placeholder="keywords (all must occur in title or content)", id="q")
-            yield Input(placeholder="from YYYY-MM-DD", id="from", classes="date")
-            yield Input(placeholder="to YYYY-MM-DD", id="to", classes="date")
-            yield Checkbox("superseded", id="superseded")
+        # one line of compact fields, so the dates show a whole `2026-01-31 20:00:00` and the
+        # keywords keep room at 80 columns
+        with Horizontal(id="search-form"):
+            yield Input(placeholder="keywords (all must occur in title or content)", id="q", compact=True)
+            yield Input(placeholder="from YYYY-MM-DD", id="from", classes="date", compact=True)
+            yield Input(placeholder="to YYYY-MM-DD", id="to", classes="date", compact=True)
+            yield Checkbox("superseded", id="superseded", compact=True)
         yield Static("", id="search-summary", classes="summary")
         table: DataTable[Any] = DataTable(id="results", cursor_type="row", zebra_stripes=True)
         yield table
@@ -83,18 +87,20 @@ class SearchScreen(ZcorScreen):
         if delay:
             await asyncio.sleep(delay)  # typing: query once the operator pauses
         summary = self.query_one("#search-summary", Static)
+        table = self.query_one("#results", DataTable)
         try:
             args = self._args()
         except ValueError as e:
-            summary.update(Text(str(e), style="bold red"))
+            self._failed(str(e))
             return
-        table = self.query_one("#results", DataTable)
         table.loading = True
         try:
-            page = await self.app.tool("zcor_memory_query", {**args, "limit": PAGE_SIZE, "offset": offset})
+            page, err = await self.app.try_tool("zcor_memory_query", {**args, "limit": PAGE_SIZE, "offset": offset})
         finally:
             table.loading = False
         if page is None:
+            message = for_operator(err.code, err.message) if isinstance(err, ToolError) else str(err)
+            self._failed(f"The search failed: {message}")
             return
         if offset and not page["items"] and page["total"]:
             self.search(max(0, page["total"] - PAGE_SIZE))  # the page emptied under us
@@ -103,8 +109,11 @@ class SearchScreen(ZcorScreen):
         table.clear()
         for item in page["items"]:
             style = "dim" if item.get("supersededBy") else ""
+            title = Text(one_line(item["title"], 80), style=style)
+            if item.get("supersededBy"):
+                title = Text.assemble((SUPERSEDED_MARK, "bold red"), title, (f" → {item['supersededBy']}", "red"))
             table.add_row(Text(when_short(item.get("updatedAt")), style=style), Text(item["id"], style="cyan"),
-                          Text(one_line(item["title"], 80), style=style),
+                          title,
                           Text(one_line(item.get("content"), 60), style="dim"), key=item["id"])
         if not self.total:
             summary.update(Text("No memory matches.", style="italic"))
@@ -115,6 +124,12 @@ class SearchScreen(ZcorScreen):
         hints = [h for h, ok in (("^n next page", self.next_offset is not None), ("^b previous", offset > 0)) if ok]
         text.append("  " + " · ".join(hints + ["Enter opens in Browse"]), style="dim")
         summary.update(text)
+
+    def _failed(self, message: str) -> None:
+        """No rows from an earlier query stay under an error: they would pass for its answer."""
+        self.query_one("#results", DataTable).clear()
+        self.page_offset, self.next_offset, self.total = 0, None, 0
+        self.query_one("#search-summary", Static).update(Text(message, style="bold red"))
 
     def action_page(self, step: int) -> None:
         if step > 0 and self.next_offset is not None:

@@ -10,7 +10,9 @@ from textual.widgets import Static
 from ..format import plural
 
 SCREENS = [("browse", "Browse"), ("search", "Search"), ("history", "History"),
-           ("relationships", "Relationships"), ("synonyms", "Synonyms"), ("config", "Config")]
+           ("relationships", "Relationships"), ("synonyms", "Synonyms"), ("config", "Config"), ("backups", "Backups")]
+NARROW = 90
+"""Below this width the bar drops its padding so all seven screens fit 80 columns."""
 
 
 class NavBar(Static):
@@ -18,14 +20,19 @@ class NavBar(Static):
 
     def __init__(self, current: str):
         super().__init__(self._markup(current), id="nav", markup=True)
+        self.current = current
+
+    def on_resize(self) -> None:
+        self.update(self._markup(self.current, narrow=self.size.width < NARROW))
 
     @staticmethod
-    def _markup(current: str) -> str:
+    def _markup(current: str, narrow: bool = False) -> str:
         parts = []
+        pad = "" if narrow else " "
         for n, (mode, title) in enumerate(SCREENS, 1):
             style = "bold $text on $primary" if mode == current else "$text-muted"
-            parts.append(f"[@click=app.switch_mode('{mode}')][{style}] {n} {title} [/][/]")
-        return "".join(parts) + "  [$text-muted]? help[/]"
+            parts.append(f"[@click=app.switch_mode('{mode}')][{style}]{pad}{n} {title}{pad}[/][/]")
+        return (" " if narrow else "").join(parts) + ("  [$text-muted]?[/]" if narrow else "  [$text-muted]? help[/]")
 
 
 class StatusLine(Static):

@@ -11,13 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from rich.style import Style
 from rich.text import Text
+from textual.geometry import Region
+from textual.strip import Strip
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 from ..format import node_label
 
 PAGE = 200
+MAX_INDENT = 6
+"""Levels that indent; deeper memories line up with the sixth (the detail pane shows their path)."""
 
 
 @dataclass
@@ -63,6 +68,25 @@ class MemoryTree(Tree[Any]):
         self.nodes_by_id: dict[str, TreeNode[Any]] = {}
         self.important: set[str] = set()
         self.marked: list[str] = []
+
+    # -- deep trees: the indentation stops at MAX_INDENT levels ------------------------------
+
+    def _cut(self, y: int) -> int:
+        """Cells of guides left out on line y (0 unless it is deeper than MAX_INDENT)."""
+        lines = self._tree_lines
+        if not 0 <= y < len(lines):
+            return 0
+        return max(0, len(lines[y].path) - 1 - MAX_INDENT) * self.guide_depth
+
+    def _render_line(self, y: int, x1: int, x2: int, base_style: Style) -> Strip:
+        cut = self._cut(y)
+        if not cut:
+            return super()._render_line(y, x1, x2, base_style)
+        return super()._render_line(y, x1 + cut, x2 + cut, base_style).extend_cell_length(x2 - x1, base_style)
+
+    def _get_label_region(self, line: int) -> Region | None:
+        region = super()._get_label_region(line)
+        return region.translate((-self._cut(line), 0)) if region is not None else None
 
     # -- labels -------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from ..format import affinity_bar, one_line, when
+from ..format import SUPERSEDED_MARK, affinity_bar, one_line, when
 
 MAX_CHILDREN_SHOWN = 12
 
@@ -27,15 +27,21 @@ class NodeDetail(Static):
         if node.get("important"):
             head.append("  ★ important", style="bold yellow")
         if node.get("supersededBy"):
-            head.append(f"  superseded by {node['supersededBy']}", style="bold red")
+            head.append(f"  {SUPERSEDED_MARK}superseded by {node['supersededBy']}", style="bold red")
         parts: list[Any] = [head]
 
         if trace and trace.get("path"):
+            steps = trace["path"]
             path = Text("", style="dim")
-            for n, step in enumerate(trace["path"]):
+            if len(steps) > 1:
+                path.append(f"level {len(steps)}: ", style="italic")
+            for n, step in enumerate(steps):
                 if n:
                     path.append(" › ", style="dim")
-                path.append(one_line(step["title"], 40), style="bold" if step["id"] == node["id"] else "")
+                last = step["id"] == node["id"]
+                # deep paths: every step stays readable, the shown memory in full
+                path.append(one_line(step["title"], 40 if last or len(steps) <= 4 else 14),
+                            style="bold" if last else "")
             parts.append(path)
 
         grid = Table.grid(padding=(0, 1))
@@ -56,7 +62,10 @@ class NodeDetail(Static):
                 if n:
                     listed.append(", ")
                 listed.append(child["id"], style="cyan")
-                listed.append(f" {one_line(child['title'], 30)}", style="dim" if child.get("superseded") else "")
+                if child.get("superseded"):
+                    listed.append(f" {SUPERSEDED_MARK}{one_line(child['title'], 30)}", style="dim")
+                else:
+                    listed.append(f" {one_line(child['title'], 30)}")
             if count > MAX_CHILDREN_SHOWN:
                 listed.append(f", … {count - MAX_CHILDREN_SHOWN} more", style="dim")
             grid.add_row("Children", listed)
