@@ -12,13 +12,16 @@ brings the same memory back under its own id.
 from __future__ import annotations
 
 import json
+import mmap
+import os
 import re
 from collections.abc import Iterator
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import Conflict, InvalidArgument, NotFound
-from .journal import find_record
+from .journal import _reverse_lines, find_record
 from .models import Node, Relationship, format_time
 from .store import HISTORY_DIR
 
@@ -38,29 +41,70 @@ def changes(svc: Service, target: str | None = None) -> Iterator[dict[str, Any]]
     one target: memory id or personId)."""
     needle = None if target is None else b'"target":' + json.dumps(target).encode()
     for seg in svc.state.history_segments:
-        with open(svc.dir / HISTORY_DIR / seg, "rb") as f:
-            for line in f:
-                if needle is None or needle in line:
-                    c = json.loads(line)
-                    if target is None or c.get("target") == target:
-                        yield c
+        path = svc.dir / HISTORY_DIR / seg
+        if needle is None:
+            with open(path, "rb") as f:
+                for line in f:
+                    yield json.loads(line)
+            continue
+        with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            at = data.find(needle)
+            while at >= 0:  # one C-speed search over the file, lines parsed only where it hits
+                start = data.rfind(b"\n", 0, at) + 1
+                end = data.find(b"\n", at)
+                end = len(data) if end < 0 else end
+                c = json.loads(data[start:end])
+                if c.get("target") == target:
+                    yield c
+                at = data.find(needle, end)
     for c in list(svc.state.history):
         if target is None or c.target == target:
             yield c.dump()
 
 
-def _changes_after(svc: Service, t: float) -> list[dict[str, Any]]:
-    """The changes made after instant t (epoch seconds), oldest first; segment lines are
-    parsed only when their time is after t."""
-    out = []
-    for seg in svc.state.history_segments:
-        with open(svc.dir / HISTORY_DIR / seg, "rb") as f:
-            for line in f:
-                m = _AT_RE.search(line)
-                if m is not None and datetime.fromisoformat(m.group(1).decode()).timestamp() > t:
-                    out.append(json.loads(line))
-    out += [c.dump() for c in list(svc.state.history) if c.at.timestamp() > t]
-    return out
+def _line_time(line: bytes) -> float:
+    m = _AT_RE.search(line)
+    return datetime.fromisoformat(m.group(1).decode()).timestamp() if m else float("-inf")
+
+
+def _walk_after(svc: Service, t: float):
+    """The changes after the last one made at or before instant t, oldest first, as raw
+    segment lines (bytes) or inline Change objects. The boundary is found from the newest
+    back, so the cost follows how far back t is."""
+    inline = list(svc.state.history)
+    segments = list(svc.state.history_segments)
+    k = len(inline)
+    while k > 0 and inline[k - 1].at.timestamp() > t:
+        k -= 1
+    pieces: list[tuple[Path, int]] = []
+    if k == 0:
+        for seg in reversed(segments):
+            path = svc.dir / HISTORY_DIR / seg
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                start, found = 0, False
+                for offset, line in _reverse_lines(fd, os.fstat(fd).st_size):
+                    if _line_time(line) <= t:
+                        start, found = offset + len(line) + 1, True
+                        break
+            finally:
+                os.close(fd)
+            pieces.insert(0, (path, start))
+            if found:
+                break
+    for path, start in pieces:
+        with open(path, "rb") as f:
+            f.seek(start)
+            yield from f
+    yield from inline[k:]
+
+
+try:
+    from orjson import loads as _loads
+except ImportError:  # pragma: no cover - orjson is a dependency; json is the fallback
+    _loads = json.loads
+
+_KEY_RE = re.compile(rb'"kind":"([a-z.]+)","target":(null|"(?:[^"\\]|\\.)*")')
 
 
 # -- versions and time travel -------------------------------------------------------------------
@@ -82,44 +126,84 @@ def versions(svc: Service, target: str) -> dict[str, Any]:
 
 
 def state_at(svc: Service, when: datetime) -> dict[str, Any]:
-    """The whole Memory as it was at an instant: today's state with every later change
-    undone, newest first (read-only)."""
+    """The whole Memory as it was at an instant (read-only).
+
+    Walking forward from the instant, the first later change of each memory, relationship
+    or of the important list holds in its `before` what was there at the instant; whatever
+    no later change touched is as it is now, or, past a restore, as the restore's
+    pre-restore backup has it. Only those first changes are parsed."""
     t = when.timestamp()
     with svc.lock:
         st = svc.state
-        nodes = {i: n.dump() for i, n in st.nodes.items()}
-        rels = {p: r.dump() for p, r in st.relationships.items()}
-        important = list(st.important)
-        later = _changes_after(svc, t)
-    for c in reversed(later):
-        kind, target, before = c["kind"], c.get("target"), c.get("before")
-        if kind == "node.create":
-            nodes.pop(target, None)
-        elif kind.startswith("node."):
-            nodes[target] = before
-        elif kind == "relationship.create":
-            rels.pop(target, None)
-        elif kind.startswith("relationship."):
-            rels[target] = before
-        elif kind.startswith("important."):
+        nodes: dict[str, Any] = dict(st.nodes)
+        rels: dict[str, Any] = dict(st.relationships)
+        important: Any = list(st.important)
+        inline_copy = list(st.history)
+        seg_copy = list(st.history_segments)
+    firsts: dict[tuple[str, str | None], dict[str, Any]] = {}
+    count = 0
+    restore: dict[str, Any] | None = None
+    view = _HistoryView(svc.dir, inline_copy, seg_copy)
+    for item in _walk_after(view, t):
+        count += 1
+        if isinstance(item, bytes):
+            m = _KEY_RE.search(item)
+            kind = m.group(1).decode() if m else ""
+            raw = m.group(2) if m else b"null"
+            target = None if raw == b"null" else raw[1:-1].decode() if b"\\" not in raw else json.loads(raw)
+            key = ("important", None) if kind.startswith("important.") else (kind.split(".")[0], target)
+            if kind != "state.restore" and key in firsts:
+                continue
+            c = _loads(item)
+        else:
+            c = item.dump()
+        kind, target = c["kind"], c.get("target")
+        if kind == "state.restore":
+            restore = c
+            break
+        key = ("important", None) if kind.startswith("important.") else (kind.split(".")[0], target)
+        firsts.setdefault(key, c)
+    if restore is not None:
+        name = (restore.get("before") or {}).get("backupFile")
+        try:
+            old = svc.store.read_backup(name)
+        except Exception as e:
+            raise Conflict(f"The Memory before the restore of {restore['at']} cannot be shown: its pre-restore "
+                           f"backup {name!r} cannot be read ({getattr(e, 'message', e)})") from None
+        nodes, rels, important = dict(old.nodes), dict(old.relationships), list(old.important)
+        count = sum(1 for _ in _walk_after(view, t))
+    for (what, target), c in firsts.items():
+        kind, before = c["kind"], c.get("before")
+        if what == "important":
             important = list(before or [])
-        elif kind == "state.restore":
-            name = (before or {}).get("backupFile")
-            try:
-                old = svc.store.read_backup(name)
-            except Exception as e:
-                raise Conflict(f"The Memory before the restore of {c['at']} cannot be shown: its pre-restore backup "
-                               f"{name!r} cannot be read ({getattr(e, 'message', e)})") from None
-            nodes = {i: n.dump() for i, n in old.nodes.items()}
-            rels = {p: r.dump() for p, r in old.relationships.items()}
-            important = list(old.important)
+        table = nodes if what == "node" else rels if what == "relationship" else None
+        if table is None:
+            continue
+        if kind.endswith(".create"):
+            table.pop(target, None)
+        else:
+            table[target] = before
 
     def order(node_id: str) -> tuple[int, str]:
-        return (int(node_id[1:]) if node_id[1:].isdigit() else 0, node_id)
+        return (len(node_id), node_id)  # m9 before m10: creation order for zcord's ids
 
-    return {"at": format_time(when), "undoneChanges": len(later),
-            "nodes": [nodes[i] for i in sorted(nodes, key=order)],
-            "important": important, "relationships": [rels[p] for p in sorted(rels)]}
+    def plain(x: Any) -> Any:
+        return x if isinstance(x, dict) else x.dump()
+
+    return {"at": format_time(when), "undoneChanges": count,
+            "nodes": [plain(nodes[i]) for i in sorted(nodes, key=order)],
+            "important": important, "relationships": [plain(rels[p]) for p in sorted(rels)]}
+
+
+class _HistoryView:
+    """The history's parts as copied under the lock, for a walk outside it (sealed segment
+    files never change once named)."""
+
+    def __init__(self, memdir: Path, inline: list, segments: list[str]):
+        self.dir = memdir
+        self.state = self
+        self.history = inline
+        self.history_segments = segments
 
 
 # -- revert ------------------------------------------------------------------------------------
