@@ -22,6 +22,8 @@ from ..widgets.memory_tree import Item, MemoryTree, More, Slot
 from ..widgets.node_detail import NodeDetail
 from .base import ZcorScreen
 from .dialogs import ConfirmDialog, MergeForm, NodeForm, NodePicker, PromptDialog, SupersedeForm
+from .timetravel import TimeTravelScreen
+from .versions import VersionsScreen
 
 DETAIL_DELAY = 0.12
 """Seconds the cursor must rest on a memory before it is read (each read is logged)."""
@@ -47,6 +49,10 @@ class BrowseScreen(ZcorScreen):
         Binding("K", "rederive", "Re-derive keywords", show=False, id="browse.rederive",
                 tooltip="Derive the keywords of the selected memory and everything under it from their titles again"),
         Binding("r", "reload", "Refresh", show=False, id="browse.reload", tooltip="Reload the tree"),
+        Binding("h", "versions", "Versions", id="browse.versions",
+                tooltip="Every version of the selected memory: diffs between any two, restore one"),
+        Binding("T", "time_travel", "Time travel", show=False, id="browse.time_travel",
+                tooltip="The tree as it was at an instant you give (read-only)"),
     ]
 
     def __init__(self) -> None:
@@ -414,6 +420,14 @@ class BrowseScreen(ZcorScreen):
         node_id = await self.app.push_screen_wait(PromptDialog("Go to memory id", placeholder="e.g. m17"))
         if node_id:
             self.reveal(node_id)
+
+    def action_versions(self) -> None:
+        item = self._need_current()
+        if item is not None:
+            self.app.push_screen(VersionsScreen(item.id, item.title))
+
+    def action_time_travel(self) -> None:
+        self.app.push_screen(TimeTravelScreen())
 
     def palette_commands(self) -> Iterable[SystemCommand]:
         yield SystemCommand("New root memory", "Create a memory at the top level", self.action_new_root)
