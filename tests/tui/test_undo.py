@@ -3,12 +3,17 @@ force), a memory's versions from Browse (diff, restore), and the read-only past 
 
 from __future__ import annotations
 
+import re
+from datetime import datetime, timedelta, timezone
+
 import pytest
 from textual.widgets import Button, DataTable, Input, Tree
 
 from zcord.client import ToolError
 from zcor_tui.screens.browse import BrowseScreen
+from zcor_tui.format import parse_instant
 from zcor_tui.screens.dialogs import ConfirmDialog
+from zcor_tui.screens.help import HelpScreen
 from zcor_tui.screens.history import HistoryScreen
 from zcor_tui.screens.revert import RevertScreen
 from zcor_tui.screens.timetravel import TimeTravelScreen
@@ -16,6 +21,19 @@ from zcor_tui.screens.versions import VersionsScreen
 from zcor_tui.widgets.memory_tree import MemoryTree
 
 from .conftest import screen_text, settle, text_of, until
+
+
+def test_instants_for_time_travel():
+    now = datetime(2026, 1, 5, 12, 0, tzinfo=timezone(timedelta(hours=8)))
+    assert parse_instant("-2h", now) == "2026-01-05T10:00:00.000+08:00"
+    assert parse_instant(" -1d 6h ", now) == "2026-01-04T06:00:00.000+08:00"
+    assert parse_instant("-90M", now) == "2026-01-05T10:30:00.000+08:00"
+    assert parse_instant("2026-01-03T10:00:00+08:00") == "2026-01-03T10:00:00.000+08:00"
+    local = datetime.fromisoformat(parse_instant("2026-01-03 10:00"))
+    assert local.replace(tzinfo=None) == datetime(2026, 1, 3, 10, 0) and local.utcoffset() is not None
+    for bad in ("", "yesterday", "2h", "-2x"):
+        with pytest.raises(ValueError):
+            parse_instant(bad, now)
 
 
 def last_seq(op) -> int:
@@ -172,6 +190,14 @@ async def test_time_travel_shows_the_old_tree_read_only(memory, app_for):
     app = app_for(d)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
+        await pilot.press("question_mark")
+        await settle(pilot)
+        assert isinstance(app.screen, HelpScreen)
+        help_text = text_of(app.screen.query_one("#dialog VerticalScroll Static").content)
+        for entry in (r"\bu +Revert — Undo", r"\bh +Versions — Every version", r"\bT +Time travel — The tree",
+                      r"\bR +Restore this version", r"escape, n +Cancel", r"\bb +Mark base", r"escape +Back to now"):
+            assert re.search(entry, help_text), entry
+        await pilot.press("escape")
         await pilot.press("T")
         await settle(pilot)
         screen = app.screen
