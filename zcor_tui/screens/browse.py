@@ -49,7 +49,7 @@ class BrowseScreen(ZcorScreen):
         Binding("K", "rederive", "Re-derive keywords", show=False, id="browse.rederive",
                 tooltip="Derive the keywords of the selected memory and everything under it from their titles again"),
         Binding("r", "reload", "Refresh", show=False, id="browse.reload", tooltip="Reload the tree"),
-        Binding("h", "versions", "Versions", id="browse.versions",
+        Binding("h", "versions", "Versions", show=False, id="browse.versions",
                 tooltip="Every version of the selected memory: diffs between any two, restore one"),
         Binding("T", "time_travel", "Time travel", show=False, id="browse.time_travel",
                 tooltip="The tree as it was at an instant you give (read-only)"),
