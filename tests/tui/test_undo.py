@@ -64,7 +64,8 @@ async def test_revert_a_merge_from_history_after_its_preview(memory, app_for):
         dialog = await open_revert_of_newest(pilot, app)
         assert dialog.seq == merge_seq
         body = text_of(dialog.query_one("#revert-body").content)
-        assert "Reverting makes" in body
+        assert "Reverting makes" in body and f"• node.delete · {merged} — removed" in body
+        assert f"• node.update · {ids['mom']} — updatedAt, supersededBy, supersedeReason" in body
         assert f"node.delete · {merged}" in body and "title: 父母" in body  # the merged memory goes
         assert f"node.update · {ids['mom']}" in body and f"node.update · {ids['dad']}" in body
         assert "supersededBy" in body and f"- {merged}" in body  # the sources are current again

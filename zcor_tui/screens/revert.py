@@ -22,7 +22,7 @@ from textual.widgets import Button, Static
 
 from zcord.client import ClientError, ToolError
 
-from ..diff import change_view
+from ..diff import change_view, changed_fields
 from ..format import plural, when
 
 if TYPE_CHECKING:
@@ -43,6 +43,35 @@ def conflict_text(conflicts: list[dict[str, Any]]) -> Text:
         if c.get("forceable") is False:
             out.append(" — cannot be forced", style="bold red")
     return out
+
+
+def change_line(change: dict[str, Any]) -> Text:
+    """`node.update · m4 — parentId, updatedAt`: one change at a glance."""
+    kind = str(change.get("kind", ""))
+    before, after = change.get("before"), change.get("after")
+    out = Text("• ", style="dim")
+    out.append(kind, style="bold red" if kind.endswith(".delete") else "bold cyan")
+    if change.get("target"):
+        out.append(f" · {change['target']}", style="bold")
+    if kind.endswith(".delete"):
+        out.append(" — removed", style="red")
+    elif kind.endswith(".create") and before is None:
+        out.append(" — comes back" if isinstance(after, dict) else "", style="green")
+    elif isinstance(before, dict) and isinstance(after, dict):
+        out.append(f" — {', '.join(changed_fields(before, after)) or 'no field'}", style="dim")
+    return out
+
+
+def restore_note(change: dict[str, Any]) -> Text:
+    """What undoing a restore does to the whole Memory, in counts."""
+    before, after = change.get("before") or {}, change.get("after") or {}
+    note = Text("The whole Memory is replaced by the backup ", style="bold yellow")
+    note.append(str(after.get("restoredFrom", "?")), style="bold")
+    note.append(f": {after.get('nodes', '?')} memories, {after.get('relationships', '?')} relationships, important "
+                f"{', '.join(after.get('important') or []) or 'none'} (now {before.get('nodes', '?')}, "
+                f"{before.get('relationships', '?')}, {', '.join(before.get('important') or []) or 'none'}). "
+                f"The Memory as it is now is backed up first.")
+    return note
 
 
 class RevertScreen(ModalScreen[dict[str, Any] | None]):
@@ -185,9 +214,11 @@ class RevertScreen(ModalScreen[dict[str, Any] | None]):
         return Group(*parts)
 
     def _changes(self, changes: list[dict[str, Any]]) -> list[RenderableType]:
-        out: list[RenderableType] = []
+        out: list[RenderableType] = [change_line(c) for c in changes]
         for change in changes:
             out.append(Text(""))
+            if change.get("kind") == "state.restore":
+                out.append(restore_note(change))
             out.append(change_view(change, side_by_side=self.side_by_side))
         return out
 
