@@ -138,7 +138,7 @@ class TimeTravelScreen(Screen[None]):
     def show_past(self, past: PastMemory) -> None:
         self.past = past
         banner = Text(" PAST · READ-ONLY ", style="bold reverse")
-        banner.append(f" the Memory as it was at {when(past.at)} — {plural(past.undone, 'later change')} undone",
+        banner.append(f" the Memory at {when(past.at)} · {plural(past.undone, 'later change')} undone",
                       style="bold")
         self.query_one("#past-banner", Static).update(banner)
         current = [n for n in past.nodes.values() if not n.get("supersededBy")]
