@@ -84,6 +84,38 @@ def parse_local(text: str, *, end: bool = False) -> str | None:
     return t.astimezone().isoformat(timespec="milliseconds")
 
 
+RELATIVE = re.compile(r"^-\s*((?:\d+\s*[smhdw]\s*)+)(?:ago)?$", re.I)
+RELATIVE_PART = re.compile(r"(\d+)\s*([smhdw])", re.I)
+UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
+
+
+def parse_instant(text: str, now: datetime | None = None) -> str:
+    """An instant for time travel as ISO 8601 with its UTC offset.
+
+    Accepts what `parse_local` accepts (an ISO time with offset is kept; a local date or
+    date and time gets the local offset; a date alone is its first instant) and times
+    relative to now: `-90m`, `-2h`, `-3d`, `-1w`, `-1d 6h`.
+
+    Raises:
+        ValueError: empty, or not a time this function understands.
+    """
+    text = text.strip()
+    if not text:
+        raise ValueError("give a time: 2026-01-31 20:00, 2026-01-31T20:00:00+08:00, -2h or -3d")
+    m = RELATIVE.match(text)
+    if m:
+        seconds = sum(int(n) * UNIT_SECONDS[u.lower()] for n, u in RELATIVE_PART.findall(m.group(1)))
+        base = now if now is not None else datetime.now().astimezone()
+        return (base - timedelta(seconds=seconds)).isoformat(timespec="milliseconds")
+    try:
+        value = parse_local(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a time; write 2026-01-31 20:00, 2026-01-31T20:00:00+08:00, "
+                         f"-2h or -3d") from None
+    assert value is not None
+    return value
+
+
 def split_terms(text: str) -> list[str]:
     """Terms separated by commas (ASCII or full-width), 、, semicolons or new lines."""
     return [t.strip() for t in TERM_SEPARATORS.split(text) if t.strip()]

@@ -29,6 +29,7 @@ import os
 import socket
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 from . import __version__
@@ -166,6 +167,19 @@ class _Methods:
         if isinstance(events, str):
             events = [{"text": events, "origin": "external"}]
         return {"session": session, "events": events}
+
+    @staticmethod
+    def _revert_params(seq: int, force: bool, preview: bool) -> dict[str, Any]:
+        params: dict[str, Any] = {"seq": seq}
+        if force:
+            params["force"] = True
+        if preview:
+            params["preview"] = True
+        return params
+
+    @staticmethod
+    def _time_param(time: "str | datetime") -> dict[str, Any]:
+        return {"time": time.isoformat() if isinstance(time, datetime) else time}
 
 
 class AsyncClient(_Methods):
@@ -478,6 +492,23 @@ class AsyncClient(_Methods):
         """Replace PERSONA.md (atomically, recorded in the operation log)."""
         return await self.request("zcor/persona/set", {"text": text})
 
+    async def history_revert(self, seq: int, force: bool = False, preview: bool = False) -> dict[str, Any]:
+        """Undo every change of logged operation `seq` as a new operation (`zcor/history/revert`);
+        with `preview` nothing changes and the result lists the changes and conflicts."""
+        return await self.request("zcor/history/revert", self._revert_params(seq, force, preview))
+
+    async def history_versions(self, id: str) -> dict[str, Any]:
+        """Every version of a memory (or relationship, by personId), oldest first."""
+        return await self.request("zcor/history/versions", {"id": id})
+
+    async def history_reinstate(self, id: str, change_id: int) -> dict[str, Any]:
+        """Make the version written by change `change_id` current again, as one new change."""
+        return await self.request("zcor/history/reinstate", {"id": id, "changeId": change_id})
+
+    async def history_at(self, time: str | datetime) -> dict[str, Any]:
+        """The whole Memory as it was at an instant (ISO 8601 with its UTC offset, or an aware datetime)."""
+        return await self.request("zcor/history/at", self._time_param(time))
+
     async def subscribe(self, handler: NotificationHandler | None = None) -> None:
         """Receive `zcor/changed` after every committed change (kept across reconnects)."""
         if handler is not None:
@@ -747,6 +778,23 @@ class Client(_Methods):
     def persona_set(self, text: str) -> dict[str, Any]:
         """Replace PERSONA.md (atomically, recorded in the operation log)."""
         return self.request("zcor/persona/set", {"text": text})
+
+    def history_revert(self, seq: int, force: bool = False, preview: bool = False) -> dict[str, Any]:
+        """Undo every change of logged operation `seq` as a new operation (`zcor/history/revert`);
+        with `preview` nothing changes and the result lists the changes and conflicts."""
+        return self.request("zcor/history/revert", self._revert_params(seq, force, preview))
+
+    def history_versions(self, id: str) -> dict[str, Any]:
+        """Every version of a memory (or relationship, by personId), oldest first."""
+        return self.request("zcor/history/versions", {"id": id})
+
+    def history_reinstate(self, id: str, change_id: int) -> dict[str, Any]:
+        """Make the version written by change `change_id` current again, as one new change."""
+        return self.request("zcor/history/reinstate", {"id": id, "changeId": change_id})
+
+    def history_at(self, time: str | datetime) -> dict[str, Any]:
+        """The whole Memory as it was at an instant (ISO 8601 with its UTC offset, or an aware datetime)."""
+        return self.request("zcor/history/at", self._time_param(time))
 
     def subscribe(self) -> None:
         self.request("zcor/subscribe")

@@ -32,3 +32,34 @@ def test_operator_reverts_the_bots_merge_and_the_bot_cannot(daemon):
         with pytest.raises(ToolError) as bad:
             op.request("zcor/history/at", {"time": "yesterday"})
         assert bad.value.code == "invalid_argument" and bad.value.field == "time"
+
+
+async def test_the_client_helpers_speak_the_undo_methods(daemon):
+    """Client.history_* and AsyncClient.history_* send the documented params."""
+    with daemon.client("operator") as op:
+        m = op.call_tool("zcor_memory_write", {"title": "旧标题", "content": "a"})["id"]
+        op.call_tool("zcor_memory_write", {"id": m, "title": "新标题", "content": "a"})
+        seq = op.call_tool("zcor_memory_history", {"limit": 1})["items"][0]["seq"]
+        preview = op.history_revert(seq, preview=True)
+        assert preview["ok"] and [(c["kind"], c["target"]) for c in preview["changes"]] == [("node.update", m)]
+        assert op.call_tool("zcor_memory_read", {"id": m})["title"] == "新标题"
+        versions = op.history_versions(m)["items"]
+        assert [v["record"]["title"] for v in versions] == ["旧标题", "新标题"]
+        past = op.history_at(versions[0]["at"])
+        assert {n["id"]: n["title"] for n in past["nodes"]}[m] == "旧标题"
+    op = await daemon.aclient("operator")
+    try:
+        reverted = await op.history_revert(seq)
+        assert reverted["reverted"] == seq and reverted["seq"] > seq
+        assert (await op.call_tool("zcor_memory_read", {"id": m}))["title"] == "旧标题"
+        back = await op.history_reinstate(m, versions[1]["changeId"])
+        assert back["changeId"] == versions[1]["changeId"]
+        assert [v["record"]["title"] for v in (await op.history_versions(m))["items"]][-1] == "新标题"
+        with pytest.raises(ToolError) as bad:
+            await op.history_at("2026-01-01T00:00:00")  # no offset
+        assert bad.value.field == "time"
+        with pytest.raises(ToolError) as conflict:
+            await op.history_revert(reverted["seq"])  # the reinstate changed the title since
+        assert conflict.value.code == "conflict" and m in conflict.value.message
+    finally:
+        await op.close()

@@ -24,6 +24,8 @@ from ..widgets.memory_tree import Item, MemoryTree, More, Slot
 from ..widgets.node_detail import NodeDetail
 from .base import ZcorScreen
 from .dialogs import ConfirmDialog, MergeForm, NodeForm, NodePicker, PromptDialog, SupersedeForm
+from .timetravel import TimeTravelScreen
+from .versions import VersionsScreen
 
 DETAIL_DELAY = 0.12
 """Seconds the cursor must rest on a memory before it is read (each read is logged)."""
@@ -51,6 +53,10 @@ class BrowseScreen(ZcorScreen):
         Binding("K", "rederive", "Re-derive keywords", show=False, id="browse.rederive",
                 tooltip="Derive the keywords of the selected memory and everything under it from their titles again"),
         Binding("r", "reload", "Refresh", show=False, id="browse.reload", tooltip="Reload the tree"),
+        Binding("h", "versions", "Versions", show=False, id="browse.versions",
+                tooltip="Every version of the selected memory: diffs between any two, restore one"),
+        Binding("T", "time_travel", "Time travel", show=False, id="browse.time_travel",
+                tooltip="The tree as it was at an instant you give (read-only)"),
     ]
 
     def __init__(self) -> None:
@@ -462,6 +468,14 @@ class BrowseScreen(ZcorScreen):
         if node_id:
             bare = node_id.isascii() and node_id.isdigit()  # `12` means m12
             self.reveal(f"m{node_id}" if bare else node_id)
+
+    def action_versions(self) -> None:
+        item = self._need_current()
+        if item is not None:
+            self.app.push_screen(VersionsScreen(item.id, item.title))
+
+    def action_time_travel(self) -> None:
+        self.app.push_screen(TimeTravelScreen())
 
     def palette_commands(self) -> Iterable[SystemCommand]:
         yield SystemCommand("New root memory", "Create a memory at the top level", self.action_new_root)

@@ -41,6 +41,14 @@ class HelpScreen(ModalScreen[None]):
                 [b for b in ZcorApp.BINDINGS if isinstance(b, Binding) and b.show])
         for n, (_, title, cls) in enumerate(SCREENS_IN_ORDER, 1):
             section(f"{n} {title}", cls.HELP, list(cls.BINDINGS))
+        from .revert import RevertScreen
+        from .timetravel import TimeTravelScreen
+        from .versions import VersionsScreen
+
+        section("Revert", "History u: zcord's preview of the revert, then confirm", list(RevertScreen.BINDINGS))
+        section("Versions", "Browse h: every version of a memory, diffs, restore", list(VersionsScreen.BINDINGS))
+        section("Time travel", "Browse T: the tree at an instant (2026-01-31 20:00, -2h, -3d), read-only",
+                list(TimeTravelScreen.BINDINGS))
         table.add_row(Text("Dialogs", style="bold reverse"), Text("^s saves · Esc cancels · Tab next field",
                                                                    style="italic"))
         with Vertical(id="dialog", classes="help"):

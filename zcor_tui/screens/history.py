@@ -25,6 +25,7 @@ from ..diff import change_view
 from ..format import change_targets, compact_json, when
 from ..messages import MemoryChanged, NodeRequested
 from .base import ZcorScreen
+from .revert import RevertScreen
 
 PAGE_SIZE = 50
 BATCH = 100
@@ -52,6 +53,8 @@ class HistoryScreen(ZcorScreen):
         Binding("ctrl+b", "page(-1)", "Prev page", id="history.prev", tooltip="Newer records"),
         Binding("ctrl+o", "open", "Open node", id="history.open", tooltip="Show the changed memory in Browse"),
         Binding("r", "reload", "Refresh", show=False, id="history.reload", tooltip="Load the newest records"),
+        Binding("u", "revert", "Revert", id="history.revert",
+                tooltip="Undo the selected operation: preview what changes, then confirm"),
     ]
 
     def __init__(self) -> None:
@@ -260,3 +263,12 @@ class HistoryScreen(ZcorScreen):
             self.post_message(NodeRequested(target))
         else:
             self.notify("This record names no memory to open.", severity="warning")
+
+    def action_revert(self) -> None:
+        if self.selected is None:
+            self.notify("Select the operation to revert.", severity="warning")
+        elif not self.selected.get("changes"):
+            self.notify(f"Operation #{self.selected['seq']} changed nothing; there is nothing to revert.",
+                        severity="warning")
+        else:
+            self.app.push_screen(RevertScreen(self.selected["seq"], self.selected))
