@@ -7,6 +7,7 @@ so a failed save leaves memory exactly as it was before the call.
 from __future__ import annotations
 
 import bisect
+from array import array
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,18 +18,76 @@ from .text import cjk_count, has_cjk, normalize, term_key, title_seq, title_word
 
 @dataclass(slots=True)
 class NodeIndex:
-    """Precomputed comparison forms of one node, rebuilt whenever the node object changes."""
+    """Precomputed retrieval forms of one current or superseded node, rebuilt whenever the
+    node object changes: its updatedAt as a number, the title's length in words (a CJK
+    character counts half), the normalized title (the title object itself when normalizing
+    changes nothing) and its non-CJK words folded in order (None for a CJK run; empty for an
+    all-CJK title). Keyword keys are not kept: they are derived again from the node."""
 
-    rank: int
     updated: float
-    norm_title: str
-    norm_content: str
-    norm_keywords: frozenset[str]
-    # retrieval forms: keyword keys (term_key), the title's non-CJK words folded in order
-    # (None for a CJK run), and the title's length in words (a CJK character counts half)
-    keyword_keys: frozenset[str]
-    title_seq: tuple[str | None, ...]
     title_len: float
+    norm_title: str
+    title_seq: tuple[str | None, ...]
+
+
+class Postings(dict):
+    """term -> ids of the nodes holding it. One id is kept as the id string itself (most
+    title words and whole titles belong to one node; a set costs 216 bytes), more as a set.
+    `get` answers a set-like either way (a frozenset for one id): callers never change it."""
+
+    __slots__ = ()
+
+    def get(self, key, default=None):
+        v = dict.get(self, key)
+        if v is None:
+            return default
+        return frozenset((v,)) if type(v) is str else v
+
+    def add(self, key: str, node_id: str) -> None:
+        v = dict.get(self, key)
+        if v is None:
+            self[key] = node_id
+        elif type(v) is str:
+            if v != node_id:
+                self[key] = {v, node_id}
+        else:
+            v.add(node_id)
+
+    def discard(self, key: str, node_id: str) -> bool:
+        """Remove node_id from key's postings; whether it was there."""
+        v = dict.get(self, key)
+        if v is None:
+            return False
+        if type(v) is str:
+            if v != node_id:
+                return False
+            del self[key]
+            return True
+        if node_id not in v:
+            return False
+        v.discard(node_id)
+        if len(v) == 1:
+            self[key] = next(iter(v))
+        return True
+
+
+TEXT_CHUNK = 4096
+"""Nodes per piece of the query text blob (by rank): a write rebuilds one piece only."""
+
+INDEX_STEP = 2000
+"""Nodes indexed per step of the background index build (one short hold of the lock)."""
+
+
+class _TextChunk:
+    """The normalized titles and contents of up to TEXT_CHUNK nodes (consecutive ranks), as
+    one string searched with str.find: "title\x00content\x01" per node."""
+
+    __slots__ = ("ids", "blob", "starts")
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.blob: str | None = None
+        self.starts: array | None = None
 
 
 @dataclass(slots=True)
@@ -67,7 +126,8 @@ class MemoryState:
 
     def _load_parts(self, nodes, important, relationships, next_id) -> None:
         self.nodes: dict[str, Node] = {}
-        self.index: dict[str, NodeIndex] = {}
+        self.rank: dict[str, int] = {}  # creation order, kept by updates and by an undone delete
+        self.index: dict[str, NodeIndex] = {}  # retrieval forms: see ensure_index
         self.children: dict[str | None, list[str]] = {None: []}
         self.links: dict[str, set[str]] = {}
         self.replaced: dict[str, set[str]] = {}
@@ -77,23 +137,58 @@ class MemoryState:
         # retrieval indexes over current nodes only: CJK title n-grams (1 and 2 characters),
         # folded non-CJK title words, keyword keys, whole-title keys; their sizes give
         # each term's document frequency for weighted ranking
-        self.title_grams: dict[str, set[str]] = {}
-        self.title_words: dict[str, set[str]] = {}
-        self.keyword_ids: dict[str, set[str]] = {}
-        self.title_keys: dict[str, set[str]] = {}
+        self.title_grams: Postings = Postings()
+        self.title_words: Postings = Postings()
+        self.keyword_ids: Postings = Postings()
+        self.title_keys: Postings = Postings()
         self.mixed_keywords: dict[str, int] = {}  # keyword keys with CJK and other letters
         self.current_count = 0
         self.title_len_sum = 0.0
         self.pending_words: list[str] = []
         self._rank = 0
         self._rel_rank = 0
-        self._text_blob: tuple[str, list[int], list[str]] | None = None
+        self._text: dict[int, _TextChunk] | None = None  # rank // TEXT_CHUNK -> piece; built by a query
+        # ids loaded but maybe not yet in the retrieval indexes (built by ensure_index or in
+        # steps by index_step); None once every node is indexed
+        self._unindexed: list[str] | None = None
+        self._unindexed_at = 0
         self.next_id = next_id
-        for node in nodes:
-            self._put_node(node)
+        self._load_nodes(nodes)
         for rel in relationships:
             self._put_rel(rel)
         self.important: list[str] = list(important)
+
+    # -- the retrieval indexes: built after loading, in steps or at once ----------------
+
+    @property
+    def indexed(self) -> bool:
+        """Whether the retrieval indexes (title grams and words, keyword ids, whole titles,
+        `index`, counts, pending_words) cover every node."""
+        return self._unindexed is None
+
+    def index_step(self, n: int = INDEX_STEP) -> bool:
+        """Index up to n more loaded nodes; False once every node is indexed."""
+        todo = self._unindexed
+        if todo is None:
+            return False
+        at = self._unindexed_at
+        end = min(len(todo), at + n)
+        nodes, index = self.nodes, self.index
+        for node_id in todo[at:end]:
+            node = nodes.get(node_id)
+            if node is not None and node_id not in index:
+                self._index_node(node)
+        if end >= len(todo):
+            self._unindexed = None
+            self._unindexed_at = 0
+            return False
+        self._unindexed_at = end
+        return True
+
+    def ensure_index(self) -> None:
+        """Finish building the retrieval indexes (every caller of them runs this first)."""
+        if self._unindexed is not None:
+            self.index_step(len(self._unindexed))
 
     # -- queries -----------------------------------------------------------------
 
@@ -123,8 +218,11 @@ class MemoryState:
 
     def _sibling_insert(self, parent: str | None, node_id: str) -> None:
         siblings = self.children.setdefault(parent, [])
-        rank = self.index[node_id].rank
-        pos = bisect.bisect_left(siblings, rank, key=lambda i: self.index[i].rank)
+        rank = self.rank[node_id]
+        if not siblings or self.rank[siblings[-1]] < rank:
+            siblings.append(node_id)
+            return
+        pos = bisect.bisect_left(siblings, rank, key=self.rank.__getitem__)
         siblings.insert(pos, node_id)
 
     def _sibling_remove(self, parent: str | None, node_id: str) -> None:
@@ -136,94 +234,169 @@ class MemoryState:
 
     def text_matches(self, keyword: str) -> list[str] | None:
         """Ids of nodes whose normalized title or content contains the normalized keyword,
-        found with str.find over one blob of all texts (None: keyword unusable here)."""
+        found with str.find over the text blob's pieces (None: keyword unusable here)."""
         if "\x00" in keyword or "\x01" in keyword or not keyword:
             return None
-        if self._text_blob is None:
-            starts, ids, parts = [], [], []
-            pos = 0
-            for node_id, idx in self.index.items():
-                starts.append(pos)
-                ids.append(node_id)
-                piece = f"{idx.norm_title}\x00{idx.norm_content}\x01"
-                parts.append(piece)
-                pos += len(piece)
-            self._text_blob = ("".join(parts), starts, ids)
-        blob, starts, ids = self._text_blob
-        out = []
-        at = blob.find(keyword)
-        while at >= 0:
-            i = bisect.bisect_right(starts, at) - 1
-            out.append(ids[i])
-            nxt = starts[i + 1] if i + 1 < len(starts) else len(blob)
-            at = blob.find(keyword, nxt)
+        if self._text is None:
+            chunks: dict[int, _TextChunk] = {}
+            rank = self.rank
+            for node_id in self.nodes:
+                k = rank[node_id] // TEXT_CHUNK
+                chunk = chunks.get(k)
+                if chunk is None:
+                    chunk = chunks[k] = _TextChunk()
+                chunk.ids.append(node_id)
+            self._text = chunks
+        out: list[str] = []
+        for chunk in self._text.values():
+            if chunk.blob is None:
+                self._fill_chunk(chunk)
+            blob, starts, ids = chunk.blob, chunk.starts, chunk.ids
+            at = blob.find(keyword)
+            while at >= 0:
+                i = bisect.bisect_right(starts, at) - 1
+                out.append(ids[i])
+                nxt = starts[i + 1] if i + 1 < len(starts) else len(blob)
+                at = blob.find(keyword, nxt)
         return out
 
+    def _fill_chunk(self, chunk: _TextChunk) -> None:
+        starts = array("q")
+        parts = []
+        pos = 0
+        nodes = self.nodes
+        for node_id in chunk.ids:
+            node = nodes[node_id]
+            starts.append(pos)
+            piece = f"{normalize(node.title)}\x00{normalize(node.content)}\x01"
+            parts.append(piece)
+            pos += len(piece)
+        chunk.blob = "".join(parts)
+        chunk.starts = starts
+
+    def _text_changed(self, node_id: str, added: bool = False, removed: bool = False) -> None:
+        """Keep the blob's pieces in step with a node put or removed (its piece is rebuilt by
+        the next query)."""
+        chunks = self._text
+        if chunks is None:
+            return
+        rank = self.rank[node_id]
+        k = rank // TEXT_CHUNK
+        chunk = chunks.get(k)
+        if chunk is None:
+            chunk = _TextChunk()
+            chunks[k] = chunk
+            self._text = dict(sorted(chunks.items()))
+        chunk.blob = chunk.starts = None
+        if added:
+            ids = chunk.ids
+            if not ids or self.rank[ids[-1]] < rank:
+                ids.append(node_id)
+            else:
+                ids.insert(bisect.bisect_left(ids, rank, key=self.rank.__getitem__), node_id)
+        elif removed:
+            chunk.ids.remove(node_id)
+            if not chunk.ids:
+                del chunks[k]
+
+    def _load_nodes(self, nodes: Iterable[Node]) -> None:
+        """Nodes of a file, in order: the tree, ranks and links now; the retrieval indexes
+        later (ensure_index / index_step)."""
+        todo = []
+        put = self._put_node
+        for node in nodes:
+            node_id = node.id
+            if node_id in self.nodes:
+                put(node)  # a repeated id (refused by the loaders afterwards): the later one wins
+                continue
+            self._rank += 1
+            self.nodes[node_id] = node
+            self.rank[node_id] = self._rank
+            parent = node.parent_id
+            siblings = self.children.get(parent)
+            if siblings is None:
+                self.children[parent] = [node_id]
+            else:
+                siblings.append(node_id)
+            if node.superseded_by is not None:
+                self.replaced.setdefault(node.superseded_by, set()).add(node_id)
+            todo.append(node_id)
+        if todo:
+            self._unindexed = todo
+            self._unindexed_at = 0
+
     def _put_node(self, node: Node, rank: int | None = None) -> None:
-        self._text_blob = None
-        old = self.nodes.get(node.id)
+        node_id = node.id
+        old = self.nodes.get(node_id)
         if old is not None:
-            rank = self.index[node.id].rank
+            rank = self.rank[node_id]
             if old.parent_id != node.parent_id:
-                self._sibling_remove(old.parent_id, node.id)
+                self._sibling_remove(old.parent_id, node_id)
             if old.superseded_by is not None:
-                self._unlink_replaced(old.superseded_by, node.id)
+                self._unlink_replaced(old.superseded_by, node_id)
         elif rank is None:
             self._rank += 1
             rank = self._rank
         else:
             self._rank = max(self._rank, rank)
-        if old is not None:
-            self._unindex_words(node.id, self.index[node.id])
-        self.nodes[node.id] = node
-        norm_title = normalize(node.title)
-        norm_keywords = frozenset(normalize(k) for k in node.keywords)
+        idx = self.index.pop(node_id, None)
+        if idx is not None:
+            self._unindex_words(node_id, idx, old)
+        self.nodes[node_id] = node
+        self.rank[node_id] = rank
+        self._text_changed(node_id, added=old is None)
+        if idx is not None or old is None or self._unindexed is None:
+            self._index_node(node)
+        # else: loaded and not indexed yet; the build indexes the node's current version
+        if old is None or old.parent_id != node.parent_id:
+            self._sibling_insert(node.parent_id, node_id)
+        if node.superseded_by is not None:
+            self.replaced.setdefault(node.superseded_by, set()).add(node_id)
+
+    def _index_node(self, node: Node) -> None:
+        title = node.title
+        norm_title = normalize(title)
+        if norm_title == title:
+            norm_title = title  # one string object, not two
         seq = title_seq(norm_title)
         idx = self.index[node.id] = NodeIndex(
-            rank=rank,
             updated=node.updated_at.timestamp(),
-            norm_title=norm_title,
-            norm_content=normalize(node.content),
-            norm_keywords=norm_keywords,
-            keyword_keys=_keys_of(norm_keywords),
-            title_seq=seq,
             title_len=max(1.0, sum(1 for w in seq if w is not None) + cjk_count(norm_title) / 2),
+            norm_title=norm_title,
+            title_seq=seq,
         )
         if node.superseded_by is None:
-            self._index_words(node.id, idx)
-        if old is None or old.parent_id != node.parent_id:
-            self._sibling_insert(node.parent_id, node.id)
-        if node.superseded_by is not None:
-            self.replaced.setdefault(node.superseded_by, set()).add(node.id)
+            self._index_words(node, idx)
 
-    def _index_words(self, node_id: str, idx: NodeIndex) -> None:
+    def _index_words(self, node: Node, idx: NodeIndex) -> None:
+        node_id = node.id
+        add = self.title_grams.add
         for gram in _grams(idx.norm_title):
-            self.title_grams.setdefault(gram, set()).add(node_id)
+            add(gram, node_id)
+        add = self.title_words.add
         for word in _word_keys(idx):
-            self.title_words.setdefault(word, set()).add(node_id)
-        for kw in idx.keyword_keys:
-            self.keyword_ids.setdefault(kw, set()).add(node_id)
+            add(word, node_id)
+        norm_keywords, keyword_keys = _keyword_forms(node)
+        add = self.keyword_ids.add
+        for kw in keyword_keys:
+            add(kw, node_id)
             if _mixed(kw):
                 self.mixed_keywords[kw] = self.mixed_keywords.get(kw, 0) + 1
-        self.title_keys.setdefault(_title_key(idx), set()).add(node_id)
+        self.title_keys.add(_title_key(idx), node_id)
         self.current_count += 1
         self.title_len_sum += idx.title_len
-        self.pending_words.extend(idx.norm_keywords)
+        self.pending_words.extend(norm_keywords)
 
-    def _unindex_words(self, node_id: str, idx: NodeIndex) -> None:
-        removed = False
+    def _unindex_words(self, node_id: str, idx: NodeIndex, node: Node) -> None:
+        if node.superseded_by is not None:
+            return  # a superseded node: never in the word tables
+        keyword_keys = _keyword_forms(node)[1]
         for table, keys in ((self.title_grams, _grams(idx.norm_title)), (self.title_words, _word_keys(idx)),
-                            (self.keyword_ids, idx.keyword_keys), (self.title_keys, (_title_key(idx),))):
+                            (self.keyword_ids, keyword_keys), (self.title_keys, (_title_key(idx),))):
+            discard = table.discard
             for key in keys:
-                ids = table.get(key)
-                if ids is not None and node_id in ids:
-                    removed = True
-                    ids.discard(node_id)
-                    if not ids:
-                        del table[key]
-        if not removed:
-            return  # a superseded node: never indexed
-        for kw in idx.keyword_keys:
+                discard(key, node_id)
+        for kw in keyword_keys:
             n = self.mixed_keywords.get(kw)
             if n is not None:
                 if n <= 1:
@@ -270,20 +443,23 @@ class MemoryState:
             if not ids:
                 del self.replaced[target]
 
-    def _remove_node(self, node_id: str) -> NodeIndex:
-        self._text_blob = None
+    def _remove_node(self, node_id: str) -> int:
+        """Remove a node; returns its rank (for _restore_node)."""
+        self._text_changed(node_id, removed=True)
         node = self.nodes.pop(node_id)
-        self._unindex_words(node_id, self.index[node_id])
+        idx = self.index.pop(node_id, None)
+        if idx is not None:
+            self._unindex_words(node_id, idx, node)
         self._sibling_remove(node.parent_id, node_id)
         if node.superseded_by is not None:
             self._unlink_replaced(node.superseded_by, node_id)
-        return self.index.pop(node_id)
+        return self.rank.pop(node_id)
 
-    def _restore_node(self, node: Node, idx: NodeIndex) -> None:
+    def _restore_node(self, node: Node, rank: int) -> None:
         """Put back a removed node with its original rank (undo of a delete)."""
-        self._put_node(node, rank=idx.rank)
+        self._put_node(node, rank=rank)
         # dicts keep insertion order = creation order; re-sort after an undo of a delete.
-        self.nodes = dict(sorted(self.nodes.items(), key=lambda kv: self.index[kv[0]].rank))
+        self.nodes = dict(sorted(self.nodes.items(), key=lambda kv: self.rank[kv[0]]))
 
     def _put_rel(self, rel: Relationship, rank: int | None = None) -> None:
         old = self.relationships.get(rel.person_id)
@@ -431,7 +607,7 @@ class Tx:
             self._undo.pop()()
 
 
-_PART_ATTRS = ("_text_blob", "nodes", "index", "children", "links", "replaced", "relationships", "rel_index",
+_PART_ATTRS = ("_text", "_unindexed", "_unindexed_at", "nodes", "rank", "index", "children", "links", "replaced", "relationships", "rel_index",
                "alias_ids",
                "title_grams", "title_words", "keyword_ids", "title_keys", "mixed_keywords", "current_count",
                "title_len_sum", "pending_words", "_rank", "_rel_rank", "important", "next_id")
@@ -452,12 +628,14 @@ def _title_key(idx: NodeIndex) -> str:
     return idx.norm_title if key == idx.norm_title else key  # one string object, not two
 
 
-def _keys_of(norm_keywords: frozenset[str]) -> frozenset[str]:
-    """Keyword keys (term_key); the very same frozenset when every key is its keyword."""
-    keys = [(w, term_key(w)) for w in norm_keywords]
+def _keyword_forms(node: Node) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A node's distinct normalized keywords, and their distinct keys (term_key): the same
+    tuple when every key is its keyword (an empty key is then kept, else dropped)."""
+    norm = tuple(dict.fromkeys(k if (n := normalize(k)) == k else n for k in node.keywords))
+    keys = [(w, term_key(w)) for w in norm]
     if all(w == k for w, k in keys):
-        return norm_keywords
-    return frozenset(k for _, k in keys if k)
+        return norm, norm
+    return norm, tuple(dict.fromkeys(k for _, k in keys if k))
 
 
 def _mixed(key: str) -> bool:

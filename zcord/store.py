@@ -17,11 +17,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import orjson
 from pydantic import ValidationError
 
 from .errors import InvalidArgument, MemoryDirInUse, NotFound, StateFileInvalid, StorageError
 from .fsutil import atomic_write, fsync_dir, make_dir, read_nofollow, remove_stale_tmp
-from .models import MAX_IMPORTANT, STATE_VERSION, Change, Node, Relationship, StateFile
+from .models import MAX_IMPORTANT, NODE_ALIASES, STATE_VERSION, Change, Node, NodeModel, Relationship, StateFile
 from .prefix import PERSONA_TEMPLATE
 from .state import MemoryState, Migration
 from .text import derive_keywords
@@ -273,31 +274,35 @@ def _next_id_after(nodes: list[Node]) -> int:
 
 
 def check_invariants(state: MemoryState, name: str) -> None:
-    """Refuse a state whose references do not hold (the tools never produce one)."""
+    """Refuse a state whose references do not hold (the tools never produce one). Linear:
+    each node's parent chain is walked once."""
     problems = []
-    for node in state.nodes.values():
-        if node.parent_id is not None and node.parent_id not in state.nodes:
+    nodes = state.nodes
+    for node in nodes.values():
+        if node.parent_id is not None and node.parent_id not in nodes:
             problems.append(f"node {node.id} has unknown parent {node.parent_id}")
-        if node.superseded_by is not None and node.superseded_by not in state.nodes:
+        if node.superseded_by is not None and node.superseded_by not in nodes:
             problems.append(f"node {node.id} is superseded by unknown node {node.superseded_by}")
-    seen: set[str] = set()
-    for node_id in state.nodes:
-        path: set[str] = set()
+    done: set[str] = set()  # nodes whose chain ends at a root or an unknown parent
+    for node_id in nodes:
+        if node_id in done:
+            continue
+        path: dict[str, None] = {}
         cur: str | None = node_id
-        while cur is not None and cur not in seen and cur in state.nodes:
+        while cur is not None and cur not in done and cur in nodes:
             if cur in path:
                 problems.append(f"parent cycle through node {cur}")
                 break
-            path.add(cur)
-            cur = state.nodes[cur].parent_id
-        seen |= path
+            path[cur] = None
+            cur = nodes[cur].parent_id
+        done.update(path)
     if len(set(state.important)) != len(state.important):
         problems.append("the important list repeats an id")
     for node_id in state.important:
-        if node_id not in state.nodes:
+        if node_id not in nodes:
             problems.append(f"important id {node_id} names no node")
     for rel in state.relationships.values():
-        if rel.memory_node_id is not None and rel.memory_node_id not in state.nodes:
+        if rel.memory_node_id is not None and rel.memory_node_id not in nodes:
             problems.append(f"relationship {rel.person_id} links unknown node {rel.memory_node_id}")
     if problems:
         raise StateFileInvalid(f"{name} is inconsistent: " + "; ".join(problems[:5]))
@@ -335,6 +340,141 @@ def _json_document(raw: bytes, name: str) -> Any:
         raise StateFileInvalid(f"{name} nests arrays or objects too deeply to be a zcor state") from None
 
 
+def _state_of(sf: StateFile, name: str, history_dir: Path | None) -> MemoryState:
+    """The state of a format-3 file pydantic validated."""
+    nodes = _share_ids([n.to_node() for n in sf.nodes])
+    _unique(nodes, lambda n: n.id, "memory id", name)
+    _unique(sf.relationships, lambda r: r.person_id, "personId", name)
+    _check_segments(sf.history_segments, history_dir, name)
+    state = MemoryState(nodes, sf.important, sf.relationships, sf.history, sf.next_id, sf.history_segments)
+    check_invariants(state, name)
+    return state
+
+
+def _share_ids(nodes: list[Node]) -> list[Node]:
+    """The nodes with each parentId / supersededBy that names a node being that node's own
+    id object (one string in RAM, not one per reference)."""
+    ids = {n.id: n.id for n in nodes}
+    out = []
+    for n in nodes:
+        p, s = n.parent_id, n.superseded_by
+        if (p is not None and ids.get(p, p) is not p) or (s is not None and ids.get(s, s) is not s):
+            n = n.model_copy(update={"parent_id": ids.get(p, p), "superseded_by": ids.get(s, s)})
+        out.append(n)
+    return out
+
+
+_HEAD_KEYS = frozenset(("version", "nextId", "nodes", "important", "relationships", "historySegments", "history"))
+_NODE_KEYS = frozenset(NODE_ALIASES)
+_NODE_REQUIRED = frozenset(("id", "title", "content", "createdAt", "updatedAt"))
+_TIME_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,6})?(?:Z|[+-]\d\d:\d\d)")
+
+
+class _NotFast(Exception):
+    """The fast loader met something it does not check itself: the pydantic path decides."""
+
+
+def _fast_state(raw: bytes) -> tuple[list[Node], dict[str, Any], list[Relationship], list[Change]] | None:
+    """A format-3 state file checked by hand: (nodes, head fields, relationships, history), or
+    None when anything is unusual, for the pydantic path to accept it or word the error.
+
+    The hand checks accept a subset of what StateFile validation accepts (the JSON names,
+    exact JSON types, times with an offset in the one form zcord writes, plus Z): every node
+    goes through them (pydantic costs about 20 µs a node), the few relationships and inline
+    changes through pydantic."""
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    try:
+        if type(doc) is not dict or not doc.keys() <= _HEAD_KEYS:
+            raise _NotFast
+        version, next_id = doc.get("version"), doc.get("nextId")
+        if type(version) is not int or version != STATE_VERSION or type(next_id) is not int or next_id < 1:
+            raise _NotFast
+        head: dict[str, Any] = {"nextId": next_id}
+        for key, limit in (("important", MAX_IMPORTANT), ("historySegments", None)):
+            value = doc.get(key, [])
+            if type(value) is not list or not all(type(v) is str for v in value) or \
+                    (limit is not None and len(value) > limit):
+                raise _NotFast
+            head[key] = value
+        records = doc.get("nodes", [])
+        rels = doc.get("relationships", [])
+        changes = doc.get("history", [])
+        if type(records) is not list or type(rels) is not list or type(changes) is not list:
+            raise _NotFast
+        nodes = _fast_nodes(records)
+        del doc, records
+        try:
+            rel_list = [Relationship.model_validate(r) for r in rels]
+            history = [Change.model_validate(c) for c in changes]
+        except ValidationError:
+            raise _NotFast from None
+    except _NotFast:
+        return None
+    return nodes, head, rel_list, history
+
+
+def _fast_nodes(records: list) -> list[Node]:
+    ids: dict[str, str] = {}
+    for rec in records:
+        if type(rec) is not dict:
+            raise _NotFast
+        node_id = rec.get("id")
+        if type(node_id) is not str:
+            raise _NotFast
+        ids[node_id] = node_id
+    times: dict[str, datetime] = {}
+    zones: dict[Any, Any] = {}
+    intern = sys.intern
+    new = tuple.__new__
+    nodes = []
+    for rec in records:
+        keys = rec.keys()
+        if not (_NODE_REQUIRED <= keys <= _NODE_KEYS):
+            raise _NotFast
+        title, content = rec["title"], rec["content"]
+        if type(title) is not str or type(content) is not str:
+            raise _NotFast
+        keywords = rec.get("keywords", ())
+        if type(keywords) is not list:
+            raise _NotFast
+        kws = []
+        for k in keywords:
+            if type(k) is not str:
+                raise _NotFast
+            kws.append(intern(k))
+        parent, source, by, reason = (rec.get("parentId"), rec.get("sourceMessage"), rec.get("supersededBy"),
+                                      rec.get("supersedeReason"))
+        for v in (parent, source, by, reason):
+            if v is not None and type(v) is not str:
+                raise _NotFast
+        stamps = []
+        for key in ("createdAt", "updatedAt"):
+            text = rec[key]
+            t = times.get(text) if type(text) is str else None
+            if t is None:
+                if type(text) is not str or not _TIME_RE.fullmatch(text):
+                    raise _NotFast
+                try:
+                    t = datetime.fromisoformat(text)
+                except ValueError:
+                    raise _NotFast from None
+                off = t.utcoffset()
+                tz = zones.get(off)
+                if tz is None:
+                    tz = zones[off] = t.tzinfo
+                else:
+                    t = t.replace(tzinfo=tz)
+                times[text] = t
+            stamps.append(t)
+        node_id = rec["id"]
+        nodes.append(new(Node, (node_id, title, content, tuple(kws), ids.get(parent, parent) if parent else parent,
+                                source, stamps[0], stamps[1], ids.get(by, by) if by else by, reason)))
+    return nodes
+
+
 def parse_state(raw: bytes, name: str, history_dir: Path | None = None) -> MemoryState:
     """Parse a state of any supported format (legacy array, version 1, 2 or 3).
 
@@ -342,19 +482,22 @@ def parse_state(raw: bytes, name: str, history_dir: Path | None = None) -> Memor
         history_dir: where this state's sealed history segments must exist (None: not checked).
     """
     if raw.lstrip()[:1] == b"{" and b'"version":3' in raw[:64]:
+        fast = _fast_state(raw)
+        if fast is not None:
+            nodes, head, rels, history = fast
+            _unique(nodes, lambda n: n.id, "memory id", name)
+            _unique(rels, lambda r: r.person_id, "personId", name)
+            _check_segments(head["historySegments"], history_dir, name)
+            state = MemoryState(nodes, head["important"], rels, history, head["nextId"], head["historySegments"])
+            check_invariants(state, name)
+            return state
         try:
             sf = StateFile.model_validate_json(raw)
         except ValidationError as e:
             if not any(err["type"] == "json_invalid" for err in e.errors()):
                 raise StateFileInvalid(f"{name} fails validation: {describe_validation(e)}") from None
         else:
-            _unique(sf.nodes, lambda n: n.id, "memory id", name)
-            _unique(sf.relationships, lambda r: r.person_id, "personId", name)
-            _check_segments(sf.history_segments, history_dir, name)
-            state = MemoryState(sf.nodes, sf.important, sf.relationships, sf.history, sf.next_id,
-                                sf.history_segments)
-            check_invariants(state, name)
-            return state
+            return _state_of(sf, name, history_dir)
     doc = _json_document(raw, name)
     if isinstance(doc, list):
         nodes = _old_nodes(doc, name, with_keywords=True)
@@ -368,11 +511,7 @@ def parse_state(raw: bytes, name: str, history_dir: Path | None = None) -> Memor
             sf = StateFile.model_validate_json(raw)
         except ValidationError as e:
             raise StateFileInvalid(f"{name} fails validation: {describe_validation(e)}") from None
-        _unique(sf.nodes, lambda n: n.id, "memory id", name)
-        _unique(sf.relationships, lambda r: r.person_id, "personId", name)
-        _check_segments(sf.history_segments, history_dir, name)
-        state = MemoryState(sf.nodes, sf.important, sf.relationships, sf.history, sf.next_id,
-                            sf.history_segments)
+        return _state_of(sf, name, history_dir)
     elif doc.get("version") in (1, 2):
         version = doc["version"]
         nodes = _old_nodes(doc.get("memories", []), f"{name}: memories", with_keywords=version == 2)
@@ -415,7 +554,7 @@ def parse_backup(raw: bytes, name: str) -> MemoryState:
     except ValidationError as e:
         raise StateFileInvalid(f"{name} fails validation: {describe_validation(e)}") from None
     items: dict[str, list] = {}
-    for key, model in (("nodes", Node), ("relationships", Relationship), ("history", Change)):
+    for key, model in (("nodes", NodeModel), ("relationships", Relationship), ("history", Change)):
         if not isinstance(parts[key], list):
             raise StateFileInvalid(f"{name} fails validation: {key}: expected an array")
         out = []
@@ -425,6 +564,7 @@ def parse_backup(raw: bytes, name: str) -> MemoryState:
             except ValidationError as e:
                 raise StateFileInvalid(f"{name} fails validation: {key}[{i}]: {describe_validation(e)}") from None
         items[key] = out
+    items["nodes"] = _share_ids([n.to_node() for n in items["nodes"]])
     _unique(items["nodes"], lambda n: n.id, "memory id", name)
     _unique(items["relationships"], lambda r: r.person_id, "personId", name)
     _check_segments(head.history_segments, None, name)
