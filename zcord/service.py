@@ -683,8 +683,15 @@ class Service:
         return derive_keywords(title)
 
     def warm(self) -> None:
-        """Load jieba, teach it the Memory's words and index the log (a daemon runs this in
-        the background after it is ready, so the first calls do not pay for it)."""
+        """Build the retrieval indexes, load jieba, teach it the Memory's words and index the
+        log (a daemon runs this in the background after it is ready, so the first calls do not
+        pay for it). The indexes are built in steps of a few thousand nodes, each under the
+        lock, so calls are answered in between; a call that needs them finishes the build."""
+        while True:
+            with self.lock:
+                if not self.state.index_step():
+                    break
+            time.sleep(0.0005)  # let a waiting call take the lock
         tokenizer()
         with self.lock:
             self._refresh_synonyms()

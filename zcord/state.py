@@ -7,13 +7,14 @@ so a failed save leaves memory exactly as it was before the call.
 from __future__ import annotations
 
 import bisect
+import functools
 from array import array
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .models import Change, Node, Relationship
-from .text import cjk_count, has_cjk, normalize, term_key, title_seq, title_word_keys
+from .text import _CJK_CHAR, cjk_count, has_cjk, normalize, term_key, title_seq, title_word_keys
 
 
 @dataclass(slots=True)
@@ -302,27 +303,28 @@ class MemoryState:
     def _load_nodes(self, nodes: Iterable[Node]) -> None:
         """Nodes of a file, in order: the tree, ranks and links now; the retrieval indexes
         later (ensure_index / index_step)."""
-        todo = []
-        put = self._put_node
+        nodes = list(nodes)
+        ids = [n.id for n in nodes]
+        self.nodes = dict(zip(ids, nodes))
+        if len(self.nodes) != len(nodes):  # a repeated id (refused by the loaders): the later one wins
+            self.nodes = {}
+            for node in nodes:
+                self._put_node(node)
+            return
+        self.rank = dict(zip(ids, range(1, len(ids) + 1)))
+        self._rank = len(ids)
+        children = self.children
         for node in nodes:
-            node_id = node.id
-            if node_id in self.nodes:
-                put(node)  # a repeated id (refused by the loaders afterwards): the later one wins
-                continue
-            self._rank += 1
-            self.nodes[node_id] = node
-            self.rank[node_id] = self._rank
             parent = node.parent_id
-            siblings = self.children.get(parent)
+            siblings = children.get(parent)
             if siblings is None:
-                self.children[parent] = [node_id]
+                children[parent] = [node.id]
             else:
-                siblings.append(node_id)
+                siblings.append(node.id)
             if node.superseded_by is not None:
-                self.replaced.setdefault(node.superseded_by, set()).add(node_id)
-            todo.append(node_id)
-        if todo:
-            self._unindexed = todo
+                self.replaced.setdefault(node.superseded_by, set()).add(node.id)
+        if ids:
+            self._unindexed = ids
             self._unindexed_at = 0
 
     def _put_node(self, node: Node, rank: int | None = None) -> None:
@@ -370,12 +372,18 @@ class MemoryState:
 
     def _index_words(self, node: Node, idx: NodeIndex) -> None:
         node_id = node.id
-        add = self.title_grams.add
-        for gram in _grams(idx.norm_title):
-            add(gram, node_id)
-        add = self.title_words.add
-        for word in _word_keys(idx):
-            add(word, node_id)
+        # Postings.add, inlined (the build adds about 20 postings per node)
+        for table, keys in ((self.title_grams, _grams(idx.norm_title)), (self.title_words, _word_keys(idx))):
+            get = dict.get
+            for key in keys:
+                v = get(table, key)
+                if v is None:
+                    table[key] = node_id
+                elif type(v) is str:
+                    if v != node_id:
+                        table[key] = {v, node_id}
+                else:
+                    v.add(node_id)
         norm_keywords, keyword_keys = _keyword_forms(node)
         add = self.keyword_ids.add
         for kw in keyword_keys:
@@ -615,7 +623,15 @@ _PART_ATTRS = ("_text", "_unindexed", "_unindexed_at", "nodes", "rank", "index",
 
 def _grams(text: str) -> set[str]:
     """Every CJK character and every pair of adjacent characters holding one."""
-    return {g for g in (*text, *(text[i:i + 2] for i in range(len(text) - 1))) if has_cjk(g)}
+    out = set()
+    add = out.add
+    for m in _CJK_CHAR.finditer(text):
+        i = m.start()
+        add(text[i])
+        if i:
+            add(text[i - 1:i + 1])
+        add(text[i:i + 2])  # the character alone at the end: already there
+    return out
 
 
 def _word_keys(idx: NodeIndex) -> set[str]:
@@ -631,13 +647,25 @@ def _title_key(idx: NodeIndex) -> str:
 def _keyword_forms(node: Node) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """A node's distinct normalized keywords, and their distinct keys (term_key): the same
     tuple when every key is its keyword (an empty key is then kept, else dropped)."""
-    norm = tuple(dict.fromkeys(k if (n := normalize(k)) == k else n for k in node.keywords))
-    keys = [(w, term_key(w)) for w in norm]
-    if all(w == k for w, k in keys):
+    forms = [_keyword_form(k) for k in node.keywords]
+    norm = tuple(dict.fromkeys(n for n, _ in forms))
+    if all(n == k for n, k in forms):
         return norm, norm
-    return norm, tuple(dict.fromkeys(k for _, k in keys if k))
+    return norm, tuple(dict.fromkeys(k for _, k in forms if k))
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _keyword_form(keyword: str) -> tuple[str, str]:
+    """A keyword's normalized form (the keyword itself when normalizing changes nothing) and
+    its key; keywords repeat across a Memory, so they are worked out once."""
+    norm = normalize(keyword)
+    if norm == keyword:
+        norm = keyword
+    key = term_key(norm)
+    return norm, norm if key == norm else key
+
+
+@functools.lru_cache(maxsize=1 << 16)
 def _mixed(key: str) -> bool:
     """A key holding both CJK and other letters or digits (ktv包厢): found by substring."""
     return has_cjk(key) and any(ch.isalnum() and not has_cjk(ch) for ch in key)

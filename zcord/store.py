@@ -22,7 +22,7 @@ from pydantic import ValidationError
 
 from .errors import InvalidArgument, MemoryDirInUse, NotFound, StateFileInvalid, StorageError
 from .fsutil import atomic_write, fsync_dir, make_dir, read_nofollow, remove_stale_tmp
-from .models import MAX_IMPORTANT, NODE_ALIASES, STATE_VERSION, Change, Node, NodeModel, Relationship, StateFile
+from .models import MAX_IMPORTANT, STATE_VERSION, Change, Node, NodeModel, Relationship, StateFile
 from .prefix import PERSONA_TEMPLATE
 from .state import MemoryState, Migration
 from .text import derive_keywords
@@ -284,8 +284,10 @@ def check_invariants(state: MemoryState, name: str) -> None:
         if node.superseded_by is not None and node.superseded_by not in nodes:
             problems.append(f"node {node.id} is superseded by unknown node {node.superseded_by}")
     done: set[str] = set()  # nodes whose chain ends at a root or an unknown parent
-    for node_id in nodes:
-        if node_id in done:
+    for node_id, node in nodes.items():
+        parent = node.parent_id
+        if parent is None or parent in done:
+            done.add(node_id)  # the usual case: parents come before their children
             continue
         path: dict[str, None] = {}
         cur: str | None = node_id
@@ -365,9 +367,7 @@ def _share_ids(nodes: list[Node]) -> list[Node]:
 
 
 _HEAD_KEYS = frozenset(("version", "nextId", "nodes", "important", "relationships", "historySegments", "history"))
-_NODE_KEYS = frozenset(NODE_ALIASES)
-_NODE_REQUIRED = frozenset(("id", "title", "content", "createdAt", "updatedAt"))
-_TIME_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,6})?(?:Z|[+-]\d\d:\d\d)")
+_ABSENT = object()
 
 
 class _NotFast(Exception):
@@ -379,100 +379,200 @@ def _fast_state(raw: bytes) -> tuple[list[Node], dict[str, Any], list[Relationsh
     None when anything is unusual, for the pydantic path to accept it or word the error.
 
     The hand checks accept a subset of what StateFile validation accepts (the JSON names,
-    exact JSON types, times with an offset in the one form zcord writes, plus Z): every node
-    goes through them (pydantic costs about 20 µs a node), the few relationships and inline
-    changes through pydantic."""
+    exact JSON types, times with an offset in the form zcord writes, or Z): every node goes
+    through them (pydantic costs about 20 µs a node), the few relationships and inline
+    changes through pydantic. A file laid out as zcord writes it (one node a line) is parsed
+    a node at a time, so the parser's objects for one node are freed before the next (the
+    whole document's would leave RAM fragmented and the peak high); any other layout is
+    parsed whole."""
+    split = _split_nodes(raw)
+    if split is not None:
+        head_raw, spans = split
+        mv = memoryview(raw)
+        try:
+            return _fast_parts(orjson.loads(head_raw), (orjson.loads(mv[a:b]) for a, b in spans))
+        except (_NotFast, orjson.JSONDecodeError):
+            pass
+        finally:
+            mv.release()
     try:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return None
     try:
-        if type(doc) is not dict or not doc.keys() <= _HEAD_KEYS:
-            raise _NotFast
-        version, next_id = doc.get("version"), doc.get("nextId")
-        if type(version) is not int or version != STATE_VERSION or type(next_id) is not int or next_id < 1:
-            raise _NotFast
-        head: dict[str, Any] = {"nextId": next_id}
-        for key, limit in (("important", MAX_IMPORTANT), ("historySegments", None)):
-            value = doc.get(key, [])
-            if type(value) is not list or not all(type(v) is str for v in value) or \
-                    (limit is not None and len(value) > limit):
-                raise _NotFast
-            head[key] = value
-        records = doc.get("nodes", [])
-        rels = doc.get("relationships", [])
-        changes = doc.get("history", [])
-        if type(records) is not list or type(rels) is not list or type(changes) is not list:
-            raise _NotFast
-        nodes = _fast_nodes(records)
-        del doc, records
-        try:
-            rel_list = [Relationship.model_validate(r) for r in rels]
-            history = [Change.model_validate(c) for c in changes]
-        except ValidationError:
-            raise _NotFast from None
+        records = doc.pop("nodes", []) if type(doc) is dict else None
+        if type(records) is not list:
+            return None
+        return _fast_parts(doc, records)
     except _NotFast:
         return None
+
+
+_NODES_OPEN = b'\n"nodes":[\n'
+_NODES_CLOSE = b'],\n"relationships":['
+
+
+def _split_nodes(raw: bytes) -> tuple[bytes, list[tuple[int, int]]] | None:
+    """(the document without its nodes, where each node's JSON is) for a state file laid out
+    as StateSerializer writes it: the nodes array opens with a line break and holds one node
+    a line ("},\n" between them). Compact JSON has no raw line break inside a value, so a
+    raw one only ever separates tokens. None for any other layout."""
+    i = raw.find(_NODES_OPEN, 0, 4096)
+    if i < 0:
+        return None
+    start = i + len(_NODES_OPEN)
+    j = raw.find(_NODES_CLOSE, start)
+    if j < 0:
+        return None
+    spans = []
+    a = start
+    if j > start:
+        while True:
+            b = raw.find(b",\n", a, j)
+            if b < 0:
+                spans.append((a, j))
+                break
+            spans.append((a, b))
+            a = b + 2
+    head = raw[:start - 1] + raw[j:]  # ..."nodes":[],\n"relationships":[...
+    return head, spans
+
+
+def _fast_parts(doc: Any, records) -> tuple[list[Node], dict[str, Any], list[Relationship], list[Change]]:
+    """Check a parsed state document (its nodes apart, as records: any iterable of parsed
+    node objects); _NotFast when the pydantic path must decide."""
+    if type(doc) is not dict or not doc.keys() <= _HEAD_KEYS:
+        raise _NotFast
+    if doc.get("nodes", []) != []:
+        raise _NotFast
+    version, next_id = doc.get("version"), doc.get("nextId")
+    if type(version) is not int or version != STATE_VERSION or type(next_id) is not int or next_id < 1:
+        raise _NotFast
+    head: dict[str, Any] = {"nextId": next_id}
+    for key, limit in (("important", MAX_IMPORTANT), ("historySegments", None)):
+        value = doc.get(key, [])
+        if type(value) is not list or not all(type(v) is str for v in value) or \
+                (limit is not None and len(value) > limit):
+            raise _NotFast
+        head[key] = value
+    rels = doc.get("relationships", [])
+    changes = doc.get("history", [])
+    if type(rels) is not list or type(changes) is not list:
+        raise _NotFast
+    nodes = _fast_nodes(records)
+    try:
+        rel_list = [Relationship.model_validate(r) for r in rels]
+        history = [Change.model_validate(c) for c in changes]
+    except ValidationError:
+        raise _NotFast from None
     return nodes, head, rel_list, history
 
 
-def _fast_nodes(records: list) -> list[Node]:
+def _fast_nodes(records) -> list[Node]:
     ids: dict[str, str] = {}
+    times: dict[str, datetime] = {}
+    zones: dict[str, Any] = {}
+    intern = sys.intern
+    new = tuple.__new__
+    parse = datetime.fromisoformat
+    get = ids.get
+    nodes = []
+    append = nodes.append
+    forward = []  # nodes naming a node that comes later in the file
     for rec in records:
         if type(rec) is not dict:
             raise _NotFast
-        node_id = rec.get("id")
-        if type(node_id) is not str:
-            raise _NotFast
+        try:
+            node_id, title, content = rec["id"], rec["title"], rec["content"]
+            created, updated = rec["createdAt"], rec["updatedAt"]
+        except KeyError:
+            raise _NotFast from None
+        if type(node_id) is not str or node_id in ids:
+            raise _NotFast  # a repeated id: the pydantic path words the error
         ids[node_id] = node_id
-    times: dict[str, datetime] = {}
-    zones: dict[Any, Any] = {}
-    intern = sys.intern
-    new = tuple.__new__
-    nodes = []
-    for rec in records:
-        keys = rec.keys()
-        if not (_NODE_REQUIRED <= keys <= _NODE_KEYS):
+        keywords, parent, source, by, reason = (rec.get("keywords", _ABSENT), rec.get("parentId", _ABSENT),
+                                                rec.get("sourceMessage", _ABSENT), rec.get("supersededBy", _ABSENT),
+                                                rec.get("supersedeReason", _ABSENT))
+        if len(rec) != 5 + ((keywords is not _ABSENT) + (parent is not _ABSENT) + (source is not _ABSENT)
+                            + (by is not _ABSENT) + (reason is not _ABSENT)):
+            raise _NotFast  # a field Node does not have
+        if keywords is _ABSENT:
+            keywords = ()
+        elif type(keywords) is not list:
             raise _NotFast
-        title, content = rec["title"], rec["content"]
+        else:
+            for k in keywords:
+                if type(k) is not str:
+                    raise _NotFast
+        ahead = False
+        if parent is _ABSENT or parent is None:
+            parent = None
+        elif type(parent) is not str:
+            raise _NotFast
+        else:
+            shared = get(parent)
+            ahead = shared is None
+            parent = parent if ahead else shared
+        if by is _ABSENT or by is None:
+            by = None
+        elif type(by) is not str:
+            raise _NotFast
+        else:
+            shared = get(by)
+            ahead = ahead or shared is None
+            by = by if shared is None else shared
+        if source is _ABSENT:
+            source = None
+        elif source is not None and type(source) is not str:
+            raise _NotFast
+        if reason is _ABSENT:
+            reason = None
+        elif reason is not None and type(reason) is not str:
+            raise _NotFast
         if type(title) is not str or type(content) is not str:
             raise _NotFast
-        keywords = rec.get("keywords", ())
-        if type(keywords) is not list:
-            raise _NotFast
-        kws = []
-        for k in keywords:
-            if type(k) is not str:
-                raise _NotFast
-            kws.append(intern(k))
-        parent, source, by, reason = (rec.get("parentId"), rec.get("sourceMessage"), rec.get("supersededBy"),
-                                      rec.get("supersedeReason"))
-        for v in (parent, source, by, reason):
-            if v is not None and type(v) is not str:
-                raise _NotFast
-        stamps = []
-        for key in ("createdAt", "updatedAt"):
-            text = rec[key]
-            t = times.get(text) if type(text) is str else None
-            if t is None:
-                if type(text) is not str or not _TIME_RE.fullmatch(text):
-                    raise _NotFast
-                try:
-                    t = datetime.fromisoformat(text)
-                except ValueError:
-                    raise _NotFast from None
-                off = t.utcoffset()
-                tz = zones.get(off)
-                if tz is None:
-                    tz = zones[off] = t.tzinfo
-                else:
-                    t = t.replace(tzinfo=tz)
-                times[text] = t
-            stamps.append(t)
-        node_id = rec["id"]
-        nodes.append(new(Node, (node_id, title, content, tuple(kws), ids.get(parent, parent) if parent else parent,
-                                source, stamps[0], stamps[1], ids.get(by, by) if by else by, reason)))
+        c = times.get(created) if type(created) is str else None
+        if c is None:
+            c = times[created] = _fast_time(created, zones, parse)
+        u = times.get(updated) if type(updated) is str else None
+        if u is None:
+            u = times[updated] = _fast_time(updated, zones, parse)
+        if ahead:
+            forward.append(len(nodes))
+        append(new(Node, (node_id, title, content, tuple(map(intern, keywords)), parent, source, c, u, by, reason)))
+    for i in forward:  # share the id objects of nodes named before they came
+        n = nodes[i]
+        nodes[i] = n.model_copy(update={"parent_id": get(n.parent_id, n.parent_id),
+                                        "superseded_by": get(n.superseded_by, n.superseded_by)})
     return nodes
+
+
+def _fast_time(text: Any, zones: dict[str, Any], parse) -> datetime:
+    """A time in the form zcord writes (2026-01-31T20:00:00.000+08:00, any 0-6 fraction
+    digits, or Z): its datetime, with one tzinfo object per offset."""
+    if type(text) is not str:
+        raise _NotFast
+    n = len(text)
+    if n < 20 or n > 32 or text[4] != "-" or text[7] != "-" or text[10] != "T" or text[13] != ":" \
+            or text[16] != ":":
+        raise _NotFast
+    if text[-1] == "Z":
+        zone, body = "Z", text[:-1]
+    elif text[-3] == ":" and text[-6] in "+-":
+        zone, body = text[-6:], text[:-6]
+    else:
+        raise _NotFast
+    if len(body) != 19 and not (body[19] == "." and 21 <= len(body) <= 26):
+        raise _NotFast
+    tz = zones.get(zone)
+    try:
+        if tz is None:
+            t = parse(text)
+            zones[zone] = t.tzinfo
+            return t
+        return parse(body).replace(tzinfo=tz)
+    except ValueError:
+        raise _NotFast from None
 
 
 def parse_state(raw: bytes, name: str, history_dir: Path | None = None) -> MemoryState:
@@ -484,8 +584,7 @@ def parse_state(raw: bytes, name: str, history_dir: Path | None = None) -> Memor
     if raw.lstrip()[:1] == b"{" and b'"version":3' in raw[:64]:
         fast = _fast_state(raw)
         if fast is not None:
-            nodes, head, rels, history = fast
-            _unique(nodes, lambda n: n.id, "memory id", name)
+            nodes, head, rels, history = fast  # node ids are distinct (checked)
             _unique(rels, lambda r: r.person_id, "personId", name)
             _check_segments(head["historySegments"], history_dir, name)
             state = MemoryState(nodes, head["important"], rels, history, head["nextId"], head["historySegments"])
