@@ -31,45 +31,75 @@ class NodeIndex:
     title_seq: tuple[str | None, ...]
 
 
-class Postings(dict):
-    """term -> ids of the nodes holding it. One id is kept as the id string itself (most
-    title words and whole titles belong to one node; a set costs 216 bytes), more as a set.
-    `get` answers a set-like either way (a frozenset for one id): callers never change it."""
+BIG_POSTING = 24
+"""A term held by more nodes than this keeps their ranks in an array (4 bytes each) rather
+than a set of ids (about 40 bytes each); a title's CJK characters and pairs make most of a
+Memory's postings, and common ones are held by thousands of nodes."""
 
-    __slots__ = ()
+
+class Postings(dict):
+    """term -> the nodes holding it: one id as the id string itself (most title words and
+    whole titles belong to one node; a set costs 216 bytes), a few as a set of ids, many as
+    an array of their ranks. `get` answers a set-like of ids in every case (a new frozenset
+    for one id or for an array): callers never change it."""
+
+    __slots__ = ("by_rank", "rank")
+
+    def __init__(self, by_rank: list[str | None], rank: dict[str, int]):
+        super().__init__()
+        self.by_rank = by_rank  # the state's rank -> id list and id -> rank dict (changed in place)
+        self.rank = rank
 
     def get(self, key, default=None):
         v = dict.get(self, key)
         if v is None:
             return default
-        return frozenset((v,)) if type(v) is str else v
+        t = type(v)
+        if t is str:
+            return frozenset((v,))
+        if t is set:
+            return v
+        return frozenset(map(self.by_rank.__getitem__, v))
 
-    def add(self, key: str, node_id: str) -> None:
+    def size(self, key: str) -> int:
+        v = dict.get(self, key)
+        return 0 if v is None else 1 if type(v) is str else len(v)
+
+    def add(self, key: str, node_id: str, rank: int) -> None:
+        """Add a node not yet under key."""
         v = dict.get(self, key)
         if v is None:
             self[key] = node_id
         elif type(v) is str:
-            if v != node_id:
-                self[key] = {v, node_id}
+            self[key] = {v, node_id}
+        elif type(v) is set:
+            if len(v) >= BIG_POSTING:
+                ranks = self[key] = array("I", map(self.rank.__getitem__, v))
+                ranks.append(rank)
+            else:
+                v.add(node_id)
         else:
-            v.add(node_id)
+            v.append(rank)
 
-    def discard(self, key: str, node_id: str) -> bool:
-        """Remove node_id from key's postings; whether it was there."""
+    def discard(self, key: str, node_id: str, rank: int) -> None:
         v = dict.get(self, key)
         if v is None:
-            return False
-        if type(v) is str:
-            if v != node_id:
-                return False
-            del self[key]
-            return True
-        if node_id not in v:
-            return False
-        v.discard(node_id)
-        if len(v) == 1:
-            self[key] = next(iter(v))
-        return True
+            return
+        t = type(v)
+        if t is str:
+            if v == node_id:
+                del self[key]
+        elif t is set:
+            v.discard(node_id)
+            if len(v) == 1:
+                self[key] = next(iter(v))
+        else:
+            try:
+                v.remove(rank)
+            except ValueError:
+                return
+            if len(v) <= BIG_POSTING // 2:
+                self[key] = set(map(self.by_rank.__getitem__, v))
 
 
 TEXT_CHUNK = 4096
@@ -128,6 +158,7 @@ class MemoryState:
     def _load_parts(self, nodes, important, relationships, next_id) -> None:
         self.nodes: dict[str, Node] = {}
         self.rank: dict[str, int] = {}  # creation order, kept by updates and by an undone delete
+        self._by_rank: list[str | None] = [None]  # rank -> id (None: no node has it now)
         self.index: dict[str, NodeIndex] = {}  # retrieval forms: see ensure_index
         self.children: dict[str | None, list[str]] = {None: []}
         self.links: dict[str, set[str]] = {}
@@ -138,10 +169,10 @@ class MemoryState:
         # retrieval indexes over current nodes only: CJK title n-grams (1 and 2 characters),
         # folded non-CJK title words, keyword keys, whole-title keys; their sizes give
         # each term's document frequency for weighted ranking
-        self.title_grams: Postings = Postings()
-        self.title_words: Postings = Postings()
-        self.keyword_ids: Postings = Postings()
-        self.title_keys: Postings = Postings()
+        self.title_grams = Postings(self._by_rank, self.rank)
+        self.title_words = Postings(self._by_rank, self.rank)
+        self.keyword_ids = Postings(self._by_rank, self.rank)
+        self.title_keys = Postings(self._by_rank, self.rank)
         self.mixed_keywords: dict[str, int] = {}  # keyword keys with CJK and other letters
         self.current_count = 0
         self.title_len_sum = 0.0
@@ -311,7 +342,8 @@ class MemoryState:
             for node in nodes:
                 self._put_node(node)
             return
-        self.rank = dict(zip(ids, range(1, len(ids) + 1)))
+        self.rank.update(zip(ids, range(1, len(ids) + 1)))
+        self._by_rank.extend(ids)
         self._rank = len(ids)
         children = self.children
         for node in nodes:
@@ -346,6 +378,10 @@ class MemoryState:
             self._unindex_words(node_id, idx, old)
         self.nodes[node_id] = node
         self.rank[node_id] = rank
+        by_rank = self._by_rank
+        if rank >= len(by_rank):
+            by_rank.extend([None] * (rank + 1 - len(by_rank)))
+        by_rank[rank] = node_id
         self._text_changed(node_id, added=old is None)
         if idx is not None or old is None or self._unindexed is None:
             self._index_node(node)
@@ -372,25 +408,26 @@ class MemoryState:
 
     def _index_words(self, node: Node, idx: NodeIndex) -> None:
         node_id = node.id
-        # Postings.add, inlined (the build adds about 20 postings per node)
+        rank = self.rank[node_id]
+        # Postings.add, its usual cases inlined (the build adds about 20 postings per node)
+        get = dict.get
         for table, keys in ((self.title_grams, _grams(idx.norm_title)), (self.title_words, _word_keys(idx))):
-            get = dict.get
+            add = table.add
             for key in keys:
                 v = get(table, key)
                 if v is None:
                     table[key] = node_id
-                elif type(v) is str:
-                    if v != node_id:
-                        table[key] = {v, node_id}
+                elif type(v) is array:
+                    v.append(rank)
                 else:
-                    v.add(node_id)
+                    add(key, node_id, rank)
         norm_keywords, keyword_keys = _keyword_forms(node)
         add = self.keyword_ids.add
         for kw in keyword_keys:
-            add(kw, node_id)
+            add(kw, node_id, rank)
             if _mixed(kw):
                 self.mixed_keywords[kw] = self.mixed_keywords.get(kw, 0) + 1
-        self.title_keys.add(_title_key(idx), node_id)
+        self.title_keys.add(_title_key(idx), node_id, rank)
         self.current_count += 1
         self.title_len_sum += idx.title_len
         self.pending_words.extend(norm_keywords)
@@ -399,11 +436,12 @@ class MemoryState:
         if node.superseded_by is not None:
             return  # a superseded node: never in the word tables
         keyword_keys = _keyword_forms(node)[1]
+        rank = self.rank[node_id]
         for table, keys in ((self.title_grams, _grams(idx.norm_title)), (self.title_words, _word_keys(idx)),
                             (self.keyword_ids, keyword_keys), (self.title_keys, (_title_key(idx),))):
             discard = table.discard
             for key in keys:
-                discard(key, node_id)
+                discard(key, node_id, rank)
         for kw in keyword_keys:
             n = self.mixed_keywords.get(kw)
             if n is not None:
@@ -436,10 +474,11 @@ class MemoryState:
         if len(key) == 1:
             return self.title_grams.get(key, frozenset())
         grams = [g for g in (key[i:i + 2] for i in range(len(key) - 1)) if has_cjk(g)]
-        postings = [self.title_grams.get(g) for g in grams]
-        if any(p is None for p in postings):
+        table = self.title_grams
+        sizes = [table.size(g) for g in grams]
+        if not sizes or 0 in sizes:
             return frozenset()
-        smallest = min(postings, key=len)
+        smallest = table.get(grams[sizes.index(min(sizes))])
         if len(key) == 2:
             return smallest
         return {i for i in smallest if key in self.index[i].norm_title}
@@ -461,7 +500,9 @@ class MemoryState:
         self._sibling_remove(node.parent_id, node_id)
         if node.superseded_by is not None:
             self._unlink_replaced(node.superseded_by, node_id)
-        return self.rank.pop(node_id)
+        rank = self.rank.pop(node_id)
+        self._by_rank[rank] = None
+        return rank
 
     def _restore_node(self, node: Node, rank: int) -> None:
         """Put back a removed node with its original rank (undo of a delete)."""
@@ -615,7 +656,7 @@ class Tx:
             self._undo.pop()()
 
 
-_PART_ATTRS = ("_text", "_unindexed", "_unindexed_at", "nodes", "rank", "index", "children", "links", "replaced", "relationships", "rel_index",
+_PART_ATTRS = ("_text", "_unindexed", "_unindexed_at", "nodes", "rank", "_by_rank", "index", "children", "links", "replaced", "relationships", "rel_index",
                "alias_ids",
                "title_grams", "title_words", "keyword_ids", "title_keys", "mixed_keywords", "current_count",
                "title_len_sum", "pending_words", "_rank", "_rel_rank", "important", "next_id")
