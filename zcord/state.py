@@ -89,17 +89,23 @@ class Postings(dict):
         if t is str:
             if v == node_id:
                 del self[key]
-        elif t is set:
-            v.discard(node_id)
-            if len(v) == 1:
-                self[key] = next(iter(v))
         else:
-            try:
-                v.remove(rank)
-            except ValueError:
-                return
-            if len(v) <= BIG_POSTING // 2:
-                self[key] = set(map(self.by_rank.__getitem__, v))
+            if t is set:
+                v.discard(node_id)
+            else:
+                try:
+                    v.remove(rank)
+                except ValueError:
+                    return
+                if len(v) > BIG_POSTING // 2:
+                    return
+                v = set(map(self.by_rank.__getitem__, v))
+            if len(v) > 1:
+                self[key] = v
+            elif v:
+                self[key] = next(iter(v))
+            else:
+                del self[key]
 
 
 TEXT_CHUNK = 4096
