@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import gc
 import json
 import os
 import re
@@ -22,7 +23,7 @@ from pydantic import ValidationError
 
 from .errors import InvalidArgument, MemoryDirInUse, NotFound, StateFileInvalid, StorageError
 from .fsutil import atomic_write, fsync_dir, make_dir, read_nofollow, remove_stale_tmp
-from .models import MAX_IMPORTANT, STATE_VERSION, Change, Node, NodeModel, Relationship, StateFile
+from .models import MAX_IMPORTANT, NODE_ALIASES, STATE_VERSION, Change, Node, NodeModel, Relationship, StateFile
 from .prefix import PERSONA_TEMPLATE
 from .state import MemoryState, Migration
 from .text import derive_keywords
@@ -367,7 +368,7 @@ def _share_ids(nodes: list[Node]) -> list[Node]:
 
 
 _HEAD_KEYS = frozenset(("version", "nextId", "nodes", "important", "relationships", "historySegments", "history"))
-_ABSENT = object()
+_NODE_KEYS = frozenset(NODE_ALIASES)
 
 
 class _NotFast(Exception):
@@ -382,19 +383,16 @@ def _fast_state(raw: bytes) -> tuple[list[Node], dict[str, Any], list[Relationsh
     exact JSON types, times with an offset in the form zcord writes, or Z): every node goes
     through them (pydantic costs about 20 µs a node), the few relationships and inline
     changes through pydantic. A file laid out as zcord writes it (one node a line) is parsed
-    a node at a time, so the parser's objects for one node are freed before the next (the
-    whole document's would leave RAM fragmented and the peak high); any other layout is
-    parsed whole."""
+    a few hundred nodes at a time, so the parser's objects are freed as it goes (the whole
+    document's would leave RAM fragmented and the peak high); any other layout is parsed
+    whole."""
     split = _split_nodes(raw)
     if split is not None:
-        head_raw, spans = split
-        mv = memoryview(raw)
+        head_raw, pieces = split
         try:
-            return _fast_parts(orjson.loads(head_raw), (orjson.loads(mv[a:b]) for a, b in spans))
+            return _fast_parts(orjson.loads(head_raw), _records(raw, pieces))
         except (_NotFast, orjson.JSONDecodeError):
             pass
-        finally:
-            mv.release()
     try:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -410,13 +408,14 @@ def _fast_state(raw: bytes) -> tuple[list[Node], dict[str, Any], list[Relationsh
 
 _NODES_OPEN = b'\n"nodes":[\n'
 _NODES_CLOSE = b'],\n"relationships":['
+_PIECE_BYTES = 256 << 10
 
 
 def _split_nodes(raw: bytes) -> tuple[bytes, list[tuple[int, int]]] | None:
-    """(the document without its nodes, where each node's JSON is) for a state file laid out
+    """(the document without its nodes, pieces of its nodes array) for a state file laid out
     as StateSerializer writes it: the nodes array opens with a line break and holds one node
-    a line ("},\n" between them). Compact JSON has no raw line break inside a value, so a
-    raw one only ever separates tokens. None for any other layout."""
+    a line (",\n" between them). Compact JSON has no raw line break inside a value, so a
+    piece cut at a ",\n" holds whole nodes; None for any other layout."""
     i = raw.find(_NODES_OPEN, 0, 4096)
     if i < 0:
         return None
@@ -424,18 +423,21 @@ def _split_nodes(raw: bytes) -> tuple[bytes, list[tuple[int, int]]] | None:
     j = raw.find(_NODES_CLOSE, start)
     if j < 0:
         return None
-    spans = []
+    pieces = []
     a = start
-    if j > start:
-        while True:
-            b = raw.find(b",\n", a, j)
-            if b < 0:
-                spans.append((a, j))
-                break
-            spans.append((a, b))
-            a = b + 2
-    head = raw[:start - 1] + raw[j:]  # ..."nodes":[],\n"relationships":[...
-    return head, spans
+    while a < j:
+        b = raw.find(b",\n", min(a + _PIECE_BYTES, j), j)
+        if b < 0:
+            b = j
+        pieces.append((a, b))
+        a = b + 2
+    return raw[:start - 1] + raw[j:], pieces  # ..."nodes":[],\n"relationships":[...
+
+
+def _records(raw: bytes, pieces: list[tuple[int, int]]):
+    """The parsed nodes of each piece in turn."""
+    for a, b in pieces:
+        yield from orjson.loads(b"[" + raw[a:b] + b"]")
 
 
 def _fast_parts(doc: Any, records) -> tuple[list[Node], dict[str, Any], list[Relationship], list[Change]]:
@@ -459,7 +461,13 @@ def _fast_parts(doc: Any, records) -> tuple[list[Node], dict[str, Any], list[Rel
     changes = doc.get("history", [])
     if type(rels) is not list or type(changes) is not list:
         raise _NotFast
-    nodes = _fast_nodes(records)
+    enabled = gc.isenabled()
+    gc.disable()  # 100,000 new objects, none of them in a cycle: no collection passes meanwhile
+    try:
+        nodes = _fast_nodes(records)
+    finally:
+        if enabled:
+            gc.enable()
     try:
         rel_list = [Relationship.model_validate(r) for r in rels]
         history = [Change.model_validate(c) for c in changes]
@@ -471,32 +479,24 @@ def _fast_parts(doc: Any, records) -> tuple[list[Node], dict[str, Any], list[Rel
 def _fast_nodes(records) -> list[Node]:
     ids: dict[str, str] = {}
     times: dict[str, datetime] = {}
-    zones: dict[str, Any] = {}
     intern = sys.intern
     new = tuple.__new__
-    parse = datetime.fromisoformat
     get = ids.get
+    fields = NODE_ALIASES
+    known = _NODE_KEYS.issuperset
     nodes = []
     append = nodes.append
     forward = []  # nodes naming a node that comes later in the file
     for rec in records:
-        if type(rec) is not dict:
-            raise _NotFast
-        try:
-            node_id, title, content = rec["id"], rec["title"], rec["content"]
-            created, updated = rec["createdAt"], rec["updatedAt"]
-        except KeyError:
-            raise _NotFast from None
-        if type(node_id) is not str or node_id in ids:
-            raise _NotFast  # a repeated id: the pydantic path words the error
+        if type(rec) is not dict or not known(rec):
+            raise _NotFast  # not an object, or a field Node does not have
+        node_id, title, content, keywords, parent, source, created, updated, by, reason = map(rec.get, fields)
+        if type(node_id) is not str or type(title) is not str or type(content) is not str or node_id in ids:
+            raise _NotFast  # missing, of another type, or a repeated id: the pydantic path words the error
         ids[node_id] = node_id
-        keywords, parent, source, by, reason = (rec.get("keywords", _ABSENT), rec.get("parentId", _ABSENT),
-                                                rec.get("sourceMessage", _ABSENT), rec.get("supersededBy", _ABSENT),
-                                                rec.get("supersedeReason", _ABSENT))
-        if len(rec) != 5 + ((keywords is not _ABSENT) + (parent is not _ABSENT) + (source is not _ABSENT)
-                            + (by is not _ABSENT) + (reason is not _ABSENT)):
-            raise _NotFast  # a field Node does not have
-        if keywords is _ABSENT:
+        if keywords is None:
+            if "keywords" in rec:
+                raise _NotFast
             keywords = ()
         elif type(keywords) is not list:
             raise _NotFast
@@ -505,38 +505,30 @@ def _fast_nodes(records) -> list[Node]:
                 if type(k) is not str:
                     raise _NotFast
         ahead = False
-        if parent is _ABSENT or parent is None:
-            parent = None
-        elif type(parent) is not str:
-            raise _NotFast
-        else:
+        if parent is not None:
+            if type(parent) is not str:
+                raise _NotFast
             shared = get(parent)
-            ahead = shared is None
-            parent = parent if ahead else shared
-        if by is _ABSENT or by is None:
-            by = None
-        elif type(by) is not str:
-            raise _NotFast
-        else:
+            if shared is None:
+                ahead = True
+            else:
+                parent = shared
+        if by is not None:
+            if type(by) is not str:
+                raise _NotFast
             shared = get(by)
-            ahead = ahead or shared is None
-            by = by if shared is None else shared
-        if source is _ABSENT:
-            source = None
-        elif source is not None and type(source) is not str:
-            raise _NotFast
-        if reason is _ABSENT:
-            reason = None
-        elif reason is not None and type(reason) is not str:
-            raise _NotFast
-        if type(title) is not str or type(content) is not str:
+            if shared is None:
+                ahead = True
+            else:
+                by = shared
+        if (source is not None and type(source) is not str) or (reason is not None and type(reason) is not str):
             raise _NotFast
         c = times.get(created) if type(created) is str else None
         if c is None:
-            c = times[created] = _fast_time(created, zones, parse)
+            c = times[created] = _fast_time(created)
         u = times.get(updated) if type(updated) is str else None
         if u is None:
-            u = times[updated] = _fast_time(updated, zones, parse)
+            u = times[updated] = _fast_time(updated)
         if ahead:
             forward.append(len(nodes))
         append(new(Node, (node_id, title, content, tuple(map(intern, keywords)), parent, source, c, u, by, reason)))
@@ -547,9 +539,9 @@ def _fast_nodes(records) -> list[Node]:
     return nodes
 
 
-def _fast_time(text: Any, zones: dict[str, Any], parse) -> datetime:
-    """A time in the form zcord writes (2026-01-31T20:00:00.000+08:00, any 0-6 fraction
-    digits, or Z): its datetime, with one tzinfo object per offset."""
+def _fast_time(text: Any) -> datetime:
+    """A time in the form zcord writes (2026-01-31T20:00:00.000+08:00, 0-6 fraction digits,
+    or Z): its datetime."""
     if type(text) is not str:
         raise _NotFast
     n = len(text)
@@ -557,20 +549,15 @@ def _fast_time(text: Any, zones: dict[str, Any], parse) -> datetime:
             or text[16] != ":":
         raise _NotFast
     if text[-1] == "Z":
-        zone, body = "Z", text[:-1]
+        body = n - 1
     elif text[-3] == ":" and text[-6] in "+-":
-        zone, body = text[-6:], text[:-6]
+        body = n - 6
     else:
         raise _NotFast
-    if len(body) != 19 and not (body[19] == "." and 21 <= len(body) <= 26):
+    if body != 19 and not (text[19] == "." and 21 <= body <= 26):
         raise _NotFast
-    tz = zones.get(zone)
     try:
-        if tz is None:
-            t = parse(text)
-            zones[zone] = t.tzinfo
-            return t
-        return parse(body).replace(tzinfo=tz)
+        return datetime.fromisoformat(text)
     except ValueError:
         raise _NotFast from None
 
