@@ -683,15 +683,17 @@ class Service:
         return derive_keywords(title)
 
     def warm(self) -> None:
-        """Build the retrieval indexes, load jieba, teach it the Memory's words and index the
-        log (a daemon runs this in the background after it is ready, so the first calls do not
-        pay for it). The indexes are built in steps of a few thousand nodes, each under the
-        lock, so calls are answered in between; a call that needs them finishes the build."""
-        while True:
-            with self.lock:
-                if not self.state.index_step():
-                    break
-            time.sleep(0.0005)  # let a waiting call take the lock
+        """Build the retrieval indexes and the query text, load jieba, teach it the Memory's
+        words and index the log (a daemon runs this in the background after it is ready, so
+        the first calls do not pay for it). The indexes and the text are built in steps of a
+        few thousand nodes, each under the lock, so calls are answered in between; a call
+        that needs them finishes the build."""
+        for step in ("index_step", "text_step"):
+            while True:
+                with self.lock:
+                    if not getattr(self.state, step)():
+                        break
+                time.sleep(0.0005)  # let a waiting call take the lock
         tokenizer()
         with self.lock:
             self._refresh_synonyms()

@@ -111,7 +111,7 @@ class Postings(dict):
 TEXT_CHUNK = 4096
 """Nodes per piece of the query text blob (by rank): a write rebuilds one piece only."""
 
-INDEX_STEP = 2000
+INDEX_STEP = 1000
 """Nodes indexed per step of the background index build (one short hold of the lock)."""
 
 
@@ -276,15 +276,7 @@ class MemoryState:
         if "\x00" in keyword or "\x01" in keyword or not keyword:
             return None
         if self._text is None:
-            chunks: dict[int, _TextChunk] = {}
-            rank = self.rank
-            for node_id in self.nodes:
-                k = rank[node_id] // TEXT_CHUNK
-                chunk = chunks.get(k)
-                if chunk is None:
-                    chunk = chunks[k] = _TextChunk()
-                chunk.ids.append(node_id)
-            self._text = chunks
+            self._text_pieces()
         out: list[str] = []
         for chunk in self._text.values():
             if chunk.blob is None:
@@ -297,6 +289,28 @@ class MemoryState:
                 nxt = starts[i + 1] if i + 1 < len(starts) else len(blob)
                 at = blob.find(keyword, nxt)
         return out
+
+    def _text_pieces(self) -> None:
+        chunks: dict[int, _TextChunk] = {}
+        rank = self.rank
+        for node_id in self.nodes:
+            k = rank[node_id] // TEXT_CHUNK
+            chunk = chunks.get(k)
+            if chunk is None:
+                chunk = chunks[k] = _TextChunk()
+            chunk.ids.append(node_id)
+        self._text = chunks
+
+    def text_step(self) -> bool:
+        """Build one more piece of the query text blob; False once every piece is built."""
+        if self._text is None:
+            self._text_pieces()
+            return True
+        for chunk in self._text.values():
+            if chunk.blob is None:
+                self._fill_chunk(chunk)
+                return True
+        return False
 
     def _fill_chunk(self, chunk: _TextChunk) -> None:
         starts = array("q")
