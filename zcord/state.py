@@ -154,14 +154,15 @@ class MemoryState:
         history: Iterable[Change] = (),
         next_id: int = 1,
         history_segments: Iterable[str] = (),
+        tree: tuple[dict, dict] | None = None,
     ):
         # The change history: sealed segment files (oldest) plus the changes still inline.
         self.history: list[Change] = list(history)
         self.history_segments: list[str] = list(history_segments)
         self.migration: Migration | None = None
-        self._load_parts(nodes, important, relationships, next_id)
+        self._load_parts(nodes, important, relationships, next_id, tree)
 
-    def _load_parts(self, nodes, important, relationships, next_id) -> None:
+    def _load_parts(self, nodes, important, relationships, next_id, tree=None) -> None:
         self.nodes: dict[str, Node] = {}
         self.rank: dict[str, int] = {}  # creation order, kept by updates and by an undone delete
         self._by_rank: list[str | None] = [None]  # rank -> id (None: no node has it now)
@@ -191,7 +192,7 @@ class MemoryState:
         self._unindexed: list[str] | None = None
         self._unindexed_at = 0
         self.next_id = next_id
-        self._load_nodes(nodes)
+        self._load_nodes(nodes, tree)
         for rel in relationships:
             self._put_rel(rel)
         self.important: list[str] = list(important)
@@ -351,11 +352,12 @@ class MemoryState:
             if not chunk.ids:
                 del chunks[k]
 
-    def _load_nodes(self, nodes: Iterable[Node]) -> None:
+    def _load_nodes(self, nodes: Iterable[Node], tree: tuple[dict, dict] | None = None) -> None:
         """Nodes of a file, in order: the tree, ranks and links now; the retrieval indexes
-        later (ensure_index / index_step)."""
+        later (ensure_index / index_step). tree: (children, replaced) of these nodes in this
+        order, when the loader built them already."""
         nodes = list(nodes)
-        ids = [n.id for n in nodes]
+        ids = [n[0] for n in nodes]  # Node.id
         self.nodes = dict(zip(ids, nodes))
         if len(self.nodes) != len(nodes):  # a repeated id (refused by the loaders): the later one wins
             self.nodes = {}
@@ -365,6 +367,9 @@ class MemoryState:
         self.rank.update(zip(ids, range(1, len(ids) + 1)))
         self._by_rank.extend(ids)
         self._rank = len(ids)
+        if tree is not None:
+            self.children, self.replaced = tree
+            nodes = ()
         children = self.children
         for node in nodes:
             parent = node.parent_id

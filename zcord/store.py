@@ -274,18 +274,19 @@ def _next_id_after(nodes: list[Node]) -> int:
     return max(numbers, default=0) + 1
 
 
-def check_invariants(state: MemoryState, name: str) -> None:
+def check_invariants(state: MemoryState, name: str, nodes_checked: bool = False) -> None:
     """Refuse a state whose references do not hold (the tools never produce one). Linear:
-    each node's parent chain is walked once."""
+    each node's parent chain is walked once; not at all when the loader already found every
+    reference known and every parent before its children (nodes_checked)."""
     problems = []
     nodes = state.nodes
-    for node in nodes.values():
+    for node in () if nodes_checked else nodes.values():
         if node.parent_id is not None and node.parent_id not in nodes:
             problems.append(f"node {node.id} has unknown parent {node.parent_id}")
         if node.superseded_by is not None and node.superseded_by not in nodes:
             problems.append(f"node {node.id} is superseded by unknown node {node.superseded_by}")
     done: set[str] = set()  # nodes whose chain ends at a root or an unknown parent
-    for node_id, node in nodes.items():
+    for node_id, node in () if nodes_checked else nodes.items():
         parent = node.parent_id
         if parent is None or parent in done:
             done.add(node_id)  # the usual case: parents come before their children
@@ -375,8 +376,8 @@ class _NotFast(Exception):
     """The fast loader met something it does not check itself: the pydantic path decides."""
 
 
-def _fast_state(raw: bytes) -> tuple[list[Node], dict[str, Any], list[Relationship], list[Change]] | None:
-    """A format-3 state file checked by hand: (nodes, head fields, relationships, history), or
+def _fast_state(raw: bytes) -> tuple[list[Node], dict[str, Any], list[Relationship], list[Change], Any] | None:
+    """A format-3 state file checked by hand: (nodes, head fields, relationships, history, tree), or
     None when anything is unusual, for the pydantic path to accept it or word the error.
 
     The hand checks accept a subset of what StateFile validation accepts (the JSON names,
@@ -440,7 +441,7 @@ def _records(raw: bytes, pieces: list[tuple[int, int]]):
         yield from orjson.loads(b"[" + raw[a:b] + b"]")
 
 
-def _fast_parts(doc: Any, records) -> tuple[list[Node], dict[str, Any], list[Relationship], list[Change]]:
+def _fast_parts(doc: Any, records) -> tuple[list[Node], dict[str, Any], list[Relationship], list[Change], Any]:
     """Check a parsed state document (its nodes apart, as records: any iterable of parsed
     node objects); _NotFast when the pydantic path must decide."""
     if type(doc) is not dict or not doc.keys() <= _HEAD_KEYS:
@@ -464,7 +465,7 @@ def _fast_parts(doc: Any, records) -> tuple[list[Node], dict[str, Any], list[Rel
     enabled = gc.isenabled()
     gc.disable()  # 100,000 new objects, none of them in a cycle: no collection passes meanwhile
     try:
-        nodes = _fast_nodes(records)
+        nodes, tree = _fast_nodes(records)
     finally:
         if enabled:
             gc.enable()
@@ -473,10 +474,12 @@ def _fast_parts(doc: Any, records) -> tuple[list[Node], dict[str, Any], list[Rel
         history = [Change.model_validate(c) for c in changes]
     except ValidationError:
         raise _NotFast from None
-    return nodes, head, rel_list, history
+    return nodes, head, rel_list, history, tree
 
 
-def _fast_nodes(records) -> list[Node]:
+def _fast_nodes(records) -> tuple[list[Node], LoadedTree]:
+    """Nodes from parsed records, and their tree (children in file order, superseded nodes by
+    their replacement), built in the same pass."""
     ids: dict[str, str] = {}
     times: dict[str, datetime] = {}
     intern = sys.intern
@@ -487,6 +490,10 @@ def _fast_nodes(records) -> list[Node]:
     nodes = []
     append = nodes.append
     forward = []  # nodes naming a node that comes later in the file
+    children: dict[str | None, list[str]] = {None: []}
+    kids = children.get
+    replaced: dict[str, set[str]] = {}
+    parents_first = True  # every parent comes before its children: no cycle, none unknown
     for rec in records:
         if type(rec) is not dict or not known(rec):
             raise _NotFast  # not an object, or a field Node does not have
@@ -511,6 +518,7 @@ def _fast_nodes(records) -> list[Node]:
             shared = get(parent)
             if shared is None:
                 ahead = True
+                parents_first = False
             else:
                 parent = shared
         if by is not None:
@@ -521,6 +529,7 @@ def _fast_nodes(records) -> list[Node]:
                 ahead = True
             else:
                 by = shared
+                replaced.setdefault(by, set()).add(node_id)  # superseded by an earlier node
         if (source is not None and type(source) is not str) or (reason is not None and type(reason) is not str):
             raise _NotFast
         c = times.get(created) if type(created) is str else None
@@ -532,11 +541,23 @@ def _fast_nodes(records) -> list[Node]:
         if ahead:
             forward.append(len(nodes))
         append(new(Node, (node_id, title, content, tuple(map(intern, keywords)), parent, source, c, u, by, reason)))
+        siblings = kids(parent)
+        if siblings is None:
+            children[parent] = [node_id]
+        else:
+            siblings.append(node_id)
+    known_refs = parents_first
     for i in forward:  # share the id objects of nodes named before they came
         n = nodes[i]
-        nodes[i] = n.model_copy(update={"parent_id": get(n.parent_id, n.parent_id),
-                                        "superseded_by": get(n.superseded_by, n.superseded_by)})
-    return nodes
+        p, b = get(n.parent_id, n.parent_id), get(n.superseded_by, n.superseded_by)
+        if (p is not None and p not in ids) or (b is not None and b not in ids):
+            known_refs = False
+        nodes[i] = n = n.model_copy(update={"parent_id": p, "superseded_by": b})
+        if b is not None:
+            replaced.setdefault(b, set()).add(n.id)
+    if not known_refs:  # children lists point to the ids as written: rebuild them from the nodes
+        children = None
+    return nodes, LoadedTree(children, replaced, known_refs)
 
 
 def _fast_time(text: Any) -> datetime:
@@ -562,6 +583,18 @@ def _fast_time(text: Any) -> datetime:
         raise _NotFast from None
 
 
+class LoadedTree:
+    """The tree of nodes the fast loader built while reading them: children lists in file
+    order, superseded nodes by their replacement, and whether every parentId and
+    supersededBy names a node and every parent comes before its children (so no parent
+    cycle is possible)."""
+
+    __slots__ = ("children", "replaced", "checked")
+
+    def __init__(self, children, replaced, checked: bool):
+        self.children, self.replaced, self.checked = children, replaced, checked
+
+
 def parse_state(raw: bytes, name: str, history_dir: Path | None = None) -> MemoryState:
     """Parse a state of any supported format (legacy array, version 1, 2 or 3).
 
@@ -571,11 +604,12 @@ def parse_state(raw: bytes, name: str, history_dir: Path | None = None) -> Memor
     if raw.lstrip()[:1] == b"{" and b'"version":3' in raw[:64]:
         fast = _fast_state(raw)
         if fast is not None:
-            nodes, head, rels, history = fast  # node ids are distinct (checked)
+            nodes, head, rels, history, tree = fast  # node ids are distinct (checked)
             _unique(rels, lambda r: r.person_id, "personId", name)
             _check_segments(head["historySegments"], history_dir, name)
-            state = MemoryState(nodes, head["important"], rels, history, head["nextId"], head["historySegments"])
-            check_invariants(state, name)
+            state = MemoryState(nodes, head["important"], rels, history, head["nextId"], head["historySegments"],
+                                tree=(tree.children, tree.replaced) if tree.children is not None else None)
+            check_invariants(state, name, nodes_checked=tree.checked)
             return state
         try:
             sf = StateFile.model_validate_json(raw)

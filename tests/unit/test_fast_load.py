@@ -24,7 +24,8 @@ def call(s: Service, tool: str, **params):
 
 def build(s: Service) -> None:
     """Nodes of every shape: CJK and Latin titles, keywords that normalize and fold, a tree,
-    a merge (sources name the later merged node), a relationship, important marks."""
+    a merge (sources name the later merged node), a node moved under a later one, a
+    relationship, important marks."""
     a = call(s, "write", title="王明喜欢奶茶", content="每周三次", keywords=["奶茶", "Dogs", "ＫＴＶ包厢"])["id"]
     b = call(s, "write", title="Running shoes", content="Size 42", keywords=["running", "shoes"], parentId=a)["id"]
     c = call(s, "write", title="小红的ktv包厢", content="周末 KTV", parentId=b)["id"]
@@ -32,6 +33,9 @@ def build(s: Service) -> None:
     call(s, "write", title="其它", content="x", keywords=["奶茶"])
     call(s, "merge", ids=[c, d], title="合并后的记忆", content="merged", reason="same thing")
     call(s, "important", id=a, important=True)
+    early = call(s, "write", title="早的", content="moved under a later node")["id"]
+    late = call(s, "write", title="晚的", content="x")["id"]
+    call(s, "write", id=early, title="早的", content="moved under a later node", parentId=late)
     s.call("zcor_relationship_write", {"personId": "qq:1", "name": "小明", "aliases": ["明明"],
                                        "relationship": "friend", "affinity": 10, "reason": "r", "memoryNodeId": a})
 
@@ -208,7 +212,7 @@ def test_reads_answer_before_the_build_and_recall_finishes_it(tmp_path):
     with Service(tmp_path / "m") as s:
         assert not s.state.indexed
         assert call(s, "read", id="m1")["title"] == "王明喜欢奶茶"
-        assert [i["id"] for i in call(s, "children")["items"]] == ["m1", "m4", "m5", "m6"]
+        assert [i["id"] for i in call(s, "children")["items"]] == ["m1", "m4", "m5", "m6", "m8"]
         assert [i["id"] for i in call(s, "query", keywords=["奶茶"])["items"]] == ["m1"]
         assert not s.state.indexed  # reads and query need no retrieval index
         got = s.recall_explain("王明喜欢奶茶吗")
