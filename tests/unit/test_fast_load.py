@@ -199,7 +199,7 @@ def test_writes_during_the_background_build_leave_the_indexes_as_a_fresh_build(r
     fresh.ensure_index()
     got, want = tables(st), tables(fresh)
     assert got == want
-    assert any(type(dict.get(st.title_grams, k)) is state_mod.array for k in st.title_grams)
+    assert any(type(v) is state_mod.array for t in (st.title_grams, st.keyword_ids) for v in t.values())
     for word in ("奶茶", "王", "dog", "回来", "b"):
         found = st.text_matches(word)
         assert sorted(found) == sorted(i for i, n in st.nodes.items()
