@@ -495,9 +495,14 @@ def _fast_nodes(records) -> tuple[list[Node], LoadedTree]:
     replaced: dict[str, set[str]] = {}
     parents_first = True  # every parent comes before its children: no cycle, none unknown
     for rec in records:
-        if type(rec) is not dict or not known(rec):
-            raise _NotFast  # not an object, or a field Node does not have
-        node_id, title, content, keywords, parent, source, created, updated, by, reason = map(rec.get, fields)
+        if type(rec) is not dict:
+            raise _NotFast
+        if len(rec) == 10 and tuple(rec) == fields:  # every field, in the order zcord writes them
+            node_id, title, content, keywords, parent, source, created, updated, by, reason = rec.values()
+        elif known(rec):
+            node_id, title, content, keywords, parent, source, created, updated, by, reason = map(rec.get, fields)
+        else:
+            raise _NotFast  # a field Node does not have
         if type(node_id) is not str or type(title) is not str or type(content) is not str or node_id in ids:
             raise _NotFast  # missing, of another type, or a repeated id: the pydantic path words the error
         ids[node_id] = node_id
