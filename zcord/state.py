@@ -37,18 +37,27 @@ than a set of ids (about 40 bytes each); a title's CJK characters and pairs make
 Memory's postings, and common ones are held by thousands of nodes."""
 
 
+SET_CACHE = 400_000
+"""Ids kept, per table, in the id sets built from the arrays of recently used terms (a
+recall uses the same common terms again and again; building a set of 10,000 ids costs a
+few hundred microseconds)."""
+
+
 class Postings(dict):
     """term -> the nodes holding it: one id as the id string itself (most title words and
     whole titles belong to one node; a set costs 216 bytes), a few as a set of ids, many as
-    an array of their ranks. `get` answers a set-like of ids in every case (a new frozenset
-    for one id or for an array): callers never change it."""
+    an array of their ranks. `get` answers a set-like of ids in every case (a frozenset for
+    one id or for an array, the latter kept in a small cache until the term changes):
+    callers never change it."""
 
-    __slots__ = ("by_rank", "rank")
+    __slots__ = ("by_rank", "rank", "cache", "cached")
 
     def __init__(self, by_rank: list[str | None], rank: dict[str, int]):
         super().__init__()
         self.by_rank = by_rank  # the state's rank -> id list and id -> rank dict (changed in place)
         self.rank = rank
+        self.cache: dict[str, frozenset[str]] = {}  # least recently used first
+        self.cached = 0
 
     def get(self, key, default=None):
         v = dict.get(self, key)
@@ -59,7 +68,26 @@ class Postings(dict):
             return frozenset((v,))
         if t is set:
             return v
-        return frozenset(map(self.by_rank.__getitem__, v))
+        cache = self.cache
+        ids = cache.pop(key, None)
+        if ids is None:
+            ids = frozenset(map(self.by_rank.__getitem__, v))
+            self.cached += len(ids)
+            while self.cached > SET_CACHE and cache:
+                self.cached -= len(cache.pop(next(iter(cache))))
+        cache[key] = ids
+        return ids
+
+    def forget(self, key: str) -> None:
+        """Drop the cached id set of a term whose postings change."""
+        ids = self.cache.pop(key, None)
+        if ids is not None:
+            self.cached -= len(ids)
+
+    def clear(self) -> None:
+        super().clear()
+        self.cache.clear()
+        self.cached = 0
 
     def size(self, key: str) -> int:
         v = dict.get(self, key)
@@ -80,6 +108,8 @@ class Postings(dict):
                 v.add(node_id)
         else:
             v.append(rank)
+            if self.cache:
+                self.forget(key)
 
     def discard(self, key: str, node_id: str, rank: int) -> None:
         v = dict.get(self, key)
@@ -97,6 +127,8 @@ class Postings(dict):
                     v.remove(rank)
                 except ValueError:
                     return
+                if self.cache:
+                    self.forget(key)
                 if len(v) > BIG_POSTING // 2:
                     return
                 v = set(map(self.by_rank.__getitem__, v))
@@ -438,11 +470,12 @@ class MemoryState:
         get = dict.get
         for table, keys in ((self.title_grams, _grams(idx.norm_title)), (self.title_words, _word_keys(idx))):
             add = table.add
+            cached = table.cache
             for key in keys:
                 v = get(table, key)
                 if v is None:
                     table[key] = node_id
-                elif type(v) is array:
+                elif type(v) is array and not cached:
                     v.append(rank)
                 else:
                     add(key, node_id, rank)

@@ -151,6 +151,10 @@ def _random_ops(st: MemoryState, rng: random.Random, ids: list[str], steps: int,
     for i in range(steps):
         if build_every and i % build_every == 0:
             st.index_step(3)
+        if i % 4 == 0:  # fill the caches of id sets built from arrays: writes must drop them
+            for table in (st.title_grams, st.keyword_ids):
+                for key in rng.sample(list(table), min(6, len(table))):
+                    table.get(key)
         op = rng.random()
         live = [x for x in ids if x in st.nodes]
         if op < 0.3 or not live:
@@ -183,6 +187,7 @@ def _random_ops(st: MemoryState, rng: random.Random, ids: list[str], steps: int,
 def test_writes_during_the_background_build_leave_the_indexes_as_a_fresh_build(raw, monkeypatch, seed):
     monkeypatch.setattr(state_mod, "BIG_POSTING", 2)  # arrays of ranks from the third node on
     monkeypatch.setattr(state_mod, "TEXT_CHUNK", 3)  # the query text in many pieces
+    monkeypatch.setattr(state_mod, "SET_CACHE", 12)  # cached id sets evicted too
     rng = random.Random(seed)
     st = parse_state(raw, "memory-state.json")
     assert not st.indexed
