@@ -454,9 +454,10 @@ class MemoryState:
         if norm_title == title:
             norm_title = title  # one string object, not two
         seq = title_seq(norm_title)
+        length = max(1.0, sum(1 for w in seq if w is not None) + cjk_count(norm_title) / 2)
         idx = self.index[node.id] = NodeIndex(
             updated=node.updated_at.timestamp(),
-            title_len=max(1.0, sum(1 for w in seq if w is not None) + cjk_count(norm_title) / 2),
+            title_len=_LENGTHS.setdefault(length, length),  # a few values, one float object each
             norm_title=norm_title,
             title_seq=seq,
         )
@@ -718,6 +719,9 @@ _PART_ATTRS = ("_text", "_unindexed", "_unindexed_at", "nodes", "rank", "_by_ran
                "alias_ids",
                "title_grams", "title_words", "keyword_ids", "title_keys", "mixed_keywords", "current_count",
                "title_len_sum", "pending_words", "_rank", "_rel_rank", "important", "next_id")
+
+
+_LENGTHS: dict[float, float] = {}
 
 
 def _grams(text: str) -> set[str]:
