@@ -11,6 +11,8 @@ cached under --cache, built once):
   (what a busy machine does not inflate), its RSS right after READY, after the
   background warm-up (retrieval indexes, jieba, log index: waited for until its CPU time
   stops growing), after a query and a recall; the first recall's latency right after READY;
+  and the RSS of a process that does the same without the operation log's in-RAM search
+  index (which issue 13 moves to SQLite);
 - with --trace (in process, slow): what each structure costs, measured as the bytes of the
   objects reachable from it that no structure listed before it holds (so a string shared by
   a node and an index counts once, with the node), and tracemalloc's total per stage.
@@ -26,6 +28,7 @@ import argparse
 import gc
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -130,6 +133,27 @@ def daemon_figures(memdir: Path, root: Path) -> dict[str, str]:
     return out
 
 
+def rss_without_log_index(memdir: Path) -> str:
+    """RSS (MiB) of a fresh process that loads the Memory, builds the indexes and the query
+    text, loads jieba and teaches it, then runs a query and a recall, all as the daemon's
+    warm-up would, except the operation log's search index (kept in RAM today; issue 13
+    moves it to SQLite)."""
+    out = subprocess.run([sys.executable, __file__, "--rss-child", str(memdir)], capture_output=True, text=True,
+                         check=True)
+    return out.stdout.strip()
+
+
+def _rss_child(memdir: Path) -> None:
+    from zcord.service import Service
+
+    svc = Service(memdir).open()
+    svc.oplog.warm = lambda: None  # type: ignore[method-assign]
+    svc.warm()
+    svc.call("zcor_memory_query", {"keywords": ["奶茶"], "limit": 10})
+    svc.recall("bench", [{"text": CHAT, "origin": "external"}])
+    print(f"{rss_kib(os.getpid())[0] / 1024:.0f}")
+
+
 def deep_size(obj, seen: set[int]) -> int:
     """Bytes of obj and everything reachable from it (containers, strings, numbers, times)
     not already in seen."""
@@ -202,7 +226,10 @@ def main() -> None:
     ap.add_argument("--sizes", default="1000,10000,100000")
     ap.add_argument("--cache", type=Path, help="keep the built Memories here (default: a temporary directory)")
     ap.add_argument("--trace", action="store_true", help="also measure what each structure costs (slow)")
+    ap.add_argument("--rss-child", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.rss_child:
+        return _rss_child(args.rss_child)
     sizes = [int(s) for s in args.sizes.split(",")]
     root = Path(tempfile.mkdtemp(dir="/tmp", prefix="zcbm"))
     cache = args.cache or root / "cache"
@@ -215,6 +242,7 @@ def main() -> None:
             gc.collect()
             split_rows.append([f"{n:,}", *(f"{c:.3f} / {w:.3f}" for c, w in split.values())])
             d = daemon_figures(memdir, root)
+            d["RSS no log index"] = rss_without_log_index(memdir)
             daemon_rows.append([f"{n:,}", *d.values()])
             if args.trace:
                 cost_tables[n] = structure_costs(memdir)
@@ -222,7 +250,7 @@ def main() -> None:
         print(table(split_rows, ["memories", *split.keys()]))
         print()
         print("Daemon (RSS in MiB: right after READY=1, after the background warm-up, after a query "
-              "and a recall; peak):")
+              "and a recall; peak; and a process that does all that without the log's in-RAM search index):")
         print(table(daemon_rows, ["memories", *d.keys()]))
         for n, rows in cost_tables.items():
             print()
