@@ -685,9 +685,9 @@ class Service:
     def warm(self) -> None:
         """Build the retrieval indexes and the query text, load jieba, teach it the Memory's
         words and index the log (a daemon runs this in the background after it is ready, so
-        the first calls do not pay for it). The indexes and the text are built in steps of a
-        few thousand nodes, each under the lock, so calls are answered in between; a call
-        that needs them finishes the build."""
+        the first calls do not pay for it). The indexes and the text are built in steps (1,000
+        nodes, one 4,096-node piece of text), each under the lock, so calls are answered in
+        between; a call that needs them finishes the build."""
         for step in ("index_step", "text_step"):
             while True:
                 with self.lock:
