@@ -115,6 +115,16 @@ class Node(tuple):
     def current(self) -> bool:
         return self[8] is None
 
+    @classmethod
+    def model_validate(cls, obj: Any) -> Node:
+        """A node from untrusted data (a dict with the JSON or Python names), validated by
+        NodeModel: pydantic's ValidationError on anything wrong."""
+        return NodeModel.model_validate(obj).to_node()
+
+    @classmethod
+    def model_validate_json(cls, data: str | bytes) -> Node:
+        return NodeModel.model_validate_json(data).to_node()
+
     def model_copy(self, update: dict[str, Any] | None = None) -> Node:
         values = list(self)
         for key, value in (update or {}).items():

@@ -223,3 +223,22 @@ def test_reads_answer_before_the_build_and_recall_finishes_it(tmp_path):
         got = s.recall_explain("王明喜欢奶茶吗")
         assert s.state.indexed
         assert "m1" in json.dumps(got)
+
+
+def test_node_keeps_the_pydantic_surface():
+    from pydantic import ValidationError
+
+    t = "2026-02-01T08:00:00.000+08:00"
+    d = {"id": "m1", "title": "标题", "content": "c", "keywords": ["a", "b"], "parentId": None,
+         "sourceMessage": "s", "createdAt": t, "updatedAt": t, "supersededBy": None, "supersedeReason": None}
+    node = Node.model_validate(d)
+    assert node.dump() == d and json.loads(node.model_dump_json(by_alias=True)) == d
+    assert node == Node.model_validate_json(json.dumps(d)) and hash(node) == hash(Node.model_validate(d))
+    assert node.current and node.keywords == ("a", "b")
+    moved = node.model_copy(update={"parent_id": "m0", "keywords": ["c"]})
+    assert (moved.parent_id, moved.keywords, moved.title, node.parent_id) == ("m0", ("c",), "标题", None)
+    assert "parent_id='m0'" in repr(moved) and moved != node and node != tuple(node)
+    with pytest.raises(ValidationError):
+        Node.model_validate({**d, "color": "red"})
+    with pytest.raises(ValidationError):
+        Node.model_validate({**d, "createdAt": "2026-02-01T08:00:00"})
