@@ -2,10 +2,11 @@
 
 For 1,000 / 10,000 / 100,000 nodes (each with one change record and one operation-log
 line per node, built directly by bench/common.build_memory): load time (Service.open in
-process: parse, validate, index, reconcile), daemon ready time (spawn → READY=1), p50 and
-p99 of read / query / write / recall / context / history query from one client, read
-throughput of 8 concurrent client processes, and the daemon's RSS at the end. Prints a
-table; never asserts.
+process: parse, validate, reconcile; the retrieval indexes are built after READY), daemon
+ready time (spawn → READY=1), p50 and p99 of read / query / write / recall / context /
+history query from one client (after the daemon's warm-up), read throughput of 8
+concurrent client processes, and the daemon's RSS after the warm-up and at the end (see
+bench/bench_memory.py for the load and memory split). Prints a table; never asserts.
 
 Usage: python bench/bench_all.py [--sizes 1000,10000,100000] [--samples 1000] [--clients 8]
        [--seconds 3]
@@ -25,6 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_daemon import rss_kib, start_daemon, throughput  # noqa: E402
+from bench_memory import wait_quiet  # noqa: E402
 from common import THINGS, VERBS, build_memory, content, pct, table, title  # noqa: E402
 
 from zcord.client import Client  # noqa: E402
@@ -81,6 +83,8 @@ def one(nodes: int, samples: int, clients: int, seconds: float) -> dict[str, str
             # the daemon warms jieba and the log index after READY: wait for both, then measure
             c.recall("bench", chat())
             c.call_tool("zcor_memory_history", {"keywords": ["奶茶"], "limit": 20})
+            wait_quiet(proc.pid)  # and the rest of the warm-up (the query text blob)
+            warm_rss = rss_kib(proc.pid)[0]
             for _ in range(100):
                 c.call_tool("zcor_memory_read", {"id": rng.choice(ids)})
             few = max(samples // 5, 20)
@@ -113,6 +117,7 @@ def one(nodes: int, samples: int, clients: int, seconds: float) -> dict[str, str
             "context ms": lat(context),
             "history query ms": lat(history),
             f"{clients} clients, reads/s": f"{rate:,.0f}",
+            "daemon RSS MiB after warm-up": f"{warm_rss / 1024:.0f}",
             "daemon RSS MiB (now / peak)": f"{rss / 1024:.0f} / {hwm / 1024:.0f}",
         }
     finally:

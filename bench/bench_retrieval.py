@@ -55,17 +55,17 @@ def deep_size(obj, seen: set[int]) -> int:
 
 def weighting_index_bytes(st) -> int:
     """What weighted ranking adds to the state: the title word and whole-title indexes and
-    each node's keyword keys, folded title words and title length (strings the node texts
-    already hold are counted as shared)."""
+    each node's folded title words and title length (strings the node texts already hold
+    are counted as shared; keyword keys are derived from the node when needed, not held)."""
+    st.ensure_index()
     seen: set[int] = set()
     for idx in st.index.values():  # texts the state holds anyway
         seen.add(id(idx.norm_title))
-        seen.add(id(idx.norm_content))
     for node_id in st.nodes:
         seen.add(id(node_id))
     total = deep_size(st.title_words, seen) + deep_size(st.title_keys, seen)
     for idx in st.index.values():
-        total += deep_size(idx.keyword_keys, seen) + deep_size(idx.title_seq, seen) + 8
+        total += deep_size(idx.title_seq, seen) + 8
     return total
 
 

@@ -152,6 +152,7 @@ class Retriever:
     def teach_jieba(self) -> None:
         """Make jieba keep every synonym term, node keyword and person's name whole."""
         st = self.state
+        st.ensure_index()  # every node's keywords
         if self._taught_terms is not self.synonyms.classes:
             add_user_words(self.synonyms.classes.of)
             self._taught_terms = self.synonyms.classes
@@ -280,6 +281,7 @@ class Retriever:
         Seed: score = the number of distinct terms that hit the node (title or equal keyword),
         ties by updatedAt desc, id asc. Weighted: see `_weighted`.
         """
+        self.state.ensure_index()
         if mode == "weighted":
             if terms and isinstance(terms[0], str):
                 terms = [Term(term_key(t), normalize(t), normalize(t), 1.0, False, self.class_of(normalize(t)))

@@ -888,8 +888,17 @@ class Service:
         return derive_keywords(title)
 
     def warm(self) -> None:
-        """Load jieba, teach it the Memory's words and index the log (a daemon runs this in
-        the background after it is ready, so the first calls do not pay for it)."""
+        """Build the retrieval indexes and the query text, load jieba, teach it the Memory's
+        words and index the log (a daemon runs this in the background after it is ready, so
+        the first calls do not pay for it). The indexes and the text are built in steps (1,000
+        nodes, one 4,096-node piece of text), each under the lock, so calls are answered in
+        between; a call that needs them finishes the build."""
+        for step in ("index_step", "text_step"):
+            while True:
+                with self.lock:
+                    if not getattr(self.state, step)():
+                        break
+                time.sleep(0.0005)  # let a waiting call take the lock
         tokenizer()
         with self.lock:
             self._refresh_synonyms()
@@ -963,7 +972,7 @@ class Service:
         if links:
             problems.append(f"relationship(s) {', '.join(links)} link to it; unlink them with "
                             f"zcor_relationship_write(memoryNodeId=null) first")
-        replaced = sorted(st.replaced.get(a.id, ()), key=lambda i: st.index[i].rank)
+        replaced = sorted(st.replaced.get(a.id, ()), key=st.rank.__getitem__)
         if replaced:
             problems.append(f"it replaces superseded memor{'ies' if len(replaced) != 1 else 'y'} "
                             f"{', '.join(replaced)}, so it must stay")
@@ -1038,14 +1047,20 @@ class Service:
         candidates = st.nodes.keys() if found is None else found
         rest = keys if found is None else keys[1:]
         hits = []
+        nodes, index, rank = st.nodes, st.index, st.rank
         for node_id in candidates:
-            if st.nodes[node_id].superseded_by is not None and not a.include_superseded:
+            node = nodes[node_id]
+            if node.superseded_by is not None and not a.include_superseded:
                 continue
-            idx = st.index[node_id]
-            if (start is not None and idx.updated < start) or (end is not None and idx.updated > end):
+            idx = index.get(node_id)
+            updated = idx.updated if idx is not None else node.updated_at.timestamp()
+            if (start is not None and updated < start) or (end is not None and updated > end):
                 continue
-            if all(k in idx.norm_title or k in idx.norm_content for k in rest):
-                hits.append((idx.updated, idx.rank, node_id))
+            if rest:
+                title, content = normalize(node.title), normalize(node.content)
+                if not all(k in title or k in content for k in rest):
+                    continue
+            hits.append((updated, rank[node_id], node_id))
         hits.sort(reverse=True)
         window = hits[a.offset:a.offset + a.limit]
         return {"items": [st.nodes[i].dump() for _, _, i in window], "total": len(hits),

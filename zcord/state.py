@@ -7,28 +7,156 @@ so a failed save leaves memory exactly as it was before the call.
 from __future__ import annotations
 
 import bisect
+import functools
+from array import array
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .models import Change, Node, Relationship
-from .text import cjk_count, has_cjk, normalize, term_key, title_seq, title_word_keys
+from .text import _CJK_CHAR, cjk_count, has_cjk, normalize, term_key, title_seq, title_word_keys
 
 
 @dataclass(slots=True)
 class NodeIndex:
-    """Precomputed comparison forms of one node, rebuilt whenever the node object changes."""
+    """Precomputed retrieval forms of one current or superseded node, rebuilt whenever the
+    node object changes: its updatedAt as a number, the title's length in words (a CJK
+    character counts half), the normalized title (the title object itself when normalizing
+    changes nothing) and its non-CJK words folded in order (None for a CJK run; empty for an
+    all-CJK title). Keyword keys are not kept: they are derived again from the node."""
 
-    rank: int
     updated: float
-    norm_title: str
-    norm_content: str
-    norm_keywords: frozenset[str]
-    # retrieval forms: keyword keys (term_key), the title's non-CJK words folded in order
-    # (None for a CJK run), and the title's length in words (a CJK character counts half)
-    keyword_keys: frozenset[str]
-    title_seq: tuple[str | None, ...]
     title_len: float
+    norm_title: str
+    title_seq: tuple[str | None, ...]
+
+
+BIG_POSTING = 24
+"""A term held by more nodes than this keeps their ranks in an array (4 bytes each) rather
+than a set of ids (about 40 bytes each); a title's CJK characters and pairs make most of a
+Memory's postings, and common ones are held by thousands of nodes."""
+
+
+SET_CACHE = 400_000
+"""Ids kept, per table, in the id sets built from the arrays of recently used terms (a
+recall uses the same common terms again and again; building a set of 10,000 ids costs a
+few hundred microseconds)."""
+
+
+class Postings(dict):
+    """term -> the nodes holding it: one id as the id string itself (most title words and
+    whole titles belong to one node; a set costs 216 bytes), a few as a set of ids, many as
+    an array of their ranks. `get` answers a set-like of ids in every case (a frozenset for
+    one id or for an array, the latter kept in a small cache until the term changes):
+    callers never change it."""
+
+    __slots__ = ("by_rank", "rank", "cache", "cached")
+
+    def __init__(self, by_rank: list[str | None], rank: dict[str, int]):
+        super().__init__()
+        self.by_rank = by_rank  # the state's rank -> id list and id -> rank dict (changed in place)
+        self.rank = rank
+        self.cache: dict[str, frozenset[str]] = {}  # least recently used first
+        self.cached = 0
+
+    def get(self, key, default=None):
+        v = dict.get(self, key)
+        if v is None:
+            return default
+        t = type(v)
+        if t is str:
+            return frozenset((v,))
+        if t is set:
+            return v
+        cache = self.cache
+        ids = cache.pop(key, None)
+        if ids is None:
+            ids = frozenset(map(self.by_rank.__getitem__, v))
+            self.cached += len(ids)
+            while self.cached > SET_CACHE and cache:
+                self.cached -= len(cache.pop(next(iter(cache))))
+        cache[key] = ids
+        return ids
+
+    def forget(self, key: str) -> None:
+        """Drop the cached id set of a term whose postings change."""
+        ids = self.cache.pop(key, None)
+        if ids is not None:
+            self.cached -= len(ids)
+
+    def clear(self) -> None:
+        super().clear()
+        self.cache.clear()
+        self.cached = 0
+
+    def size(self, key: str) -> int:
+        v = dict.get(self, key)
+        return 0 if v is None else 1 if type(v) is str else len(v)
+
+    def add(self, key: str, node_id: str, rank: int) -> None:
+        """Add a node not yet under key."""
+        v = dict.get(self, key)
+        if v is None:
+            self[key] = node_id
+        elif type(v) is str:
+            self[key] = {v, node_id}
+        elif type(v) is set:
+            if len(v) >= BIG_POSTING:
+                ranks = self[key] = array("I", map(self.rank.__getitem__, v))
+                ranks.append(rank)
+            else:
+                v.add(node_id)
+        else:
+            v.append(rank)
+            if self.cache:
+                self.forget(key)
+
+    def discard(self, key: str, node_id: str, rank: int) -> None:
+        v = dict.get(self, key)
+        if v is None:
+            return
+        t = type(v)
+        if t is str:
+            if v == node_id:
+                del self[key]
+        else:
+            if t is set:
+                v.discard(node_id)
+            else:
+                try:
+                    v.remove(rank)
+                except ValueError:
+                    return
+                if self.cache:
+                    self.forget(key)
+                if len(v) > BIG_POSTING // 2:
+                    return
+                v = set(map(self.by_rank.__getitem__, v))
+            if len(v) > 1:
+                self[key] = v
+            elif v:
+                self[key] = next(iter(v))
+            else:
+                del self[key]
+
+
+TEXT_CHUNK = 4096
+"""Nodes per piece of the query text blob (by rank): a write rebuilds one piece only."""
+
+INDEX_STEP = 1000
+"""Nodes indexed per step of the background index build (one short hold of the lock)."""
+
+
+class _TextChunk:
+    """The normalized titles and contents of up to TEXT_CHUNK nodes (consecutive ranks), as
+    one string searched with str.find: "title\x00content\x01" per node."""
+
+    __slots__ = ("ids", "blob", "starts")
+
+    def __init__(self) -> None:
+        self.ids: list[str] = []
+        self.blob: str | None = None
+        self.starts: array | None = None
 
 
 @dataclass(slots=True)
@@ -47,6 +175,11 @@ class Migration:
     raw: bytes
 
 
+RANK_GAP = 2
+"""Nodes take every other rank (creation order), so a reverted delete finds a free rank
+between its neighbours."""
+
+
 class MemoryState:
     """All of one persona's Memory, with the indexes the tools need."""
 
@@ -58,16 +191,19 @@ class MemoryState:
         history: Iterable[Change] = (),
         next_id: int = 1,
         history_segments: Iterable[str] = (),
+        tree: tuple[dict, dict] | None = None,
     ):
         # The change history: sealed segment files (oldest) plus the changes still inline.
         self.history: list[Change] = list(history)
         self.history_segments: list[str] = list(history_segments)
         self.migration: Migration | None = None
-        self._load_parts(nodes, important, relationships, next_id)
+        self._load_parts(nodes, important, relationships, next_id, tree)
 
-    def _load_parts(self, nodes, important, relationships, next_id) -> None:
+    def _load_parts(self, nodes, important, relationships, next_id, tree=None) -> None:
         self.nodes: dict[str, Node] = {}
-        self.index: dict[str, NodeIndex] = {}
+        self.rank: dict[str, int] = {}  # creation order, kept by updates and by an undone delete
+        self._by_rank: list[str | None] = [None]  # rank -> id (None: no node has it now)
+        self.index: dict[str, NodeIndex] = {}  # retrieval forms: see ensure_index
         self.children: dict[str | None, list[str]] = {None: []}
         self.links: dict[str, set[str]] = {}
         self.replaced: dict[str, set[str]] = {}
@@ -77,23 +213,58 @@ class MemoryState:
         # retrieval indexes over current nodes only: CJK title n-grams (1 and 2 characters),
         # folded non-CJK title words, keyword keys, whole-title keys; their sizes give
         # each term's document frequency for weighted ranking
-        self.title_grams: dict[str, set[str]] = {}
-        self.title_words: dict[str, set[str]] = {}
-        self.keyword_ids: dict[str, set[str]] = {}
-        self.title_keys: dict[str, set[str]] = {}
+        self.title_grams = Postings(self._by_rank, self.rank)
+        self.title_words = Postings(self._by_rank, self.rank)
+        self.keyword_ids = Postings(self._by_rank, self.rank)
+        self.title_keys = Postings(self._by_rank, self.rank)
         self.mixed_keywords: dict[str, int] = {}  # keyword keys with CJK and other letters
         self.current_count = 0
         self.title_len_sum = 0.0
         self.pending_words: list[str] = []
         self._rank = 0
         self._rel_rank = 0
-        self._text_blob: tuple[str, list[int], list[str]] | None = None
+        self._text: dict[int, _TextChunk] | None = None  # rank // TEXT_CHUNK -> piece; built by a query
+        # ids loaded but maybe not yet in the retrieval indexes (built by ensure_index or in
+        # steps by index_step); None once every node is indexed
+        self._unindexed: list[str] | None = None
+        self._unindexed_at = 0
         self.next_id = next_id
-        for node in nodes:
-            self._put_node(node)
+        self._load_nodes(nodes, tree)
         for rel in relationships:
             self._put_rel(rel)
         self.important: list[str] = list(important)
+
+    # -- the retrieval indexes: built after loading, in steps or at once ----------------
+
+    @property
+    def indexed(self) -> bool:
+        """Whether the retrieval indexes (title grams and words, keyword ids, whole titles,
+        `index`, counts, pending_words) cover every node."""
+        return self._unindexed is None
+
+    def index_step(self, n: int = INDEX_STEP) -> bool:
+        """Index up to n more loaded nodes; False once every node is indexed."""
+        todo = self._unindexed
+        if todo is None:
+            return False
+        at = self._unindexed_at
+        end = min(len(todo), at + n)
+        nodes, index = self.nodes, self.index
+        for node_id in todo[at:end]:
+            node = nodes.get(node_id)
+            if node is not None and node_id not in index:
+                self._index_node(node)
+        if end >= len(todo):
+            self._unindexed = None
+            self._unindexed_at = 0
+            return False
+        self._unindexed_at = end
+        return True
+
+    def ensure_index(self) -> None:
+        """Finish building the retrieval indexes (every caller of them runs this first)."""
+        if self._unindexed is not None:
+            self.index_step(len(self._unindexed))
 
     # -- queries -----------------------------------------------------------------
 
@@ -123,8 +294,11 @@ class MemoryState:
 
     def _sibling_insert(self, parent: str | None, node_id: str) -> None:
         siblings = self.children.setdefault(parent, [])
-        rank = self.index[node_id].rank
-        pos = bisect.bisect_left(siblings, rank, key=lambda i: self.index[i].rank)
+        rank = self.rank[node_id]
+        if not siblings or self.rank[siblings[-1]] < rank:
+            siblings.append(node_id)
+            return
+        pos = bisect.bisect_left(siblings, rank, key=self.rank.__getitem__)
         siblings.insert(pos, node_id)
 
     def _sibling_remove(self, parent: str | None, node_id: str) -> None:
@@ -136,94 +310,204 @@ class MemoryState:
 
     def text_matches(self, keyword: str) -> list[str] | None:
         """Ids of nodes whose normalized title or content contains the normalized keyword,
-        found with str.find over one blob of all texts (None: keyword unusable here)."""
+        found with str.find over the text blob's pieces (None: keyword unusable here)."""
         if "\x00" in keyword or "\x01" in keyword or not keyword:
             return None
-        if self._text_blob is None:
-            starts, ids, parts = [], [], []
-            pos = 0
-            for node_id, idx in self.index.items():
-                starts.append(pos)
-                ids.append(node_id)
-                piece = f"{idx.norm_title}\x00{idx.norm_content}\x01"
-                parts.append(piece)
-                pos += len(piece)
-            self._text_blob = ("".join(parts), starts, ids)
-        blob, starts, ids = self._text_blob
-        out = []
-        at = blob.find(keyword)
-        while at >= 0:
-            i = bisect.bisect_right(starts, at) - 1
-            out.append(ids[i])
-            nxt = starts[i + 1] if i + 1 < len(starts) else len(blob)
-            at = blob.find(keyword, nxt)
+        if self._text is None:
+            self._text_pieces()
+        out: list[str] = []
+        for chunk in self._text.values():
+            if chunk.blob is None:
+                self._fill_chunk(chunk)
+            blob, starts, ids = chunk.blob, chunk.starts, chunk.ids
+            at = blob.find(keyword)
+            while at >= 0:
+                i = bisect.bisect_right(starts, at) - 1
+                out.append(ids[i])
+                nxt = starts[i + 1] if i + 1 < len(starts) else len(blob)
+                at = blob.find(keyword, nxt)
         return out
 
+    def _text_pieces(self) -> None:
+        chunks: dict[int, _TextChunk] = {}
+        rank = self.rank
+        for node_id in self.nodes:
+            k = rank[node_id] // TEXT_CHUNK
+            chunk = chunks.get(k)
+            if chunk is None:
+                chunk = chunks[k] = _TextChunk()
+            chunk.ids.append(node_id)
+        self._text = chunks
+
+    def text_step(self) -> bool:
+        """Build one more piece of the query text blob; False once every piece is built."""
+        if self._text is None:
+            self._text_pieces()
+            return True
+        for chunk in self._text.values():
+            if chunk.blob is None:
+                self._fill_chunk(chunk)
+                return True
+        return False
+
+    def _fill_chunk(self, chunk: _TextChunk) -> None:
+        starts = array("q")
+        parts = []
+        pos = 0
+        nodes = self.nodes
+        for node_id in chunk.ids:
+            node = nodes[node_id]
+            starts.append(pos)
+            piece = f"{normalize(node.title)}\x00{normalize(node.content)}\x01"
+            parts.append(piece)
+            pos += len(piece)
+        chunk.blob = "".join(parts)
+        chunk.starts = starts
+
+    def _text_changed(self, node_id: str, added: bool = False, removed: bool = False) -> None:
+        """Keep the blob's pieces in step with a node put or removed (its piece is rebuilt by
+        the next query)."""
+        chunks = self._text
+        if chunks is None:
+            return
+        rank = self.rank[node_id]
+        k = rank // TEXT_CHUNK
+        chunk = chunks.get(k)
+        if chunk is None:
+            chunk = _TextChunk()
+            chunks[k] = chunk
+            self._text = dict(sorted(chunks.items()))
+        chunk.blob = chunk.starts = None
+        if added:
+            ids = chunk.ids
+            if not ids or self.rank[ids[-1]] < rank:
+                ids.append(node_id)
+            else:
+                ids.insert(bisect.bisect_left(ids, rank, key=self.rank.__getitem__), node_id)
+        elif removed:
+            chunk.ids.remove(node_id)
+            if not chunk.ids:
+                del chunks[k]
+
+    def _load_nodes(self, nodes: Iterable[Node], tree: tuple[dict, dict] | None = None) -> None:
+        """Nodes of a file, in order: the tree, ranks and links now; the retrieval indexes
+        later (ensure_index / index_step). tree: (children, replaced) of these nodes in this
+        order, when the loader built them already."""
+        nodes = list(nodes)
+        ids = [n[0] for n in nodes]  # Node.id
+        self.nodes = dict(zip(ids, nodes))
+        if len(self.nodes) != len(nodes):  # a repeated id (refused by the loaders): the later one wins
+            self.nodes = {}
+            for node in nodes:
+                self._put_node(node)
+            return
+        # every other rank: a reverted delete can go back between its neighbours (add_node)
+        self.rank.update(zip(ids, range(RANK_GAP, RANK_GAP * len(ids) + 1, RANK_GAP)))
+        self._by_rank.extend(x for i in ids for x in (None, i))
+        self._rank = RANK_GAP * len(ids)
+        if tree is not None:
+            self.children, self.replaced = tree
+            nodes = ()
+        children = self.children
+        for node in nodes:
+            parent = node.parent_id
+            siblings = children.get(parent)
+            if siblings is None:
+                children[parent] = [node.id]
+            else:
+                siblings.append(node.id)
+            if node.superseded_by is not None:
+                self.replaced.setdefault(node.superseded_by, set()).add(node.id)
+        if ids:
+            self._unindexed = ids
+            self._unindexed_at = 0
+
     def _put_node(self, node: Node, rank: int | None = None) -> None:
-        self._text_blob = None
-        old = self.nodes.get(node.id)
+        node_id = node.id
+        old = self.nodes.get(node_id)
         if old is not None:
-            rank = self.index[node.id].rank
+            rank = self.rank[node_id]
             if old.parent_id != node.parent_id:
-                self._sibling_remove(old.parent_id, node.id)
+                self._sibling_remove(old.parent_id, node_id)
             if old.superseded_by is not None:
-                self._unlink_replaced(old.superseded_by, node.id)
+                self._unlink_replaced(old.superseded_by, node_id)
         elif rank is None:
-            self._rank += 1
+            self._rank += RANK_GAP
             rank = self._rank
         else:
             self._rank = max(self._rank, rank)
-        if old is not None:
-            self._unindex_words(node.id, self.index[node.id])
-        self.nodes[node.id] = node
-        norm_title = normalize(node.title)
-        norm_keywords = frozenset(normalize(k) for k in node.keywords)
+        idx = self.index.pop(node_id, None)
+        if idx is not None:
+            self._unindex_words(node_id, idx, old)
+        self.nodes[node_id] = node
+        self.rank[node_id] = rank
+        by_rank = self._by_rank
+        if rank >= len(by_rank):
+            by_rank.extend([None] * (rank + 1 - len(by_rank)))
+        by_rank[rank] = node_id
+        self._text_changed(node_id, added=old is None)
+        if idx is not None or old is None or self._unindexed is None:
+            self._index_node(node)
+        # else: loaded and not indexed yet; the build indexes the node's current version
+        if old is None or old.parent_id != node.parent_id:
+            self._sibling_insert(node.parent_id, node_id)
+        if node.superseded_by is not None:
+            self.replaced.setdefault(node.superseded_by, set()).add(node_id)
+
+    def _index_node(self, node: Node) -> None:
+        title = node.title
+        norm_title = normalize(title)
+        if norm_title == title:
+            norm_title = title  # one string object, not two
         seq = title_seq(norm_title)
+        length = max(1.0, sum(1 for w in seq if w is not None) + cjk_count(norm_title) / 2)
         idx = self.index[node.id] = NodeIndex(
-            rank=rank,
             updated=node.updated_at.timestamp(),
+            title_len=_LENGTHS.setdefault(length, length),  # a few values, one float object each
             norm_title=norm_title,
-            norm_content=normalize(node.content),
-            norm_keywords=norm_keywords,
-            keyword_keys=_keys_of(norm_keywords),
             title_seq=seq,
-            title_len=max(1.0, sum(1 for w in seq if w is not None) + cjk_count(norm_title) / 2),
         )
         if node.superseded_by is None:
-            self._index_words(node.id, idx)
-        if old is None or old.parent_id != node.parent_id:
-            self._sibling_insert(node.parent_id, node.id)
-        if node.superseded_by is not None:
-            self.replaced.setdefault(node.superseded_by, set()).add(node.id)
+            self._index_words(node, idx)
 
-    def _index_words(self, node_id: str, idx: NodeIndex) -> None:
-        for gram in _grams(idx.norm_title):
-            self.title_grams.setdefault(gram, set()).add(node_id)
-        for word in _word_keys(idx):
-            self.title_words.setdefault(word, set()).add(node_id)
-        for kw in idx.keyword_keys:
-            self.keyword_ids.setdefault(kw, set()).add(node_id)
+    def _index_words(self, node: Node, idx: NodeIndex) -> None:
+        node_id = node.id
+        rank = self.rank[node_id]
+        # Postings.add, its usual cases inlined (the build adds about 20 postings per node)
+        get = dict.get
+        for table, keys in ((self.title_grams, _grams(idx.norm_title)), (self.title_words, _word_keys(idx))):
+            add = table.add
+            cached = table.cache
+            for key in keys:
+                v = get(table, key)
+                if v is None:
+                    table[key] = node_id
+                elif type(v) is array and not cached:
+                    v.append(rank)
+                else:
+                    add(key, node_id, rank)
+        norm_keywords, keyword_keys = _keyword_forms(node)
+        add = self.keyword_ids.add
+        for kw in keyword_keys:
+            add(kw, node_id, rank)
             if _mixed(kw):
                 self.mixed_keywords[kw] = self.mixed_keywords.get(kw, 0) + 1
-        self.title_keys.setdefault(_title_key(idx), set()).add(node_id)
+        self.title_keys.add(_title_key(idx), node_id, rank)
         self.current_count += 1
         self.title_len_sum += idx.title_len
-        self.pending_words.extend(idx.norm_keywords)
+        self.pending_words.extend(norm_keywords)
 
-    def _unindex_words(self, node_id: str, idx: NodeIndex) -> None:
-        removed = False
+    def _unindex_words(self, node_id: str, idx: NodeIndex, node: Node) -> None:
+        if node.superseded_by is not None:
+            return  # a superseded node: never in the word tables
+        keyword_keys = _keyword_forms(node)[1]
+        rank = self.rank[node_id]
         for table, keys in ((self.title_grams, _grams(idx.norm_title)), (self.title_words, _word_keys(idx)),
-                            (self.keyword_ids, idx.keyword_keys), (self.title_keys, (_title_key(idx),))):
+                            (self.keyword_ids, keyword_keys), (self.title_keys, (_title_key(idx),))):
+            discard = table.discard
             for key in keys:
-                ids = table.get(key)
-                if ids is not None and node_id in ids:
-                    removed = True
-                    ids.discard(node_id)
-                    if not ids:
-                        del table[key]
-        if not removed:
-            return  # a superseded node: never indexed
-        for kw in idx.keyword_keys:
+                discard(key, node_id, rank)
+        for kw in keyword_keys:
             n = self.mixed_keywords.get(kw)
             if n is not None:
                 if n <= 1:
@@ -255,10 +539,11 @@ class MemoryState:
         if len(key) == 1:
             return self.title_grams.get(key, frozenset())
         grams = [g for g in (key[i:i + 2] for i in range(len(key) - 1)) if has_cjk(g)]
-        postings = [self.title_grams.get(g) for g in grams]
-        if any(p is None for p in postings):
+        table = self.title_grams
+        sizes = [table.size(g) for g in grams]
+        if not sizes or 0 in sizes:
             return frozenset()
-        smallest = min(postings, key=len)
+        smallest = table.get(grams[sizes.index(min(sizes))])
         if len(key) == 2:
             return smallest
         return {i for i in smallest if key in self.index[i].norm_title}
@@ -270,31 +555,40 @@ class MemoryState:
             if not ids:
                 del self.replaced[target]
 
-    def _remove_node(self, node_id: str) -> NodeIndex:
-        self._text_blob = None
+    def _remove_node(self, node_id: str) -> int:
+        """Remove a node; returns its rank (for _restore_node)."""
+        self._text_changed(node_id, removed=True)
         node = self.nodes.pop(node_id)
-        self._unindex_words(node_id, self.index[node_id])
+        idx = self.index.pop(node_id, None)
+        if idx is not None:
+            self._unindex_words(node_id, idx, node)
         self._sibling_remove(node.parent_id, node_id)
         if node.superseded_by is not None:
             self._unlink_replaced(node.superseded_by, node_id)
-        return self.index.pop(node_id)
+        rank = self.rank.pop(node_id)
+        self._by_rank[rank] = None
+        return rank
 
     def add_node(self, node: Node) -> None:
         """A new node in creation order: at the end, or, for an id older than existing ones
-        (a delete being reverted or replayed), just after the nearest older id."""
+        (a delete being reverted or replayed), in a free rank between its neighbours by id
+        (loading leaves one free rank between any two nodes; when none is left the node
+        goes last)."""
         num = _id_number(node.id)
-        later = [i for i in self.nodes if num is not None and (_id_number(i) or 0) > num]
+        later = [(self.rank[i], n) for i in self.nodes if num is not None and (n := _id_number(i) or 0) > num]
         if not later:
             self._put_node(node)
             return
-        before = [self.index[i].rank for i in self.nodes if (_id_number(i) or 0) < num]
-        first_later = min(self.index[i].rank for i in later)
-        rank = (max(before) + first_later) / 2 if before else first_later - 1
-        self._put_node(node, rank=rank)
-        self.nodes = dict(sorted(self.nodes.items(), key=lambda kv: self.index[kv[0]].rank))
-        for parent, ids in self.children.items():
-            if node.id in ids:
-                ids.sort(key=lambda i: self.index[i].rank)
+        succ, succ_num = min(later)
+        pred, pred_num = max(((self.rank[i], n) for i in self.nodes if (n := _id_number(i) or 0) < num),
+                             default=(0, 0))
+        # where it most likely was: ids and ranks both grow with creation
+        aim = pred + (succ - pred) * (num - pred_num) / max(1, succ_num - pred_num)
+        by = self._by_rank
+        free = [r for r in range(pred + 1, succ) if r >= len(by) or by[r] is None]
+        self._put_node(node, rank=min(free, key=lambda r: abs(r - aim)) if free else None)
+        if free is not None:
+            self.nodes = dict(sorted(self.nodes.items(), key=lambda kv: self.rank[kv[0]]))
 
     def add_rel(self, rel: Relationship) -> None:
         """A relationship brought back (a reverted delete): in creation-time order."""
@@ -307,11 +601,11 @@ class MemoryState:
         self._put_rel(rel, rank=(max(before) + first_later) / 2 if before else first_later - 1)
         self.relationships = dict(sorted(self.relationships.items(), key=lambda kv: self.rel_index[kv[0]].rank))
 
-    def _restore_node(self, node: Node, idx: NodeIndex) -> None:
+    def _restore_node(self, node: Node, rank: int) -> None:
         """Put back a removed node with its original rank (undo of a delete)."""
-        self._put_node(node, rank=idx.rank)
+        self._put_node(node, rank=rank)
         # dicts keep insertion order = creation order; re-sort after an undo of a delete.
-        self.nodes = dict(sorted(self.nodes.items(), key=lambda kv: self.index[kv[0]].rank))
+        self.nodes = dict(sorted(self.nodes.items(), key=lambda kv: self.rank[kv[0]]))
 
     def _put_rel(self, rel: Relationship, rank: int | None = None) -> None:
         old = self.relationships.get(rel.person_id)
@@ -471,15 +765,26 @@ class Tx:
             self._undo.pop()()
 
 
-_PART_ATTRS = ("_text_blob", "nodes", "index", "children", "links", "replaced", "relationships", "rel_index",
+_PART_ATTRS = ("_text", "_unindexed", "_unindexed_at", "nodes", "rank", "_by_rank", "index", "children", "links", "replaced", "relationships", "rel_index",
                "alias_ids",
                "title_grams", "title_words", "keyword_ids", "title_keys", "mixed_keywords", "current_count",
                "title_len_sum", "pending_words", "_rank", "_rel_rank", "important", "next_id")
 
 
+_LENGTHS: dict[float, float] = {}
+
+
 def _grams(text: str) -> set[str]:
     """Every CJK character and every pair of adjacent characters holding one."""
-    return {g for g in (*text, *(text[i:i + 2] for i in range(len(text) - 1))) if has_cjk(g)}
+    out = set()
+    add = out.add
+    for m in _CJK_CHAR.finditer(text):
+        i = m.start()
+        add(text[i])
+        if i:
+            add(text[i - 1:i + 1])
+        add(text[i:i + 2])  # the character alone at the end: already there
+    return out
 
 
 def _word_keys(idx: NodeIndex) -> set[str]:
@@ -492,14 +797,28 @@ def _title_key(idx: NodeIndex) -> str:
     return idx.norm_title if key == idx.norm_title else key  # one string object, not two
 
 
-def _keys_of(norm_keywords: frozenset[str]) -> frozenset[str]:
-    """Keyword keys (term_key); the very same frozenset when every key is its keyword."""
-    keys = [(w, term_key(w)) for w in norm_keywords]
-    if all(w == k for w, k in keys):
-        return norm_keywords
-    return frozenset(k for _, k in keys if k)
+def _keyword_forms(node: Node) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """A node's distinct normalized keywords, and their distinct keys (term_key): the same
+    tuple when every key is its keyword (an empty key is then kept, else dropped)."""
+    forms = [_keyword_form(k) for k in node.keywords]
+    norm = tuple(dict.fromkeys(n for n, _ in forms))
+    if all(n == k for n, k in forms):
+        return norm, norm
+    return norm, tuple(dict.fromkeys(k for _, k in forms if k))
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _keyword_form(keyword: str) -> tuple[str, str]:
+    """A keyword's normalized form (the keyword itself when normalizing changes nothing) and
+    its key; keywords repeat across a Memory, so they are worked out once."""
+    norm = normalize(keyword)
+    if norm == keyword:
+        norm = keyword
+    key = term_key(norm)
+    return norm, norm if key == norm else key
+
+
+@functools.lru_cache(maxsize=1 << 16)
 def _mixed(key: str) -> bool:
     """A key holding both CJK and other letters or digits (ktv包厢): found by substring."""
     return has_cjk(key) and any(ch.isalnum() and not has_cjk(ch) for ch in key)

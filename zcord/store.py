@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import gc
 import json
 import os
 import re
@@ -20,12 +21,13 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+import orjson
 from pydantic import ValidationError
 
 from .errors import InvalidArgument, MemoryDirInUse, NotFound, StateFileInvalid, StorageError
 from .fsutil import atomic_write, fsync_dir, make_dir, read_nofollow, remove_stale_tmp
 from .journal import SnapshotPos, read_pos, replay, write_pos
-from .models import MAX_IMPORTANT, STATE_VERSION, Change, Node, Relationship, StateFile
+from .models import MAX_IMPORTANT, NODE_ALIASES, STATE_VERSION, Change, Node, NodeModel, Relationship, StateFile
 from .prefix import PERSONA_TEMPLATE
 from .state import MemoryState, Migration
 from .text import derive_keywords
@@ -297,32 +299,39 @@ def _next_id_after(nodes: list[Node]) -> int:
     return max(numbers, default=0) + 1
 
 
-def check_invariants(state: MemoryState, name: str) -> None:
-    """Refuse a state whose references do not hold (the tools never produce one)."""
+def check_invariants(state: MemoryState, name: str, nodes_checked: bool = False) -> None:
+    """Refuse a state whose references do not hold (the tools never produce one). Linear:
+    each node's parent chain is walked once; not at all when the loader already found every
+    reference known and every parent before its children (nodes_checked)."""
     problems = []
-    for node in state.nodes.values():
-        if node.parent_id is not None and node.parent_id not in state.nodes:
+    nodes = state.nodes
+    for node in () if nodes_checked else nodes.values():
+        if node.parent_id is not None and node.parent_id not in nodes:
             problems.append(f"node {node.id} has unknown parent {node.parent_id}")
-        if node.superseded_by is not None and node.superseded_by not in state.nodes:
+        if node.superseded_by is not None and node.superseded_by not in nodes:
             problems.append(f"node {node.id} is superseded by unknown node {node.superseded_by}")
-    seen: set[str] = set()
-    for node_id in state.nodes:
-        path: set[str] = set()
+    done: set[str] = set()  # nodes whose chain ends at a root or an unknown parent
+    for node_id, node in () if nodes_checked else nodes.items():
+        parent = node.parent_id
+        if parent is None or parent in done:
+            done.add(node_id)  # the usual case: parents come before their children
+            continue
+        path: dict[str, None] = {}
         cur: str | None = node_id
-        while cur is not None and cur not in seen and cur in state.nodes:
+        while cur is not None and cur not in done and cur in nodes:
             if cur in path:
                 problems.append(f"parent cycle through node {cur}")
                 break
-            path.add(cur)
-            cur = state.nodes[cur].parent_id
-        seen |= path
+            path[cur] = None
+            cur = nodes[cur].parent_id
+        done.update(path)
     if len(set(state.important)) != len(state.important):
         problems.append("the important list repeats an id")
     for node_id in state.important:
-        if node_id not in state.nodes:
+        if node_id not in nodes:
             problems.append(f"important id {node_id} names no node")
     for rel in state.relationships.values():
-        if rel.memory_node_id is not None and rel.memory_node_id not in state.nodes:
+        if rel.memory_node_id is not None and rel.memory_node_id not in nodes:
             problems.append(f"relationship {rel.person_id} links unknown node {rel.memory_node_id}")
     if problems:
         raise StateFileInvalid(f"{name} is inconsistent: " + "; ".join(problems[:5]))
@@ -360,6 +369,262 @@ def _json_document(raw: bytes, name: str) -> Any:
         raise StateFileInvalid(f"{name} nests arrays or objects too deeply to be a zcor state") from None
 
 
+def _state_of(sf: StateFile, name: str, history_dir: Path | None) -> MemoryState:
+    """The state of a format-3 file pydantic validated."""
+    nodes = _share_ids([n.to_node() for n in sf.nodes])
+    _unique(nodes, lambda n: n.id, "memory id", name)
+    _unique(sf.relationships, lambda r: r.person_id, "personId", name)
+    _check_segments(sf.history_segments, history_dir, name)
+    state = MemoryState(nodes, sf.important, sf.relationships, sf.history, sf.next_id, sf.history_segments)
+    check_invariants(state, name)
+    return state
+
+
+def _share_ids(nodes: list[Node]) -> list[Node]:
+    """The nodes with each parentId / supersededBy that names a node being that node's own
+    id object (one string in RAM, not one per reference)."""
+    ids = {n.id: n.id for n in nodes}
+    out = []
+    for n in nodes:
+        p, s = n.parent_id, n.superseded_by
+        if (p is not None and ids.get(p, p) is not p) or (s is not None and ids.get(s, s) is not s):
+            n = n.model_copy(update={"parent_id": ids.get(p, p), "superseded_by": ids.get(s, s)})
+        out.append(n)
+    return out
+
+
+_HEAD_KEYS = frozenset(("version", "nextId", "nodes", "important", "relationships", "historySegments", "history"))
+_NODE_KEYS = frozenset(NODE_ALIASES)
+
+
+class _NotFast(Exception):
+    """The fast loader met something it does not check itself: the pydantic path decides."""
+
+
+def _fast_state(raw: bytes) -> tuple[list[Node], dict[str, Any], list[Relationship], list[Change], Any] | None:
+    """A format-3 state file checked by hand: (nodes, head fields, relationships, history, tree), or
+    None when anything is unusual, for the pydantic path to accept it or word the error.
+
+    The hand checks accept a subset of what StateFile validation accepts (the JSON names,
+    exact JSON types, times with an offset in the form zcord writes, or Z): every node goes
+    through them (pydantic costs about 20 µs a node), the few relationships and inline
+    changes through pydantic. A file laid out as zcord writes it (one node a line) is parsed
+    a few hundred nodes at a time, so the parser's objects are freed as it goes (the whole
+    document's would leave RAM fragmented and the peak high); any other layout is parsed
+    whole."""
+    split = _split_nodes(raw)
+    if split is not None:
+        head_raw, pieces = split
+        try:
+            return _fast_parts(orjson.loads(head_raw), _records(raw, pieces))
+        except (_NotFast, orjson.JSONDecodeError):
+            pass
+    try:
+        doc = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    try:
+        records = doc.pop("nodes", []) if type(doc) is dict else None
+        if type(records) is not list:
+            return None
+        return _fast_parts(doc, records)
+    except _NotFast:
+        return None
+
+
+_NODES_OPEN = b'\n"nodes":[\n'
+_NODES_CLOSE = b'],\n"relationships":['
+_PIECE_BYTES = 256 << 10
+
+
+def _split_nodes(raw: bytes) -> tuple[bytes, list[tuple[int, int]]] | None:
+    """(the document without its nodes, pieces of its nodes array) for a state file laid out
+    as StateSerializer writes it: the nodes array opens with a line break and holds one node
+    a line (",\n" between them). Compact JSON has no raw line break inside a value, so a
+    piece cut at a ",\n" holds whole nodes; None for any other layout."""
+    i = raw.find(_NODES_OPEN, 0, 4096)
+    if i < 0:
+        return None
+    start = i + len(_NODES_OPEN)
+    j = raw.find(_NODES_CLOSE, start)
+    if j < 0:
+        return None
+    pieces = []
+    a = start
+    while a < j:
+        b = raw.find(b",\n", min(a + _PIECE_BYTES, j), j)
+        if b < 0:
+            b = j
+        pieces.append((a, b))
+        a = b + 2
+    return raw[:start - 1] + raw[j:], pieces  # ..."nodes":[],\n"relationships":[...
+
+
+def _records(raw: bytes, pieces: list[tuple[int, int]]):
+    """The parsed nodes of each piece in turn."""
+    for a, b in pieces:
+        yield from orjson.loads(b"[" + raw[a:b] + b"]")
+
+
+def _fast_parts(doc: Any, records) -> tuple[list[Node], dict[str, Any], list[Relationship], list[Change], Any]:
+    """Check a parsed state document (its nodes apart, as records: any iterable of parsed
+    node objects); _NotFast when the pydantic path must decide."""
+    if type(doc) is not dict or not doc.keys() <= _HEAD_KEYS:
+        raise _NotFast
+    if doc.get("nodes", []) != []:
+        raise _NotFast
+    version, next_id = doc.get("version"), doc.get("nextId")
+    if type(version) is not int or version != STATE_VERSION or type(next_id) is not int or next_id < 1:
+        raise _NotFast
+    head: dict[str, Any] = {"nextId": next_id}
+    for key, limit in (("important", MAX_IMPORTANT), ("historySegments", None)):
+        value = doc.get(key, [])
+        if type(value) is not list or not all(type(v) is str for v in value) or \
+                (limit is not None and len(value) > limit):
+            raise _NotFast
+        head[key] = value
+    rels = doc.get("relationships", [])
+    changes = doc.get("history", [])
+    if type(rels) is not list or type(changes) is not list:
+        raise _NotFast
+    enabled = gc.isenabled()
+    gc.disable()  # 100,000 new objects, none of them in a cycle: no collection passes meanwhile
+    try:
+        nodes, tree = _fast_nodes(records)
+    finally:
+        if enabled:
+            gc.enable()
+    try:
+        rel_list = [Relationship.model_validate(r) for r in rels]
+        history = [Change.model_validate(c) for c in changes]
+    except ValidationError:
+        raise _NotFast from None
+    return nodes, head, rel_list, history, tree
+
+
+def _fast_nodes(records) -> tuple[list[Node], LoadedTree]:
+    """Nodes from parsed records, and their tree (children in file order, superseded nodes by
+    their replacement), built in the same pass."""
+    ids: dict[str, str] = {}
+    times: dict[str, datetime] = {}
+    intern = sys.intern
+    new = tuple.__new__
+    get = ids.get
+    fields = NODE_ALIASES
+    known = _NODE_KEYS.issuperset
+    nodes = []
+    append = nodes.append
+    forward = []  # nodes naming a node that comes later in the file
+    children: dict[str | None, list[str]] = {None: []}
+    kids = children.get
+    replaced: dict[str, set[str]] = {}
+    parents_first = True  # every parent comes before its children: no cycle, none unknown
+    for rec in records:
+        if type(rec) is not dict:
+            raise _NotFast
+        if len(rec) == 10 and tuple(rec) == fields:  # every field, in the order zcord writes them
+            node_id, title, content, keywords, parent, source, created, updated, by, reason = rec.values()
+        elif known(rec):
+            node_id, title, content, keywords, parent, source, created, updated, by, reason = map(rec.get, fields)
+        else:
+            raise _NotFast  # a field Node does not have
+        if type(node_id) is not str or type(title) is not str or type(content) is not str or node_id in ids:
+            raise _NotFast  # missing, of another type, or a repeated id: the pydantic path words the error
+        ids[node_id] = node_id
+        if keywords is None:
+            if "keywords" in rec:
+                raise _NotFast
+            keywords = ()
+        elif type(keywords) is not list:
+            raise _NotFast
+        else:
+            for k in keywords:
+                if type(k) is not str:
+                    raise _NotFast
+        ahead = False
+        if parent is not None:
+            if type(parent) is not str:
+                raise _NotFast
+            shared = get(parent)
+            if shared is None:
+                ahead = True
+                parents_first = False
+            else:
+                parent = shared
+        if by is not None:
+            if type(by) is not str:
+                raise _NotFast
+            shared = get(by)
+            if shared is None:
+                ahead = True
+            else:
+                by = shared
+                replaced.setdefault(by, set()).add(node_id)  # superseded by an earlier node
+        if (source is not None and type(source) is not str) or (reason is not None and type(reason) is not str):
+            raise _NotFast
+        c = times.get(created) if type(created) is str else None
+        if c is None:
+            c = times[created] = _fast_time(created)
+        u = times.get(updated) if type(updated) is str else None
+        if u is None:
+            u = times[updated] = _fast_time(updated)
+        if ahead:
+            forward.append(len(nodes))
+        append(new(Node, (node_id, title, content, tuple(map(intern, keywords)), parent, source, c, u, by, reason)))
+        siblings = kids(parent)
+        if siblings is None:
+            children[parent] = [node_id]
+        else:
+            siblings.append(node_id)
+    known_refs = parents_first
+    for i in forward:  # share the id objects of nodes named before they came
+        n = nodes[i]
+        p, b = get(n.parent_id, n.parent_id), get(n.superseded_by, n.superseded_by)
+        if (p is not None and p not in ids) or (b is not None and b not in ids):
+            known_refs = False
+        nodes[i] = n = n.model_copy(update={"parent_id": p, "superseded_by": b})
+        if b is not None:
+            replaced.setdefault(b, set()).add(n.id)
+    if not known_refs:  # children lists point to the ids as written: rebuild them from the nodes
+        children = None
+    return nodes, LoadedTree(children, replaced, known_refs)
+
+
+def _fast_time(text: Any) -> datetime:
+    """A time in the form zcord writes (2026-01-31T20:00:00.000+08:00, 0-6 fraction digits,
+    or Z): its datetime."""
+    if type(text) is not str:
+        raise _NotFast
+    n = len(text)
+    if n < 20 or n > 32 or text[4] != "-" or text[7] != "-" or text[10] != "T" or text[13] != ":" \
+            or text[16] != ":":
+        raise _NotFast
+    if text[-1] == "Z":
+        body = n - 1
+    elif text[-3] == ":" and text[-6] in "+-":
+        body = n - 6
+    else:
+        raise _NotFast
+    if body != 19 and not (text[19] == "." and 21 <= body <= 26):
+        raise _NotFast
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        raise _NotFast from None
+
+
+class LoadedTree:
+    """The tree of nodes the fast loader built while reading them: children lists in file
+    order, superseded nodes by their replacement, and whether every parentId and
+    supersededBy names a node and every parent comes before its children (so no parent
+    cycle is possible)."""
+
+    __slots__ = ("children", "replaced", "checked")
+
+    def __init__(self, children, replaced, checked: bool):
+        self.children, self.replaced, self.checked = children, replaced, checked
+
+
 def parse_state(raw: bytes, name: str, history_dir: Path | None = None) -> MemoryState:
     """Parse a state of any supported format (legacy array, version 1, 2 or 3).
 
@@ -367,19 +632,22 @@ def parse_state(raw: bytes, name: str, history_dir: Path | None = None) -> Memor
         history_dir: where this state's sealed history segments must exist (None: not checked).
     """
     if raw.lstrip()[:1] == b"{" and b'"version":3' in raw[:64]:
+        fast = _fast_state(raw)
+        if fast is not None:
+            nodes, head, rels, history, tree = fast  # node ids are distinct (checked)
+            _unique(rels, lambda r: r.person_id, "personId", name)
+            _check_segments(head["historySegments"], history_dir, name)
+            state = MemoryState(nodes, head["important"], rels, history, head["nextId"], head["historySegments"],
+                                tree=(tree.children, tree.replaced) if tree.children is not None else None)
+            check_invariants(state, name, nodes_checked=tree.checked)
+            return state
         try:
             sf = StateFile.model_validate_json(raw)
         except ValidationError as e:
             if not any(err["type"] == "json_invalid" for err in e.errors()):
                 raise StateFileInvalid(f"{name} fails validation: {describe_validation(e)}") from None
         else:
-            _unique(sf.nodes, lambda n: n.id, "memory id", name)
-            _unique(sf.relationships, lambda r: r.person_id, "personId", name)
-            _check_segments(sf.history_segments, history_dir, name)
-            state = MemoryState(sf.nodes, sf.important, sf.relationships, sf.history, sf.next_id,
-                                sf.history_segments)
-            check_invariants(state, name)
-            return state
+            return _state_of(sf, name, history_dir)
     doc = _json_document(raw, name)
     if isinstance(doc, list):
         nodes = _old_nodes(doc, name, with_keywords=True)
@@ -393,11 +661,7 @@ def parse_state(raw: bytes, name: str, history_dir: Path | None = None) -> Memor
             sf = StateFile.model_validate_json(raw)
         except ValidationError as e:
             raise StateFileInvalid(f"{name} fails validation: {describe_validation(e)}") from None
-        _unique(sf.nodes, lambda n: n.id, "memory id", name)
-        _unique(sf.relationships, lambda r: r.person_id, "personId", name)
-        _check_segments(sf.history_segments, history_dir, name)
-        state = MemoryState(sf.nodes, sf.important, sf.relationships, sf.history, sf.next_id,
-                            sf.history_segments)
+        return _state_of(sf, name, history_dir)
     elif doc.get("version") in (1, 2):
         version = doc["version"]
         nodes = _old_nodes(doc.get("memories", []), f"{name}: memories", with_keywords=version == 2)
@@ -440,7 +704,7 @@ def parse_backup(raw: bytes, name: str) -> MemoryState:
     except ValidationError as e:
         raise StateFileInvalid(f"{name} fails validation: {describe_validation(e)}") from None
     items: dict[str, list] = {}
-    for key, model in (("nodes", Node), ("relationships", Relationship), ("history", Change)):
+    for key, model in (("nodes", NodeModel), ("relationships", Relationship), ("history", Change)):
         if not isinstance(parts[key], list):
             raise StateFileInvalid(f"{name} fails validation: {key}: expected an array")
         out = []
@@ -450,6 +714,7 @@ def parse_backup(raw: bytes, name: str) -> MemoryState:
             except ValidationError as e:
                 raise StateFileInvalid(f"{name} fails validation: {key}[{i}]: {describe_validation(e)}") from None
         items[key] = out
+    items["nodes"] = _share_ids([n.to_node() for n in items["nodes"]])
     _unique(items["nodes"], lambda n: n.id, "memory id", name)
     _unique(items["relationships"], lambda r: r.person_id, "personId", name)
     _check_segments(head.history_segments, None, name)
