@@ -35,7 +35,7 @@ from .config import Config, ConfigFile, api_key, api_key_for, key_withheld_reaso
 from .prefix import build_prefix, persona_text
 from .llm import Message, Provider
 from .recall import SEARCH_CANDIDATES, RecallSessions, Retriever, parse_events
-from .store import BOT_BACKUP_RE, CONFIG_FILE, OPLOG_FILE, PERSONA_FILE, SYNONYMS_FILE, StateView, Store
+from .store import BOT_BACKUP_RE, CONFIG_FILE, OPLOG_FILE, PERSONA_FILE, SYNONYMS_FILE, Seal, StateView, Store
 from .journal import POS_FILE, SnapshotPos, read_pos, replay, write_pos
 from .synonyms import Synonyms
 from .text import derive_keywords, normalize, tokenizer
@@ -189,6 +189,19 @@ def dedupe_words(words: list[str]) -> list[str]:
             seen.add(k)
             out.append(w)
     return out
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this (forked) process when its parent dies, so a snapshot writer never
+    outlives a killed daemon (its temporary file is deleted at the next start)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() == 1:
+        os._exit(1)
 
 
 class Service:
@@ -665,20 +678,72 @@ class Service:
             self._start_snapshot()
 
     def _start_snapshot(self) -> None:
-        """Copy the state (a few ms) and write it from a thread of its own."""
-        view = StateView.of(self.state)
+        """Write the snapshot in the background (lock held, between calls).
+
+        A forked child process writes it from its copy-on-write image of the state: the
+        encoding never competes with calls for the interpreter, so writes keep their speed
+        while a snapshot is written. A thread of this process waits for the child and
+        takes its answer. Where fork is unavailable, a thread writes from a copy instead."""
         pos = self._snapshot_pos()
         taken = (self._journal_changes, self._journal_bytes, pos.log_offset)
-
-        def run() -> None:
-            try:
-                self._snap_result = ("ok", self.store.write_snapshot(view, pos), taken)
-            except BaseException as e:  # reported by _settle_snapshot; the journal still holds it all
-                self._snap_result = ("error", e, taken)
-
         self._snap_result = None
+        try:
+            pid, reader = self._fork_snapshot(pos)
+        except OSError as e:
+            print(f"zcord: cannot fork the snapshot writer ({e}); writing it from a thread", file=sys.stderr)
+            view = StateView.of(self.state)
+
+            def run() -> None:
+                try:
+                    self._snap_result = ("ok", self.store.write_snapshot(view, pos), taken)
+                except BaseException as e:  # reported by _settle_snapshot; the journal still holds it all
+                    self._snap_result = ("error", e, taken)
+        else:
+            def run() -> None:
+                with os.fdopen(reader, "rb") as f:
+                    answer = f.read()
+                _, status = os.waitpid(pid, 0)
+                try:
+                    doc = json.loads(answer)
+                except ValueError:
+                    doc = {"error": f"the snapshot writer (pid {pid}) ended with status {status}"}
+                if "error" in doc:
+                    self._snap_result = ("error", doc["error"], taken)
+                else:
+                    seal = doc.get("seal")
+                    self._snap_result = ("ok", Seal(**seal) if seal else None, taken)
+
         self._snap_thread = threading.Thread(target=run, name="zcord-snapshot", daemon=True)
         self._snap_thread.start()
+
+    def _fork_snapshot(self, pos: SnapshotPos) -> tuple[int, int]:
+        """Fork the child that writes the snapshot; returns (pid, read end of its answer)."""
+        reader, writer = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(reader)
+            os.close(writer)
+            raise
+        if pid:
+            os.close(writer)
+            return pid, reader
+        # the child: write, answer in one line, and leave without running any cleanup
+        code = 1
+        try:
+            os.close(reader)
+            _die_with_parent()
+            self.store.snapshot_lock = threading.RLock()  # no other thread exists here
+            seal = self.store.write_snapshot(self.state, pos)
+            answer = {"seal": None if seal is None else {"segment": seal.segment, "first_id": seal.first_id,
+                                                         "last_id": seal.last_id}}
+            code = 0
+        except BaseException as e:
+            answer = {"error": f"{type(e).__name__}: {e}"}
+        try:
+            os.write(writer, json.dumps(answer).encode())
+        finally:
+            os._exit(code)
 
     def _settle_snapshot(self) -> None:
         """Wait for the background snapshot, if any, and take in its outcome (lock held)."""

@@ -102,12 +102,15 @@ class Postings(dict):
             self[key] = {v, node_id}
         elif type(v) is set:
             if len(v) >= BIG_POSTING:
-                ranks = self[key] = array("I", map(self.rank.__getitem__, v))
-                ranks.append(rank)
+                ranks = self[key] = array("I", sorted(map(self.rank.__getitem__, v)))
+                bisect.insort(ranks, rank)
             else:
                 v.add(node_id)
-        else:
-            v.append(rank)
+        else:  # an array of ranks, kept sorted: found by bisection, not by a scan
+            if not v or v[-1] < rank:
+                v.append(rank)
+            else:
+                bisect.insort(v, rank)
             if self.cache:
                 self.forget(key)
 
@@ -123,10 +126,10 @@ class Postings(dict):
             if t is set:
                 v.discard(node_id)
             else:
-                try:
-                    v.remove(rank)
-                except ValueError:
+                i = bisect.bisect_left(v, rank)
+                if i == len(v) or v[i] != rank:
                     return
+                del v[i]
                 if self.cache:
                     self.forget(key)
                 if len(v) > BIG_POSTING // 2:
@@ -482,8 +485,8 @@ class MemoryState:
                 v = get(table, key)
                 if v is None:
                     table[key] = node_id
-                elif type(v) is array and not cached:
-                    v.append(rank)
+                elif type(v) is array and not cached and v[-1] < rank:
+                    v.append(rank)  # the build goes in rank order: arrays stay sorted
                 else:
                     add(key, node_id, rank)
         norm_keywords, keyword_keys = _keyword_forms(node)
