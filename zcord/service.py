@@ -191,6 +191,35 @@ def dedupe_words(words: list[str]) -> list[str]:
     return out
 
 
+class _Forker:
+    """A thread that lives as long as the process and runs what it is given (forks)."""
+
+    def __init__(self) -> None:
+        import queue
+
+        self._jobs: queue.Queue = queue.Queue()
+        threading.Thread(target=self._loop, name="zcord-forker", daemon=True).start()
+
+    def _loop(self) -> None:
+        while True:
+            fn, done, ready = self._jobs.get()
+            try:
+                done.append(("ok", fn()))
+            except BaseException as e:
+                done.append(("error", e))
+            ready.set()
+
+    def run(self, fn: Callable[[], Any]) -> Any:
+        done: list = []
+        ready = threading.Event()
+        self._jobs.put((fn, done, ready))
+        ready.wait()
+        status, value = done[0]
+        if status == "error":
+            raise value
+        return value
+
+
 def _die_with_parent() -> None:
     """Linux: SIGKILL this (forked) process when its parent dies, so a snapshot writer never
     outlives a killed daemon (its temporary file is deleted at the next start)."""
@@ -230,6 +259,7 @@ class Service:
         self._snap_result: tuple[str, Any, tuple[int, int, int]] | None = None
         self._snap_retry_at = 0.0
         self._pos_offset = 0  # the log offset recorded with the last snapshot
+        self._forker: _Forker | None = None
         self._open = False
 
     # -- lifetime ---------------------------------------------------------------------
@@ -717,7 +747,16 @@ class Service:
         self._snap_thread.start()
 
     def _fork_snapshot(self, pos: SnapshotPos) -> tuple[int, int]:
-        """Fork the child that writes the snapshot; returns (pid, read end of its answer)."""
+        """Fork the child that writes the snapshot; returns (pid, read end of its answer).
+
+        The fork is made by one long-lived thread (the caller waits for it, lock held), so
+        the child's parent-death signal (given by the thread that forked it) comes only when
+        the daemon itself ends."""
+        if self._forker is None:
+            self._forker = _Forker()
+        return self._forker.run(lambda: self._fork_child(pos))
+
+    def _fork_child(self, pos: SnapshotPos) -> tuple[int, int]:
         reader, writer = os.pipe()
         try:
             pid = os.fork()
