@@ -26,7 +26,8 @@ BOT_METHODS = {  # method: params a bot sends
 }
 OPERATOR_METHODS = ["zcor/status", "zcor/config/get", "zcor/config/set", "zcor/subscribe",
                     "zcor/unsubscribe", "zcor/backups/list", "zcor/synonyms/list", "zcor/synonyms/set",
-                    "zcor/recall/explain", "zcor/reload", "zcor/persona/get", "zcor/persona/set"]
+                    "zcor/recall/explain", "zcor/reload", "zcor/persona/get", "zcor/persona/set",
+                    "zcor/history/query"]
 
 
 def history_for(op, tool: str) -> list[dict]:
