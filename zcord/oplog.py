@@ -212,7 +212,7 @@ class OpLog:
                 if ids:
                     self.last_change_id = max(ids)
                     break
-        tail_start = max(0, size - TAIL_SEQ_BYTES)
+        tail_start = max(covered, size - TAIL_SEQ_BYTES)  # the index knows the largest seq before covered
         tail = os.pread(self._fd, size - tail_start, tail_start)
         seqs = [int(m) for m in _SEQ_RE.findall(tail)]
         self.last_seq = max([self.last_seq, *seqs])
@@ -459,6 +459,8 @@ class OpLog:
         meta = self._meta
         max_seq = int(meta.get("max_seq", 0))
         last_change = int(meta.get("last_change_id", 0))
+        max_at = float(meta.get("max_at", float("-inf")))
+        monotone = int(meta.get("monotone", 1))
         last_off = last_len = None
         off = pos
         for line in block.split(b"\n")[:-1]:
@@ -468,6 +470,10 @@ class OpLog:
             rec = self._parse(line, off)
             rid += 1
             at = _timestamp(rec, self.path.name, off)
+            if at < max_at:
+                monotone = 0
+            else:
+                max_at = at
             changes = rec.get("changes") or []
             ops.append((rid, rec["seq"], at, str(rec.get("actor", "")), str(rec.get("tool", "")),
                         int(rec.get("status") == "ok"), int(bool(changes)), off, len(line)))
@@ -482,7 +488,10 @@ class OpLog:
             last_off, last_len = off, len(line)
             off += len(line) + 1
         covered = pos + len(block)
-        updates = {"covered": covered, "rows": rid, "max_seq": max_seq, "last_change_id": last_change}
+        updates = {"covered": covered, "rows": rid, "max_seq": max_seq, "last_change_id": last_change,
+                   "monotone": monotone}
+        if max_at != float("-inf"):
+            updates["max_at"] = max_at
         if last_off is not None:
             updates.update(last_off=last_off, last_len=last_len, last_hash=self._line_hash(last_off, last_len))
         if self._covered < HEAD_BYTES:
@@ -590,19 +599,22 @@ class OpLog:
         if end is not None:
             where.append("at <= ?")
             args.append(end)
+        long = [k for k in keys if len(k) >= 3]
+        short = [k for k in keys if len(k) < 3]
+        # with keywords the full-text match drives the query: "+" keeps SQLite from walking
+        # the (rarely selective) changed/actor/tool indexes instead
+        plus = "+" if keys else ""
         if changes_only:
-            where.append("changed = 1")
+            where.append(f"{plus}changed = 1")
         if actor is not None:
-            where.append("actor = ?")
+            where.append(f"{plus}actor = ?")
             args.append(actor)
         if tool is not None:
-            where.append("tool = ?")
+            where.append(f"{plus}tool = ?")
             args.append(tool)
         if target is not None:
             where.append("id IN (SELECT id FROM targets WHERE target = ?)")
             args.append(target)
-        long = [k for k in keys if len(k) >= 3]
-        short = [k for k in keys if len(k) < 3]
         if long:
             where.append("id IN (SELECT rowid FROM tri WHERE tri MATCH ?)")
             args.append(" AND ".join(_phrase(k) for k in long))
@@ -617,8 +629,12 @@ class OpLog:
             total = db.execute(f"SELECT count(*) FROM ops WHERE {' AND '.join(where)}", args).fetchone()[0]
         if not total or offset >= total:
             return [], total
+        # newest first; in a log whose times never went back that is simply the last logged first,
+        # which lets a keyword query walk its matches backwards and stop after the page (a filter
+        # alone is served in time order by its own index either way)
+        order = "id DESC" if (long or short) and int(self._meta.get("monotone", 1)) else "at DESC, id DESC"
         rows = db.execute(f"SELECT off, len FROM ops WHERE {' AND '.join(where) or '1'} "
-                          f"ORDER BY at DESC, id DESC LIMIT ? OFFSET ?", [*args, limit, offset]).fetchall()
+                          f"ORDER BY {order} LIMIT ? OFFSET ?", [*args, limit, offset]).fetchall()
         return rows, total
 
     def _scan_query(self, keys: list[str], filters: tuple, limit: int,
