@@ -578,7 +578,9 @@ class OpLog:
         keys = search_keys(keywords)
         filters = (start, end, changes_only, actor, tool, target)
         with self._db_lock:
-            if self._try_catch_up():
+            # NUL (which FTS5's query parser cuts at) and U+FFFD (which stands for the lone
+            # surrogates of a hand-edited log in the index) are matched by scanning
+            if self._try_catch_up() and not any("\x00" in k or "\ufffd" in k for k in keys):
                 try:
                     spots, total = self._index_query(keys, filters, limit, offset)
                 except sqlite3.OperationalError as e:

@@ -121,7 +121,7 @@ def test_substrings_of_every_length_match_exactly_as_the_scan_did(logdir):
 
 def test_normalized_keywords_and_text(logdir):
     fill(logdir, [record(1, params={"content": "Große Straße"}), record(2, params={"content": "ＡＢＣ全角"}),
-                  record(3, params={"content": "plain"})])
+                  record(3, params={"content": "pla\x00in"}), record(4, params={"content": "pla"})])
     log = open_log(logdir)
     try:
         assert seqs(log, ["STRASSE"]) == ([1], 1)
@@ -131,6 +131,7 @@ def test_normalized_keywords_and_text(logdir):
         assert seqs(log, ["ß"]) == ([1], 1)  # folds to "ss"
         assert seqs(log, [" "]) == ([1], 1)  # a space is a character like any other
         assert seqs(log, ["   "]) == ([], 0)
+        assert seqs(log, ["a\x00i"]) == ([3], 1) and seqs(log, ["pla"]) == ([4, 3], 2)
     finally:
         log.close()
 

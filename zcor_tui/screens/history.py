@@ -73,8 +73,8 @@ class HistoryScreen(ZcorScreen):
             yield Input(placeholder="to YYYY-MM-DD", id="to", classes="date")
         with Horizontal(id="history-filters", classes="form-bar"):
             yield Select(ACTORS, value="any", allow_blank=False, id="actor")
-            yield Input(placeholder="tool, e.g. zcor_memory_write", id="tool")
-            yield Input(placeholder="target id (m12, qq:42)", id="target")
+            yield Input(placeholder="tool", id="tool")
+            yield Input(placeholder="target id", id="target")
             yield Checkbox("changes only", True, id="changes-only")
         yield Static("", id="history-summary", classes="summary")
         table: DataTable[Any] = DataTable(id="records", cursor_type="row", zebra_stripes=True)
