@@ -54,7 +54,7 @@ TAIL_SEQ_BYTES = 4 << 20
 _SEQ_RE = re.compile(rb'(?m)^\{"seq":(\d+),')
 
 INDEX_SUFFIX = ".index.sqlite"
-INDEX_VERSION = 1
+INDEX_VERSION = 2
 HEAD_BYTES = 4096
 """The log's first bytes whose hash the index keeps (a different log at the same path)."""
 READ_CHUNK = 1 << 20
@@ -76,8 +76,9 @@ CREATE INDEX ops_changed ON ops(changed, at);
 CREATE INDEX ops_actor ON ops(actor, at);
 CREATE INDEX ops_tool ON ops(tool, at);
 CREATE TABLE targets(target TEXT NOT NULL, id INTEGER NOT NULL, PRIMARY KEY(target, id)) WITHOUT ROWID;
-CREATE VIRTUAL TABLE tri USING fts5(t, tokenize='trigram case_sensitive 1', content='', detail=full);
-CREATE VIRTUAL TABLE bi USING fts5(t, tokenize='ascii', content='', detail=none, prefix='8');
+CREATE VIRTUAL TABLE tri USING fts5(t, tokenize='trigram case_sensitive 1', content='', detail=full,
+                                   columnsize=0);
+CREATE VIRTUAL TABLE bi USING fts5(t, tokenize='ascii', content='', detail=none, prefix='8', columnsize=0);
 """
 
 
@@ -121,6 +122,15 @@ def bigram_doc(text: str) -> str:
     tokens = {h[i:i + 16] for i in range(0, n - 8, 8)}
     tokens.add(h[n - 8:])
     return " ".join(tokens)
+
+
+CHANGED_TOKEN = "zc"
+
+
+def filter_token(kind: str, value: str) -> str:
+    """The `bi` token saying a record's actor ("a"), tool ("t") or a target ("g") is value
+    (hex, so any string is one ASCII token; "z" keeps it apart from the character tokens)."""
+    return f"z{kind}{value.encode('utf-8', 'surrogatepass').hex()}"
 
 
 def _phrase(term: str) -> str:
@@ -477,10 +487,15 @@ class OpLog:
             changes = rec.get("changes") or []
             ops.append((rid, rec["seq"], at, str(rec.get("actor", "")), str(rec.get("tool", "")),
                         int(rec.get("status") == "ok"), int(bool(changes)), off, len(line)))
-            targets.extend((t, rid) for t in targets_of(rec))
+            ids_ = targets_of(rec)
+            targets.extend((t, rid) for t in ids_)
             text = _indexable(record_search_text(rec))
             tri.append((rid, text))
-            bi.append((rid, bigram_doc(text)))
+            marks = [filter_token("a", str(rec.get("actor", ""))), filter_token("t", str(rec.get("tool", "")))]
+            marks += [filter_token("g", t) for t in ids_]
+            if changes:
+                marks.append(CHANGED_TOKEN)
+            bi.append((rid, bigram_doc(text) + " " + " ".join(marks)))
             max_seq = max(max_seq, rec["seq"])
             ids = [c.get("changeId") for c in changes if isinstance(c, dict) and isinstance(c.get("changeId"), int)]
             if ids:
@@ -592,6 +607,66 @@ class OpLog:
 
     def _index_query(self, keys: list[str], filters: tuple, limit: int,
                      offset: int) -> tuple[list[tuple[int, int]], int]:
+        if int(self._meta.get("monotone", 1)):
+            return self._fts_query(keys, filters, limit, offset)
+        return self._sql_query(keys, filters, limit, offset)
+
+    def _fts_query(self, keys: list[str], filters: tuple, limit: int,
+                   offset: int) -> tuple[list[tuple[int, int]], int]:
+        """A log whose times never went back: newest first is last logged first, a time range is
+        a range of rows, and every filter is a token of `bi`, so the full-text tables answer
+        the count and the page themselves (walking their matches backwards, stopping at the page)."""
+        start, end, changes_only, actor, tool, target = filters
+        db = self._db
+        assert db is not None
+        lo, hi = 1, self._rows
+        if start is not None:
+            row = db.execute("SELECT id FROM ops WHERE at >= ? ORDER BY at, id LIMIT 1", (start,)).fetchone()
+            lo = row[0] if row else hi + 1
+        if end is not None:
+            row = db.execute("SELECT id FROM ops WHERE at <= ? ORDER BY at DESC, id DESC LIMIT 1", (end,)).fetchone()
+            hi = row[0] if row else 0
+        if lo > hi:
+            return [], 0
+        long = [k for k in keys if len(k) >= 3]
+        terms = [f'"{_hex(k)}"' if len(k) == 2 else f'"{_hex(k)}" *' for k in keys if len(k) < 3]
+        if changes_only:
+            terms.append(CHANGED_TOKEN)
+        terms += [f'"{filter_token(kind, v)}"' for kind, v in (("a", actor), ("t", tool), ("g", target))
+                  if v is not None]
+        where, args = ["rowid BETWEEN ? AND ?"], [lo, hi]
+        if long and terms:
+            table = "tri"
+            where.append("tri MATCH ?")
+            args.append(" AND ".join(_phrase(k) for k in long))
+            where.append("rowid IN (SELECT rowid FROM bi WHERE bi MATCH ? AND rowid BETWEEN ? AND ?)")
+            args += [" AND ".join(terms), lo, hi]
+        elif long:
+            table = "tri"
+            where.append("tri MATCH ?")
+            args.append(" AND ".join(_phrase(k) for k in long))
+        elif terms:
+            table = "bi"
+            where.append("bi MATCH ?")
+            args.append(" AND ".join(terms))
+        else:
+            total = hi - lo + 1
+            rows = db.execute("SELECT off, len FROM ops WHERE id BETWEEN ? AND ? ORDER BY id DESC LIMIT ? OFFSET ?",
+                              (lo, hi, limit, offset)).fetchall()
+            return rows, total
+        cond = " AND ".join(where)
+        total = db.execute(f"SELECT count(*) FROM {table} WHERE {cond}", args).fetchone()[0]
+        if not total or offset >= total:
+            return [], total
+        ids = [r[0] for r in db.execute(f"SELECT rowid FROM {table} WHERE {cond} ORDER BY rowid DESC LIMIT ? OFFSET ?",
+                                        [*args, limit, offset])]
+        spots = dict(((i, (o, n)) for i, o, n in db.execute(
+            f"SELECT id, off, len FROM ops WHERE id IN ({','.join('?' * len(ids))})", ids)))
+        return [spots[i] for i in ids], total
+
+    def _sql_query(self, keys: list[str], filters: tuple, limit: int,
+                   offset: int) -> tuple[list[tuple[int, int]], int]:
+        """Any log (also one whose times went back): the rows table ordered by time."""
         start, end, changes_only, actor, tool, target = filters
         where: list[str] = []
         args: list[Any] = []
@@ -631,12 +706,8 @@ class OpLog:
             total = db.execute(f"SELECT count(*) FROM ops WHERE {' AND '.join(where)}", args).fetchone()[0]
         if not total or offset >= total:
             return [], total
-        # newest first; in a log whose times never went back that is simply the last logged first,
-        # which lets a keyword query walk its matches backwards and stop after the page (a filter
-        # alone is served in time order by its own index either way)
-        order = "id DESC" if (long or short) and int(self._meta.get("monotone", 1)) else "at DESC, id DESC"
         rows = db.execute(f"SELECT off, len FROM ops WHERE {' AND '.join(where) or '1'} "
-                          f"ORDER BY {order} LIMIT ? OFFSET ?", [*args, limit, offset]).fetchall()
+                          f"ORDER BY at DESC, id DESC LIMIT ? OFFSET ?", [*args, limit, offset]).fetchall()
         return rows, total
 
     def _scan_query(self, keys: list[str], filters: tuple, limit: int,

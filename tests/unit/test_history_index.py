@@ -33,17 +33,19 @@ def record(seq: int, *, minutes: float | None = None, actor: str = "model", tool
                     changes=changes or [])
 
 
-def random_records(rng: random.Random, n: int) -> list[OpRecord]:
+def random_records(rng: random.Random, n: int, monotone: bool = False) -> list[OpRecord]:
+    """n records; times random (the clock went back and forth), or never going back (ties kept)."""
     out = []
+    times = sorted(rng.randint(0, 50) for _ in range(n)) if monotone else [rng.randint(0, 50) for _ in range(n)]
     for seq in range(1, n + 1):
         text = "".join(rng.choice(WORDS) + rng.choice(["", " ", "，", "\n"]) for _ in range(rng.randint(1, 6)))
         if rng.random() < 0.3:
             node = {"id": f"m{seq}", "title": text[:10], "content": text}
-            out.append(record(seq, minutes=rng.randint(0, 50), tool="zcor_memory_write", actor=rng.choice(["model", "operator"]),
+            out.append(record(seq, minutes=times[seq - 1], tool="zcor_memory_write", actor=rng.choice(["model", "operator"]),
                               params={"title": text[:10], "content": text},
                               changes=[{"changeId": seq, "kind": "node.create", "target": f"m{seq}", "after": node}]))
         else:
-            out.append(record(seq, minutes=rng.randint(0, 50), params={"keywords": [text]},
+            out.append(record(seq, minutes=times[seq - 1], params={"keywords": [text]},
                               actor=rng.choice(["model", "operator"]),
                               tool=rng.choice(["zcor_memory_query", "zcor_memory_read"])))
     return out
@@ -97,9 +99,10 @@ def seqs(log: OpLog, keywords: list[str], start=None, end=None, limit: int = 10*
     return [i["seq"] for i in items], total
 
 
-def test_substrings_of_every_length_match_exactly_as_the_scan_did(logdir):
+@pytest.mark.parametrize("monotone", [True, False], ids=["time-ordered", "clock-went-back"])
+def test_substrings_of_every_length_match_exactly_as_the_scan_did(logdir, monotone):
     rng = random.Random(13)
-    dumped = fill(logdir, random_records(rng, 150))
+    dumped = fill(logdir, random_records(rng, 150, monotone))
     texts = [record_search_text(r) for r in dumped]
     probes = set(WORDS) | {"小王 爬", "山，", "ss", "STRASSE", "ｍ1", "王爬", "q", "zcor_memory_w", "不在", "\n",
                            "2026-05-01", "zz", "é", "E"}
@@ -136,17 +139,24 @@ def test_normalized_keywords_and_text(logdir):
         log.close()
 
 
-def test_filters_time_and_paging_totals(logdir):
+@pytest.mark.parametrize("monotone", [True, False], ids=["time-ordered", "clock-went-back"])
+def test_filters_time_and_paging_totals(logdir, monotone):
     rng = random.Random(7)
-    dumped = fill(logdir, random_records(rng, 200))
+    dumped = fill(logdir, random_records(rng, 200, monotone))
     log = open_log(logdir)
     start, end = (T0 + timedelta(minutes=10)).timestamp(), (T0 + timedelta(minutes=30)).timestamp()
     try:
         for kw, f in [([], {"changes_only": True}), ([], {"actor": "operator"}), (["山"], {"tool": "zcor_memory_query"}),
-                      ([], {"target": "m7"}), (["小王"], {"changes_only": True, "actor": "model"}), ([], {})]:
+                      ([], {"target": "m7"}), (["小王"], {"changes_only": True, "actor": "model"}), ([], {}),
+                      (["hiking"], {}), (["hiking", "王"], {}), (["去爬山了"], {"changes_only": True}),
+                      (["tea"], {"actor": "model", "tool": "zcor_memory_write"}), ([], {"tool": "no such tool"})]:
             want = oracle(dumped, kw, start, end, **f)
             got, total = seqs(log, kw, start, end, **f)
             assert (got, total) == (want, len(want)), (kw, f)
+            for s_, e_ in ((None, None), (start, None), (None, end), (end, start)):
+                want_all = oracle(dumped, kw, s_, e_, **f)
+                assert seqs(log, kw, s_, e_, **f) == (want_all, len(want_all)), (kw, f, s_, e_)
+            assert log._meta["monotone"] == int(monotone)  # so both query paths are exercised
             pages = []
             for off in range(0, total + 7, 7):
                 page, t = seqs(log, kw, start, end, limit=7, offset=off, **f)
