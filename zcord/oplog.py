@@ -17,7 +17,12 @@ normalized text (`record_search_text`), stored without the text itself (contentl
   1-character keyword a prefix query; both exact.
 
 So every keyword is a substring of the record's text exactly when the index says so, and
-totals come from the index. `operations.jsonl` stays the one source of truth: the index
+totals come from the index. `bi` also carries the operator filters as tokens (`zc`: the
+record changed something; `za…`/`zt…`/`zg…`: its actor, tool and targets, hex-encoded), and
+in a log whose times never went back (the usual case) newest first is last logged first and
+a time range is a range of rows: the full-text tables then count and page a query by
+themselves, walking their matches backwards. A log whose clock went back is queried through
+the rows table ordered by time instead (slower, same answers). `operations.jsonl` stays the one source of truth: the index
 only ever catches up by reading the log from the last byte it covered, so a crash at any
 instant leaves an index that is behind (caught up on the next query) but never wrong. It
 is rebuilt from scratch when it is missing, unreadable, a symbolic link, or does not match
