@@ -640,12 +640,12 @@ class OpLog:
         terms += [f'"{filter_token(kind, v)}"' for kind, v in (("a", actor), ("t", tool), ("g", target))
                   if v is not None]
         where, args = ["rowid BETWEEN ? AND ?"], [lo, hi]
-        if long and terms:
-            table = "tri"
-            where.append("tri MATCH ?")
-            args.append(" AND ".join(_phrase(k) for k in long))
-            where.append("rowid IN (SELECT rowid FROM bi WHERE bi MATCH ? AND rowid BETWEEN ? AND ?)")
-            args += [" AND ".join(terms), lo, hi]
+        if long and terms:  # walk bi's matches, test them against tri's (as a set: "+" keeps
+            table = "bi"     # SQLite from running tri's query once per candidate row instead)
+            where.append("bi MATCH ?")
+            args.append(" AND ".join(terms))
+            where.append("+rowid IN (SELECT rowid FROM tri WHERE tri MATCH ? AND rowid BETWEEN ? AND ?)")
+            args += [" AND ".join(_phrase(k) for k in long), lo, hi]
         elif long:
             table = "tri"
             where.append("tri MATCH ?")
