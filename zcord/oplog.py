@@ -660,11 +660,17 @@ class OpLog:
                               (lo, hi, limit, offset)).fetchall()
             return rows, total
         cond = " AND ".join(where)
-        total = db.execute(f"SELECT count(*) FROM {table} WHERE {cond}", args).fetchone()[0]
-        if not total or offset >= total:
+        if long and terms:  # one pass (the set is built once), the page cut from all matches
+            every = [r[0] for r in db.execute(f"SELECT rowid FROM {table} WHERE {cond} ORDER BY rowid DESC", args)]
+            total, ids = len(every), every[offset:offset + limit]
+        else:
+            total = db.execute(f"SELECT count(*) FROM {table} WHERE {cond}", args).fetchone()[0]
+            if not total or offset >= total:
+                return [], total
+            ids = [r[0] for r in db.execute(f"SELECT rowid FROM {table} WHERE {cond} ORDER BY rowid DESC "
+                                            f"LIMIT ? OFFSET ?", [*args, limit, offset])]
+        if not ids:
             return [], total
-        ids = [r[0] for r in db.execute(f"SELECT rowid FROM {table} WHERE {cond} ORDER BY rowid DESC LIMIT ? OFFSET ?",
-                                        [*args, limit, offset])]
         spots = dict(((i, (o, n)) for i, o, n in db.execute(
             f"SELECT id, off, len FROM ops WHERE id IN ({','.join('?' * len(ids))})", ids)))
         return [spots[i] for i in ids], total
