@@ -50,7 +50,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .errors import StateFileInvalid
+from .errors import StateFileInvalid, ZcorError
 from .models import OpRecord
 from .text import normalize
 
@@ -66,6 +66,11 @@ READ_CHUNK = 1 << 20
 """Log bytes indexed per transaction."""
 INDEX_DELAY = 0.05
 """The background indexer waits this long after an append, to index a batch at once."""
+BUILD_STEP = 4 << 20
+"""Log bytes indexed while holding the index: a query waits at most about this long."""
+QUERY_CATCH_UP = 4 << 20
+"""A query catches the index up by itself when it is at most this far behind; farther, while
+a build is under way (the first start on a large log), it is refused with IndexBuilding."""
 ACTORS = ("model", "operator", "system")
 TARGET_PARAMS = ("id", "personId")
 """Parameters whose string value names the record's target, besides its changes' targets."""
@@ -161,6 +166,12 @@ def targets_of(rec: dict[str, Any]) -> set[str]:
     return out
 
 
+class IndexBuilding(ZcorError):
+    """A history query while the index is built from a large log (try again shortly)."""
+
+    code = "busy"
+
+
 class OpLog:
     def __init__(self, path: Path):
         self.path = path
@@ -182,6 +193,7 @@ class OpLog:
         self._thread: threading.Thread | None = None
         self._wake = threading.Event()
         self._stopping = False
+        self._builders = 0  # threads in _build_steps
 
     # -- opening -------------------------------------------------------------------------
 
@@ -452,14 +464,16 @@ class OpLog:
 
     # -- indexing ---------------------------------------------------------------------------
 
-    def _catch_up(self) -> None:
-        """Index the log's records after the covered bytes (call with the db lock held)."""
+    def _catch_up(self, step: int | None = None) -> None:
+        """Index the log's records after the covered bytes, or about `step` bytes of them (call
+        with the db lock held)."""
         db = self._db
         assert db is not None
         with self._lock:
             end = self._size
         pos = self._covered
-        while pos < end and not self._stopping:
+        stop = end if step is None else min(end, pos + step)  # whole blocks: at least one
+        while pos < stop and not self._stopping:
             block = os.pread(self._rfd, min(READ_CHUNK, end - pos), pos)
             cut = block.rfind(b"\n") + 1
             while not cut:  # a line longer than READ_CHUNK
@@ -531,23 +545,43 @@ class OpLog:
         meta.update(updates)
         self._covered, self._rows = covered, rid
 
-    def warm(self) -> None:
+    def warm(self, background: bool = False) -> None:
         """Bring the index up to the log's end (building it if new) and keep it there from a
-        background thread (safe from any thread; a daemon calls it after it is ready)."""
+        background thread (safe from any thread; a daemon calls it after it is ready).
+
+        The work goes in steps, letting go of the index between them, so a query can see
+        how far a long build is. background: only make sure the background thread runs.
+        """
         if self._thread is None and self._db is not None and not self._stopping:
             with self._db_lock:
                 if self._thread is None:
                     self._thread = threading.Thread(target=self._indexer, name="zcord-oplog-index", daemon=True)
                     self._thread.start()
-        with self._db_lock:
-            self._try_catch_up()
+        if background:
+            self._wake.set()
+            return
+        self._build_steps()
 
-    def _try_catch_up(self) -> bool:
+    def _build_steps(self) -> None:
+        with self._lock:
+            self._builders += 1
+        try:
+            while not self._stopping:
+                with self._db_lock:
+                    with self._lock:
+                        behind = self._size - self._covered
+                    if not behind or not self._try_catch_up(BUILD_STEP):
+                        return
+        finally:
+            with self._lock:
+                self._builders -= 1
+
+    def _try_catch_up(self, step: int | None = None) -> bool:
         """Catch up; False (after saying why, once) when the index cannot be written now."""
         if self._db is None:
             return False
         try:
-            self._catch_up()
+            self._catch_up(step)
             self._warned = False
             return True
         except sqlite3.OperationalError as e:  # a full disk, a read-only file: retried next time
@@ -575,13 +609,12 @@ class OpLog:
                 return
             time.sleep(INDEX_DELAY)
             self._wake.clear()
-            with self._db_lock:
-                try:
-                    self._try_catch_up()
-                except (OSError, StateFileInvalid) as e:  # the query that needs it reports it
-                    if not self._warned:
-                        self._note(f"indexing stopped: {getattr(e, 'message', e)}")
-                        self._warned = True
+            try:
+                self._build_steps()
+            except (OSError, StateFileInvalid) as e:  # the query that needs it reports it
+                if not self._warned:
+                    self._note(f"indexing stopped: {getattr(e, 'message', e)}")
+                    self._warned = True
 
     # -- history queries -------------------------------------------------------------------
 
@@ -598,6 +631,16 @@ class OpLog:
         keys = search_keys(keywords)
         filters = (start, end, changes_only, actor, tool, target)
         with self._db_lock:
+            with self._lock:
+                behind, size = self._size - self._covered, self._size
+            thread = self._thread
+            building = self._builders or (thread is not None and thread.is_alive())
+            if behind > QUERY_CATCH_UP and building and self._db is not None and not self._warned:
+                done = self._covered * 100 // max(size, 1)
+                raise IndexBuilding(
+                    f"The history index is being built from {self.path.name} ({done} % done, "
+                    f"{behind >> 20} MiB to go); history queries answer when it is ready, in a minute or "
+                    f"a few. Nothing else waits for it.", data={"retryAfterSeconds": 30})
             # NUL (which FTS5's query parser cuts at) and U+FFFD (which stands for the lone
             # surrogates of a hand-edited log in the index) are matched by scanning
             if self._try_catch_up() and not any("\x00" in k or "\ufffd" in k for k in keys):

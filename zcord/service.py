@@ -442,7 +442,7 @@ class Service:
         if tool == RESTORE_TOOL and declared:
             preloaded = self._preload_restore(params)  # parsing a large backup must not hold the lock
         elif tool == HISTORY_TOOL and declared:
-            self.oplog.warm()  # build the search index outside the lock (once per process)
+            self.oplog.warm(background=True)  # a large backlog is indexed by its thread, not here
         with self.lock:
             self.store.verify_lock()
             try:
@@ -485,7 +485,7 @@ class Service:
 
         spec = TOOLS[tool]
         if tool == HISTORY_TOOL:
-            self.oplog.warm()
+            self.oplog.warm(background=True)
         with self.lock:
             self.store.verify_lock()
             if tool == HISTORY_TOOL:
@@ -507,7 +507,7 @@ class Service:
         other operator displays it is not recorded."""
         a = parse_args(I.OperatorHistoryArgs, params)
         start, end = time_range(a)
-        self.oplog.warm()
+        self.oplog.warm(background=True)
         with self.lock:
             self.store.verify_lock()
             try:

@@ -340,3 +340,39 @@ def test_catch_up_after_a_kill_mid_way(logdir):
             assert (got, total) == (want[:50], len(want)), (kw, f)
     finally:
         log.close()
+
+
+def test_a_query_during_a_long_build_is_told_to_come_back(logdir, monkeypatch):
+    """The first start on a large log: the index builds in the background, in steps; a history
+    query meanwhile gets `busy` at once instead of holding zcord up, then answers."""
+    import threading
+
+    from zcord import oplog as O
+
+    dumped = fill(logdir, random_records(random.Random(9), 400, monotone=True))
+    for p in logdir.glob("operations.index.sqlite*"):
+        p.unlink()
+    monkeypatch.setattr(O, "QUERY_CATCH_UP", 2000)
+    monkeypatch.setattr(O, "BUILD_STEP", 5000)
+    monkeypatch.setattr(O, "READ_CHUNK", 4000)
+    real = O.OpLog._index_block
+
+    def slow(self, *a):  # a step of the build takes a while
+        time.sleep(0.03)
+        return real(self, *a)
+
+    monkeypatch.setattr(O.OpLog, "_index_block", slow)
+    log = open_log(logdir)
+    try:
+        log.warm(background=True)
+        t = time.monotonic()
+        with pytest.raises(O.IndexBuilding) as busy:
+            log.query(["山"], None, None, 20, 0)
+        assert time.monotonic() - t < 5  # at most one step waited for, not the whole build
+        assert busy.value.code == "busy" and "% done" in busy.value.message
+        assert busy.value.data["retryAfterSeconds"] > 0
+        log.warm()  # waits for the build (in steps)
+        want = oracle(dumped, ["山"])
+        assert seqs(log, ["山"]) == (want, len(want))
+    finally:
+        log.close()
