@@ -53,8 +53,10 @@ dist: $(TEST_STAMP)
 	rm -rf dist build
 	$(BIN)/python -m build --outdir dist .
 
+# bench_history.py at 100,000 log records here; `--records 1000000` for the full-size run
 bench: $(TEST_STAMP)
 	$(BIN)/python bench/bench_all.py
+	$(BIN)/python bench/bench_history.py --records 100000 --restarts 2 --warm 10
 
 # Mutants of store, state, service, synonyms, oplog, protocol, recall and fsutil (see
 # [tool.mutmut] in pyproject.toml) against tests/unit; results in mutants/, triage in

@@ -24,7 +24,7 @@ from textual.screen import ModalScreen, Screen
 from textual.signal import Signal
 from textual.widgets import Checkbox, Input, Select, Switch, TextArea
 
-from zcord.client import AsyncClient, ClientError, ToolError, for_operator
+from zcord.client import VIEW_TOOLS, AsyncClient, ClientError, ToolError, for_operator
 
 from .messages import ConnectionChanged, MemoryChanged, NodeRequested
 from .screens.backups import BackupsScreen
@@ -117,11 +117,15 @@ class ZcorApp(App[None]):
 
     async def try_tool(self, name: str, args: dict[str, Any] | None = None
                        ) -> tuple[dict[str, Any] | None, ClientError | None]:
-        """Call a tool and return (result, None) or (None, the error); never raises ClientError."""
+        """Call a tool and return (result, None) or (None, the error); never raises ClientError.
+
+        Read-only tools (VIEW_TOOLS) are called as display reads, which zcord does not record:
+        the operator's browsing must not bury what the bot did in History. Changes are recorded.
+        """
         if not self.client.connected:
             return None, ClientError("zcord is not connected; the status line shows when it is back")
         try:
-            return await self.client.call_tool(name, args or {}), None
+            return await self.client.call_tool(name, args or {}, view=name in VIEW_TOOLS), None
         except ClientError as e:
             return None, e
 

@@ -159,8 +159,11 @@ def tool_result(result: Any) -> dict[str, Any]:
 class _Methods:
     """Typed wrappers shared by both clients; subclasses provide `request`."""
 
-    def _call_tool_params(self, name: str, arguments: dict[str, Any] | None) -> dict[str, Any]:
-        return {"name": name, "arguments": {} if arguments is None else arguments}
+    def _call_tool_params(self, name: str, arguments: dict[str, Any] | None, view: bool = False) -> dict[str, Any]:
+        params: dict[str, Any] = {"name": name, "arguments": {} if arguments is None else arguments}
+        if view:
+            params["_meta"] = {P.VIEW_META: True}
+        return params
 
     @staticmethod
     def _recall_params(session: str, events: list[dict[str, Any]] | str) -> dict[str, Any]:
@@ -440,9 +443,13 @@ class AsyncClient(_Methods):
         return (await self.request("tools/list"))["tools"]
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, *,
-                        timeout: float | None = None) -> dict[str, Any]:
-        """The tool's structured result; ToolError when the tool refuses or fails."""
-        return tool_result(await self.request("tools/call", self._call_tool_params(name, arguments),
+                        timeout: float | None = None, view: bool = False) -> dict[str, Any]:
+        """The tool's structured result; ToolError when the tool refuses or fails.
+
+        view: (operators, read-only tools) a read made only to display something, which the
+        daemon answers without recording it in the operation log.
+        """
+        return tool_result(await self.request("tools/call", self._call_tool_params(name, arguments, view),
                                               timeout=timeout))
 
     async def prefix(self) -> str:
@@ -508,6 +515,11 @@ class AsyncClient(_Methods):
     async def history_at(self, time: str | datetime) -> dict[str, Any]:
         """The whole Memory as it was at an instant (ISO 8601 with its UTC offset, or an aware datetime)."""
         return await self.request("zcor/history/at", self._time_param(time))
+
+    async def history_query(self, filters: dict[str, Any] | None = None) -> dict[str, Any]:
+        """`zcor/history/query`: `{keywords?, from?, to?, limit?, offset?, changesOnly?, actor?,
+        tool?, target?}` → `{items, total, nextOffset}` (not recorded)."""
+        return await self.request("zcor/history/query", filters or {})
 
     async def subscribe(self, handler: NotificationHandler | None = None) -> None:
         """Receive `zcor/changed` after every committed change (kept across reconnects)."""
@@ -729,8 +741,9 @@ class Client(_Methods):
         return self.request("tools/list")["tools"]
 
     def call_tool(self, name: str, arguments: dict[str, Any] | None = None, *,
-                  timeout: float | None = None) -> dict[str, Any]:
-        return tool_result(self.request("tools/call", self._call_tool_params(name, arguments), timeout=timeout))
+                  timeout: float | None = None, view: bool = False) -> dict[str, Any]:
+        return tool_result(self.request("tools/call", self._call_tool_params(name, arguments, view),
+                                        timeout=timeout))
 
     def prefix(self) -> str:
         return self.request("zcor/prefix")["text"]
@@ -796,6 +809,10 @@ class Client(_Methods):
         """The whole Memory as it was at an instant (ISO 8601 with its UTC offset, or an aware datetime)."""
         return self.request("zcor/history/at", self._time_param(time))
 
+    def history_query(self, filters: dict[str, Any] | None = None) -> dict[str, Any]:
+        """`zcor/history/query` (see AsyncClient.history_query)."""
+        return self.request("zcor/history/query", filters or {})
+
     def subscribe(self) -> None:
         self.request("zcor/subscribe")
         self._subscribed = True
@@ -805,7 +822,10 @@ class Client(_Methods):
         self.request("zcor/unsubscribe")
 
 
+VIEW_TOOLS = P.VIEW_TOOLS
+"""Read-only tools an operator may call with `view=True` (answered, not recorded)."""
+
 __all__ = [
-    "AsyncClient", "Client", "connect", "ClientError", "DaemonUnavailable", "UnsafeSocketError", "ConnectionLost",
+    "VIEW_TOOLS", "AsyncClient", "Client", "connect", "ClientError", "DaemonUnavailable", "UnsafeSocketError", "ConnectionLost",
     "RequestTimeout", "RpcError", "ToolError", "tool_result",
 ]

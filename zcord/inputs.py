@@ -7,7 +7,7 @@ them apart with `model_fields_set`.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictInt, StringConstraints
 from pydantic.alias_generators import to_camel
@@ -156,6 +156,17 @@ class HistoryArgs(Args):
     to: Time | None = Field(None, description="Latest operation time, ISO 8601 with offset.")
     limit: Limit = Field(20, description="1..100, default 20.")
     offset: Offset = Field(0, description="Paging offset, default 0.")
+
+
+class OperatorHistoryArgs(HistoryArgs):
+    """`zcor/history/query` (operators): the history tool's parameters and server-side filters."""
+
+    changes_only: StrictBool = Field(False, description="Only records that changed something.")
+    actor: Literal["model", "operator", "system"] | None = Field(None, description="Only this actor's calls.")
+    tool: Annotated[str, StringConstraints(min_length=1, max_length=MAX_KEYWORD),
+                    AfterValidator(_no_surrogates)] | None = Field(None, description="Only calls of this tool.")
+    target: Id | None = Field(None, description="Only records whose changes target this memory id or "
+                                                "personId, or that were called with it as id / personId.")
 
 
 class RestoreArgs(Args):

@@ -1,32 +1,95 @@
 """The operation log: every tool call, one JSON line each, appended beside the state.
 
 Reads and failed calls are written without fsync (a process crash keeps them: they are in
-the page cache); records that carry changes are fsynced. Opening reads only the tail. The
-search index over the log is built on the first history query (or by `warm()` in the
-background) and kept current after that.
+the page cache); records that carry changes are fsynced.
+
+History queries go through an index on disk, `operations.index.sqlite` (SQLite, WAL): one
+row per record (seq, time, actor, tool, status, whether it changed anything, the ids it
+touched, where its line is in the log) and two full-text tables over the record's
+normalized text (`record_search_text`), stored without the text itself (contentless):
+
+- `tri`, FTS5 trigram (case-sensitive, the text is normalized already): a keyword of 3 or
+  more characters is a phrase of its trigrams, which matches exactly the records whose
+  text holds the keyword.
+- `bi`, every pair of neighbouring characters of the text as one token (each character as
+  8 hex digits, so `小王` is `00005c0f0000738b`), plus the text's last character alone, with
+  a prefix index on the first character: a 2-character keyword is one token, a
+  1-character keyword a prefix query; both exact.
+
+So every keyword is a substring of the record's text exactly when the index says so, and
+totals come from the index. `bi` also carries the operator filters as tokens (`zc`: the
+record changed something; `za…`/`zt…`/`zg…`: its actor, tool and targets, hex-encoded), and
+in a log whose times never went back (the usual case) newest first is last logged first and
+a time range is a range of rows: the full-text tables then count and page a query by
+themselves, walking their matches backwards. A log whose clock went back is queried through
+the rows table ordered by time instead (slower, same answers). `operations.jsonl` stays the one source of truth: the index
+only ever catches up by reading the log from the last byte it covered, so a crash at any
+instant leaves an index that is behind (caught up on the next query) but never wrong. It
+is rebuilt from scratch when it is missing, unreadable, a symbolic link, or does not match
+the log (shorter than the index covered, or the log's first bytes or last indexed line
+changed). When it cannot be written at all (a full disk), a query scans the log instead.
+
+Opening reads the index's summary (covered bytes, largest seq, last change id) and only
+the log's tail after it, so it costs the same at any log length.
 """
 
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import os
 import re
+import sqlite3
+import stat
 import sys
 import threading
+import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from .errors import StateFileInvalid
+from .errors import StateFileInvalid, ZcorError
 from .models import OpRecord
 from .text import normalize
 
 _BLOCK = 1 << 16
 TAIL_SEQ_BYTES = 4 << 20
 _SEQ_RE = re.compile(rb'(?m)^\{"seq":(\d+),')
+
+INDEX_SUFFIX = ".index.sqlite"
+INDEX_VERSION = 2
+HEAD_BYTES = 4096
+"""The log's first bytes whose hash the index keeps (a different log at the same path)."""
+READ_CHUNK = 1 << 20
+"""Log bytes indexed per transaction."""
+INDEX_DELAY = 0.05
+"""The background indexer waits this long after an append, to index a batch at once."""
+BUILD_STEP = 4 << 20
+"""Log bytes indexed while holding the index: a query waits at most about this long."""
+QUERY_CATCH_UP = 4 << 20
+"""A query catches the index up by itself when it is at most this far behind; farther, while
+a build is under way (the first start on a large log), it is refused with IndexBuilding."""
+ACTORS = ("model", "operator", "system")
+TARGET_PARAMS = ("id", "personId")
+"""Parameters whose string value names the record's target, besides its changes' targets."""
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+SCHEMA = """
+CREATE TABLE meta(k TEXT PRIMARY KEY, v) WITHOUT ROWID;
+CREATE TABLE ops(id INTEGER PRIMARY KEY, seq INTEGER NOT NULL, at REAL NOT NULL, actor TEXT NOT NULL,
+                 tool TEXT NOT NULL, ok INTEGER NOT NULL, changed INTEGER NOT NULL,
+                 off INTEGER NOT NULL, len INTEGER NOT NULL);
+CREATE INDEX ops_at ON ops(at);
+CREATE INDEX ops_changed ON ops(changed, at);
+CREATE INDEX ops_actor ON ops(actor, at);
+CREATE INDEX ops_tool ON ops(tool, at);
+CREATE TABLE targets(target TEXT NOT NULL, id INTEGER NOT NULL, PRIMARY KEY(target, id)) WITHOUT ROWID;
+CREATE VIRTUAL TABLE tri USING fts5(t, tokenize='trigram case_sensitive 1', content='', detail=full,
+                                   columnsize=0);
+CREATE VIRTUAL TABLE bi USING fts5(t, tokenize='ascii', content='', detail=none, prefix='8', columnsize=0);
+"""
 
 
 def _record_text(value: Any, out: list[str]) -> None:
@@ -47,32 +110,99 @@ def record_search_text(record: dict[str, Any]) -> str:
     return normalize("\n".join(out))
 
 
-@dataclass(slots=True)
-class _Entry:
-    at: float
-    text: str
-    offset: int
-    length: int
+def _indexable(text: str) -> str:
+    """text as SQLite can take it (a hand-edited log may hold lone surrogates)."""
+    try:
+        text.encode()
+        return text
+    except UnicodeEncodeError:
+        return _SURROGATE.sub("\ufffd", text)
+
+
+def _hex(text: str) -> str:
+    return text.encode("utf-32-be").hex()
+
+
+def bigram_doc(text: str) -> str:
+    """The `bi` document of a text: its distinct character pairs and its last character."""
+    h = _hex(text)
+    n = len(h)
+    if not n:
+        return ""
+    tokens = {h[i:i + 16] for i in range(0, n - 8, 8)}
+    tokens.add(h[n - 8:])
+    return " ".join(tokens)
+
+
+CHANGED_TOKEN = "zc"
+
+
+def filter_token(kind: str, value: str) -> str:
+    """The `bi` token saying a record's actor ("a"), tool ("t") or a target ("g") is value
+    (hex, so any string is one ASCII token; "z" keeps it apart from the character tokens)."""
+    return f"z{kind}{value.encode('utf-8', 'surrogatepass').hex()}"
+
+
+def _phrase(term: str) -> str:
+    return '"' + term.replace('"', '""') + '"'
+
+
+def search_keys(keywords: list[str]) -> list[str]:
+    """The normalized keywords a record must all contain (empty ones and ones inside another dropped)."""
+    keys = sorted({k for k in (normalize(w) for w in keywords) if k}, key=len, reverse=True)
+    out: list[str] = []
+    for k in keys:
+        if not any(k in longer for longer in out):
+            out.append(k)
+    return out
+
+
+def targets_of(rec: dict[str, Any]) -> set[str]:
+    """The ids a record is about: its changes' targets and the id / personId it was called with."""
+    out = {c["target"] for c in rec.get("changes") or () if isinstance(c, dict) and isinstance(c.get("target"), str)}
+    params = rec.get("params")
+    if isinstance(params, dict):
+        out.update(params[k] for k in TARGET_PARAMS if isinstance(params.get(k), str))
+    return out
+
+
+class IndexBuilding(ZcorError):
+    """A history query while the index is built from a large log (try again shortly)."""
+
+    code = "busy"
 
 
 class OpLog:
     def __init__(self, path: Path):
         self.path = path
+        self.index_path = path.with_name(path.stem + INDEX_SUFFIX)
         self._fd: int | None = None
+        self._rfd: int | None = None
         self._size = 0
         self._count: int | None = None
+        self._appends = 0
         self.last_seq = 0
         self.last_change_id = 0
-        self._index: list[_Entry] | None = None
-        self._indexed_upto = 0
-        self._monotone = True
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # appends
+        self._db_lock = threading.Lock()  # the index connection and the fields below
+        self._db: sqlite3.Connection | None = None
+        self._covered = 0
+        self._rows = 0
+        self._meta: dict[str, Any] = {}
+        self._warned = False
+        self._thread: threading.Thread | None = None
+        self._wake = threading.Event()
+        self._stopping = False
+        self._builders = 0  # threads in _build_steps
+
+    # -- opening -------------------------------------------------------------------------
 
     def open(self) -> None:
         """Open for appending; a torn last line (crash mid-append) is cut off.
 
-        `last_seq` is the largest seq in the tail (TAIL_SEQ_BYTES), not the last line's: a
-        log written by an older zcord may hold a late-appended search record out of order.
+        `last_seq` is the largest seq the index saw and of the tail (TAIL_SEQ_BYTES), not
+        the last line's: a log written by an older zcord may hold a late-appended search
+        record out of order.
         """
         try:
             self._fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
@@ -93,9 +223,15 @@ class OpLog:
             os.fsync(self._fd)
             size = cut
         self._size = size
-        for n, (start, line) in enumerate(self._reverse_lines(size)):
+        self._rfd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with self._db_lock:
+            self._open_index()
+            covered = self._covered
+            self.last_seq = int(self._meta.get("max_seq", 0))
+            self.last_change_id = int(self._meta.get("last_change_id", 0))
+        for n, (start, line) in enumerate(self._reverse_lines(size, stop=covered)):
             if n == 0:
-                self.last_seq = self._parse(line, start)["seq"]
+                self.last_seq = max(self.last_seq, self._parse(line, start)["seq"])
             if b'"changeId":' in line:  # only records with changes are worth parsing here
                 rec = self._parse(line, start)
                 self.last_seq = max(self.last_seq, rec["seq"])
@@ -103,13 +239,13 @@ class OpLog:
                 if ids:
                     self.last_change_id = max(ids)
                     break
-        tail_start = max(0, size - TAIL_SEQ_BYTES)
+        tail_start = max(covered, size - TAIL_SEQ_BYTES)  # the index knows the largest seq before covered
         tail = os.pread(self._fd, size - tail_start, tail_start)
         seqs = [int(m) for m in _SEQ_RE.findall(tail)]
         self.last_seq = max([self.last_seq, *seqs])
 
-    def _reverse_lines(self, end: int) -> Iterator[tuple[int, bytes]]:
-        """(offset, line) pairs from the end of the file back to its start.
+    def _reverse_lines(self, end: int, stop: int = 0) -> Iterator[tuple[int, bytes]]:
+        """(offset, line) pairs from the end of the file back to `stop` (a line start).
 
         A last line without its newline (torn) comes first; empty lines are skipped.
         """
@@ -124,11 +260,11 @@ class OpLog:
                     yield pos + nl + 1, buf[nl + 1:body_end]
                 hi = nl + 1
                 continue
-            if pos == 0:
+            if pos <= stop:
                 if body_end:
-                    yield 0, buf[:body_end]
+                    yield pos, buf[:body_end]
                 return
-            start = max(0, pos - _BLOCK)
+            start = max(stop, pos - _BLOCK)
             buf = os.pread(self._fd, pos - start, start) + buf[:hi]
             hi = len(buf)
             pos = start
@@ -149,12 +285,25 @@ class OpLog:
         return self._size
 
     def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        self._stopping = True
+        self._wake.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        self._thread = None
+        with self._db_lock:
+            self._close_db()
+        for name in ("_fd", "_rfd"):
+            fd = getattr(self, name)
+            if fd is not None:
+                os.close(fd)
+                setattr(self, name, None)
 
-    def append(self, record: OpRecord, durable: bool) -> None:
-        """Append one record; on failure the file is cut back so no torn line remains."""
+    # -- appending -----------------------------------------------------------------------
+
+    def append(self, record: OpRecord, durable: bool) -> int:
+        """Append one record and return the byte offset of its line; on failure the file is
+        cut back so no torn line remains."""
         line = record.model_dump_json(by_alias=True).encode() + b"\n"
         assert self._fd is not None, "operation log is not open"
         with self._lock:
@@ -172,77 +321,491 @@ class OpLog:
                 raise
             offset = self._size
             self._size += len(line)
+            self._appends += 1
             if self._count is not None:
                 self._count += 1
             self.last_seq = max(self.last_seq, record.seq)
             for c in record.changes:
                 if c.get("changeId"):
                     self.last_change_id = max(self.last_change_id, c["changeId"])
-            if self._index is not None and self._indexed_upto == offset:
-                self._index_line(record.model_dump(mode="json", by_alias=True), offset, len(line) - 1)
-                self._indexed_upto = self._size
-
-    # -- history queries ------------------------------------------------------------
-
-    def _index_line(self, rec: dict[str, Any], offset: int, length: int) -> None:
-        at = datetime.fromisoformat(rec["at"]).timestamp()
-        if self._index and at < self._index[-1].at:
-            self._monotone = False
-        self._index.append(_Entry(at, record_search_text(rec), offset, length))
-
-    def _read_entries(self, start: int, end: int) -> list[_Entry]:
-        out: list[_Entry] = []
-        with os.fdopen(os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as f:
-            f.seek(start)
-            offset = start
-            for line in f:
-                if offset >= end:
-                    break
-                rec = self._parse(line, offset)
-                out.append(_Entry(datetime.fromisoformat(rec["at"]).timestamp(), record_search_text(rec),
-                                  offset, len(line) - 1))
-                offset += len(line)
-        return out
-
-    def warm(self) -> None:
-        """Build the search index without holding up appends (safe from another thread)."""
-        if self._index is not None:
-            return
-        upto = self._size
-        entries = self._read_entries(0, upto)
-        with self._lock:
-            if self._index is not None:
-                return
-            entries += self._read_entries(upto, self._size)
-            self._index = []
-            self._monotone = all(entries[i].at <= entries[i + 1].at for i in range(len(entries) - 1))
-            self._index = entries
-            self._indexed_upto = self._size
-            self._count = len(entries)
+        if self._thread is not None:
+            self._wake.set()
+        return offset
 
     def count(self) -> int:
+        """The number of records in the log (the index's, plus the lines after it)."""
         if self._count is None:
-            with os.fdopen(os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as f:
-                self._count = sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 20), b""))
+            with self._db_lock:
+                rows, covered = self._rows, self._covered
+            with self._lock:
+                size, appends = self._size, self._appends
+            tail = 0
+            pos = covered
+            while pos < size:
+                block = os.pread(self._rfd, min(READ_CHUNK, size - pos), pos)
+                if not block:
+                    break
+                tail += block.count(b"\n")
+                pos += len(block)
+            with self._lock:
+                self._count = rows + tail + (self._appends - appends)
         return self._count
 
-    def query(self, keywords: list[str], start: float | None, end: float | None,
-              limit: int, offset: int) -> tuple[list[dict[str, Any]], int]:
-        """Matching records newest first (ties: later-logged first), a page of them, and the total."""
-        self.warm()
-        index = self._index
-        keys = [normalize(k) for k in keywords]
-        hits = [
-            i for i, e in enumerate(index)
-            if (start is None or e.at >= start) and (end is None or e.at <= end)
-            and all(k in e.text for k in keys)
-        ]
-        if self._monotone:
-            hits.reverse()
+    # -- the index file ------------------------------------------------------------------
+
+    def _close_db(self) -> None:
+        if self._db is not None:
+            try:
+                self._db.close()
+            except sqlite3.Error:
+                pass
+            self._db = None
+
+    def _index_files(self) -> list[Path]:
+        p = self.index_path
+        return [p, p.with_name(p.name + "-wal"), p.with_name(p.name + "-shm")]
+
+    def _note(self, message: str) -> None:
+        print(f"zcord: {self.index_path.name}: {message}", file=sys.stderr)
+
+    def _connect(self) -> sqlite3.Connection:
+        """Connect to the index file, never through a symbolic link: a link (or anything but a
+        regular file) in its place or its -wal/-shm's is removed first (the index is derived)."""
+        for p in self._index_files():
+            try:
+                st = os.lstat(p)
+            except FileNotFoundError:
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                self._note(f"{p.name} is not a regular file (a symbolic link?); removing it and rebuilding")
+                os.unlink(p)
+                if p == self.index_path:
+                    for other in self._index_files()[1:]:
+                        try:
+                            os.unlink(other)
+                        except FileNotFoundError:
+                            pass
+        try:
+            fd = os.open(self.index_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                         0o640)
+            os.fchmod(fd, 0o640)
+            os.close(fd)
+        except FileExistsError:
+            pass
+        before = os.lstat(self.index_path)
+        db = sqlite3.connect(self.index_path, check_same_thread=False, isolation_level=None)
+        try:
+            after = os.lstat(self.index_path)
+            if not stat.S_ISREG(after.st_mode) or (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino):
+                raise sqlite3.DatabaseError("the index file was replaced while it was opened")
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA temp_store=MEMORY")
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _head_hash(self, upto: int) -> str:
+        return hashlib.sha256(os.pread(self._rfd, min(HEAD_BYTES, upto), 0)).hexdigest()
+
+    def _line_hash(self, off: int, length: int) -> str:
+        return hashlib.sha256(os.pread(self._rfd, length, off)).hexdigest()
+
+    def _open_index(self) -> None:
+        """Open the index, or start a new one if it is not the log's; never raises (an index that
+        cannot be opened leaves history queries to scan the log)."""
+        try:
+            self._db = self._connect()
+            meta = dict(self._db.execute("SELECT k, v FROM meta").fetchall())
+            problem = self._mismatch(meta)
+            if problem is None:
+                self._meta = meta
+                self._covered = int(meta["covered"])
+                self._rows = int(meta["rows"])
+                return
+            if problem:
+                self._note(f"{problem}; rebuilding it from {self.path.name}")
+        except (sqlite3.Error, OSError) as e:
+            if not (isinstance(e, sqlite3.OperationalError) and "no such table" in str(e)):
+                self._note(f"unusable ({e}); rebuilding it from {self.path.name}")
+        self._reset()
+
+    def _mismatch(self, meta: dict[str, Any]) -> str | None:
+        """Why the index does not describe the log ("" for an empty index), or None."""
+        if meta.get("version") != INDEX_VERSION:
+            return "" if not meta else f"index format {meta.get('version')!r}, not {INDEX_VERSION}"
+        covered = int(meta["covered"])
+        if covered > self._size:
+            return f"the log is shorter ({self._size} bytes) than the index covered ({covered})"
+        if covered and meta["head"] != self._head_hash(covered):
+            return "the log's first bytes changed"
+        if covered and meta["last_hash"] != self._line_hash(int(meta["last_off"]), int(meta["last_len"])):
+            return "the log's last indexed record changed"
+        return None
+
+    def _reset(self) -> None:
+        """Start an empty index (deleting the old files); without one, queries scan the log."""
+        self._close_db()
+        self._meta, self._covered, self._rows = {}, 0, 0
+        try:
+            for p in self._index_files():
+                try:
+                    os.unlink(p)
+                except FileNotFoundError:
+                    pass
+            db = self._connect()
+            try:
+                db.executescript("BEGIN;" + SCHEMA + "COMMIT;")
+                db.executemany("INSERT INTO meta VALUES (?, ?)", [("version", INDEX_VERSION), ("covered", 0),
+                                                                   ("rows", 0)])
+            except BaseException:
+                db.close()
+                raise
+            self._db = db
+        except (sqlite3.Error, OSError) as e:
+            self._note(f"cannot be created ({e}); history queries will scan the log")
+            self._close_db()
+
+    # -- indexing ---------------------------------------------------------------------------
+
+    def _catch_up(self, step: int | None = None) -> None:
+        """Index the log's records after the covered bytes, or about `step` bytes of them (call
+        with the db lock held)."""
+        db = self._db
+        assert db is not None
+        with self._lock:
+            end = self._size
+        pos = self._covered
+        stop = end if step is None else min(end, pos + step)  # whole blocks: at least one
+        while pos < stop and not self._stopping:
+            block = os.pread(self._rfd, min(READ_CHUNK, end - pos), pos)
+            cut = block.rfind(b"\n") + 1
+            while not cut:  # a line longer than READ_CHUNK
+                block += os.pread(self._rfd, min(READ_CHUNK, end - pos - len(block)), pos + len(block))
+                cut = block.rfind(b"\n") + 1
+            self._index_block(db, block[:cut], pos)
+            pos += cut
+
+    def _index_block(self, db: sqlite3.Connection, block: bytes, pos: int) -> None:
+        ops, targets, tri, bi = [], [], [], []
+        rid = self._rows
+        meta = self._meta
+        max_seq = int(meta.get("max_seq", 0))
+        last_change = int(meta.get("last_change_id", 0))
+        max_at = float(meta.get("max_at", float("-inf")))
+        monotone = int(meta.get("monotone", 1))
+        last_off = last_len = None
+        off = pos
+        for line in block.split(b"\n")[:-1]:
+            if not line:
+                off += 1
+                continue
+            rec = self._parse(line, off)
+            rid += 1
+            at = _timestamp(rec, self.path.name, off)
+            if at < max_at:
+                monotone = 0
+            else:
+                max_at = at
+            changes = rec.get("changes") or []
+            ops.append((rid, rec["seq"], at, str(rec.get("actor", "")), str(rec.get("tool", "")),
+                        int(rec.get("status") == "ok"), int(bool(changes)), off, len(line)))
+            ids_ = targets_of(rec)
+            targets.extend((t, rid) for t in ids_)
+            text = _indexable(record_search_text(rec))
+            tri.append((rid, text))
+            marks = [filter_token("a", str(rec.get("actor", ""))), filter_token("t", str(rec.get("tool", "")))]
+            marks += [filter_token("g", t) for t in ids_]
+            if changes:
+                marks.append(CHANGED_TOKEN)
+            bi.append((rid, bigram_doc(text) + " " + " ".join(marks)))
+            max_seq = max(max_seq, rec["seq"])
+            ids = [c.get("changeId") for c in changes if isinstance(c, dict) and isinstance(c.get("changeId"), int)]
+            if ids:
+                last_change = max(last_change, *ids)
+            last_off, last_len = off, len(line)
+            off += len(line) + 1
+        covered = pos + len(block)
+        updates = {"covered": covered, "rows": rid, "max_seq": max_seq, "last_change_id": last_change,
+                   "monotone": monotone}
+        if max_at != float("-inf"):
+            updates["max_at"] = max_at
+        if last_off is not None:
+            updates.update(last_off=last_off, last_len=last_len, last_hash=self._line_hash(last_off, last_len))
+        if self._covered < HEAD_BYTES:
+            updates["head"] = self._head_hash(covered)
+        db.execute("BEGIN")
+        try:
+            db.executemany("INSERT INTO ops VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", ops)
+            db.executemany("INSERT OR IGNORE INTO targets VALUES (?, ?)", targets)
+            db.executemany("INSERT INTO tri(rowid, t) VALUES (?, ?)", tri)
+            db.executemany("INSERT INTO bi(rowid, t) VALUES (?, ?)", bi)
+            db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", list(updates.items()))
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        meta.update(updates)
+        self._covered, self._rows = covered, rid
+
+    def warm(self, background: bool = False) -> None:
+        """Bring the index up to the log's end (building it if new) and keep it there from a
+        background thread (safe from any thread; a daemon calls it after it is ready).
+
+        The work goes in steps, letting go of the index between them, so a query can see
+        how far a long build is. background: only make sure the background thread runs.
+        """
+        if self._thread is None and self._db is not None and not self._stopping:
+            with self._db_lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._indexer, name="zcord-oplog-index", daemon=True)
+                    self._thread.start()
+        if background:
+            self._wake.set()
+            return
+        self._build_steps()
+
+    def _build_steps(self) -> None:
+        with self._lock:
+            self._builders += 1
+        try:
+            while not self._stopping:
+                with self._db_lock:
+                    with self._lock:
+                        behind = self._size - self._covered
+                    if not behind or not self._try_catch_up(BUILD_STEP):
+                        return
+        finally:
+            with self._lock:
+                self._builders -= 1
+
+    def _try_catch_up(self, step: int | None = None) -> bool:
+        """Catch up; False (after saying why, once) when the index cannot be written now."""
+        if self._db is None:
+            return False
+        try:
+            self._catch_up(step)
+            self._warned = False
+            return True
+        except sqlite3.OperationalError as e:  # a full disk, a read-only file: retried next time
+            if not self._warned:
+                self._note(f"cannot be updated ({e}); history queries scan the log meanwhile")
+                self._warned = True
+            return False
+        except sqlite3.DatabaseError as e:  # corrupt: start over
+            self._note(f"unusable ({e}); rebuilding it from {self.path.name}")
+            self._reset()
+            if self._db is None:
+                return False
+            try:
+                self._catch_up()
+                return True
+            except sqlite3.Error as e2:
+                self._note(f"cannot be rebuilt ({e2}); history queries scan the log")
+                self._close_db()
+                return False
+
+    def _indexer(self) -> None:
+        while not self._stopping:
+            self._wake.wait()
+            if self._stopping:
+                return
+            time.sleep(INDEX_DELAY)
+            self._wake.clear()
+            try:
+                self._build_steps()
+            except (OSError, StateFileInvalid) as e:  # the query that needs it reports it
+                if not self._warned:
+                    self._note(f"indexing stopped: {getattr(e, 'message', e)}")
+                    self._warned = True
+
+    # -- history queries -------------------------------------------------------------------
+
+    def query(self, keywords: list[str], start: float | None, end: float | None, limit: int, offset: int, *,
+              changes_only: bool = False, actor: str | None = None, tool: str | None = None,
+              target: str | None = None) -> tuple[list[dict[str, Any]], int]:
+        """Matching records newest first (ties: later-logged first), a page of them, and the total.
+
+        Every keyword (normalized) must be a substring of the record's `record_search_text`;
+        `start`/`end` bound its time (epoch seconds, inclusive); `changes_only` keeps records
+        that changed something, `actor`/`tool` compare exactly, `target` keeps records whose
+        changes target that id or that were called with it as `id` / `personId`.
+        """
+        keys = search_keys(keywords)
+        filters = (start, end, changes_only, actor, tool, target)
+        with self._db_lock:
+            with self._lock:
+                behind, size = self._size - self._covered, self._size
+            thread = self._thread
+            building = self._builders or (thread is not None and thread.is_alive())
+            if behind > QUERY_CATCH_UP and building and self._db is not None and not self._warned:
+                done = self._covered * 100 // max(size, 1)
+                raise IndexBuilding(
+                    f"The history index is being built from {self.path.name} ({done} % done, "
+                    f"{behind >> 20} MiB to go); history queries answer when it is ready, in a minute or "
+                    f"a few. Nothing else waits for it.", data={"retryAfterSeconds": 30})
+            # NUL (which FTS5's query parser cuts at) and U+FFFD (which stands for the lone
+            # surrogates of a hand-edited log in the index) are matched by scanning
+            if self._try_catch_up() and not any("\x00" in k or "\ufffd" in k for k in keys):
+                try:
+                    spots, total = self._index_query(keys, filters, limit, offset)
+                except sqlite3.OperationalError as e:
+                    self._note(f"query failed ({e}); scanning the log instead")
+                    spots, total = self._scan_query(keys, filters, limit, offset)
+            else:
+                spots, total = self._scan_query(keys, filters, limit, offset)
+        return [json.loads(os.pread(self._rfd, length, off)) for off, length in spots], total
+
+    def _index_query(self, keys: list[str], filters: tuple, limit: int,
+                     offset: int) -> tuple[list[tuple[int, int]], int]:
+        if int(self._meta.get("monotone", 1)):
+            return self._fts_query(keys, filters, limit, offset)
+        return self._sql_query(keys, filters, limit, offset)
+
+    def _fts_query(self, keys: list[str], filters: tuple, limit: int,
+                   offset: int) -> tuple[list[tuple[int, int]], int]:
+        """A log whose times never went back: newest first is last logged first, a time range is
+        a range of rows, and every filter is a token of `bi`, so the full-text tables answer
+        the count and the page themselves (walking their matches backwards, stopping at the page)."""
+        start, end, changes_only, actor, tool, target = filters
+        db = self._db
+        assert db is not None
+        lo, hi = 1, self._rows
+        if start is not None:
+            row = db.execute("SELECT id FROM ops WHERE at >= ? ORDER BY at, id LIMIT 1", (start,)).fetchone()
+            lo = row[0] if row else hi + 1
+        if end is not None:
+            row = db.execute("SELECT id FROM ops WHERE at <= ? ORDER BY at DESC, id DESC LIMIT 1", (end,)).fetchone()
+            hi = row[0] if row else 0
+        if lo > hi:
+            return [], 0
+        long = [k for k in keys if len(k) >= 3]
+        terms = [f'"{_hex(k)}"' if len(k) == 2 else f'"{_hex(k)}" *' for k in keys if len(k) < 3]
+        if changes_only:
+            terms.append(CHANGED_TOKEN)
+        terms += [f'"{filter_token(kind, v)}"' for kind, v in (("a", actor), ("t", tool), ("g", target))
+                  if v is not None]
+        where, args = ["rowid BETWEEN ? AND ?"], [lo, hi]
+        if long and terms:  # walk bi's matches, test them against tri's (as a set: "+" keeps
+            table = "bi"     # SQLite from running tri's query once per candidate row instead)
+            where.append("bi MATCH ?")
+            args.append(" AND ".join(terms))
+            where.append("+rowid IN (SELECT rowid FROM tri WHERE tri MATCH ? AND rowid BETWEEN ? AND ?)")
+            args += [" AND ".join(_phrase(k) for k in long), lo, hi]
+        elif long:
+            table = "tri"
+            where.append("tri MATCH ?")
+            args.append(" AND ".join(_phrase(k) for k in long))
+        elif terms:
+            table = "bi"
+            where.append("bi MATCH ?")
+            args.append(" AND ".join(terms))
         else:
-            hits.sort(key=lambda i: (index[i].at, i), reverse=True)
-        page = []
-        for i in hits[offset:offset + limit]:
-            e = index[i]
-            page.append(json.loads(os.pread(self._fd, e.length, e.offset)))
-        return page, len(hits)
+            total = hi - lo + 1
+            rows = db.execute("SELECT off, len FROM ops WHERE id BETWEEN ? AND ? ORDER BY id DESC LIMIT ? OFFSET ?",
+                              (lo, hi, limit, offset)).fetchall()
+            return rows, total
+        cond = " AND ".join(where)
+        if long and terms:  # one pass (the set is built once), the page cut from all matches
+            every = [r[0] for r in db.execute(f"SELECT rowid FROM {table} WHERE {cond} ORDER BY rowid DESC", args)]
+            total, ids = len(every), every[offset:offset + limit]
+        else:
+            total = db.execute(f"SELECT count(*) FROM {table} WHERE {cond}", args).fetchone()[0]
+            if not total or offset >= total:
+                return [], total
+            ids = [r[0] for r in db.execute(f"SELECT rowid FROM {table} WHERE {cond} ORDER BY rowid DESC "
+                                            f"LIMIT ? OFFSET ?", [*args, limit, offset])]
+        if not ids:
+            return [], total
+        spots = dict(((i, (o, n)) for i, o, n in db.execute(
+            f"SELECT id, off, len FROM ops WHERE id IN ({','.join('?' * len(ids))})", ids)))
+        return [spots[i] for i in ids], total
+
+    def _sql_query(self, keys: list[str], filters: tuple, limit: int,
+                   offset: int) -> tuple[list[tuple[int, int]], int]:
+        """Any log (also one whose times went back): the rows table ordered by time."""
+        start, end, changes_only, actor, tool, target = filters
+        where: list[str] = []
+        args: list[Any] = []
+        if start is not None:
+            where.append("at >= ?")
+            args.append(start)
+        if end is not None:
+            where.append("at <= ?")
+            args.append(end)
+        long = [k for k in keys if len(k) >= 3]
+        short = [k for k in keys if len(k) < 3]
+        # with keywords the full-text match drives the query: "+" keeps SQLite from walking
+        # the (rarely selective) changed/actor/tool indexes instead
+        plus = "+" if keys else ""
+        if changes_only:
+            where.append(f"{plus}changed = 1")
+        if actor is not None:
+            where.append(f"{plus}actor = ?")
+            args.append(actor)
+        if tool is not None:
+            where.append(f"{plus}tool = ?")
+            args.append(tool)
+        if target is not None:
+            where.append("id IN (SELECT id FROM targets WHERE target = ?)")
+            args.append(target)
+        if long:
+            where.append("id IN (SELECT rowid FROM tri WHERE tri MATCH ?)")
+            args.append(" AND ".join(_phrase(k) for k in long))
+        if short:
+            where.append("id IN (SELECT rowid FROM bi WHERE bi MATCH ?)")
+            args.append(" AND ".join(f'"{_hex(k)}"' if len(k) == 2 else f'"{_hex(k)}" *' for k in short))
+        db = self._db
+        assert db is not None
+        if not where:
+            total = self._rows
+        else:
+            total = db.execute(f"SELECT count(*) FROM ops WHERE {' AND '.join(where)}", args).fetchone()[0]
+        if not total or offset >= total:
+            return [], total
+        rows = db.execute(f"SELECT off, len FROM ops WHERE {' AND '.join(where) or '1'} "
+                          f"ORDER BY at DESC, id DESC LIMIT ? OFFSET ?", [*args, limit, offset]).fetchall()
+        return rows, total
+
+    def _scan_query(self, keys: list[str], filters: tuple, limit: int,
+                    offset: int) -> tuple[list[tuple[int, int]], int]:
+        """The query without the index: read the whole log (when the index cannot be written)."""
+        start, end, changes_only, actor, tool, target = filters
+        with self._lock:
+            size = self._size
+        hits: list[tuple[float, int, int, int]] = []
+        pos = n = 0
+        while pos < size:
+            block = os.pread(self._rfd, min(READ_CHUNK, size - pos), pos)
+            cut = block.rfind(b"\n") + 1
+            while not cut:
+                block += os.pread(self._rfd, min(READ_CHUNK, size - pos - len(block)), pos + len(block))
+                cut = block.rfind(b"\n") + 1
+            off = pos
+            for line in block[:cut].split(b"\n")[:-1]:
+                if line:
+                    rec = self._parse(line, off)
+                    n += 1
+                    at = _timestamp(rec, self.path.name, off)
+                    if ((start is None or at >= start) and (end is None or at <= end)
+                            and (not changes_only or rec.get("changes"))
+                            and (actor is None or rec.get("actor") == actor)
+                            and (tool is None or rec.get("tool") == tool)
+                            and (target is None or target in targets_of(rec))):
+                        text = record_search_text(rec) if keys else ""
+                        if all(k in text for k in keys):
+                            hits.append((at, n, off, len(line)))
+                off += len(line) + 1
+            pos += cut
+        hits.sort(reverse=True)
+        return [(off, length) for _, _, off, length in hits[offset:offset + limit]], len(hits)
+
+
+def _timestamp(rec: dict[str, Any], name: str, offset: int) -> float:
+    try:
+        return datetime.fromisoformat(rec["at"]).timestamp()
+    except (KeyError, TypeError, ValueError):
+        raise StateFileInvalid(f"{name} at byte {offset} holds a record without a valid time (at); "
+                               f"fix or remove that line by hand") from None

@@ -36,6 +36,14 @@ OPERATOR = "operator"
 BOT = "bot"
 
 
+VIEW_META = "zcor/view"
+"""`tools/call` `_meta` key: an operator's read-only call made only to display something,
+answered but not recorded in the operation log (refused, and recorded, for the bot)."""
+VIEW_TOOLS = frozenset({"zcor_memory_read", "zcor_memory_children", "zcor_memory_trace", "zcor_memory_query",
+                        "zcor_relationship_read", "zcor_relationship_query", "zcor_memory_history"})
+"""The read-only tools an operator may call that way."""
+
+
 class Forbidden(ZcorError):
     """The method is for operators and the caller is the bot."""
 

@@ -9,7 +9,9 @@ Bot-facing methods: MCP (`initialize`, `ping`, `tools/list`, `tools/call`) and
 `zcor/prefix`, `zcor/recall`, `zcor/context`. Operator methods (a client that says
 `capabilities.experimental.zcor.role = "operator"` at initialize): `zcor/status`,
 `zcor/config/get`, `zcor/config/set`, `zcor/subscribe`, `zcor/unsubscribe`,
-`zcor/backups/list`, `zcor/backups/preview`, `zcor/synonyms/list`, `zcor/recall/explain`, `zcor/reload`.
+`zcor/backups/list`, `zcor/backups/preview`, `zcor/synonyms/list`, `zcor/recall/explain`, `zcor/reload`,
+`zcor/history/query`; and `tools/call` with `_meta: {"zcor/view": true}` (an unrecorded
+display read).
 
 Roles come from the kernel: the operator role is granted only when the peer's
 credentials (SO_PEERCRED, SO_PEERGROUPS) are zcord's own uid, root, or a member of the
@@ -303,6 +305,7 @@ class Daemon:
             "zcor/history/at": (self._history_at, True),
             "zcor/persona/get": (self._persona_get, True),
             "zcor/persona/set": (self._persona_set, True),
+            "zcor/history/query": (self._history_query, True),
             # MCP prompts and resources: recall and the prefix for hosts that speak only MCP
             "prompts/list": (self._prompts_list, False),
             "prompts/get": (self._prompts_get, False),
@@ -708,6 +711,8 @@ class Daemon:
     async def _tools_call(self, conn: Connection, params: dict[str, Any]) -> Any:
         name = P.str_param(params, "name")
         arguments = params.get("arguments")
+        meta = params.get("_meta")
+        view = isinstance(meta, dict) and meta.get(P.VIEW_META) is True
         service = self.service
         actor = conn.actor
         bot = conn.role == P.BOT
@@ -716,7 +721,7 @@ class Daemon:
             if conn.writer.is_closing():  # disconnected (e.g. for not reading) while this waited
                 return {}
             allowed = self._bot_tool_names(service.config.relationship_memory) if bot else None
-            return service.call(name, arguments, actor=actor, allowed=allowed)
+            return service.call(name, arguments, actor=actor, allowed=allowed, view=view)
 
         spec = TOOLS.get(name)
         slow = name in SLOW_TOOLS or bool(getattr(spec, "slow", False))
@@ -826,6 +831,9 @@ class Daemon:
 
     async def _persona_set(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         return await self._work(self.service.persona_set, params.get("text"), conn.actor)
+
+    async def _history_query(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        return await self._work(self.service.history_query, params)
 
     # -- MCP prompts and resources (zcord/mcp_extras.py) ------------------------------------------
 

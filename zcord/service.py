@@ -30,6 +30,7 @@ from .errors import (Conflict, InvalidArgument, MayHaveTakenEffect, NotFound, Pr
 from .models import MAX_IMPORTANT, Node, OpError, OpRecord, Relationship, now
 from .fsutil import atomic_write
 from .oplog import OpLog
+from .protocol import VIEW_TOOLS, Forbidden
 from .state import MemoryState, Tx
 from .config import Config, ConfigFile, api_key, api_key_for, key_withheld_reason
 from .prefix import build_prefix, persona_text
@@ -509,24 +510,29 @@ class Service:
         }
 
     def call(self, tool: str, params: Any = None, actor: str = "operator",
-             allowed: Collection[str] | None = None) -> dict[str, Any]:
+             allowed: Collection[str] | None = None, view: bool = False) -> dict[str, Any]:
         """Run one tool call and record it. Raises ZcorError subclasses on failure.
 
         Args:
             allowed: the tools declared to this caller; any other name is refused (and recorded).
+            view: an operator's read made only to display something (VIEW_TOOLS): answered
+                but not recorded. Asked by the model, or for another tool, it is refused (and
+                recorded).
         """
         from .tools import TOOLS
 
         if params is None:
             params = {}
         declared = allowed is None or tool in allowed
+        if view and actor != "model" and tool in VIEW_TOOLS and declared:
+            return self._view_call(tool, params, actor)
         if tool == SEARCH_TOOL and declared:
             return self._search_call(params, actor)
         preloaded = None
         if tool == RESTORE_TOOL and declared:
             preloaded = self._preload_restore(params)  # parsing a large backup must not hold the lock
         elif tool == HISTORY_TOOL and declared:
-            self.oplog.warm()  # build the search index outside the lock (once per process)
+            self.oplog.warm(background=True)  # a large backlog is indexed by its thread, not here
         with self.lock:
             self.store.verify_lock()
             try:
@@ -536,6 +542,12 @@ class Service:
             ctx = self._new_ctx(tool, actor)
             ctx.preloaded = preloaded
             try:
+                if view:
+                    raise (Forbidden("Only operators may make unrecorded display reads (zcor/view); "
+                                     "the model's calls are always recorded.", field="_meta")
+                           if actor == "model" else
+                           InvalidArgument(f"zcor/view is for the read-only tools ({', '.join(sorted(VIEW_TOOLS))}); "
+                                           f"{tool} is always recorded.", field="_meta"))
                 spec = TOOLS.get(tool)
                 if spec is None or (allowed is not None and tool not in allowed):
                     raise UnknownTool(f"Tool {tool!r} is not declared in this request; call only the "
@@ -591,6 +603,46 @@ class Service:
         from .journal import find_record
 
         return find_record(self.oplog.path, seq)
+
+    def _view_call(self, tool: str, params: Any, actor: str) -> dict[str, Any]:
+        """A read-only tool answered for display: same checks and result, no log record."""
+        from .tools import TOOLS
+
+        spec = TOOLS[tool]
+        if tool == HISTORY_TOOL:
+            self.oplog.warm(background=True)
+        with self.lock:
+            self.store.verify_lock()
+            if tool == HISTORY_TOOL:
+                try:
+                    self._reconcile()
+                except OSError as e:
+                    print(f"zcord: could not write the operation log: {e}", file=sys.stderr)
+            ctx = Ctx(actor=actor, tool=tool, seq=0, at=self.clock())
+            try:
+                return spec.handler(self, parse_args(spec.input_model, params), ctx)
+            except ZcorError:
+                raise
+            except Exception as e:
+                raise InternalError(f"internal error in {tool}: {type(e).__name__}: {e}; nothing changed") from e
+
+    def history_query(self, params: Any) -> dict[str, Any]:
+        """`zcor/history/query`: the history tool's query plus the operator's filters (changes only,
+        actor, tool, target), all applied by the index, so totals and pages are exact. Like
+        other operator displays it is not recorded."""
+        a = parse_args(I.OperatorHistoryArgs, params)
+        start, end = time_range(a)
+        self.oplog.warm(background=True)
+        with self.lock:
+            self.store.verify_lock()
+            try:
+                self._reconcile()
+            except OSError as e:
+                print(f"zcord: could not write the operation log: {e}", file=sys.stderr)
+            items, total = self.oplog.query(a.keywords or [], start, end, a.limit, a.offset,
+                                            changes_only=a.changes_only, actor=a.actor, tool=a.tool,
+                                            target=a.target)
+        return {"items": items, "total": total, "nextOffset": page(total, a.offset, len(items))}
 
     def _preload_restore(self, params: Any) -> tuple[str, Any] | None:
         from .tools import TOOLS

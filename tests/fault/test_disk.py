@@ -46,10 +46,12 @@ READS = [
 
 
 def snapshot(memdir: Path) -> dict[str, bytes]:
-    """Every file of the Memory directory but the lock and the operation log (reads append to it)."""
+    """Every file of the Memory directory but the lock, the operation log (reads append to it)
+    and its search index (derived from the log)."""
     out = {}
     for p in sorted(memdir.rglob("*")):
-        if p.is_file() and p.name not in ("zcord.lock", "operations.jsonl"):
+        if p.is_file() and p.name not in ("zcord.lock", "operations.jsonl") \
+                and not p.name.startswith("operations.index.sqlite"):
             out[str(p.relative_to(memdir))] = p.read_bytes()
     out["(the Memory as persisted: snapshot and journal)"] = persisted_bytes(memdir)
     return out

@@ -32,7 +32,8 @@ METHODS = ["initialize", "ping", "tools/list", "tools/call", "zcor/prefix", "zco
            "zcor/status", "zcor/config/get", "zcor/config/set", "zcor/subscribe", "zcor/unsubscribe",
            "zcor/backups/list", "zcor/backups/preview", "zcor/synonyms/list", "zcor/synonyms/set", "zcor/llm",
            "zcor/recall/explain", "zcor/reload", "zcor/persona/get", "zcor/persona/set", "zcor/snapshot",
-           "zcor/history/revert", "zcor/history/reinstate", "zcor/history/versions", "zcor/history/at", "prompts/list",
+           "zcor/history/revert", "zcor/history/reinstate", "zcor/history/versions", "zcor/history/at",
+           "zcor/history/query", "prompts/list",
            "prompts/get", "resources/list",
            "resources/templates/list", "resources/read", "notifications/initialized", "nope", "", "zcor/", "tools/call/x"]
 KNOWN_CODES = {P.PARSE_ERROR, P.INVALID_REQUEST, P.METHOD_NOT_FOUND, P.INVALID_PARAMS, P.ZCOR_ERROR,

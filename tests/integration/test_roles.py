@@ -28,7 +28,7 @@ OPERATOR_METHODS = ["zcor/status", "zcor/config/get", "zcor/config/set", "zcor/s
                     "zcor/unsubscribe", "zcor/backups/list", "zcor/backups/preview", "zcor/synonyms/list",
                     "zcor/synonyms/set", "zcor/recall/explain", "zcor/reload", "zcor/persona/get", "zcor/persona/set",
                     "zcor/snapshot", "zcor/history/revert", "zcor/history/reinstate", "zcor/history/versions",
-                    "zcor/history/at"]
+                    "zcor/history/at", "zcor/history/query"]
 
 
 def history_for(op, tool: str) -> list[dict]:

@@ -97,7 +97,7 @@ async def test_create_and_edit_then_see_the_diff_in_history(memory, app_for):
         record = text_of(app.screen.query_one("#record").content)
         assert "zcor_memory_write" in record and f"node.update · {new.id}" in record
         assert "- 爸爸周末喜欢钓鱼。" in record and "+ 爸爸周末喜欢去河边钓鱼。" in record
-        await pilot.press("v")  # side by side
+        await pilot.press("escape", "v")  # leave the keyword field (focused on entry), then side by side
         record = text_of(app.screen.query_one("#record").content)
         assert "before" in record and "after" in record and "河边" in record
 

@@ -1,9 +1,11 @@
-"""History: the operation log newest first (`zcor_memory_history`), filtered by keywords
-and time, with each record's actor, tool, parameters and status, and a before/after view
-of what it changed (unified or side by side; the full record for deletes).
+"""History: the operation log newest first (`zcor/history/query`), filtered by keywords,
+time, actor, tool, target id and "changes only" on the server (so totals and pages are
+exact however many reads the log holds), with each record's actor, tool, parameters and
+status, and a before/after view of what it changed (unified or side by side; the full
+record for deletes).
 
-The log grows while it is read (this screen's own queries are logged too), so pages are
-fetched by offset and records already shown (by `seq`) are skipped.
+The log grows while it is read (the bot keeps working), so pages are fetched by offset and
+records already shown (by `seq`) are skipped. This screen's own queries are not recorded.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
-from textual.widgets import Checkbox, DataTable, Input, Static
+from textual.widgets import Checkbox, DataTable, Input, Select, Static
+
+from zcord.client import ClientError
 
 from ..diff import change_view
 from ..format import change_targets, compact_json, when
@@ -28,15 +32,13 @@ from .base import ZcorScreen
 from .revert import RevertScreen
 
 PAGE_SIZE = 50
-BATCH = 100
-MAX_SCAN = 2000
-"""Records scanned for one page when only changes are shown (reads can be most of the log)."""
+ACTORS = [("any actor", "any"), ("model (the bot)", "model"), ("operator", "operator"), ("system", "system")]
 
 
 @dataclass
 class PageStart:
-    """Where a page starts: an offset into the log, and the records already seen before it
-    (new records push old ones to higher offsets, so an offset may point at seen ones)."""
+    """Where a page starts: an offset into the matching records, and the records already seen
+    before it (new records push old ones to higher offsets, so an offset may point at seen ones)."""
 
     offset: int
     seen: frozenset[int] = frozenset()
@@ -55,6 +57,7 @@ class HistoryScreen(ZcorScreen):
         Binding("r", "reload", "Refresh", show=False, id="history.reload", tooltip="Load the newest records"),
         Binding("u", "revert", "Revert", id="history.revert",
                 tooltip="Undo the selected operation: preview what changes, then confirm"),
+        Binding("ctrl+f", "focus_keywords", "Keywords", id="history.find", tooltip="Type keywords to find records"),
     ]
 
     def __init__(self) -> None:
@@ -71,6 +74,10 @@ class HistoryScreen(ZcorScreen):
             yield Input(placeholder="keywords (anywhere in the record)", id="q")
             yield Input(placeholder="from YYYY-MM-DD", id="from", classes="date")
             yield Input(placeholder="to YYYY-MM-DD", id="to", classes="date")
+        with Horizontal(id="history-filters", classes="form-bar"):
+            yield Select(ACTORS, value="any", allow_blank=False, id="actor")
+            yield Input(placeholder="tool", id="tool")
+            yield Input(placeholder="target id", id="target")
             yield Checkbox("changes only", True, id="changes-only")
         yield Static("", id="history-summary", classes="summary")
         table: DataTable[Any] = DataTable(id="records", cursor_type="row", zebra_stripes=True)
@@ -85,7 +92,10 @@ class HistoryScreen(ZcorScreen):
         table.add_column("Tool", key="tool", width=24)
         table.add_column("Target", key="target", width=14)
         table.add_column("Status", key="status")
-        table.focus()
+        self.query_one("#q", Input).focus()  # the first field: typed digits go there, not to the screen keys
+
+    def action_focus_keywords(self) -> None:
+        self.query_one("#q", Input).focus()
 
     def reload(self, changed: MemoryChanged | None = None) -> None:
         if len(self.pages) == 1:  # on the first page new records appear; deeper pages stay put
@@ -102,12 +112,23 @@ class HistoryScreen(ZcorScreen):
 
     @on(Input.Submitted)
     @on(Checkbox.Changed)
+    @on(Select.Changed)
     def _submitted(self) -> None:
         self.pages = [PageStart(0)]
         self.fetch()
 
     def _filters(self) -> dict[str, Any]:
+        """The query's parameters from the form; ValueError names a date it could not read."""
         args = self.keyword_time_args()
+        actor = self.query_one("#actor", Select).value
+        if actor in ("model", "operator", "system"):
+            args["actor"] = actor
+        for name in ("tool", "target"):
+            value = self.query_one(f"#{name}", Input).value.strip()
+            if value:
+                args[name] = value
+        if self.query_one("#changes-only", Checkbox).value:
+            args["changesOnly"] = True
         return args
 
     @work(exclusive=True, group="history")
@@ -120,43 +141,45 @@ class HistoryScreen(ZcorScreen):
         except ValueError as e:
             summary.update(Text(str(e), style="bold red"))
             return
-        changes_only = self.query_one("#changes-only", Checkbox).value
         start = self.pages[-1]
         offset, seen = start.offset, set(start.seen)
         items: list[dict[str, Any]] = []
-        scanned, total, at_end = 0, 0, False
-        while len(items) < PAGE_SIZE and scanned < MAX_SCAN:
-            page = await self.app.tool("zcor_memory_history", {**filters, "limit": BATCH, "offset": offset})
-            if page is None:
+        total, at_end = 0, False
+        while len(items) < PAGE_SIZE:
+            if not self.app.connected:
+                self._failed(ClientError("zcord is not connected; the status line shows when it is back"))
+                return
+            try:
+                page = await self.app.client.history_query({**filters, "limit": PAGE_SIZE, "offset": offset})
+            except ClientError as e:
+                self._failed(e)
                 return
             total = page["total"]
             for record in page["items"]:
                 offset += 1
-                scanned += 1
                 if record["seq"] in seen:
-                    continue  # seen already: the log grew (by our own queries, too) meanwhile
+                    continue  # seen already: the log grew meanwhile
                 seen.add(record["seq"])
-                if changes_only and not record.get("changes"):
-                    continue
                 items.append(record)
                 if len(items) == PAGE_SIZE:
                     break
             if page.get("nextOffset") is None and offset >= total:
                 at_end = True
                 break
-            if changes_only and len(items) < PAGE_SIZE:
-                # a log of mostly reads takes many batches: show what was found so far
-                self.next_start = None
-                self._show(items, total, changes_only, scanned, scanning=True)
         self.next_start = None if at_end else PageStart(offset, frozenset(seen))
-        self._show(items, total, changes_only, scanned)
+        self._show(items, total, bool(filters.get("changesOnly")))
 
-    def _show(self, items: list[dict[str, Any]], total: int, changes_only: bool, scanned: int,
-              scanning: bool = False) -> None:
+    def _failed(self, err: Exception) -> None:
+        """A refused or failed query: say why, and show no stale rows under the new filters."""
+        self.query_one("#records", DataTable).clear()
+        self.records, self.selected, self.next_start = {}, None, None
+        self.summary = Text(getattr(err, "message", None) or str(err), style="bold red")
+        self._show_mode()
+        self.query_one("#record", Static).update(Text("No records.", style="dim italic"))
+
+    def _show(self, items: list[dict[str, Any]], total: int, changes_only: bool) -> None:
         table = self.query_one("#records", DataTable)
         keep = self.selected.get("seq") if self.selected else None
-        if scanning and len(items) == len(self.records) and all(str(r["seq"]) in self.records for r in items):
-            return  # nothing new in this batch
         table.clear()
         self.records = {}
         for record in items:
@@ -176,12 +199,9 @@ class HistoryScreen(ZcorScreen):
         summary = Text()
         page_no = len(self.pages)
         summary.append(f"page {page_no}", style="bold")
-        summary.append(f" · {len(items)} record{'s' if len(items) != 1 else ''}")
+        summary.append(f" · {len(items)} of {total:,} record{'s' if total != 1 else ''}")
         if changes_only:
-            summary.append(" with changes")  # the total counts reads too, so it would mislead here
-            summary.append(f" (scanning, {scanned:,} records read…)" if scanning else "", style="italic")
-        else:
-            summary.append(f" of {total:,} in the log")
+            summary.append(" with changes")
         hints = [h for h, ok in (("^n older", self.next_start is not None), ("^b newer", page_no > 1)) if ok]
         summary.append("  " + " · ".join(hints), style="dim")
         self.summary = summary
