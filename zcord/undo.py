@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import Conflict, InvalidArgument, NotFound
+from .errors import Conflict, InvalidArgument, NotFound, ZcorError
 from .journal import _reverse_lines, find_record
 from .models import Node, Relationship, format_time
 from .store import HISTORY_DIR
@@ -60,6 +60,43 @@ def changes(svc: Service, target: str | None = None) -> Iterator[dict[str, Any]]
     for c in list(svc.state.history):
         if target is None or c.target == target:
             yield c.dump()
+
+
+def _indexed_changes(svc: Service, target: str) -> list[dict[str, Any]] | None:
+    """The changes of one target from the operation log's index (the log holds every change),
+    oldest first; None when the index cannot answer (being built) or the log does not reach
+    back to the first change (then the history itself is read)."""
+    try:
+        records, _total = svc.oplog.query([], None, None, 1 << 30, 0, changes_only=True, target=target)
+    except ZcorError:
+        return None
+    out = {}
+    for rec in records:
+        for c in rec.get("changes", ()):
+            cid = c.get("changeId")
+            if cid and c.get("target") == target:
+                out[cid] = c
+    if not _log_from_the_start(svc):
+        return None
+    return [out[k] for k in sorted(out)]
+
+
+def _log_from_the_start(svc: Service) -> bool:
+    """Whether operations.jsonl holds change 1 (it is only ever appended to while zcord runs,
+    so the answer is kept for the process)."""
+    known = getattr(svc, "_log_has_first_change", None)
+    if known is None:
+        known = False
+        try:
+            with open(svc.oplog.path, "rb") as f:
+                for line in f:
+                    if b'"changeId":' in line:
+                        known = any(c.get("changeId") == 1 for c in json.loads(line).get("changes", ()))
+                        break
+        except (OSError, ValueError):
+            known = False
+        svc._log_has_first_change = known
+    return known
 
 
 def _line_time(line: bytes) -> float:
@@ -116,10 +153,13 @@ def versions(svc: Service, target: str) -> dict[str, Any]:
     if not isinstance(target, str) or not target:
         raise InvalidArgument("id must be a memory id or a personId", field="id")
     with svc.lock:
+        found = _indexed_changes(svc, target)
+        if found is None:
+            found = list(changes(svc, target))
         items = [{"at": c["at"], "actor": c["actor"], "seq": c.get("opSeq"), "changeId": c["changeId"],
                   "kind": c["kind"], "tool": c.get("tool"), "record": c.get("after") if not c["kind"].endswith(".delete")
                   else None}
-                 for c in changes(svc, target) if c["kind"].startswith(("node.", "relationship."))]
+                 for c in found if c["kind"].startswith(("node.", "relationship."))]
     if not items:
         raise NotFound(f"No change in the history concerns {target!r}", field="id")
     return {"id": target, "items": items}
