@@ -18,9 +18,10 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
+if TYPE_CHECKING:
+    import httpx  # imported when a provider is first called: it costs a tenth of a second at start
 
 from .config import LlmConfig
 from .errors import ProviderError
@@ -136,6 +137,8 @@ class Provider:
     @contextmanager
     def _transport(self, failing: str):
         """Map httpx failures to ProviderError; close a client made for this one request."""
+        import httpx
+
         client = self._client or httpx.Client()
         try:
             yield client
