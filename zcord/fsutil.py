@@ -10,6 +10,7 @@ import errno
 import os
 import re
 import secrets
+from collections.abc import Iterable
 from pathlib import Path
 
 from .errors import StateFileInvalid
@@ -23,17 +24,19 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes, mode: int = 0o640) -> None:
-    """Replace path with data so that a crash at any instant leaves the old or the new file."""
+def atomic_write(path: Path, data: bytes | Iterable[bytes], mode: int = 0o640) -> None:
+    """Replace path with data (bytes, or pieces of it written as they come) so that a crash
+    at any instant leaves the old or the new file."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     try:
         try:
             os.fchmod(fd, mode)  # the documented mode whatever the umask
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
+            for piece in (data,) if isinstance(data, (bytes, bytearray, memoryview)) else data:
+                view = memoryview(piece)
+                while view:
+                    written = os.write(fd, view)
+                    view = view[written:]
             os.fsync(fd)
         finally:
             os.close(fd)

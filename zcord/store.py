@@ -151,24 +151,35 @@ class StateSerializer:
             sealed: segment names to write instead of the state's (used when sealing).
             history_blob: inline history to write instead of the state's encoded one.
         """
-        node_parts = []
-        for n, node in enumerate(state.nodes.values()):
-            node_parts.append(node.model_dump_json(by_alias=True).encode())
-            if n % 512 == 511:
-                time.sleep(0)  # let a call in another thread have the interpreter
-        rel_parts = [rel.model_dump_json(by_alias=True).encode() for rel in state.relationships.values()]
+        return b"".join(self.encode_parts(state, sealed, history_blob))
+
+    def encode_parts(self, state: MemoryState | StateView, sealed: list[str] | None = None,
+                     history_blob: bytes | None = None):
+        """The state file's bytes in pieces of up to 1,024 nodes (written as they come, so a
+        snapshot never holds the whole file in memory)."""
         if history_blob is None:
             self._encode_history(state.history)
             history_blob = bytes(self._history)
         segments = state.history_segments if sealed is None else sealed
-        return b"".join([
-            b'{"version":%d,"nextId":%d,\n"important":' % (STATE_VERSION, state.next_id),
-            json.dumps(state.important, ensure_ascii=False).encode(),
-            b',\n"nodes":[\n', b",\n".join(node_parts),
-            b'],\n"relationships":[\n', b",\n".join(rel_parts),
-            b'],\n"historySegments":', json.dumps(segments).encode(),
-            b',\n"history":[\n', history_blob, b"]}\n",
-        ])
+        yield b'{"version":%d,"nextId":%d,\n"important":' % (STATE_VERSION, state.next_id)
+        yield json.dumps(state.important, ensure_ascii=False).encode()
+        yield b',\n"nodes":[\n'
+        part: list[bytes] = []
+        first = True
+        for node in state.nodes.values():
+            part.append(node.model_dump_json(by_alias=True).encode())
+            if len(part) == 1024:
+                yield (b"" if first else b",\n") + b",\n".join(part)
+                first, part = False, []
+                time.sleep(0)  # let a call in another thread have the interpreter
+        if part:
+            yield (b"" if first else b",\n") + b",\n".join(part)
+        yield b'],\n"relationships":[\n'
+        yield b",\n".join(rel.model_dump_json(by_alias=True).encode() for rel in state.relationships.values())
+        yield b'],\n"historySegments":' + json.dumps(segments).encode()
+        yield b',\n"history":[\n'
+        yield history_blob
+        yield b"]}\n"
 
 
 @dataclass
@@ -861,13 +872,15 @@ class Store:
         """
         with self.snapshot_lock:
             self.verify_lock()
-            data = self._serializer.encode(view)
+            self._serializer._encode_history(view.history)
+            data = self._serializer.encode_parts(view)
             seal: Seal | None = None
             if self._serializer.inline_history_bytes > SEAL_BYTES and view.history:
                 first, last = view.history[0].change_id, view.history[-1].change_id
                 seal = Seal(f"changes-{first:09d}-{last:09d}.jsonl", first, last)
                 atomic_write(self.dir / HISTORY_DIR / seal.segment, self._serializer.history_lines())
-                data = self._serializer.encode(view, sealed=[*view.history_segments, seal.segment], history_blob=b"")
+                data = self._serializer.encode_parts(view, sealed=[*view.history_segments, seal.segment],
+                                                     history_blob=b"")
             atomic_write(self.state_path, data)
             if pos is not None:
                 write_pos(self.dir, pos)
