@@ -541,7 +541,8 @@ class Service:
                 print(f"zcord: could not write the operation log: {e}", file=sys.stderr)
             ctx = self._new_ctx(tool, actor)
             ctx.preloaded = preloaded
-            try:
+
+            def run() -> dict[str, Any]:
                 if view:
                     raise (Forbidden("Only operators may make unrecorded display reads (zcor/view); "
                                      "the model's calls are always recorded.", field="_meta")
@@ -552,22 +553,9 @@ class Service:
                 if spec is None or (allowed is not None and tool not in allowed):
                     raise UnknownTool(f"Tool {tool!r} is not declared in this request; call only the "
                                       f"tools you were given.", field="name")
-                result = spec.handler(self, parse_args(spec.input_model, params), ctx)
-            except ZcorError as e:
-                self._rollback(ctx)
-                self._log(ctx, params, error=e)
-                raise
-            except Exception as e:
-                self._rollback(ctx)
-                err = InternalError(f"internal error in {tool}: {type(e).__name__}: {e}; nothing changed")
-                self._log(ctx, params, error=err)
-                raise err from e
-            try:
-                self._log(ctx, params)
-            finally:
-                if ctx.committed:
-                    self._notify(ctx)
-            return result
+                return spec.handler(self, parse_args(spec.input_model, params), ctx)
+
+            return self._run_logged(ctx, params, run)
 
     def run_operation(self, name: str, params: Any, fn: Callable[[Ctx], dict[str, Any]]) -> dict[str, Any]:
         """An operator method that changes the Memory (revert, reinstate) run as a tool call
@@ -575,28 +563,35 @@ class Service:
         with self.lock:
             self.store.verify_lock()
             ctx = self._new_ctx(name, "operator")
-            try:
-                result = fn(ctx)
-            except ZcorError as e:
-                self._rollback(ctx)
-                self._log(ctx, params, error=e)
-                raise
-            except OSError as e:
-                self._rollback(ctx)
-                err = StorageError(f"{name} could not be completed ({describe_os_error(e)}); nothing changed.")
-                self._log(ctx, params, error=err)
-                raise err from None
-            except Exception as e:
-                self._rollback(ctx)
+            return self._run_logged(ctx, params, lambda: fn(ctx), storage_errors=True)
+
+    def _run_logged(self, ctx: Ctx, params: Any, fn: Callable[[], dict[str, Any]],
+                    storage_errors: bool = False) -> dict[str, Any]:
+        """Run one call (lock held): on failure undo it and record the error; on success
+        record it and announce what it changed. storage_errors: an OSError is a
+        storage_error (else, like anything unexpected, an internal_error)."""
+        name = ctx.tool
+        try:
+            result = fn()
+        except ZcorError as e:
+            self._rollback(ctx)
+            self._log(ctx, params, error=e)
+            raise
+        except Exception as e:
+            self._rollback(ctx)
+            if storage_errors and isinstance(e, OSError):
+                err: ZcorError = StorageError(f"{name} could not be completed ({describe_os_error(e)}); "
+                                              f"nothing changed.")
+            else:
                 err = InternalError(f"internal error in {name}: {type(e).__name__}: {e}; nothing changed")
-                self._log(ctx, params, error=err)
-                raise err from e
-            try:
-                self._log(ctx, params)
-            finally:
-                if ctx.committed:
-                    self._notify(ctx)
-            return result
+            self._log(ctx, params, error=err)
+            raise err from e
+        try:
+            self._log(ctx, params)
+        finally:
+            if ctx.committed:
+                self._notify(ctx)
+        return result
 
     def find_operation(self, seq: int) -> dict[str, Any] | None:
         """The operation-log record with this seq, or None."""
