@@ -30,24 +30,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_daemon import rss_kib, start_daemon  # noqa: E402
-from common import build_memory, content, pct, table, title  # noqa: E402
+from common import build_memory, content, lat, pct, table, timed, title  # noqa: E402
 
 from zcord.client import Client  # noqa: E402
 
 
-def timed(fn, samples: int, between=None) -> list[float]:
-    out = []
-    for _ in range(samples):
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-        if between is not None:
-            between()
-    return out
-
-
-def lat(values: list[float]) -> str:
-    return f"{pct(values, 50) * 1000:.2f} / {pct(values, 99) * 1000:.2f}"
 
 
 def memory(n: int, cache: Path | None, root: Path) -> Path:

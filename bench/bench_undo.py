@@ -23,23 +23,12 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import build_memory, content, pct, table, title  # noqa: E402
+from common import build_memory, content, lat, pct, table, timed, title  # noqa: E402
 
 from zcord import undo  # noqa: E402
 from zcord.service import Service  # noqa: E402
 
 
-def timed(fn, samples: int) -> list[float]:
-    out = []
-    for _ in range(samples):
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-    return out
-
-
-def lat(values: list[float]) -> str:
-    return f"{pct(values, 50) * 1000:.1f} / {pct(values, 99) * 1000:.1f}"
 
 
 def main() -> None:

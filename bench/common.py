@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import statistics
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -98,6 +99,23 @@ def build_memory(memdir: Path, nodes: int, history: int, oplog: int, seed: int =
                 rec = OpRecord(seq=seq, at=t0 + timedelta(seconds=nodes + seq), actor="model",
                                tool="zcor_memory_read", params={"id": rng.choice(ids)}, status="ok")
             f.write(rec.model_dump_json(by_alias=True).encode() + b"\n")
+
+
+def timed(fn, samples: int, between=None) -> list[float]:
+    """Seconds each of `samples` calls of fn took (between, if given, runs untimed after each)."""
+    out = []
+    for _ in range(samples):
+        t = time.perf_counter()
+        fn()
+        out.append(time.perf_counter() - t)
+        if between is not None:
+            between()
+    return out
+
+
+def lat(values: list[float]) -> str:
+    """p50 / p99 in milliseconds."""
+    return f"{pct(values, 50) * 1000:.2f} / {pct(values, 99) * 1000:.2f}"
 
 
 def table(rows: list[list[str]], headers: list[str]) -> str:
