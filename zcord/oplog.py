@@ -52,10 +52,10 @@ from pathlib import Path
 from typing import Any
 
 from .errors import StateFileInvalid, ZcorError
+from .fsutil import reverse_lines
 from .models import OpRecord
 from .text import normalize
 
-_BLOCK = 1 << 16
 TAIL_SEQ_BYTES = 4 << 20
 _SEQ_RE = re.compile(rb'(?m)^\{"seq":(\d+),')
 
@@ -251,29 +251,8 @@ class OpLog:
         self.last_seq = max([self.last_seq, *seqs])
 
     def _reverse_lines(self, end: int, stop: int = 0) -> Iterator[tuple[int, bytes]]:
-        """(offset, line) pairs from the end of the file back to `stop` (a line start).
-
-        A last line without its newline (torn) comes first; empty lines are skipped.
-        """
         assert self._fd is not None
-        pos, buf = end, b""  # buf is file[pos:pos + len(buf)]
-        hi = len(buf)  # buf[:hi] is not yet yielded
-        while True:
-            body_end = hi - 1 if hi and buf[hi - 1:hi] == b"\n" else hi
-            nl = buf.rfind(b"\n", 0, body_end)
-            if nl >= 0:
-                if body_end > nl + 1:
-                    yield pos + nl + 1, buf[nl + 1:body_end]
-                hi = nl + 1
-                continue
-            if pos <= stop:
-                if body_end:
-                    yield pos, buf[:body_end]
-                return
-            start = max(stop, pos - _BLOCK)
-            buf = os.pread(self._fd, pos - start, start) + buf[:hi]
-            hi = len(buf)
-            pos = start
+        return reverse_lines(self._fd, end, stop)
 
     def _parse(self, line: bytes, offset: int) -> dict[str, Any]:
         try:
