@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import Conflict, InvalidArgument, NotFound, ZcorError
 from .fsutil import reverse_lines
-from .journal import find_record
 from .models import Node, Relationship, format_time
 from .store import HISTORY_DIR
 
