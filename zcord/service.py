@@ -37,6 +37,7 @@ from .prefix import build_prefix, persona_text
 from .llm import Message, Provider
 from .recall import SEARCH_CANDIDATES, RecallSessions, Retriever, parse_events
 from .store import BOT_BACKUP_RE, CONFIG_FILE, OPLOG_FILE, PERSONA_FILE, SYNONYMS_FILE, Seal, StateView, Store
+from . import nodecache
 from .journal import POS_FILE, SnapshotPos, read_pos, replay, write_pos
 from .synonyms import Synonyms
 from .text import derive_keywords, normalize, tokenizer
@@ -1084,6 +1085,9 @@ class Service:
         with self.lock:
             self._refresh_synonyms()
             self.retriever.teach_jieba()
+            if not self.store.cache_used and len(self.state.nodes) >= nodecache.MIN_NODES and \
+                    self._snap_thread is None and self._open:
+                self._start_snapshot()  # a large Memory without a usable cache: the next start has one
         self.oplog.warm()
 
     def _item(self, node_id: str) -> dict[str, Any]:

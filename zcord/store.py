@@ -814,6 +814,8 @@ class Store:
         self._lock_fd: int | None = None
         self._locked: tuple[tuple[int, int], tuple[int, int]] | None = None  # (dir, lock file) (dev, ino)
         self._serializer = StateSerializer()
+        self.cache_used = False
+        """Whether the last load read the memories from memory-state.cache."""
         self.snapshot_lock = threading.RLock()
         """Held while a snapshot or backup is encoded and written (one at a time)."""
 
@@ -914,6 +916,7 @@ class Store:
                 finally:
                     if enabled:
                         gc.enable()
+                self.cache_used = state is not None
                 if state is not None:
                     return state
             try:

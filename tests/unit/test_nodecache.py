@@ -174,3 +174,19 @@ def test_the_cache_header_names_the_state_file(memdir, clock):
     raw = (memdir / STATE_FILE).read_bytes()
     assert raw[:header["nodesStart"]].endswith(b'"nodes":[\n')
     assert raw[header["nodesEnd"]:].startswith(b'],\n"relationships":[')
+
+
+def test_a_large_memory_started_without_a_cache_writes_one_after_its_warm_up(memdir, clock, used):
+    build(memdir, clock)
+    (memdir / nodecache.CACHE_FILE).unlink()
+    svc = Service(memdir, clock=clock).open()
+    try:
+        assert not svc.store.cache_used
+        svc.warm()
+        svc._settle_snapshot()
+    finally:
+        svc.close()
+    used.clear()
+    a, b = loaded_both_ways(memdir)
+    assert used == ["cache"]
+    same(a, b)
