@@ -35,7 +35,7 @@ def used(monkeypatch):
     return ways
 
 
-def build(memdir, clock) -> None:
+def build(memdir, clock, child_first: bool = True) -> None:
     """A Memory with what the loader must get right: a tree (parents before and after their
     children in file order), a supersede in both directions, keywords shared between
     memories, times with microseconds and other offsets, relationships, important marks."""
@@ -50,10 +50,14 @@ def build(memdir, clock) -> None:
         dup = w(title="Bob likes coffee!", content="a later duplicate")
         svc.call("zcor_memory_supersede", {"ids": [old, dup], "replacementId": new, "reason": "changed"},
                  actor="operator")
-        child = w(title="moved", content="y")  # a child that comes before its parent in the file
-        later = w(title="以后的", content="x")
-        svc.call("zcor_memory_write", {"id": child, "title": "moved", "content": "y", "parentId": later},
-                 actor="operator")
+        if child_first:  # a child that comes before its parent in the file
+            child = w(title="moved", content="y")
+            later = w(title="以后的", content="x")
+            svc.call("zcor_memory_write", {"id": child, "title": "moved", "content": "y", "parentId": later},
+                     actor="operator")
+        else:
+            later = w(title="以后的", content="x")
+            w(title="moved", content="y", parentId=later)
         svc.call("zcor_memory_important", {"id": mom, "important": True}, actor="operator")
         svc.call("zcor_relationship_write", {"personId": "qq:42", "name": "小王", "affinity": 30,
                                              "relationship": "同事", "reason": "帮过忙", "memoryNodeId": mom}, actor="operator")
@@ -77,8 +81,9 @@ def same(a, b) -> None:
     assert a.children == b.children and a.replaced == b.replaced and a.rank == b.rank
 
 
-def test_a_start_reads_the_memories_from_the_cache_and_gets_the_same_memory(memdir, clock, used):
-    build(memdir, clock)
+@pytest.mark.parametrize("child_first", [False, True], ids=["parents first", "a child before its parent"])
+def test_a_start_reads_the_memories_from_the_cache_and_gets_the_same_memory(memdir, clock, used, child_first):
+    build(memdir, clock, child_first)
     assert (memdir / nodecache.CACHE_FILE).exists()
     a, b = loaded_both_ways(memdir)
     assert used == ["cache"]
@@ -126,7 +131,7 @@ def test_a_damaged_or_foreign_cache_is_ignored(memdir, clock, used, damage, tmp_
         state = memdir / STATE_FILE
         raw = state.read_bytes()
         with open(state, "r+b") as f:
-            f.write(raw.replace("百合花".encode(), "玫瑰花".encode()))
+            f.write(raw.replace("百合花".encode(), "玫瑰花".encode(), 1))  # in the memories only
         os.utime(state, ns=(os.stat(state).st_atime_ns, os.stat(state).st_mtime_ns + 1_000_000))
     a, b = loaded_both_ways(memdir)
     assert used == ["json"]
