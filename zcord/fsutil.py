@@ -24,9 +24,11 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes | Iterable[bytes], mode: int = 0o640) -> None:
+def atomic_write(path: Path, data: bytes | Iterable[bytes], mode: int = 0o640, sync: bool = True) -> None:
     """Replace path with data (bytes, or pieces of it written as they come) so that a crash
-    at any instant leaves the old or the new file."""
+    at any instant leaves the old or the new file. sync=False (for a derived file that checks
+    itself when read): no fsync, so after a power loss the file may be the old one or the new
+    one with parts of it missing (zeros) — which its own checks then refuse."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
     try:
@@ -37,7 +39,8 @@ def atomic_write(path: Path, data: bytes | Iterable[bytes], mode: int = 0o640) -
                 while view:
                     written = os.write(fd, view)
                     view = view[written:]
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
@@ -47,7 +50,8 @@ def atomic_write(path: Path, data: bytes | Iterable[bytes], mode: int = 0o640) -
         except FileNotFoundError:
             pass
         raise
-    fsync_dir(path.parent)
+    if sync:
+        fsync_dir(path.parent)
 
 
 TMP_RE = re.compile(r"^\..+\.\d+\.[0-9a-f]{8}\.tmp$")

@@ -89,7 +89,9 @@ def write(memdir: Path, state_path: Path, nodes: Iterable[Any], count: int, trac
                   "tailCrc": tracker.tail_crc, "count": count, "payloadCrc": zlib.crc32(payload)}
         if st.st_size != tracker.size:
             return  # not the file the tracker saw
-        atomic_write(path, [MAGIC, json.dumps(header).encode() + b"\n", payload])
+        # not fsynced: after a power loss the cache is the old one (another file's: ignored),
+        # the new one, or fails its checksums; the state file alone is durable
+        atomic_write(path, [MAGIC, json.dumps(header).encode() + b"\n", payload], sync=False)
     except OSError as e:
         print(f"zcord: could not write {CACHE_FILE} ({e.strerror or e}); the next start parses the state file",
               file=sys.stderr)

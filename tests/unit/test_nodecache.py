@@ -154,7 +154,7 @@ def test_a_cache_that_cannot_be_written_does_not_fail_the_snapshot(memdir, clock
     build(memdir, clock)
     real = nodecache.atomic_write
 
-    def full(path, data, mode=0o640):
+    def full(path, data, mode=0o640, sync=True):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(nodecache, "atomic_write", full)
