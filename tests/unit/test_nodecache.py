@@ -195,3 +195,23 @@ def test_a_large_memory_started_without_a_cache_writes_one_after_its_warm_up(mem
     a, b = loaded_both_ways(memdir)
     assert used == ["cache"]
     same(a, b)
+
+
+def test_the_state_file_is_fsynced_and_the_cache_is_not(memdir, clock, monkeypatch):
+    """The cache is derived and checks itself, so it is written without forcing it to disk
+    (less I/O beside the log's fsyncs while a snapshot is written); the state file is durable."""
+    build(memdir, clock)
+    synced: list[str] = []
+    real = os.fsync
+
+    def fsync(fd):
+        synced.append(os.path.basename(os.readlink(f"/proc/self/fd/{fd}")))
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with Service(memdir, clock=clock) as svc:
+        svc.call("zcor_memory_write", {"id": "m2", "title": "妈妈的生日", "content": "改"}, actor="operator")
+        svc._save(svc._snapshot_pos())  # in this process (the Memory is below the fork threshold)
+    state_tmp = [n for n in synced if n.startswith(".memory-state.json.")]
+    assert state_tmp and not [n for n in synced if "memory-state.cache" in n]
+    assert (memdir / nodecache.CACHE_FILE).exists()
