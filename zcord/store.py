@@ -6,6 +6,7 @@ synonyms.json, config.json, PERSONA.md, backups/, blobs/, zcord.lock.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import gc
@@ -861,7 +862,8 @@ class Store:
         with self.snapshot_lock:
             return self._serializer.encode(state, **kwargs)
 
-    def write_snapshot(self, view: MemoryState | StateView, pos: SnapshotPos | None) -> Seal | None:
+    def write_snapshot(self, view: MemoryState | StateView, pos: SnapshotPos | None,
+                       private: bool = False) -> Seal | None:
         """Write memory-state.json from view atomically, then memory-state.pos; changes
         nothing in memory (safe from a background thread while calls go on).
 
@@ -869,18 +871,22 @@ class Store:
         file under history/ (atomically; an orphan from a failed attempt is simply replaced),
         then the state is written naming that segment and holding no inline history; the
         returned Seal tells the owner of the live state to do the same (`apply_seal`).
+
+        private: encode with a serializer of its own, without snapshot_lock (a restore's
+        slow phase, which the caller makes the only writer of the state file meanwhile), so
+        backups asked for by calls meanwhile do not wait for it.
         """
-        with self.snapshot_lock:
+        ser = StateSerializer() if private else self._serializer
+        with contextlib.nullcontext() if private else self.snapshot_lock:
             self.verify_lock()
-            self._serializer._encode_history(view.history)
-            data = self._serializer.encode_parts(view)
+            ser._encode_history(view.history)
+            data = ser.encode_parts(view)
             seal: Seal | None = None
-            if self._serializer.inline_history_bytes > SEAL_BYTES and view.history:
+            if ser.inline_history_bytes > SEAL_BYTES and view.history:
                 first, last = view.history[0].change_id, view.history[-1].change_id
                 seal = Seal(f"changes-{first:09d}-{last:09d}.jsonl", first, last)
-                atomic_write(self.dir / HISTORY_DIR / seal.segment, self._serializer.history_lines())
-                data = self._serializer.encode_parts(view, sealed=[*view.history_segments, seal.segment],
-                                                     history_blob=b"")
+                atomic_write(self.dir / HISTORY_DIR / seal.segment, ser.history_lines())
+                data = ser.encode_parts(view, sealed=[*view.history_segments, seal.segment], history_blob=b"")
             atomic_write(self.state_path, data)
             if pos is not None:
                 write_pos(self.dir, pos)
@@ -922,15 +928,17 @@ class Store:
                     yield Change.model_validate_json(line)
         yield from state.history
 
-    def encode_full(self, state: MemoryState) -> bytes:
-        """A self-contained copy of the state: sealed history inlined (for backups)."""
+    def encode_full(self, state: MemoryState | StateView, private: bool = False) -> bytes:
+        """A self-contained copy of the state: sealed history inlined (for backups).
+        private: as for write_snapshot."""
         parts = [(self.dir / HISTORY_DIR / seg).read_bytes().rstrip(b"\n").replace(b"\n", b",\n")
                  for seg in state.history_segments]
-        with self.snapshot_lock:
-            self._serializer._encode_history(state.history)
-            if self._serializer.inline_history_bytes:
-                parts.append(bytes(self._serializer._history))
-            return self._serializer.encode(state, sealed=[], history_blob=b",\n".join(parts))
+        ser = StateSerializer() if private else self._serializer
+        with contextlib.nullcontext() if private else self.snapshot_lock:
+            ser._encode_history(state.history)
+            if ser.inline_history_bytes:
+                parts.append(bytes(ser._history))
+            return ser.encode(state, sealed=[], history_blob=b",\n".join(parts))
 
     # -- backups --------------------------------------------------------------------
 
@@ -939,8 +947,10 @@ class Store:
             raise StorageError(f"{BACKUPS_DIR}/ in {self.dir} is not a real directory (a symbolic link?); zcord "
                                f"neither reads nor writes backups through it. Make it a plain directory.")
 
-    def write_backup(self, state: MemoryState, at: datetime, bot: bool = False) -> str:
-        """Write a backup; bot=True names it as one of the bot's (pruned by prune_bot_backups)."""
+    def write_backup(self, state: MemoryState | StateView, at: datetime, bot: bool = False,
+                     private: bool = False) -> str:
+        """Write a backup; bot=True names it as one of the bot's (pruned by prune_bot_backups);
+        private: as for write_snapshot."""
         self.verify_lock()
         self._check_backups_dir()
         stamp = at.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%S.%f")[:-3] + "Z"
@@ -950,7 +960,7 @@ class Store:
         while os.path.lexists(self.backups / name):
             name = f"memory-state-{stamp}{tag}-{n}.json"
             n += 1
-        atomic_write(self.backups / name, self.encode_full(state))
+        atomic_write(self.backups / name, self.encode_full(state, private))
         return name
 
     def prune_bot_backups(self, keep: int) -> list[str]:

@@ -221,6 +221,86 @@ def test_reads_are_answered_while_a_large_restore_is_parsed(make_daemon):
     reader.close()
 
 
+def _tool(wire: Wire, name: str, args: dict) -> dict:
+    reply = wire.call("tools/call", {"name": name, "arguments": args})
+    assert reply["result"]["isError"] is False, reply
+    return reply["result"]["structuredContent"]
+
+
+def _until_exists(path: Path, d) -> None:
+    for _ in range(6000):
+        if path.exists():
+            return
+        assert d.proc.poll() is None, d.stderr()
+        time.sleep(0.01)
+    raise AssertionError(f"{path} never appeared")
+
+
+def test_reads_and_the_watchdog_go_on_while_a_restore_writes_and_changes_wait(make_daemon):
+    """The restore's slow phase (pre-restore backup written, new snapshot not yet) is held
+    open by the test hook: meanwhile reads see the old state, the watchdog is fed, a write
+    waits without holding the reads behind it, and runs after the restore."""
+    d = make_daemon()
+    hold = d.root / "restore-held"
+    d.start(env={"ZCOR_TEST_RESTORE_HOLD": str(hold), "WATCHDOG_USEC": "200000"})
+    op = Wire(d.sock, "operator", timeout=120)
+    bot = Wire(d.sock, "bot")
+    kept = _tool(bot, "zcor_memory_write", {"title": "备份前", "content": "x"})["id"]
+    backup = _tool(op, "zcor_memory_backup", {})["backupFile"]
+    dropped = _tool(bot, "zcor_memory_write", {"title": "备份后", "content": "y"})["id"]
+    restore = op.send("tools/call", {"name": "zcor_memory_restore", "arguments": {"backupFile": backup}})
+    _until_exists(hold, d)
+    d.messages.clear()
+    d.wait_for("WATCHDOG=1")  # pinged while the restore is in its slow phase
+    assert _tool(bot, "zcor_memory_read", {"id": dropped})["id"] == dropped  # the old state
+    write = bot.send("tools/call", {"name": "zcor_memory_write", "arguments": {"title": "恢复中写", "content": "z"}})
+    # a read sent after the waiting write is answered before it (the worker is not held)
+    assert _tool(bot, "zcor_memory_read", {"id": kept})["id"] == kept
+    assert write not in [m.get("id") for m in bot.others], "the write ran during the restore"
+    assert select.select([op.sock], [], [], 0)[0] == [], "the restore answered while held"
+    hold.unlink()
+    restored = op.reply(restore, timeout=120)["result"]
+    assert restored["isError"] is False, restored
+    written = bot.reply(write)["result"]
+    assert written["isError"] is False, written
+    new_id = written["structuredContent"]["id"]
+    missing = bot.call("tools/call", {"name": "zcor_memory_read", "arguments": {"id": dropped}})["result"]
+    assert missing["isError"] is True and missing["structuredContent"]["code"] == "not_found"
+    assert _tool(bot, "zcor_memory_read", {"id": new_id})["title"] == "恢复中写"
+    records = [json.loads(line) for line in (d.memdir / "operations.jsonl").read_text().splitlines()]
+    seqs = [r["seq"] for r in records]
+    assert len(seqs) == len(set(seqs))
+    restore_rec = next(r for r in records if r["tool"] == "zcor_memory_restore")
+    write_rec = next(r for r in records if r["params"].get("title") == "恢复中写")
+    assert write_rec["changes"][0]["changeId"] == restore_rec["changes"][0]["changeId"] + 1
+    op.close()
+    bot.close()
+    assert d.stop() == 0
+    d.start()  # what was acknowledged is what the next start loads
+    with d.client() as c:
+        assert {n["id"] for n in c.call_tool("zcor_memory_query", {})["items"]} == {kept, new_id}
+
+
+def test_a_restore_killed_in_its_slow_phase_leaves_the_old_state(make_daemon):
+    d = make_daemon()
+    hold = d.root / "restore-held"
+    d.start(env={"ZCOR_TEST_RESTORE_HOLD": str(hold)})
+    op = Wire(d.sock, "operator", timeout=120)
+    kept = _tool(op, "zcor_memory_write", {"title": "甲", "content": "x"})["id"]
+    backup = _tool(op, "zcor_memory_backup", {})["backupFile"]
+    later = _tool(op, "zcor_memory_write", {"title": "乙", "content": "y"})["id"]
+    op.send("tools/call", {"name": "zcor_memory_restore", "arguments": {"backupFile": backup}})
+    _until_exists(hold, d)
+    d.kill()
+    op.close()
+    hold.unlink()
+    d.start()
+    with d.client() as c:
+        assert {n["id"] for n in c.call_tool("zcor_memory_query", {})["items"]} == {kept, later}
+        history = c.call_tool("zcor_memory_history", {})["items"]
+        assert all(h["tool"] != "zcor_memory_restore" for h in history)
+
+
 def test_planted_symlinks_are_refused(make_daemon):
     d = make_daemon().start()
     assert d.stop() == 0
