@@ -157,6 +157,28 @@ def test_a_dripping_or_huge_provider_answer_is_an_error(make_daemon):
             assert huge.value.code == "provider_error" and "larger than 8 MiB" in huge.value.message
 
 
+def test_a_trickling_provider_ends_at_the_whole_request_deadline(make_daemon):
+    """One byte every 0.4 s never lets a single read time out (1 s): in the headers that
+    held a search forever, in the body up to twice the timeout. The whole request now ends
+    at timeoutSeconds with the timeout error, and zcord hangs up on the provider."""
+    with FakeLLM() as llm:
+        d = make_daemon().start(env={"ZCOR_LLM_BASE_URL": llm.url, "ZCOR_LLM_MODEL": "fake", **LOCAL})
+        with d.client("operator") as op:
+            op.config_set({"llm": {"timeoutSeconds": 1}})
+            op.call_tool("zcor_memory_write", {"title": "涓流咖啡", "content": "x"})
+        with d.client(timeout=60) as bot:
+            for phase, wording in (("head", "did not answer"), ("body", "did not finish its answer")):
+                llm.script.append(("trickle", 0.4, phase))
+                with pytest.raises(ToolError) as slow:
+                    bot.call_tool("zcor_memory_search", {"keywords": ["咖啡"]})
+                assert slow.value.code == "provider_error"
+                assert f"{wording} within 1 s." in slow.value.message, slow.value.message
+                # the provider's writes fail once zcord has hung up: it read a bounded few bytes
+                assert llm.trickle_done.wait(30), f"{phase}: zcord kept reading the trickle"
+                assert llm.trickled <= 8, (phase, llm.trickled)
+            bot.ping()
+
+
 def test_the_bots_backups_are_rate_limited_and_pruned(make_daemon):
     d = configured(make_daemon, {"botBackupIntervalSeconds": 0, "maxBotBackups": 3})
     backups = d.memdir / "backups"
