@@ -36,7 +36,8 @@ from .config import Config, ConfigFile, api_key, api_key_for, key_withheld_reaso
 from .prefix import build_prefix, persona_text
 from .llm import Message, Provider
 from .recall import SEARCH_CANDIDATES, RecallSessions, Retriever, parse_events
-from .store import BOT_BACKUP_RE, CONFIG_FILE, OPLOG_FILE, PERSONA_FILE, SYNONYMS_FILE, Seal, StateView, Store
+from .store import (BOT_BACKUP_RE, CONFIG_FILE, OPLOG_FILE, PERSONA_FILE, SYNONYMS_FILE, RestoreLimits, Seal, StateView,
+                    Store)
 from .journal import POS_FILE, SnapshotPos, read_pos, replay, write_pos
 from .synonyms import Synonyms
 from .text import derive_keywords, normalize, tokenizer
@@ -670,7 +671,7 @@ class Service:
                 try:
                     a = parse_args(spec.input_model, params)
                     incoming = preloaded[1] if preloaded is not None and preloaded[0] == a.backup_file \
-                        else self.store.read_backup(a.backup_file)
+                        else self.store.read_backup(a.backup_file, RestoreLimits.of(self.config))
                     if isinstance(incoming, ZcorError):
                         raise incoming
                 except ZcorError as e:
@@ -834,7 +835,7 @@ class Service:
         except ZcorError:
             return None  # reported by the call itself
         try:
-            return a.backup_file, self.store.read_backup(a.backup_file)
+            return a.backup_file, self.store.read_backup(a.backup_file, RestoreLimits.of(self.config))
         except ZcorError as e:
             return a.backup_file, e
         except OSError as e:
@@ -1593,7 +1594,7 @@ class Service:
             if isinstance(incoming, ZcorError):
                 raise incoming
         else:
-            incoming = self.store.read_backup(a.backup_file)
+            incoming = self.store.read_backup(a.backup_file, RestoreLimits.of(self.config))
         bot = ctx.actor == "model"
         try:
             auto = self.store.write_backup(st, ctx.at, bot=bot)
@@ -1621,7 +1622,7 @@ class Service:
         if not isinstance(name, str):
             raise InvalidArgument("backupFile must be a file name from backups/", field="backupFile")
         try:
-            incoming = self.store.read_backup(name)
+            incoming = self.store.read_backup(name, RestoreLimits.of(self.config))
         except OSError as e:
             raise StorageError(f"The backup could not be read ({describe_os_error(e)}).") from None
         with self.lock:

@@ -52,12 +52,38 @@ _NODE_ID_RE = re.compile(r"^m(\d+)$")
 BOT_BACKUP_RE = re.compile(r"^memory-state-.+-bot(-\d+)?\.json$")
 """Backups made for the bot (its zcor_memory_backup calls, its pre-restore copies): pruned."""
 
-MAX_RESTORE_BYTES = 512 << 20
-"""A backup larger than this is refused before it is read."""
-MAX_RESTORE_NODES = 200_000
-MAX_RESTORE_RELATIONSHIPS = 200_000
-"""Restore input bounds: a larger file, more nodes or relationships, or JSON nested deeper
-than the parser allows is invalid_argument (a crafted file must not hold the daemon)."""
+
+
+@dataclass(frozen=True)
+class RestoreLimits:
+    """Restore input bounds (config.json: maxRestoreBytes, maxRestoreNodes,
+    maxRestoreRelationships, maxRestoreDepth; the defaults are config.py's): a larger file,
+    more memories or relationships, or JSON nested deeper is invalid_argument naming the
+    setting, so a crafted file cannot hold the daemon."""
+
+    bytes: int = 512 << 20
+    nodes: int = 200_000
+    relationships: int = 200_000
+    depth: int = 64
+
+    @classmethod
+    def of(cls, cfg: Any) -> "RestoreLimits":
+        return cls(cfg.max_restore_bytes, cfg.max_restore_nodes, cfg.max_restore_relationships,
+                   cfg.max_restore_depth)
+
+
+def nesting_depth(value: Any, limit: int, start: int = 1) -> int:
+    """How deep arrays and objects nest in a parsed JSON value that sits at depth `start`
+    (a container there counts as that deep), counted up to limit + 1."""
+    level = [value] if type(value) in (dict, list) else []
+    depth = start - 1
+    while level and depth <= limit:
+        depth += 1
+        inner = []
+        for c in level:
+            inner.extend(v for v in (c.values() if type(c) is dict else c) if type(v) in (dict, list))
+        level = inner
+    return depth
 
 
 class LockLost(StorageError):
@@ -694,11 +720,11 @@ def parse_state(raw: bytes, name: str, history_dir: Path | None = None) -> Memor
     return state
 
 
-def parse_backup(raw: bytes, name: str) -> MemoryState:
+def parse_backup(raw: bytes, name: str, limits: RestoreLimits = RestoreLimits()) -> MemoryState:
     """parse_state for a backup about to be restored, bounded and in small steps.
 
-    A format-3 file is decoded once, its counts checked against MAX_RESTORE_NODES /
-    MAX_RESTORE_RELATIONSHIPS before any validation, and then validated item by item: each
+    A format-3 file is decoded once, its counts checked against the limits' nodes and
+    relationships before any validation, and then validated item by item: each
     item is one short call, so the event loop and the worker get the interpreter in between
     (one whole-file validation call would hold it for seconds on a large file).
     """
@@ -708,9 +734,12 @@ def parse_backup(raw: bytes, name: str) -> MemoryState:
     if not isinstance(doc, dict) or doc.get("version") != STATE_VERSION:
         return parse_state(raw, name)
     parts = {key: doc.pop(key, []) for key in ("nodes", "relationships", "history")}
-    for key, limit in (("nodes", MAX_RESTORE_NODES), ("relationships", MAX_RESTORE_RELATIONSHIPS)):
+    for key, what, limit, setting in (("nodes", "memories", limits.nodes, "maxRestoreNodes"),
+                                      ("relationships", "relationships", limits.relationships,
+                                       "maxRestoreRelationships")):
         if isinstance(parts[key], list) and len(parts[key]) > limit:
-            raise StateFileInvalid(f"{name} holds {len(parts[key])} {key}; at most {limit} can be restored")
+            raise StateFileInvalid(f"{name} holds {len(parts[key])} {what}; at most {limit} can be restored "
+                                   f"({setting} in config.json)")
     try:
         head = StateFile.model_validate(doc)
     except ValidationError as e:
@@ -981,8 +1010,9 @@ class Store:
         self._check_backups_dir()
         return sorted(p.name for p in self.backups.iterdir() if p.is_file() and p.suffix == ".json")
 
-    def read_backup(self, name: str) -> MemoryState:
-        """Parse a file from backups/, refusing any name that could leave the directory."""
+    def read_backup(self, name: str, limits: RestoreLimits = RestoreLimits()) -> MemoryState:
+        """Parse a file from backups/, refusing any name that could leave the directory and
+        any file over the limits (invalid_argument naming the setting and the value)."""
         if (not name or "/" in name or "\\" in name or "\x00" in name or name in (".", "..")
                 or ".." in name or os.path.isabs(name)):
             raise InvalidArgument(
@@ -1000,19 +1030,30 @@ class Store:
             raise InvalidArgument(f"backupFile {name!r} leads outside backups/ and cannot be restored",
                                   field="backupFile")
         try:
-            raw = read_nofollow(real, MAX_RESTORE_BYTES)
+            raw = read_nofollow(real, limits.bytes)
         except ValueError as e:
-            raise InvalidArgument(f"backup cannot be restored: {e}", field="backupFile") from None
+            raise InvalidArgument(f"backup cannot be restored: {e} (maxRestoreBytes in config.json)",
+                                  field="backupFile") from None
         except OSError as e:
             raise InvalidArgument(f"backup {name!r} cannot be read ({e.strerror or e})", field="backupFile") from None
         try:
-            state = parse_backup(raw, f"backups/{name}")
+            state = parse_backup(raw, f"backups/{name}", limits)
         except StateFileInvalid as e:
             raise InvalidArgument(f"backup cannot be restored: {e.message}", field="backupFile") from None
-        if len(state.nodes) > MAX_RESTORE_NODES or len(state.relationships) > MAX_RESTORE_RELATIONSHIPS:
-            raise InvalidArgument(f"backup cannot be restored: it holds {len(state.nodes)} memories and "
-                                  f"{len(state.relationships)} relationships; at most {MAX_RESTORE_NODES} and "
-                                  f"{MAX_RESTORE_RELATIONSHIPS} are accepted", field="backupFile")
+        # memories and relationships have typed fields; a change's before, after and receipt
+        # hold any JSON, which is kept and written again: its nesting is bounded here (the
+        # document's top level, the history array and the change are the first three levels)
+        values = [v for c in state.history for v in (c.before, c.after, c.receipt)]
+        if nesting_depth(values, limits.depth, start=3) > limits.depth:
+            raise InvalidArgument(f"backup cannot be restored: backups/{name} nests arrays or objects more than "
+                                  f"{limits.depth} deep in its change history (maxRestoreDepth in config.json)",
+                                  field="backupFile")
+        for count, what, limit, setting in ((len(state.nodes), "memories", limits.nodes, "maxRestoreNodes"),
+                                            (len(state.relationships), "relationships", limits.relationships,
+                                             "maxRestoreRelationships")):
+            if count > limit:
+                raise InvalidArgument(f"backup cannot be restored: backups/{name} holds {count} {what}; at most "
+                                      f"{limit} can be restored ({setting} in config.json)", field="backupFile")
         return state
 
 

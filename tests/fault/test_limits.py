@@ -224,6 +224,52 @@ def big_backup(n: int) -> bytes:
             f'"historySegments":[],"history":[]}}').encode()
 
 
+def test_the_restore_bounds_are_settings_named_in_the_refusal(make_daemon):
+    d = make_daemon().start()
+    backups = d.memdir / "backups"
+    with d.client("operator") as op:
+        for i in range(4):
+            op.call_tool("zcor_memory_write", {"title": f"界限{i}", "content": "x"})
+        for p in ("p1", "p2"):
+            op.call_tool("zcor_relationship_write", {"personId": p, "name": p, "relationship": "友",
+                                                     "affinity": 1, "reason": "r"})
+        full = op.call_tool("zcor_memory_backup")["backupFile"]
+        doc = json.loads((backups / full).read_bytes())
+        nested: list = []
+        for _ in range(20):
+            nested = [nested]
+        doc["history"][0]["receipt"] = {"deep": nested}  # the top, history, change, receipt, 21 lists: 25 deep
+        (backups / "deep.json").write_text(json.dumps(doc))
+        size = (backups / full).stat().st_size
+        ops_before = op.status()["historyChanges"]
+
+        def refused(name: str, patch: dict, *words: str) -> None:
+            op.config_set(patch)
+            with pytest.raises(ToolError) as bad:
+                op.call_tool("zcor_memory_restore", {"backupFile": name})
+            assert bad.value.code == "invalid_argument", bad.value.message
+            for w in words:
+                assert w in bad.value.message, bad.value.message
+
+        refused(full, {"maxRestoreNodes": 3}, "4 memories", "at most 3", "maxRestoreNodes")
+        refused(full, {"maxRestoreNodes": 4, "maxRestoreRelationships": 1}, "2 relationships", "at most 1",
+                "maxRestoreRelationships")
+        refused(full, {"maxRestoreRelationships": 2, "maxRestoreBytes": size - 1}, f"{size} bytes",
+                f"{size - 1}", "maxRestoreBytes")
+        refused("deep.json", {"maxRestoreBytes": 1 << 20, "maxRestoreDepth": 24}, "more than 24 deep",
+                "maxRestoreDepth")
+        status = op.status()  # nothing was restored
+        assert (status["nodes"], status["relationships"], status["historyChanges"]) == (4, 2, ops_before)
+        with pytest.raises(ToolError) as low:
+            op.config_set({"maxRestoreDepth": 4})
+        assert low.value.code == "invalid_argument" and "maxRestoreDepth" in low.value.message
+        # at the bounds, the same files restore
+        op.config_set({"maxRestoreDepth": 25})
+        assert op.call_tool("zcor_memory_restore", {"backupFile": "deep.json"})["nodes"] == 4
+        op.config_set({"maxRestoreBytes": size})
+        assert op.call_tool("zcor_memory_restore", {"backupFile": full})["relationships"] == 2
+
+
 def test_reads_are_answered_while_a_large_restore_is_parsed(make_daemon):
     d = make_daemon().start()
     (d.memdir / "backups" / "big.json").write_bytes(big_backup(25_000))
