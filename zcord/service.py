@@ -286,6 +286,7 @@ class Service:
         self._restore_idle = threading.Event()
         self._restore_idle.set()
         self._restore_waiters: list[Callable[[], None]] = []
+        self._restore_mutex = threading.Lock()  # guards the two above (never held for long)
         self.worker_thread: threading.Thread | None = None
         """The daemon's worker: a change it meets during a restore raises RestoreInProgress to
         the daemon, which runs it again after `when_restored`; other threads wait themselves."""
@@ -615,8 +616,9 @@ class Service:
                 self._restore_idle.wait()
 
     def when_restored(self, callback: Callable[[], None]) -> None:
-        """Call callback once no restore is in its slow phase (now, if none is)."""
-        with self.lock:
+        """Call callback once no restore is in its slow phase (now, if none is). Never
+        waits for the service lock (the daemon calls it from its event loop)."""
+        with self._restore_mutex:
             if self._restoring:
                 self._restore_waiters.append(callback)
                 return
@@ -624,13 +626,14 @@ class Service:
 
     def _set_restoring(self, on: bool) -> list[Callable[[], None]]:
         """(lock held) Begin or end a restore's slow phase; ending returns the waiters to call."""
-        self._restoring = on
-        if on:
-            self._restore_idle.clear()
-            return []
-        self._restore_idle.set()
-        waiters, self._restore_waiters = self._restore_waiters, []
-        return waiters
+        with self._restore_mutex:
+            self._restoring = on
+            if on:
+                self._restore_idle.clear()
+                return []
+            self._restore_idle.set()
+            waiters, self._restore_waiters = self._restore_waiters, []
+            return waiters
 
     @staticmethod
     def _wake(waiters: list[Callable[[], None]]) -> None:
