@@ -70,10 +70,10 @@ SLOW_TOOLS = frozenset({"zcor_memory_search"})
 """Tools that wait on the network (the LLM). They run outside the worker, so reads and
 writes never queue behind them; Service.call must not hold its lock while it waits."""
 MAX_SLOW_CALLS = 4
-LONG_TOOLS = frozenset({"zcor_memory_restore", "zcor_memory_history"})
-"""Tools whose first phase can take seconds without the Service lock (parsing a backup,
-building the history index): they run in threads of their own, like SLOW_TOOLS, so the
-worker keeps answering reads and the watchdog keeps being fed."""
+LONG_TOOLS = frozenset({"zcor_memory_restore", "zcor_memory_history", "zcor_memory_backup"})
+"""Tools that can take seconds without the Service lock (parsing a backup and writing the
+new state, building the history index, writing a backup): they run in threads of their
+own, like SLOW_TOOLS, so the worker keeps answering reads and the watchdog keeps being fed."""
 MAX_LONG_CALLS = 2
 
 EXIT_OK = 0

@@ -54,6 +54,7 @@ class RestoreInProgress(Exception):
 
 SEARCH_TOOL = "zcor_memory_search"
 RESTORE_TOOL = "zcor_memory_restore"
+BACKUP_TOOL = "zcor_memory_backup"
 HISTORY_TOOL = "zcor_memory_history"
 
 SNAPSHOT_CHANGES = int(os.environ.get("ZCOR_SNAPSHOT_CHANGES", "2000"))
@@ -227,10 +228,11 @@ class _Forker:
         return value
 
 
-def _test_hold_restore() -> None:
-    """Tests only: with ZCOR_TEST_RESTORE_HOLD set to a path, a restore in its slow phase
-    creates that file and waits until it is removed (so a test can act meanwhile)."""
-    path = os.environ.get("ZCOR_TEST_RESTORE_HOLD")
+def _test_hold(kind: str) -> None:
+    """Tests only: with ZCOR_TEST_RESTORE_HOLD (or _BACKUP_HOLD) set to a path, a restore (a
+    backup) in its slow phase creates that file and waits until it is removed (so a test can
+    act meanwhile)."""
+    path = os.environ.get(f"ZCOR_TEST_{kind}_HOLD")
     if not path:
         return
     Path(path).touch()
@@ -559,6 +561,8 @@ class Service:
             return self._search_call(params, actor)
         if tool == RESTORE_TOOL and declared and not view:
             return self._restore_call(params, actor)
+        if tool == BACKUP_TOOL and declared and not view:
+            return self._backup_call(params, actor)
         if tool == HISTORY_TOOL and declared:
             self.oplog.warm(background=True)  # a large backlog is indexed by its thread, not here
         return self._writes_wait(lambda: self._call_locked(tool, params, actor, allowed, view, None))
@@ -715,7 +719,7 @@ class Service:
                             [*old.history, change], max(old.next_id, incoming.next_id),
                             list(old.history_segments))
             pos = SnapshotPos(min(change.change_id, self.oplog.last_change_id), self.oplog.size)
-            _test_hold_restore()
+            _test_hold("RESTORE")
             try:
                 seal = self.store.write_snapshot(new, pos, private=True)
             except OSError as e:
@@ -1560,17 +1564,61 @@ class Service:
         items, total = self.oplog.query(a.keywords or [], start, end, a.limit, a.offset)
         return {"items": items, "total": total, "nextOffset": page(total, a.offset, len(items))}
 
+    def _bot_backup_allowed(self, now: float) -> None:
+        """RateLimited unless the bot's last backup is at least the configured interval old."""
+        interval = self.config.bot_backup_interval_seconds
+        last = self._last_bot_backup
+        if last is not None and now - last < interval:
+            raise RateLimited(
+                f"The bot may back up the Memory at most once every {interval} s "
+                f"(botBackupIntervalSeconds); the last backup was {int(now - last)} s ago. Try again in "
+                f"{math.ceil(interval - (now - last))} s.", data={"retryAfterSeconds": math.ceil(interval - (now - last))})
+
+    def _backup_call(self, params: Any, actor: str) -> dict[str, Any]:
+        """zcor_memory_backup: a copy of the state taken with the lock (dicts of immutable
+        records: quick), encoded and written without it, so reads and writes go on
+        meanwhile; the backup holds the Memory as it was when the call began."""
+        from .tools import TOOLS
+
+        bot = actor == "model"
+        with self.lock:
+            self.store.verify_lock()
+            ctx = self._new_ctx(BACKUP_TOOL, actor)
+            try:
+                parse_args(TOOLS[BACKUP_TOOL].input_model, params)
+                now = time.monotonic()
+                if bot:
+                    self._bot_backup_allowed(now)
+                    previous, self._last_bot_backup = self._last_bot_backup, now  # one at a time
+                view = StateView.of(self.state)
+            except ZcorError as e:
+                self._log(ctx, params, error=e)
+                raise
+        try:
+            _test_hold("BACKUP")
+            name = self.store.write_backup(view, ctx.at, bot=bot, private=True)
+        except (OSError, ZcorError) as e:
+            err = e if isinstance(e, ZcorError) else \
+                StorageError(f"The backup could not be written ({describe_os_error(e)}).")
+            with self.lock:
+                if bot and self._last_bot_backup == now:
+                    self._last_bot_backup = previous
+                self._renumber(ctx)
+                self._log(ctx, params, error=err)
+            raise err from None
+        with self.lock:
+            ctx.log_result = {"backupFile": name}
+            if bot:
+                self._prune_bot_backups(ctx)
+            self._renumber(ctx)
+            self._log(ctx, params)
+        return {"backupFile": name}
+
     def backup(self, a: I.NoArgs, ctx: Ctx) -> dict[str, Any]:
         bot = ctx.actor == "model"
         now = time.monotonic()
         if bot:
-            interval = self.config.bot_backup_interval_seconds
-            last = self._last_bot_backup
-            if last is not None and now - last < interval:
-                raise RateLimited(
-                    f"The bot may back up the Memory at most once every {interval} s "
-                    f"(botBackupIntervalSeconds); the last backup was {int(now - last)} s ago. Try again in "
-                    f"{math.ceil(interval - (now - last))} s.", data={"retryAfterSeconds": math.ceil(interval - (now - last))})
+            self._bot_backup_allowed(now)
         try:
             name = self.store.write_backup(self.state, ctx.at, bot=bot)
         except OSError as e:

@@ -787,6 +787,8 @@ class Store:
         self._serializer = StateSerializer()
         self.snapshot_lock = threading.RLock()
         """Held while a snapshot or backup is encoded and written (one at a time)."""
+        self._naming = threading.Lock()
+        self._writing: set[str] = set()  # backup names being written
 
     # -- directory and lock -------------------------------------------------------
 
@@ -986,10 +988,16 @@ class Store:
         tag = "-bot" if bot else ""
         name = f"memory-state-{stamp}{tag}.json"
         n = 2
-        while os.path.lexists(self.backups / name):
-            name = f"memory-state-{stamp}{tag}-{n}.json"
-            n += 1
-        atomic_write(self.backups / name, self.encode_full(state, private))
+        with self._naming:  # backups may be written by more than one thread at once
+            while os.path.lexists(self.backups / name) or name in self._writing:
+                name = f"memory-state-{stamp}{tag}-{n}.json"
+                n += 1
+            self._writing.add(name)
+        try:
+            atomic_write(self.backups / name, self.encode_full(state, private))
+        finally:
+            with self._naming:
+                self._writing.discard(name)
         return name
 
     def prune_bot_backups(self, keep: int) -> list[str]:

@@ -349,6 +349,32 @@ def test_reads_and_the_watchdog_go_on_while_a_restore_writes_and_changes_wait(ma
         assert {n["id"] for n in c.call_tool("zcor_memory_query", {})["items"]} == {kept, new_id}
 
 
+def test_reads_and_writes_go_on_while_a_backup_is_written(make_daemon):
+    """A backup is encoded and written off the worker (held open here by the test hook):
+    calls go on meanwhile, and the backup holds the Memory as it was when it was asked for."""
+    d = make_daemon()
+    hold = d.root / "backup-held"
+    d.start(env={"ZCOR_TEST_BACKUP_HOLD": str(hold)})
+    op = Wire(d.sock, "operator", timeout=120)
+    bot = Wire(d.sock, "bot")
+    before = _tool(bot, "zcor_memory_write", {"title": "备份中", "content": "x"})["id"]
+    backup = op.send("tools/call", {"name": "zcor_memory_backup", "arguments": {}})
+    _until_exists(hold, d)
+    assert _tool(bot, "zcor_memory_read", {"id": before})["id"] == before
+    after = _tool(bot, "zcor_memory_write", {"title": "备份后写", "content": "y"})["id"]
+    assert select.select([op.sock], [], [], 0)[0] == [], "the backup answered while held"
+    hold.unlink()
+    reply = op.reply(backup, timeout=120)["result"]
+    assert reply["isError"] is False, reply
+    saved = json.loads((d.memdir / "backups" / reply["structuredContent"]["backupFile"]).read_bytes())
+    assert [n["id"] for n in saved["nodes"]] == [before] and after != before
+    records = [json.loads(line) for line in (d.memdir / "operations.jsonl").read_text().splitlines()]
+    seqs = [r["seq"] for r in records]
+    assert seqs == sorted(seqs) and len(seqs) == len(set(seqs))  # the backup's record took a later seq
+    op.close()
+    bot.close()
+
+
 def test_a_restore_killed_in_its_slow_phase_leaves_the_old_state(make_daemon):
     d = make_daemon()
     hold = d.root / "restore-held"
