@@ -45,6 +45,9 @@ def start_daemon(memdir: Path, sock: Path, notify: Path) -> tuple[subprocess.Pop
     listener.bind(str(notify))
     listener.settimeout(60)
     env = {**os.environ, "NOTIFY_SOCKET": str(notify)}
+    # as installed: Python caches its compiled modules (a shell that sets
+    # PYTHONDONTWRITEBYTECODE would make every start compile them again, some 0.3 s)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     t = time.perf_counter()
     proc = subprocess.Popen(DAEMON + ["--memory-dir", str(memdir), "--socket", str(sock), "--log-level", "warning"],
                             env=env, stdin=subprocess.DEVNULL)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import errno
+import gc
 import grp
 import json
 import logging
@@ -910,6 +911,7 @@ def _warm_up(service: Service) -> None:
         service.warm()
     except Exception as e:  # only a head start; the first real use retries and reports
         log.warning("warm-up failed (the first call will retry): %r", e)
+    gc.freeze()  # the indexes just built, like the loaded Memory: not walked by full collections
 
 
 def _iso(ts: float) -> str:
@@ -1018,6 +1020,10 @@ def run(memory_dir: Path, socket_path: Path, log_level: str = "info") -> int:
     started = time.monotonic()
     _raise_fd_limit()
     service = Service(memory_dir)
+    # loading makes a few objects per memory and none of them garbage: no collection passes
+    # meanwhile; then they go to the collector's permanent generation (gc.freeze), so later
+    # full collections (pauses in the middle of calls) and snapshot children never walk them
+    gc.disable()
     try:
         service.open()
     except MemoryDirInUse as e:
@@ -1033,6 +1039,9 @@ def run(memory_dir: Path, socket_path: Path, log_level: str = "info") -> int:
     except Exception as e:  # a bug rather than a bad file, but still: a message, not a traceback
         print(f"zcord: cannot open the Memory in {memory_dir}: {type(e).__name__}: {e}", file=sys.stderr)
         return EXIT_FAILURE
+    finally:
+        gc.freeze()
+        gc.enable()
     try:
         listener = systemd.activated_unix_listener()
         owns = listener is None

@@ -69,6 +69,9 @@ POS_ADVANCE_BYTES = 64 << 20
 """When the log has grown this much since the snapshot's position (reads are logged too),
 the position moves up (nothing changed: memory-state.pos alone is rewritten) or a snapshot
 is taken, so loading never scans more than about this much of the log."""
+SYNC_FORK_NODES = 5000
+"""From this many memories, a synchronous snapshot (shutdown, restore, migration,
+zcor/snapshot) is encoded by a forked child too."""
 SEARCH_SYSTEM = (
     "You filter the results of a memory search. You get the search keywords and candidate "
     "memories (id, title, content). Choose the candidates relevant to the keywords, at most 5, "
@@ -253,6 +256,21 @@ def _die_with_parent() -> None:
         os._exit(1)
 
 
+def _child_answer(pid: int, reader: int) -> tuple[str, Any]:
+    """Wait for a snapshot writer child: ("ok", Seal or None) or ("error", what went wrong)."""
+    with os.fdopen(reader, "rb") as f:
+        answer = f.read()
+    _, status = os.waitpid(pid, 0)
+    try:
+        doc = json.loads(answer)
+    except ValueError:
+        doc = {"error": f"the snapshot writer (pid {pid}) ended with status {status}"}
+    if "error" in doc:
+        return "error", doc["error"]
+    seal = doc.get("seal")
+    return "ok", Seal(**seal) if seal else None
+
+
 class Service:
     """One Memory directory's tools. Thread-safe: calls are serialized."""
 
@@ -340,7 +358,7 @@ class Service:
                 self._settle_snapshot()
                 if self._journal_changes:
                     try:
-                        self.store.save(self.state, self._snapshot_pos())
+                        self._save(self._snapshot_pos())
                     except (OSError, ZcorError) as e:
                         print(f"zcord: could not write the snapshot at shutdown ({e}); the next start replays "
                               f"the operation log", file=sys.stderr)
@@ -692,6 +710,18 @@ class Service:
                     waiters = self._set_restoring(False) if self._restoring else []
                 self._wake(waiters)
 
+    def _write_restored(self, new: StateView, pos: SnapshotPos) -> Seal | None:
+        """The restored state's snapshot, written without the lock (by a forked child for a
+        large Memory, as _save does; here when that fails, raising what the disk says)."""
+        if len(new.nodes) >= SYNC_FORK_NODES:
+            try:
+                status, value = _child_answer(*self._fork_snapshot(pos, new))
+            except OSError:
+                status, value = "error", None
+            if status == "ok":
+                return value
+        return self.store.write_snapshot(new, pos, private=True)
+
     def _restore_slow(self, ctx: Ctx, params: Any, name: str, incoming: MemoryState) -> dict[str, Any]:
         """Steps 2 and 3 of _restore_call (changes are held: nothing changes the state)."""
         bot = ctx.actor == "model"
@@ -721,7 +751,7 @@ class Service:
             pos = SnapshotPos(min(change.change_id, self.oplog.last_change_id), self.oplog.size)
             _test_hold("RESTORE")
             try:
-                seal = self.store.write_snapshot(new, pos, private=True)
+                seal = self._write_restored(new, pos)
             except OSError as e:
                 raise StorageError(f"The Memory could not be saved ({describe_os_error(e)}); nothing changed. "
                                    f"Check the disk and try again.") from None
@@ -879,7 +909,7 @@ class Service:
         if mig is not None or ctx.tool == RESTORE_TOOL or ctx.snapshot_first or not self.store.state_path.exists():
             self._settle_snapshot()
             try:
-                self.store.save(self.state, self._snapshot_pos())
+                self._save(self._snapshot_pos())
             except OSError as e:
                 tx.rollback()
                 if e.errno in (errno.EMFILE, errno.ENFILE):
@@ -909,12 +939,35 @@ class Service:
             self._settle_snapshot()
             pos = self._snapshot_pos()
             try:
-                self.store.save(self.state, pos)
+                self._save(pos)
             except OSError as e:
                 raise StorageError(f"The snapshot could not be written ({describe_os_error(e)}); the operation log "
                                    f"still holds every change.") from None
             self._snapshot_written(pos)
             return {"changeId": self.state.next_change_id() - 1, "bytes": self.store.state_path.stat().st_size}
+
+    def _save(self, pos: SnapshotPos) -> None:
+        """Write the snapshot now and wait for it (lock held): Store.save, but for a large
+        Memory the encoding is done by a forked child, as in the background, so the daemon's
+        own heap does not grow by the encoder's garbage (at 100,000 memories it kept some
+        60 MiB). When the child cannot be forked or fails, the snapshot is written here, so
+        a failure is raised exactly as Store.save raises it."""
+        state = self.state
+        if len(state.nodes) < SYNC_FORK_NODES:
+            self.store.save(state, pos)
+            return
+        self.store.verify_lock()
+        self.store.keep_original(state)
+        try:
+            status, value = _child_answer(*self._fork_snapshot(pos))
+        except OSError:
+            status, value = "error", None
+        if status == "ok":
+            seal = value
+        else:
+            seal = self.store.write_snapshot(state, pos)
+        if seal is not None:
+            self.store.apply_seal(state, seal)
 
     def _snapshot_written(self, pos: SnapshotPos | None = None) -> None:
         """A synchronous snapshot holding every change so far was written."""
@@ -980,33 +1033,23 @@ class Service:
                     self._snap_result = ("error", e, taken)
         else:
             def run() -> None:
-                with os.fdopen(reader, "rb") as f:
-                    answer = f.read()
-                _, status = os.waitpid(pid, 0)
-                try:
-                    doc = json.loads(answer)
-                except ValueError:
-                    doc = {"error": f"the snapshot writer (pid {pid}) ended with status {status}"}
-                if "error" in doc:
-                    self._snap_result = ("error", doc["error"], taken)
-                else:
-                    seal = doc.get("seal")
-                    self._snap_result = ("ok", Seal(**seal) if seal else None, taken)
+                self._snap_result = (*_child_answer(pid, reader), taken)
 
         self._snap_thread = threading.Thread(target=run, name="zcord-snapshot", daemon=True)
         self._snap_thread.start()
 
-    def _fork_snapshot(self, pos: SnapshotPos) -> tuple[int, int]:
-        """Fork the child that writes the snapshot; returns (pid, read end of its answer).
+    def _fork_snapshot(self, pos: SnapshotPos, view: StateView | None = None) -> tuple[int, int]:
+        """Fork the child that writes the snapshot (of view: a restore's new state; else of
+        the live state); returns (pid, read end of its answer).
 
         The fork is made by one long-lived thread (the caller waits for it, lock held), so
         the child's parent-death signal (given by the thread that forked it) comes only when
         the daemon itself ends."""
         if self._forker is None:
             self._forker = _Forker()
-        return self._forker.run(lambda: self._fork_child(pos))
+        return self._forker.run(lambda: self._fork_child(pos, view))
 
-    def _fork_child(self, pos: SnapshotPos) -> tuple[int, int]:
+    def _fork_child(self, pos: SnapshotPos, view: StateView | None = None) -> tuple[int, int]:
         reader, writer = os.pipe()
         try:
             pid = os.fork()
@@ -1023,7 +1066,8 @@ class Service:
             os.close(reader)
             _die_with_parent()
             self.store.snapshot_lock = threading.RLock()  # no other thread exists here
-            seal = self.store.write_snapshot(self.state, pos)
+            seal = self.store.write_snapshot(self.state, pos) if view is None else \
+                self.store.write_snapshot(view, pos, private=True)
             answer = {"seal": None if seal is None else {"segment": seal.segment, "first_id": seal.first_id,
                                                          "last_id": seal.last_id}}
             code = 0

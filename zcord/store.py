@@ -939,6 +939,13 @@ class Store:
     def save(self, state: MemoryState, pos: SnapshotPos | None = None) -> None:
         """Write the whole state now (a restore, a migration, shutdown); keeps a migrated
         file's original first. Memory is updated (sealing) only after every write succeeded."""
+        self.keep_original(state)
+        seal = self.write_snapshot(state, pos)
+        if seal is not None:
+            self.apply_seal(state, seal)
+
+    def keep_original(self, state: MemoryState) -> None:
+        """Before a migrated state is first written: keep the version-1/2 file it came from."""
         mig = state.migration
         if mig is not None and mig.from_version in ("1", "2"):
             keep = self.dir / f"memory-state.v{mig.from_version}.json"
@@ -947,9 +954,6 @@ class Store:
                 keep = self.dir / f"memory-state.v{mig.from_version}.{stamp}.json"
             if not keep.exists():
                 atomic_write(keep, mig.raw)
-        seal = self.write_snapshot(state, pos)
-        if seal is not None:
-            self.apply_seal(state, seal)
 
     def iter_history(self, state: MemoryState):
         """Every change ever committed, oldest first: sealed segments, then inline."""

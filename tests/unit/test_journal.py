@@ -4,6 +4,7 @@ written in the background from a copy of the state; loading replays what it lack
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -156,3 +157,39 @@ def test_a_change_in_another_thread_waits_for_a_restore_and_reads_see_the_old_st
         assert set(again.state.nodes) == {kept, done["write"]}
     finally:
         again.close()
+
+
+def test_large_memory_synchronous_snapshot_is_written_by_a_child(monkeypatch, memdir, clock, tmp_path):
+    """zcor/snapshot, shutdown, restore and migration snapshots of a large Memory are encoded
+    by a forked child (the daemon's heap does not keep the encoder's garbage); when the
+    child fails, the snapshot is written here and a real failure is raised as before."""
+    monkeypatch.setattr(service_mod, "SYNC_FORK_NODES", 3)
+    writers = tmp_path / "writers"
+    real = service_mod.Store.write_snapshot
+
+    def recording(self, view, pos):
+        with open(writers, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        return real(self, view, pos)
+
+    monkeypatch.setattr(service_mod.Store, "write_snapshot", recording)
+    svc = Service(memdir, clock=clock).open()
+    _write(svc, 2)  # below the threshold: written here
+    assert writers.read_text().split() == [str(os.getpid())]
+    _write(svc, 3, start=2)
+    writers.unlink()
+    svc.snapshot()
+    (child,) = writers.read_text().split()
+    assert child != str(os.getpid())
+    assert _snapshot_nodes(memdir) == [f"m{i}" for i in range(1, 6)]
+    assert read_pos(memdir).change_id == 5
+
+    # the child's answer says it failed: the snapshot is written here, after it
+    _write(svc, 1, start=5)
+    writers.unlink()
+    monkeypatch.setattr(service_mod, "_child_answer",
+                        lambda pid, reader: (os.close(reader), os.waitpid(pid, 0), ("error", "x"))[2])
+    svc.snapshot()
+    pids = writers.read_text().split()
+    assert pids[-1] == str(os.getpid()) and _snapshot_nodes(memdir)[-1] == "m6"
+    svc.close()
