@@ -292,7 +292,9 @@ class Provider:
         if on_text is not None:
             return self._stream(url, headers, body, on_text, deadline)
         resp, chunks = self._exchange(url, headers, body, deadline, "could not be reached")
-        return self._parse_body(resp, self._read_capped(chunks))
+        with contextlib.closing(chunks):
+            raw = self._read_capped(chunks)
+        return self._parse_body(resp, raw)
 
     # -- streaming (server-sent events) ------------------------------------------------------
 

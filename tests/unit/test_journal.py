@@ -132,6 +132,7 @@ def test_a_change_in_another_thread_waits_for_a_restore_and_reads_see_the_old_st
     dropped = _write(svc, 1, start=1)[0]
     hold = memdir.parent / "restore-held"
     monkeypatch.setenv("ZCOR_TEST_RESTORE_HOLD", str(hold))
+    monkeypatch.setattr(service_mod, "SYNC_FORK_NODES", 1)  # the new snapshot is written by a child
     done: dict = {}
     restore = threading.Thread(target=lambda: done.setdefault(
         "restore", svc.call("zcor_memory_restore", {"backupFile": backup})))
