@@ -753,8 +753,9 @@ class Service:
             try:
                 seal = self._write_restored(new, pos)
             except OSError as e:
-                raise StorageError(f"The Memory could not be saved ({describe_os_error(e)}); nothing changed. "
-                                   f"Check the disk and try again.") from None
+                check = "" if e.errno in (errno.EMFILE, errno.ENFILE) else " Check the disk and try again."
+                raise StorageError(f"The Memory could not be saved ({describe_os_error(e)}); nothing "
+                                   f"changed.{check}") from None
         except ZcorError as e:
             with self.lock:
                 self._log(ctx, params, error=e)
