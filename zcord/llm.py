@@ -8,8 +8,8 @@ Every failure is a ProviderError with a sentence that says what went wrong.
 Limits: `timeoutSeconds` bounds the whole request, connecting, the headers and the body
 together (a helper thread does the network reads; the caller waits for each piece only
 until the deadline, so a provider that trickles bytes cannot stretch it), and an answer
-larger than MAX_RESPONSE_BYTES is cut off as an error. The API key is only the header the caller passed (see zcord.config.api_key_for)
-and never appears in an error message.
+larger than MAX_RESPONSE_BYTES is cut off as an error. The API key is only the header the
+caller passed (see zcord.config.api_key_for) and never appears in an error message.
 """
 
 from __future__ import annotations

@@ -321,7 +321,8 @@ def test_reads_and_the_watchdog_go_on_while_a_restore_writes_and_changes_wait(ma
     d.messages.clear()
     d.wait_for("WATCHDOG=1")  # pinged while the restore is in its slow phase
     assert _tool(bot, "zcor_memory_read", {"id": dropped})["id"] == dropped  # the old state
-    write = bot.send("tools/call", {"name": "zcor_memory_write", "arguments": {"title": "恢复中写", "content": "z"}})
+    write = bot.send("tools/call", {"name": "zcor_memory_write",
+                                    "arguments": {"title": "恢复中写", "content": "z"}})
     # a read sent after the waiting write is answered before it (the worker is not held)
     assert _tool(bot, "zcor_memory_read", {"id": kept})["id"] == kept
     assert write not in [m.get("id") for m in bot.others], "the write ran during the restore"
