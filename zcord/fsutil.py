@@ -10,7 +10,7 @@ import errno
 import os
 import re
 import secrets
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from .errors import StateFileInvalid
@@ -112,3 +112,30 @@ def remove_stale_tmp(directory: Path) -> list[str]:
             except FileNotFoundError:
                 pass
     return removed
+
+
+REVERSE_BLOCK = 1 << 16
+
+
+def reverse_lines(fd: int, end: int, stop: int = 0) -> Iterator[tuple[int, bytes]]:
+    """(offset, line) pairs of a file of lines, from `end` back to `stop` (a line start),
+    read a block at a time. A last line without its newline (torn) comes first; empty lines
+    are skipped."""
+    pos, buf = end, b""  # buf is file[pos:pos + len(buf)]
+    hi = 0  # buf[:hi] is not yet yielded
+    while True:
+        body_end = hi - 1 if hi and buf[hi - 1:hi] == b"\n" else hi
+        nl = buf.rfind(b"\n", 0, body_end)
+        if nl >= 0:
+            if body_end > nl + 1:
+                yield pos + nl + 1, buf[nl + 1:body_end]
+            hi = nl + 1
+            continue
+        if pos <= stop:
+            if body_end:
+                yield pos, buf[:body_end]
+            return
+        start = max(stop, pos - REVERSE_BLOCK)
+        buf = os.pread(fd, pos - start, start) + buf[:hi]
+        hi = len(buf)
+        pos = start

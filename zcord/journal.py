@@ -21,13 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from .errors import StateFileInvalid
-from .fsutil import atomic_write, read_nofollow
+from .fsutil import atomic_write, read_nofollow, reverse_lines
 from .models import Change, Node, Relationship
 from .state import MemoryState
 
 POS_FILE = "memory-state.pos"
 _CHANGE_MARK = b'"changeId":'
-_BLOCK = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -66,31 +65,12 @@ def _start_offset(fd: int, size: int, after: int, pos: SnapshotPos | None) -> in
     if pos is not None and pos.change_id <= after and pos.log_offset <= size and \
             (pos.log_offset == 0 or os.pread(fd, 1, pos.log_offset - 1) == b"\n"):
         return pos.log_offset
-    for offset, line in _reverse_lines(fd, size):
+    for offset, line in reverse_lines(fd, size):
         if _CHANGE_MARK in line:
             ids = [c.get("changeId") or 0 for c in _record(line, offset).get("changes", ())]
             if ids and max(ids) <= after:
                 return offset + len(line) + 1
     return 0
-
-
-def _reverse_lines(fd: int, end: int):
-    """(offset, line) of the file's non-empty lines before `end`, last first."""
-    pos, tail = end, b""
-    while pos > 0:
-        start = max(0, pos - _BLOCK)
-        lines = (os.pread(fd, pos - start, start) + tail).split(b"\n")
-        tail = lines[0] if start > 0 else b""
-        first = 1 if start > 0 else 0
-        off = start + (len(lines[0]) + 1 if first else 0)
-        placed = []
-        for line in lines[first:]:
-            placed.append((off, line))
-            off += len(line) + 1
-        for item in reversed(placed):
-            if item[1]:
-                yield item
-        pos = start
 
 
 def _record(line: bytes, offset: int) -> dict[str, Any]:
@@ -201,7 +181,7 @@ def find_record(log_path: Path, seq: int) -> dict[str, Any] | None:
     prefix = b'{"seq":%d,' % seq
     fd = os.open(log_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        for offset, line in _reverse_lines(fd, os.fstat(fd).st_size):
+        for offset, line in reverse_lines(fd, os.fstat(fd).st_size):
             if line.startswith(prefix):
                 return _record(line, offset)
     finally:

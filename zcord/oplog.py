@@ -35,6 +35,7 @@ the log's tail after it, so it costs the same at any log length.
 
 from __future__ import annotations
 
+import collections
 import errno
 import hashlib
 import json
@@ -51,10 +52,10 @@ from pathlib import Path
 from typing import Any
 
 from .errors import StateFileInvalid, ZcorError
+from .fsutil import reverse_lines
 from .models import OpRecord
 from .text import normalize
 
-_BLOCK = 1 << 16
 TAIL_SEQ_BYTES = 4 << 20
 _SEQ_RE = re.compile(rb'(?m)^\{"seq":(\d+),')
 
@@ -71,6 +72,8 @@ BUILD_STEP = 4 << 20
 QUERY_CATCH_UP = 4 << 20
 """A query catches the index up by itself when it is at most this far behind; farther, while
 a build is under way (the first start on a large log), it is refused with IndexBuilding."""
+COUNTS_KEPT = 256
+"""History query totals remembered (by the query's conditions) so that paging does not count again."""
 ACTORS = ("model", "operator", "system")
 TARGET_PARAMS = ("id", "personId")
 """Parameters whose string value names the record's target, besides its changes' targets."""
@@ -194,6 +197,9 @@ class OpLog:
         self._wake = threading.Event()
         self._stopping = False
         self._builders = 0  # threads in _build_steps
+        # totals of recent history queries by their conditions (see _counted): paging
+        # through a query, or asking it again later, counts only the rows logged since
+        self._totals: collections.OrderedDict[tuple, tuple[int, int]] = collections.OrderedDict()
 
     # -- opening -------------------------------------------------------------------------
 
@@ -245,29 +251,8 @@ class OpLog:
         self.last_seq = max([self.last_seq, *seqs])
 
     def _reverse_lines(self, end: int, stop: int = 0) -> Iterator[tuple[int, bytes]]:
-        """(offset, line) pairs from the end of the file back to `stop` (a line start).
-
-        A last line without its newline (torn) comes first; empty lines are skipped.
-        """
         assert self._fd is not None
-        pos, buf = end, b""  # buf is file[pos:pos + len(buf)]
-        hi = len(buf)  # buf[:hi] is not yet yielded
-        while True:
-            body_end = hi - 1 if hi and buf[hi - 1:hi] == b"\n" else hi
-            nl = buf.rfind(b"\n", 0, body_end)
-            if nl >= 0:
-                if body_end > nl + 1:
-                    yield pos + nl + 1, buf[nl + 1:body_end]
-                hi = nl + 1
-                continue
-            if pos <= stop:
-                if body_end:
-                    yield pos, buf[:body_end]
-                return
-            start = max(stop, pos - _BLOCK)
-            buf = os.pread(self._fd, pos - start, start) + buf[:hi]
-            hi = len(buf)
-            pos = start
+        return reverse_lines(self._fd, end, stop)
 
     def _parse(self, line: bytes, offset: int) -> dict[str, Any]:
         try:
@@ -448,6 +433,7 @@ class OpLog:
         """Start an empty index (deleting the old files); without one, queries scan the log."""
         self._close_db()
         self._meta, self._covered, self._rows = {}, 0, 0
+        self._totals.clear()
         try:
             for p in self._index_files():
                 try:
@@ -692,8 +678,8 @@ class OpLog:
             table = "bi"     # SQLite from running tri's query once per candidate row instead)
             where.append("bi MATCH ?")
             args.append(" AND ".join(terms))
-            where.append("+rowid IN (SELECT rowid FROM tri WHERE tri MATCH ? AND rowid BETWEEN ? AND ?)")
-            args += [" AND ".join(_phrase(k) for k in long), lo, hi]
+            where.append("+rowid IN (SELECT rowid FROM tri WHERE tri MATCH ? AND rowid BETWEEN ?1 AND ?2)")
+            args.append(" AND ".join(_phrase(k) for k in long))
         elif long:
             table = "tri"
             where.append("tri MATCH ?")
@@ -708,11 +694,21 @@ class OpLog:
                               (lo, hi, limit, offset)).fetchall()
             return rows, total
         cond = " AND ".join(where)
-        if long and terms:  # one pass (the set is built once), the page cut from all matches
+        key = (table, cond, *args[2:], lo)  # not hi: new rows are counted on top of a known total
+        known = self._counted(key, hi)
+        if known is None and long and terms:  # one pass (the set is built once), the page cut from all matches
             every = [r[0] for r in db.execute(f"SELECT rowid FROM {table} WHERE {cond} ORDER BY rowid DESC", args)]
             total, ids = len(every), every[offset:offset + limit]
+            self._remember(key, hi, total)
         else:
-            total = db.execute(f"SELECT count(*) FROM {table} WHERE {cond}", args).fetchone()[0]
+            if known is None:
+                total = db.execute(f"SELECT count(*) FROM {table} WHERE {cond}", args).fetchone()[0]
+            else:  # counted up to an earlier row: count only the rows after it
+                upto, total = known
+                if upto < hi:
+                    total += db.execute(f"SELECT count(*) FROM {table} WHERE {cond}",
+                                        [upto + 1, hi, *args[2:]]).fetchone()[0]
+            self._remember(key, hi, total)
             if not total or offset >= total:
                 return [], total
             ids = [r[0] for r in db.execute(f"SELECT rowid FROM {table} WHERE {cond} ORDER BY rowid DESC "
@@ -722,6 +718,24 @@ class OpLog:
         spots = dict(((i, (o, n)) for i, o, n in db.execute(
             f"SELECT id, off, len FROM ops WHERE id IN ({','.join('?' * len(ids))})", ids)))
         return [spots[i] for i in ids], total
+
+    def _counted(self, key: tuple, hi: int) -> tuple[int, int] | None:
+        """(last row counted, total up to it) of an earlier query with the same conditions
+        from the same first row, when that row is at most hi: rows are only ever appended,
+        so the rows after it are all that is left to count."""
+        hit = self._totals.get(key)
+        if hit is None or hit[0] > hi:
+            return None
+        self._totals.move_to_end(key)
+        return hit
+
+    def _remember(self, key: tuple, hi: int, total: int) -> None:
+        hit = self._totals.get(key)
+        if hit is None or hit[0] <= hi:
+            self._totals[key] = (hi, total)
+            self._totals.move_to_end(key)
+            while len(self._totals) > COUNTS_KEPT:
+                self._totals.popitem(last=False)
 
     def _sql_query(self, keys: list[str], filters: tuple, limit: int,
                    offset: int) -> tuple[list[tuple[int, int]], int]:

@@ -38,6 +38,7 @@ from .llm import Message, Provider
 from .recall import SEARCH_CANDIDATES, RecallSessions, Retriever, parse_events
 from .store import (BOT_BACKUP_RE, CONFIG_FILE, OPLOG_FILE, PERSONA_FILE, SYNONYMS_FILE, RestoreLimits, Seal, StateView,
                     Store)
+from . import nodecache
 from .journal import POS_FILE, SnapshotPos, read_pos, replay, write_pos
 from .synonyms import Synonyms
 from .text import derive_keywords, normalize, tokenizer
@@ -1302,6 +1303,9 @@ class Service:
         with self.lock:
             self._refresh_synonyms()
             self.retriever.teach_jieba()
+            if not self.store.cache_used and len(self.state.nodes) >= nodecache.MIN_NODES and \
+                    self._snap_thread is None and self._open and not self._restoring:
+                self._start_snapshot()  # a large Memory without a usable cache: the next start has one
         self.oplog.warm()
 
     def _item(self, node_id: str) -> dict[str, Any]:

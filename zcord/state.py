@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .models import Change, Node, Relationship
-from .text import _CJK_CHAR, cjk_count, has_cjk, normalize, term_key, title_seq, title_word_keys
+from .text import _CJK_RUN, all_cjk, cjk_count, has_cjk, normalize, term_key, title_seq, title_word_keys
 
 
 @dataclass(slots=True)
@@ -462,8 +462,12 @@ class MemoryState:
         norm_title = normalize(title)
         if norm_title == title:
             norm_title = title  # one string object, not two
-        seq = title_seq(norm_title)
-        length = max(1.0, sum(1 for w in seq if w is not None) + cjk_count(norm_title) / 2)
+        if all_cjk(norm_title):  # the usual title of a Chinese Memory: no words, every character counts
+            seq = ()
+            length = max(1.0, len(norm_title) / 2)
+        else:
+            seq = title_seq(norm_title)
+            length = max(1.0, sum(1 for w in seq if w is not None) + cjk_count(norm_title) / 2)
         idx = self.index[node.id] = NodeIndex(
             updated=node.updated_at.timestamp(),
             title_len=_LENGTHS.setdefault(length, length),  # a few values, one float object each
@@ -780,13 +784,11 @@ _LENGTHS: dict[float, float] = {}
 def _grams(text: str) -> set[str]:
     """Every CJK character and every pair of adjacent characters holding one."""
     out = set()
-    add = out.add
-    for m in _CJK_CHAR.finditer(text):
-        i = m.start()
-        add(text[i])
-        if i:
-            add(text[i - 1:i + 1])
-        add(text[i:i + 2])  # the character alone at the end: already there
+    for m in _CJK_RUN.finditer(text):
+        start, end = m.span()
+        out.update(m.group())
+        # the pairs starting at each character of the run and at the character before it
+        out.update([text[i:i + 2] for i in range(start - 1 if start else 0, end)])
     return out
 
 

@@ -26,6 +26,7 @@ import orjson
 from pydantic import ValidationError
 
 from .errors import InvalidArgument, MemoryDirInUse, NotFound, StateFileInvalid, StorageError
+from . import nodecache
 from .fsutil import atomic_write, fsync_dir, make_dir, read_nofollow, remove_stale_tmp
 from .journal import SnapshotPos, read_pos, replay, write_pos
 from .models import MAX_IMPORTANT, NODE_ALIASES, STATE_VERSION, Change, Node, NodeModel, Relationship, StateFile
@@ -504,9 +505,11 @@ def _records(raw: bytes, pieces: list[tuple[int, int]]):
         yield from orjson.loads(b"[" + raw[a:b] + b"]")
 
 
-def _fast_parts(doc: Any, records) -> tuple[list[Node], dict[str, Any], list[Relationship], list[Change], Any]:
+def _fast_parts(doc: Any, records, nodes_fn=None) -> tuple[list[Node], dict[str, Any], list[Relationship],
+                                                        list[Change], Any]:
     """Check a parsed state document (its nodes apart, as records: any iterable of parsed
-    node objects); _NotFast when the pydantic path must decide."""
+    node objects, or memory-state.cache's rows with nodes_fn=_cached_nodes); _NotFast when
+    the pydantic path must decide."""
     if type(doc) is not dict or not doc.keys() <= _HEAD_KEYS:
         raise _NotFast
     if doc.get("nodes", []) != []:
@@ -528,7 +531,7 @@ def _fast_parts(doc: Any, records) -> tuple[list[Node], dict[str, Any], list[Rel
     enabled = gc.isenabled()
     gc.disable()  # 100,000 new objects, none of them in a cycle: no collection passes meanwhile
     try:
-        nodes, tree = _fast_nodes(records)
+        nodes, tree = (nodes_fn or _fast_nodes)(records)
     finally:
         if enabled:
             gc.enable()
@@ -628,6 +631,44 @@ def _fast_nodes(records) -> tuple[list[Node], LoadedTree]:
     return nodes, LoadedTree(children, replaced, known_refs)
 
 
+def _cached_nodes(rows: list[tuple]) -> tuple[list[Node], LoadedTree]:
+    """Nodes from memory-state.cache's rows (written by zcord from a loaded state, checksummed:
+    not checked field by field), and their tree, as _fast_nodes gives them. The writer's
+    shared strings (a parent's id and its children's parentId, interned keywords) come back
+    shared: marshal keeps one copy of an object it meets twice."""
+    new = tuple.__new__
+    iso = datetime.fromisoformat
+    ids: dict[str, str] = {}
+    nodes = []
+    append = nodes.append
+    children: dict[str | None, list[str]] = {None: []}
+    kids = children.get
+    replaced: dict[str, set[str]] = {}
+    parents_first = True
+    later = []  # superseded by a node that comes later in the file
+    for node_id, title, content, keywords, parent, source, created, updated, by, reason in rows:
+        ids[node_id] = node_id
+        if parent is not None and parent not in ids:
+            parents_first = False
+        if by is not None:
+            if by in ids:
+                replaced.setdefault(by, set()).add(node_id)
+            else:
+                later.append((by, node_id))
+        append(new(Node, (node_id, title, content, keywords, parent, source, iso(created), iso(updated), by, reason)))
+        siblings = kids(parent)
+        if siblings is None:
+            children[parent] = [node_id]
+        else:
+            siblings.append(node_id)
+    known_refs = parents_first
+    for by, node_id in later:
+        if by not in ids:
+            known_refs = False
+        replaced.setdefault(by, set()).add(node_id)
+    return nodes, LoadedTree(children if known_refs else None, replaced, known_refs)
+
+
 def _fast_time(text: Any) -> datetime:
     """A time in the form zcord writes (2026-01-31T20:00:00.000+08:00, 0-6 fraction digits,
     or Z): its datetime."""
@@ -663,6 +704,30 @@ class LoadedTree:
         self.children, self.replaced, self.checked = children, replaced, checked
 
 
+def _state_of_fast(fast: tuple, name: str, history_dir: Path | None) -> MemoryState:
+    nodes, head, rels, history, tree = fast  # node ids are distinct (checked)
+    _unique(rels, lambda r: r.person_id, "personId", name)
+    _check_segments(head["historySegments"], history_dir, name)
+    state = MemoryState(nodes, head["important"], rels, history, head["nextId"], head["historySegments"],
+                        tree=(tree.children, tree.replaced) if tree.children is not None else None)
+    check_invariants(state, name, nodes_checked=tree.checked)
+    return state
+
+
+def _state_of_cache(memdir: Path) -> MemoryState | None:
+    """The state from memory-state.cache and the state file's other parts, when the cache
+    belongs to the state file as it is (nodecache.read); None to parse the state file."""
+    got = nodecache.read(memdir, memdir / STATE_FILE)
+    if got is None:
+        return None
+    head_raw, rows = got
+    try:
+        fast = _fast_parts(orjson.loads(head_raw), rows, _cached_nodes)
+        return _state_of_fast(fast, STATE_FILE, memdir / HISTORY_DIR)
+    except Exception:  # anything at all: the state file decides, and words any error
+        return None
+
+
 def parse_state(raw: bytes, name: str, history_dir: Path | None = None) -> MemoryState:
     """Parse a state of any supported format (legacy array, version 1, 2 or 3).
 
@@ -672,13 +737,7 @@ def parse_state(raw: bytes, name: str, history_dir: Path | None = None) -> Memor
     if raw.lstrip()[:1] == b"{" and b'"version":3' in raw[:64]:
         fast = _fast_state(raw)
         if fast is not None:
-            nodes, head, rels, history, tree = fast  # node ids are distinct (checked)
-            _unique(rels, lambda r: r.person_id, "personId", name)
-            _check_segments(head["historySegments"], history_dir, name)
-            state = MemoryState(nodes, head["important"], rels, history, head["nextId"], head["historySegments"],
-                                tree=(tree.children, tree.replaced) if tree.children is not None else None)
-            check_invariants(state, name, nodes_checked=tree.checked)
-            return state
+            return _state_of_fast(fast, name, history_dir)
         try:
             sf = StateFile.model_validate_json(raw)
         except ValidationError as e:
@@ -785,6 +844,8 @@ class Store:
         self._lock_fd: int | None = None
         self._locked: tuple[tuple[int, int], tuple[int, int]] | None = None  # (dir, lock file) (dev, ino)
         self._serializer = StateSerializer()
+        self.cache_used = False
+        """Whether the last load read the memories from memory-state.cache."""
         self.snapshot_lock = threading.RLock()
         """Held while a snapshot or backup is encoded and written (one at a time)."""
         self._naming = threading.Lock()
@@ -879,6 +940,17 @@ class Store:
             path = self.dir / name
             if not os.path.lexists(path):
                 continue
+            if name == STATE_FILE:
+                enabled = gc.isenabled()
+                gc.disable()
+                try:
+                    state = _state_of_cache(self.dir)
+                finally:
+                    if enabled:
+                        gc.enable()
+                self.cache_used = state is not None
+                if state is not None:
+                    return state
             try:
                 raw = read_nofollow(path)
             except OSError as e:
@@ -918,9 +990,11 @@ class Store:
                 seal = Seal(f"changes-{first:09d}-{last:09d}.jsonl", first, last)
                 atomic_write(self.dir / HISTORY_DIR / seal.segment, ser.history_lines())
                 data = ser.encode_parts(view, sealed=[*view.history_segments, seal.segment], history_blob=b"")
-            atomic_write(self.state_path, data)
+            tracker = nodecache.Tracker(data)
+            atomic_write(self.state_path, tracker)
             if pos is not None:
                 write_pos(self.dir, pos)
+            nodecache.write(self.dir, self.state_path, view.nodes.values(), len(view.nodes), tracker)
             return seal
 
     def apply_seal(self, state: MemoryState, seal: Seal) -> None:

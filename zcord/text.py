@@ -32,6 +32,9 @@ _user_words: set[str] = set()
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\U00020000-\U0003134f"
 _CJK_CHAR = re.compile(f"[{_CJK}]")
+_CJK_RUN = re.compile(f"[{_CJK}]+")
+all_cjk = _CJK_RUN.fullmatch
+"""A match when every character of the text is CJK (most titles of a Chinese Memory)."""
 # a CJK run, or a run of other letters and digits (underscore splits words, as punctuation does)
 _RUNS = re.compile(f"([{_CJK}]+)|((?:(?![{_CJK}])[^\\W_])+)")
 _ALPHA_PARTS = re.compile(r"[^\W\d_]+")

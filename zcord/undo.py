@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import Conflict, InvalidArgument, NotFound, ZcorError
-from .journal import _reverse_lines, find_record
+from .fsutil import reverse_lines
 from .models import Node, Relationship, format_time
 from .store import HISTORY_DIR, RestoreLimits
 
@@ -120,7 +120,7 @@ def _walk_after(svc: Service, t: float):
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
             try:
                 start, found = 0, False
-                for offset, line in _reverse_lines(fd, os.fstat(fd).st_size):
+                for offset, line in reverse_lines(fd, os.fstat(fd).st_size):
                     if _line_time(line) <= t:
                         start, found = offset + len(line) + 1, True
                         break

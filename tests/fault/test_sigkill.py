@@ -405,7 +405,7 @@ class Checker:
 def test_sigkill_at_random_instants_loses_nothing_acknowledged(make_daemon):
     d = make_daemon()
     rng = random.Random(int(os.environ.get("ZCOR_FAULT_SEED", "20261130")))
-    snap_env = {"ZCOR_SNAPSHOT_CHANGES": "3"}
+    snap_env = {"ZCOR_SNAPSHOT_CHANGES": "3", "ZCOR_NODE_CACHE_NODES": "0"}  # every snapshot writes the cache
     tmp_cleaned = 0
     work = Workload(rng)
     acked = Acked()

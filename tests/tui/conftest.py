@@ -54,7 +54,11 @@ class SnapshotApp(ZcorApp):
 
 
 def build_memory(memdir: Path) -> dict[str, str]:
-    """A small Memory with every kind of record, at fixed times; returns names → ids."""
+    """A small Memory with every kind of record, at fixed times; returns names → ids.
+
+    Every new memory names its keywords (an update without them keeps them): derived ones would come from this process's jieba, whose
+    dictionary holds whatever earlier tests taught it, and the daemon later teaches jieba
+    those keywords, which changes how the recall preview cuts a text (喜欢吃 or 喜欢 · 吃)."""
     memdir.mkdir(parents=True, exist_ok=True)
     (memdir / "synonyms.json").write_text(json.dumps({"version": 1, "groups": SYNONYMS}, ensure_ascii=False))
     clock = FakeClock(START)
@@ -68,23 +72,27 @@ def build_memory(memdir: Path) -> dict[str, str]:
             ids[name] = call("zcor_memory_write", actor, **params)["id"]
             return ids[name]
 
-        family = write("family", title="家人", content="和家里人有关的记忆。")
+        family = write("family", title="家人", content="和家里人有关的记忆。", keywords=["家人"])
         write("mom", title="妈妈", content="妈妈是小学老师，喜欢养花。", parentId=family,
               keywords=["妈妈", "老师"], sourceMessage="我妈是小学老师，平时最爱养花。")
-        write("dad", title="爸爸", content="爸爸在工厂上班。", parentId=family)
-        write("birthday", title="妈妈的生日", content="三月五日，要提前订蛋糕。", parentId=ids["mom"])
+        write("dad", title="爸爸", content="爸爸在工厂上班。", parentId=family, keywords=["爸爸"])
+        write("birthday", title="妈妈的生日", content="三月五日，要提前订蛋糕。", parentId=ids["mom"],
+              keywords=["妈妈", "生日"])
         clock.set(START + timedelta(days=4))
-        work = write("work", actor="model", title="工作", content="在一家做游戏的公司上班。")
-        write("old_plan", actor="model", title="旧的项目安排", content="原定二月上线。", parentId=work)
-        write("deadline", actor="model", title="项目截止日期", content="三月底上线。", parentId=work)
-        write("colleague", actor="model", title="同事小王", content="坐在旁边，爱喝咖啡。", parentId=work)
+        work = write("work", actor="model", title="工作", content="在一家做游戏的公司上班。", keywords=["工作"])
+        write("old_plan", actor="model", title="旧的项目安排", content="原定二月上线。", parentId=work,
+              keywords=["项目", "安排"])
+        write("deadline", actor="model", title="项目截止日期", content="三月底上线。", parentId=work,
+              keywords=["项目", "截止", "日期"])
+        write("colleague", actor="model", title="同事小王", content="坐在旁边，爱喝咖啡。", parentId=work,
+              keywords=["同事", "小王"])
         call("zcor_memory_supersede", "model", ids=[ids["old_plan"]], replacementId=ids["deadline"],
              reason="上线时间改了")
         clock.set(START + timedelta(days=9))
-        hobby = write("hobby", title="爱好", content="周末的安排。")
-        write("apple", title="喜欢吃苹果", content="每天一个苹果，最喜欢红富士。", parentId=hobby)
+        hobby = write("hobby", title="爱好", content="周末的安排。", keywords=["爱好"])
+        write("apple", title="喜欢吃苹果", content="每天一个苹果，最喜欢红富士。", parentId=hobby, keywords=["苹果"])
         call("zcor_memory_write", id=ids["deadline"], title="项目截止日期", content="四月中旬上线，三月底提测。")
-        temp = write("temp", title="临时记录", content="稍后删除。")
+        temp = write("temp", title="临时记录", content="稍后删除。", keywords=["临时"])
         call("zcor_memory_delete", id=temp)
         del ids["temp"]
         call("zcor_memory_important", id=ids["mom"], important=True)
