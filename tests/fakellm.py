@@ -106,6 +106,8 @@ class FakeLLM:
         self.closing = threading.Event()
         self.arrived = threading.Event()
         """Set when a request has come in."""
+        self.trickled = 0
+        self.trickle_done = threading.Event()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -141,6 +143,29 @@ class FakeLLM:
                             outer.closing.wait(entry[1])
                     except (BrokenPipeError, ConnectionResetError):
                         pass
+                    return
+                if isinstance(entry, tuple) and entry[0] == "trickle":
+                    # ("trickle", seconds, "head" | "body"): one byte every `seconds`, without
+                    # end, inside the headers or after them; outer.trickled counts the bytes
+                    # written until the client went away (trickle_done is set then)
+                    outer.trickled = 0
+                    outer.trickle_done.clear()
+                    try:
+                        if entry[2] == "head":
+                            self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Pad: ")
+                        else:
+                            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                             b"Content-Length: 1073741824\r\n\r\n")
+                        self.wfile.flush()
+                        while not outer.closing.is_set():
+                            outer.closing.wait(entry[1])
+                            self.wfile.write(b"a" if entry[2] == "head" else b" ")
+                            self.wfile.flush()
+                            outer.trickled += 1
+                    except (BrokenPipeError, ConnectionResetError):
+                        pass
+                    finally:
+                        outer.trickle_done.set()
                     return
                 if isinstance(entry, tuple) and entry[0] == "raw":
                     self._send(200, entry[1].encode(), "text/plain")

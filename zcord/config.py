@@ -65,6 +65,15 @@ class Config(_Base):
     max_bot_backups: int = Field(20, ge=1, le=10_000)
     """Backups made for the bot (its backups and its pre-restore copies) kept; older ones are
     deleted. Operators' backups are never deleted automatically."""
+    max_restore_bytes: int = Field(512 << 20, ge=1, le=1 << 40)
+    """A backup file larger than this is refused before it is read."""
+    max_restore_nodes: int = Field(200_000, ge=0, le=100_000_000)
+    """A backup holding more memories than this is refused before they are validated."""
+    max_restore_relationships: int = Field(200_000, ge=0, le=100_000_000)
+    """A backup holding more relationships than this is refused likewise."""
+    max_restore_depth: int = Field(64, ge=8, le=512)
+    """A backup whose JSON nests arrays and objects deeper than this is refused before it is
+    parsed (a zcor state nests about 8 deep)."""
 
     def public(self, api_key_set: bool, withheld: str | None = None) -> dict[str, Any]:
         out = self.model_dump(mode="json", by_alias=True)

@@ -5,17 +5,22 @@ results, tool declarations) is translated to each wire format and back. Used by
 `zcor_memory_search` (a one-off filter request) and by bots (`zcord.bot`, `zcor chat`).
 Every failure is a ProviderError with a sentence that says what went wrong.
 
-Limits: `timeoutSeconds` bounds the whole request (checked between reads; no single read
-waits longer than that either), and an answer larger than MAX_RESPONSE_BYTES is cut off
-as an error. The API key is only the header the caller passed (see zcord.config.api_key_for)
-and never appears in an error message.
+Limits: `timeoutSeconds` bounds the whole request, connecting, the headers and the body
+together (a helper thread does the network reads; the caller waits for each piece only
+until the deadline, so a provider that trickles bytes cannot stretch it), and an answer
+larger than MAX_RESPONSE_BYTES is cut off as an error. The API key is only the header the
+caller passed (see zcord.config.api_key_for) and never appears in an error message.
 """
 
 from __future__ import annotations
 
 import json
+import queue
+import socket
+import threading
 import time
 from collections.abc import Callable
+import contextlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -151,32 +156,93 @@ class Provider:
             if self._client is None:
                 client.close()
 
-    def _deadline_passed(self, deadline: float) -> None:
-        if time.monotonic() > deadline:
-            raise ProviderError(f"The LLM provider at {self.cfg.base_url} did not finish its answer within "
-                                f"{self.cfg.timeout_seconds:g} s.")
+    def _exchange(self, url: str, headers: dict[str, str], body: dict[str, Any], deadline: float,
+                  failing: str) -> tuple[httpx.Response, Any]:
+        """Send the request from a helper thread; (the response, its body pieces) as they come,
+        each waited for only until the deadline. Past it the caller gets the timeout error
+        at once and the connection is shut down under the helper (which then ends). The body
+        stops at MAX_RESPONSE_BYTES (one byte more tells)."""
+        pieces: queue.Queue = queue.Queue()  # ("head", response) ("data", bytes) ("end", None) ("error", exc)
+        stop = threading.Event()
+        timeout = self.cfg.timeout_seconds
+        streams: list[Any] = []  # the connection's network stream, once connected
 
-    def _read_capped(self, resp: httpx.Response, deadline: float) -> bytes:
-        """The body, read piece by piece under the whole-request deadline and the size cap."""
+        def trace(event: str, info: dict[str, Any]) -> None:
+            if event in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
+                streams.append(info.get("return_value"))
+
+        def hang_up() -> None:
+            stop.set()
+            for stream in streams[-1:]:
+                try:
+                    stream.get_extra_info("socket").shutdown(socket.SHUT_RDWR)
+                except (OSError, AttributeError):
+                    pass  # already closed by the helper
+
+        def fetch() -> None:
+            try:
+                with self._transport(failing) as client, \
+                        client.stream("POST", url, headers=headers, json=body, timeout=timeout,
+                                      extensions={"trace": trace}) as resp:
+                    pieces.put(("head", resp))
+                    received = 0
+                    for chunk in resp.iter_bytes():
+                        if stop.is_set():
+                            return
+                        pieces.put(("data", chunk))
+                        received += len(chunk)
+                        if received > MAX_RESPONSE_BYTES:
+                            break
+                pieces.put(("end", None))
+            except BaseException as e:  # handed to the caller
+                pieces.put(("error", e))
+
+        def take(what: str) -> tuple[str, Any]:
+            try:
+                kind, value = pieces.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                hang_up()
+                raise ProviderError(f"The LLM provider at {self.cfg.base_url} {what} within {timeout:g} s.") \
+                    from None
+            if kind == "error":
+                stop.set()
+                raise value
+            return kind, value
+
+        threading.Thread(target=fetch, name="zcord-provider", daemon=True).start()
+        kind, resp = take("did not answer")
+
+        def chunks():
+            try:
+                while True:
+                    kind, value = take("did not finish its answer")
+                    if kind == "end":
+                        return
+                    yield value
+            finally:
+                stop.set()
+
+        return resp, chunks()
+
+    def _read_capped(self, chunks) -> bytes:
+        """The body (pieces from _exchange) under the size cap."""
         body = bytearray()
-        for chunk in resp.iter_bytes():
+        for chunk in chunks:
             body += chunk
             if len(body) > MAX_RESPONSE_BYTES:
                 raise ProviderError(f"The LLM provider's answer is larger than {MAX_RESPONSE_BYTES >> 20} MiB; "
                                     f"it was cut off.")
-            self._deadline_passed(deadline)
         return bytes(body)
 
-    def _capped_lines(self, resp: httpx.Response, deadline: float):
-        """Server-sent event lines (decoded), under the deadline and the size cap."""
+    def _capped_lines(self, chunks):
+        """Server-sent event lines (decoded), under the size cap."""
         received = 0
         pending = b""
-        for chunk in resp.iter_bytes():
+        for chunk in chunks:
             received += len(chunk)
             if received > MAX_RESPONSE_BYTES:
                 raise ProviderError(f"The LLM provider's answer is larger than {MAX_RESPONSE_BYTES >> 20} MiB; "
                                     f"it was cut off.")
-            self._deadline_passed(deadline)
             pending += chunk
             *lines, pending = pending.split(b"\n")
             for line in lines:
@@ -225,9 +291,9 @@ class Provider:
         deadline = time.monotonic() + self.cfg.timeout_seconds
         if on_text is not None:
             return self._stream(url, headers, body, on_text, deadline)
-        with self._transport("could not be reached") as client, \
-                client.stream("POST", url, headers=headers, json=body, timeout=self.cfg.timeout_seconds) as resp:
-            raw = self._read_capped(resp, deadline)
+        resp, chunks = self._exchange(url, headers, body, deadline, "could not be reached")
+        with contextlib.closing(chunks):
+            raw = self._read_capped(chunks)
         return self._parse_body(resp, raw)
 
     # -- streaming (server-sent events) ------------------------------------------------------
@@ -236,15 +302,15 @@ class Provider:
                 on_text: Callable[[str], None], deadline: float) -> Reply:
         body = {**body, "stream": True}
         state = _OpenAIStream() if self.cfg.protocol == "openai" else _AnthropicStream()
-        with self._transport("failed mid-answer") as client, \
-                client.stream("POST", url, headers=headers, json=body, timeout=self.cfg.timeout_seconds) as resp:
+        resp, chunks = self._exchange(url, headers, body, deadline, "failed mid-answer")
+        with contextlib.closing(chunks):
             if resp.status_code >= 400 or "text/event-stream" not in resp.headers.get("content-type", ""):
                 # an error, or a server that ignores "stream": a whole answer
-                reply = self._parse_body(resp, self._read_capped(resp, deadline))
+                reply = self._parse_body(resp, self._read_capped(chunks))
                 if reply.text:
                     on_text(reply.text)
                 return reply
-            for line in self._capped_lines(resp, deadline):
+            for line in self._capped_lines(chunks):
                 if not line.startswith("data:"):
                     continue
                 payload = line[5:].strip()

@@ -47,7 +47,7 @@ from . import protocol as P
 from . import systemd
 from .errors import InvalidArgument, MemoryDirInUse, ZcorError
 from .paths import UnsafeSocket, check_daemon_socket_dir, ensure_socket_dir
-from .service import Service
+from .service import RestoreInProgress, Service
 from .store import BOT_BACKUP_RE
 from .tools import TOOLS, declared_tools
 
@@ -71,10 +71,10 @@ SLOW_TOOLS = frozenset({"zcor_memory_search"})
 """Tools that wait on the network (the LLM). They run outside the worker, so reads and
 writes never queue behind them; Service.call must not hold its lock while it waits."""
 MAX_SLOW_CALLS = 4
-LONG_TOOLS = frozenset({"zcor_memory_restore", "zcor_memory_history"})
-"""Tools whose first phase can take seconds without the Service lock (parsing a backup,
-building the history index): they run in threads of their own, like SLOW_TOOLS, so the
-worker keeps answering reads and the watchdog keeps being fed."""
+LONG_TOOLS = frozenset({"zcor_memory_restore", "zcor_memory_history", "zcor_memory_backup"})
+"""Tools that can take seconds without the Service lock (parsing a backup and writing the
+new state, building the history index, writing a backup): they run in threads of their
+own, like SLOW_TOOLS, so the worker keeps answering reads and the watchdog keeps being fed."""
 MAX_LONG_CALLS = 2
 
 EXIT_OK = 0
@@ -321,6 +321,7 @@ class Daemon:
         """Accept clients until SIGTERM/SIGINT (or stop()), then shut down cleanly."""
         self.loop = asyncio.get_running_loop()
         self.worker = Worker(self.loop)
+        self.service.worker_thread = self.worker._thread  # a change held by a restore waits in _work
         self._stop = asyncio.Event()
         self._slow_slots = asyncio.Semaphore(MAX_SLOW_CALLS)
         self._long_slots = asyncio.Semaphore(MAX_LONG_CALLS)
@@ -632,10 +633,30 @@ class Daemon:
         finally:
             conn.slots.release()
 
-    def _work(self, fn: Callable[..., Any], *args: Any) -> Awaitable[Any]:
-        """Run fn in the one worker thread (every Service call goes through here)."""
+    async def _work(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run fn in the one worker thread (every Service call goes through here). A change
+        that meets a restore in its slow phase waits here, off the worker, and runs again
+        once the restore is over, so reads queued behind it are not held."""
         assert self.worker is not None
-        return self.worker.submit(fn, *args)
+        while True:
+            try:
+                return await self.worker.submit(fn, *args)
+            except RestoreInProgress:
+                await self._restore_over()
+
+    async def _restore_over(self) -> None:
+        loop = self.loop
+        assert loop is not None
+        done = loop.create_future()
+
+        def wake() -> None:
+            try:
+                loop.call_soon_threadsafe(lambda: done.done() or done.set_result(None))
+            except RuntimeError:
+                pass  # the loop is gone: the daemon is shutting down
+
+        self.service.when_restored(wake)
+        await done
 
     async def _slow_work(self, fn: Callable[[], Any], slots: asyncio.Semaphore | None = None) -> Any:
         """Run fn in its own daemon thread: a hung provider can neither block the worker nor

@@ -27,7 +27,7 @@ from pydantic.alias_generators import to_camel
 from . import inputs as I
 from .errors import (Conflict, InvalidArgument, MayHaveTakenEffect, NotFound, ProviderError, RateLimited,
                      StateFileInvalid, StorageError, Superseded, UnknownTool, ZcorError, describe_os_error)
-from .models import MAX_IMPORTANT, Node, OpError, OpRecord, Relationship, now
+from .models import MAX_IMPORTANT, Change, Node, OpError, OpRecord, Relationship, now
 from .fsutil import atomic_write
 from .oplog import OpLog
 from .protocol import VIEW_TOOLS, Forbidden
@@ -36,7 +36,8 @@ from .config import Config, ConfigFile, api_key, api_key_for, key_withheld_reaso
 from .prefix import build_prefix, persona_text
 from .llm import Message, Provider
 from .recall import SEARCH_CANDIDATES, RecallSessions, Retriever, parse_events
-from .store import BOT_BACKUP_RE, CONFIG_FILE, OPLOG_FILE, PERSONA_FILE, SYNONYMS_FILE, Seal, StateView, Store
+from .store import (BOT_BACKUP_RE, CONFIG_FILE, OPLOG_FILE, PERSONA_FILE, SYNONYMS_FILE, RestoreLimits, Seal, StateView,
+                    Store)
 from . import nodecache
 from .journal import POS_FILE, SnapshotPos, read_pos, replay, write_pos
 from .synonyms import Synonyms
@@ -47,8 +48,14 @@ class InternalError(ZcorError):
     code = "internal_error"
 
 
+class RestoreInProgress(Exception):
+    """A call that would change the Memory met a restore in its slow phase: it is undone and
+    not recorded, and runs again once the restore is over (Service.when_restored)."""
+
+
 SEARCH_TOOL = "zcor_memory_search"
 RESTORE_TOOL = "zcor_memory_restore"
+BACKUP_TOOL = "zcor_memory_backup"
 HISTORY_TOOL = "zcor_memory_history"
 
 SNAPSHOT_CHANGES = int(os.environ.get("ZCOR_SNAPSHOT_CHANGES", "2000"))
@@ -225,6 +232,18 @@ class _Forker:
         return value
 
 
+def _test_hold(kind: str) -> None:
+    """Tests only: with ZCOR_TEST_RESTORE_HOLD (or _BACKUP_HOLD) set to a path, a restore (a
+    backup) in its slow phase creates that file and waits until it is removed (so a test can
+    act meanwhile)."""
+    path = os.environ.get(f"ZCOR_TEST_{kind}_HOLD")
+    if not path:
+        return
+    Path(path).touch()
+    while os.path.exists(path):
+        time.sleep(0.01)
+
+
 def _die_with_parent() -> None:
     """Linux: SIGKILL this (forked) process when its parent dies, so a snapshot writer never
     outlives a killed daemon (its temporary file is deleted at the next start)."""
@@ -281,6 +300,17 @@ class Service:
         self._pos_offset = 0  # the log offset recorded with the last snapshot
         self._forker: _Forker | None = None
         self._open = False
+        # a restore's slow phase (writing the pre-restore backup and the new snapshot) runs
+        # without the lock: reads go on against the old state, changes wait (RestoreInProgress)
+        self._restore_gate = threading.Lock()  # one restore at a time
+        self._restoring = False
+        self._restore_idle = threading.Event()
+        self._restore_idle.set()
+        self._restore_waiters: list[Callable[[], None]] = []
+        self._restore_mutex = threading.Lock()  # guards the two above (never held for long)
+        self.worker_thread: threading.Thread | None = None
+        """The daemon's worker: a change it meets during a restore raises RestoreInProgress to
+        the daemon, which runs it again after `when_restored`; other threads wait themselves."""
 
     # -- lifetime ---------------------------------------------------------------------
 
@@ -322,6 +352,7 @@ class Service:
     def close(self) -> None:
         """Finish any snapshot, write one holding the journaled changes (so the next start
         replays nothing), close the log and release the directory."""
+        self._restore_idle.wait()  # a restore in its slow phase finishes first
         with self.lock:
             if self._open:
                 self._open = False
@@ -547,11 +578,18 @@ class Service:
             return self._view_call(tool, params, actor)
         if tool == SEARCH_TOOL and declared:
             return self._search_call(params, actor)
-        preloaded = None
-        if tool == RESTORE_TOOL and declared:
-            preloaded = self._preload_restore(params)  # parsing a large backup must not hold the lock
-        elif tool == HISTORY_TOOL and declared:
+        if tool == RESTORE_TOOL and declared and not view:
+            return self._restore_call(params, actor)
+        if tool == BACKUP_TOOL and declared and not view:
+            return self._backup_call(params, actor)
+        if tool == HISTORY_TOOL and declared:
             self.oplog.warm(background=True)  # a large backlog is indexed by its thread, not here
+        return self._writes_wait(lambda: self._call_locked(tool, params, actor, allowed, view, None))
+
+    def _call_locked(self, tool: str, params: Any, actor: str, allowed: Collection[str] | None, view: bool,
+                     preloaded: tuple[str, Any] | None) -> dict[str, Any]:
+        from .tools import TOOLS
+
         with self.lock:
             self.store.verify_lock()
             try:
@@ -579,10 +617,175 @@ class Service:
     def run_operation(self, name: str, params: Any, fn: Callable[[Ctx], dict[str, Any]]) -> dict[str, Any]:
         """An operator method that changes the Memory (revert, reinstate) run as a tool call
         is: serialized, one transaction, journaled, recorded in the log, announced."""
-        with self.lock:
-            self.store.verify_lock()
-            ctx = self._new_ctx(name, "operator")
-            return self._run_logged(ctx, params, lambda: fn(ctx), storage_errors=True)
+        def attempt() -> dict[str, Any]:
+            with self.lock:
+                self.store.verify_lock()
+                ctx = self._new_ctx(name, "operator")
+                return self._run_logged(ctx, params, lambda: fn(ctx), storage_errors=True)
+
+        return self._writes_wait(attempt)
+
+    # -- restores: reads go on while the slow phase runs ----------------------------------
+
+    def _writes_wait(self, fn: Callable[[], Any]) -> Any:
+        """Run fn (which takes the lock); a change it met during a restore's slow phase was
+        undone: raise RestoreInProgress (defer_writes) or wait for the restore and run it again."""
+        while True:
+            try:
+                return fn()
+            except RestoreInProgress:
+                if threading.current_thread() is self.worker_thread:
+                    raise
+                self._restore_idle.wait()
+
+    def when_restored(self, callback: Callable[[], None]) -> None:
+        """Call callback once no restore is in its slow phase (now, if none is). Never
+        waits for the service lock (the daemon calls it from its event loop)."""
+        with self._restore_mutex:
+            if self._restoring:
+                self._restore_waiters.append(callback)
+                return
+        callback()
+
+    def _set_restoring(self, on: bool) -> list[Callable[[], None]]:
+        """(lock held) Begin or end a restore's slow phase; ending returns the waiters to call."""
+        with self._restore_mutex:
+            self._restoring = on
+            if on:
+                self._restore_idle.clear()
+                return []
+            self._restore_idle.set()
+            waiters, self._restore_waiters = self._restore_waiters, []
+            return waiters
+
+    @staticmethod
+    def _wake(waiters: list[Callable[[], None]]) -> None:
+        for callback in waiters:
+            try:
+                callback()
+            except Exception as e:  # a waiter that cannot be woken must not fail the restore
+                print(f"zcord: could not resume a call held by a restore: {e!r}", file=sys.stderr)
+
+    def _restore_call(self, params: Any, actor: str) -> dict[str, Any]:
+        """zcor_memory_restore in three steps, so reads are answered throughout:
+
+        1. with the lock: check the arguments (the backup was parsed before, without it) and
+           stop changes (they wait, RestoreInProgress) and background snapshots;
+        2. without it: write the pre-restore backup of the (unchanging) state, then the new
+           state's snapshot, which names the restore's change, atomically: a crash before
+           the rename leaves the old state, after it the new one (the next start records
+           the change from the snapshot if its log record is missing);
+        3. with the lock: switch the live state to the new one and record the call.
+        Reads meanwhile see the old state, and from the switch the new one."""
+        from .tools import TOOLS
+
+        spec = TOOLS[RESTORE_TOOL]
+        with self._restore_gate:
+            preloaded = self._preload_restore(params)  # parsing a large backup must not hold the lock
+            with self.lock:
+                self.store.verify_lock()
+                try:
+                    self._reconcile()
+                except OSError as e:
+                    print(f"zcord: could not write the operation log: {e}", file=sys.stderr)
+                if self.state.migration is not None:  # the first change after a migration: all at once
+                    ctx = self._new_ctx(RESTORE_TOOL, actor)
+                    ctx.preloaded = preloaded
+                    return self._run_logged(ctx, params,
+                                            lambda: self.restore(parse_args(spec.input_model, params), ctx))
+                ctx = self._new_ctx(RESTORE_TOOL, actor)
+                try:
+                    a = parse_args(spec.input_model, params)
+                    incoming = preloaded[1] if preloaded is not None and preloaded[0] == a.backup_file \
+                        else self.store.read_backup(a.backup_file, RestoreLimits.of(self.config))
+                    if isinstance(incoming, ZcorError):
+                        raise incoming
+                except ZcorError as e:
+                    self._log(ctx, params, error=e)
+                    raise
+                self._set_restoring(True)
+            try:
+                return self._restore_slow(ctx, params, a.backup_file, incoming)
+            finally:
+                with self.lock:
+                    waiters = self._set_restoring(False) if self._restoring else []
+                self._wake(waiters)
+
+    def _write_restored(self, new: StateView, pos: SnapshotPos) -> Seal | None:
+        """The restored state's snapshot, written without the lock (by a forked child for a
+        large Memory, as _save does; here when that fails, raising what the disk says)."""
+        if len(new.nodes) >= SYNC_FORK_NODES:
+            try:
+                status, value = _child_answer(*self._fork_snapshot(pos, new))
+            except OSError:
+                status, value = "error", None
+            if status == "ok":
+                return value
+        return self.store.write_snapshot(new, pos, private=True)
+
+    def _restore_slow(self, ctx: Ctx, params: Any, name: str, incoming: MemoryState) -> dict[str, Any]:
+        """Steps 2 and 3 of _restore_call (changes are held: nothing changes the state)."""
+        bot = ctx.actor == "model"
+        snap = self._snap_thread
+        if snap is not None:
+            snap.join()  # a background snapshot finishes without the lock; no other starts now
+
+        def summary(s: MemoryState | StateView) -> dict[str, Any]:
+            return {"nodes": len(s.nodes), "relationships": len(s.relationships), "important": list(s.important)}
+
+        try:
+            with self.lock:
+                self._settle_snapshot()
+                old = StateView.of(self.state)
+            try:
+                auto = self.store.write_backup(old, ctx.at, bot=bot, private=True)
+            except OSError as e:
+                raise StorageError(f"The pre-restore backup could not be written ({describe_os_error(e)}); "
+                                   f"nothing was restored.") from None
+            change = Change(change_id=old.last_change_id + 1, at=ctx.at, actor=ctx.actor, tool=ctx.tool,
+                            op_seq=ctx.seq, kind="state.restore", target=None,
+                            before={"backupFile": auto, **summary(old)},
+                            after={"restoredFrom": name, **summary(incoming)})
+            new = StateView(incoming.nodes, list(incoming.important), incoming.relationships,
+                            [*old.history, change], max(old.next_id, incoming.next_id),
+                            list(old.history_segments))
+            pos = SnapshotPos(min(change.change_id, self.oplog.last_change_id), self.oplog.size)
+            _test_hold("RESTORE")
+            try:
+                seal = self._write_restored(new, pos)
+            except OSError as e:
+                check = "" if e.errno in (errno.EMFILE, errno.ENFILE) else " Check the disk and try again."
+                raise StorageError(f"The Memory could not be saved ({describe_os_error(e)}); nothing "
+                                   f"changed.{check}") from None
+        except ZcorError as e:
+            with self.lock:
+                self._log(ctx, params, error=e)
+            raise
+        except Exception as e:
+            err = InternalError(f"internal error in {ctx.tool}: {type(e).__name__}: {e}; nothing changed")
+            with self.lock:
+                self._log(ctx, params, error=err)
+            raise err from e
+        with self.lock:  # the switch
+            waiters = self._set_restoring(False)
+            tx = self._begin(ctx)
+            tx.replace_all(incoming)
+            self.state.history.append(change)
+            if seal is not None:
+                self.store.apply_seal(self.state, seal)
+            self._snapshot_written(pos)
+            ctx.committed = ctx.snapshotted = True
+            ctx.changes = [change.dump()]
+            ctx.log_result = {"restoredFrom": name, "backupFile": auto}
+            if bot:
+                self._prune_bot_backups(ctx)
+            result = {"restoredFrom": name, "backupFile": auto, **summary(self.state)}
+            try:
+                self._log(ctx, params)
+            finally:
+                self._notify(ctx)
+        self._wake(waiters)
+        return result
 
     def _run_logged(self, ctx: Ctx, params: Any, fn: Callable[[], dict[str, Any]],
                     storage_errors: bool = False) -> dict[str, Any]:
@@ -592,6 +795,11 @@ class Service:
         name = ctx.tool
         try:
             result = fn()
+        except RestoreInProgress:
+            self._rollback(ctx)  # not an operation: it runs again after the restore
+            if ctx.seq == self._seq:
+                self._seq -= 1
+            raise
         except ZcorError as e:
             self._rollback(ctx)
             self._log(ctx, params, error=e)
@@ -666,7 +874,7 @@ class Service:
         except ZcorError:
             return None  # reported by the call itself
         try:
-            return a.backup_file, self.store.read_backup(a.backup_file)
+            return a.backup_file, self.store.read_backup(a.backup_file, RestoreLimits.of(self.config))
         except ZcorError as e:
             return a.backup_file, e
         except OSError as e:
@@ -684,6 +892,8 @@ class Service:
     # -- commit and log -------------------------------------------------------------------
 
     def _begin(self, ctx: Ctx) -> Tx:
+        if self._restoring:
+            raise RestoreInProgress
         ctx.tx = Tx(self.state, ctx.actor, ctx.tool, ctx.seq, ctx.at)
         return ctx.tx
 
@@ -721,8 +931,13 @@ class Service:
         """Write memory-state.json now, holding every change so far (waits for a snapshot
         being written in the background); StorageError when the disk refuses it (the
         operation log still holds every change, so nothing is lost)."""
+        return self._writes_wait(self._snapshot_locked)
+
+    def _snapshot_locked(self) -> dict[str, Any]:
         with self.lock:
             self.store.verify_lock()
+            if self._restoring:
+                raise RestoreInProgress
             self._settle_snapshot()
             pos = self._snapshot_pos()
             try:
@@ -763,7 +978,8 @@ class Service:
 
     def _advance_pos(self) -> None:
         """After any record: keep the stretch of log that loading must scan short."""
-        if self.oplog.size - self._pos_offset < POS_ADVANCE_BYTES or self._snap_thread is not None:
+        if self.oplog.size - self._pos_offset < POS_ADVANCE_BYTES or self._snap_thread is not None or \
+                self._restoring:
             return
         if self._journal_changes == 0:
             pos = self._snapshot_pos()
@@ -790,7 +1006,7 @@ class Service:
             if self._snap_thread.is_alive():
                 return
             self._settle_snapshot()
-        if now_m < self._snap_retry_at or not self._journal_changes:
+        if now_m < self._snap_retry_at or not self._journal_changes or self._restoring:
             return
         if (self._journal_changes >= SNAPSHOT_CHANGES or self._journal_bytes >= SNAPSHOT_BYTES
                 or now_m - (self._journal_since or now_m) >= SNAPSHOT_SECONDS):
@@ -824,17 +1040,18 @@ class Service:
         self._snap_thread = threading.Thread(target=run, name="zcord-snapshot", daemon=True)
         self._snap_thread.start()
 
-    def _fork_snapshot(self, pos: SnapshotPos) -> tuple[int, int]:
-        """Fork the child that writes the snapshot; returns (pid, read end of its answer).
+    def _fork_snapshot(self, pos: SnapshotPos, view: StateView | None = None) -> tuple[int, int]:
+        """Fork the child that writes the snapshot (of view: a restore's new state; else of
+        the live state); returns (pid, read end of its answer).
 
         The fork is made by one long-lived thread (the caller waits for it, lock held), so
         the child's parent-death signal (given by the thread that forked it) comes only when
         the daemon itself ends."""
         if self._forker is None:
             self._forker = _Forker()
-        return self._forker.run(lambda: self._fork_child(pos))
+        return self._forker.run(lambda: self._fork_child(pos, view))
 
-    def _fork_child(self, pos: SnapshotPos) -> tuple[int, int]:
+    def _fork_child(self, pos: SnapshotPos, view: StateView | None = None) -> tuple[int, int]:
         reader, writer = os.pipe()
         try:
             pid = os.fork()
@@ -851,7 +1068,8 @@ class Service:
             os.close(reader)
             _die_with_parent()
             self.store.snapshot_lock = threading.RLock()  # no other thread exists here
-            seal = self.store.write_snapshot(self.state, pos)
+            seal = self.store.write_snapshot(self.state, pos) if view is None else \
+                self.store.write_snapshot(view, pos, private=True)
             answer = {"seal": None if seal is None else {"segment": seal.segment, "first_id": seal.first_id,
                                                          "last_id": seal.last_id}}
             code = 0
@@ -1086,7 +1304,7 @@ class Service:
             self._refresh_synonyms()
             self.retriever.teach_jieba()
             if not self.store.cache_used and len(self.state.nodes) >= nodecache.MIN_NODES and \
-                    self._snap_thread is None and self._open:
+                    self._snap_thread is None and self._open and not self._restoring:
                 self._start_snapshot()  # a large Memory without a usable cache: the next start has one
         self.oplog.warm()
 
@@ -1395,17 +1613,61 @@ class Service:
         items, total = self.oplog.query(a.keywords or [], start, end, a.limit, a.offset)
         return {"items": items, "total": total, "nextOffset": page(total, a.offset, len(items))}
 
+    def _bot_backup_allowed(self, now: float) -> None:
+        """RateLimited unless the bot's last backup is at least the configured interval old."""
+        interval = self.config.bot_backup_interval_seconds
+        last = self._last_bot_backup
+        if last is not None and now - last < interval:
+            raise RateLimited(
+                f"The bot may back up the Memory at most once every {interval} s "
+                f"(botBackupIntervalSeconds); the last backup was {int(now - last)} s ago. Try again in "
+                f"{math.ceil(interval - (now - last))} s.", data={"retryAfterSeconds": math.ceil(interval - (now - last))})
+
+    def _backup_call(self, params: Any, actor: str) -> dict[str, Any]:
+        """zcor_memory_backup: a copy of the state taken with the lock (dicts of immutable
+        records: quick), encoded and written without it, so reads and writes go on
+        meanwhile; the backup holds the Memory as it was when the call began."""
+        from .tools import TOOLS
+
+        bot = actor == "model"
+        with self.lock:
+            self.store.verify_lock()
+            ctx = self._new_ctx(BACKUP_TOOL, actor)
+            try:
+                parse_args(TOOLS[BACKUP_TOOL].input_model, params)
+                now = time.monotonic()
+                if bot:
+                    self._bot_backup_allowed(now)
+                    previous, self._last_bot_backup = self._last_bot_backup, now  # one at a time
+                view = StateView.of(self.state)
+            except ZcorError as e:
+                self._log(ctx, params, error=e)
+                raise
+        try:
+            _test_hold("BACKUP")
+            name = self.store.write_backup(view, ctx.at, bot=bot, private=True)
+        except (OSError, ZcorError) as e:
+            err = e if isinstance(e, ZcorError) else \
+                StorageError(f"The backup could not be written ({describe_os_error(e)}).")
+            with self.lock:
+                if bot and self._last_bot_backup == now:
+                    self._last_bot_backup = previous
+                self._renumber(ctx)
+                self._log(ctx, params, error=err)
+            raise err from None
+        with self.lock:
+            ctx.log_result = {"backupFile": name}
+            if bot:
+                self._prune_bot_backups(ctx)
+            self._renumber(ctx)
+            self._log(ctx, params)
+        return {"backupFile": name}
+
     def backup(self, a: I.NoArgs, ctx: Ctx) -> dict[str, Any]:
         bot = ctx.actor == "model"
         now = time.monotonic()
         if bot:
-            interval = self.config.bot_backup_interval_seconds
-            last = self._last_bot_backup
-            if last is not None and now - last < interval:
-                raise RateLimited(
-                    f"The bot may back up the Memory at most once every {interval} s "
-                    f"(botBackupIntervalSeconds); the last backup was {int(now - last)} s ago. Try again in "
-                    f"{math.ceil(interval - (now - last))} s.", data={"retryAfterSeconds": math.ceil(interval - (now - last))})
+            self._bot_backup_allowed(now)
         try:
             name = self.store.write_backup(self.state, ctx.at, bot=bot)
         except OSError as e:
@@ -1432,7 +1694,7 @@ class Service:
             if isinstance(incoming, ZcorError):
                 raise incoming
         else:
-            incoming = self.store.read_backup(a.backup_file)
+            incoming = self.store.read_backup(a.backup_file, RestoreLimits.of(self.config))
         bot = ctx.actor == "model"
         try:
             auto = self.store.write_backup(st, ctx.at, bot=bot)
@@ -1460,7 +1722,7 @@ class Service:
         if not isinstance(name, str):
             raise InvalidArgument("backupFile must be a file name from backups/", field="backupFile")
         try:
-            incoming = self.store.read_backup(name)
+            incoming = self.store.read_backup(name, RestoreLimits.of(self.config))
         except OSError as e:
             raise StorageError(f"The backup could not be read ({describe_os_error(e)}).") from None
         with self.lock:

@@ -6,6 +6,7 @@ synonyms.json, config.json, PERSONA.md, backups/, blobs/, zcord.lock.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import gc
@@ -52,12 +53,38 @@ _NODE_ID_RE = re.compile(r"^m(\d+)$")
 BOT_BACKUP_RE = re.compile(r"^memory-state-.+-bot(-\d+)?\.json$")
 """Backups made for the bot (its zcor_memory_backup calls, its pre-restore copies): pruned."""
 
-MAX_RESTORE_BYTES = 512 << 20
-"""A backup larger than this is refused before it is read."""
-MAX_RESTORE_NODES = 200_000
-MAX_RESTORE_RELATIONSHIPS = 200_000
-"""Restore input bounds: a larger file, more nodes or relationships, or JSON nested deeper
-than the parser allows is invalid_argument (a crafted file must not hold the daemon)."""
+
+
+@dataclass(frozen=True)
+class RestoreLimits:
+    """Restore input bounds (config.json: maxRestoreBytes, maxRestoreNodes,
+    maxRestoreRelationships, maxRestoreDepth; the defaults are config.py's): a larger file,
+    more memories or relationships, or JSON nested deeper is invalid_argument naming the
+    setting, so a crafted file cannot hold the daemon."""
+
+    bytes: int = 512 << 20
+    nodes: int = 200_000
+    relationships: int = 200_000
+    depth: int = 64
+
+    @classmethod
+    def of(cls, cfg: Any) -> "RestoreLimits":
+        return cls(cfg.max_restore_bytes, cfg.max_restore_nodes, cfg.max_restore_relationships,
+                   cfg.max_restore_depth)
+
+
+def nesting_depth(value: Any, limit: int, start: int = 1) -> int:
+    """How deep arrays and objects nest in a parsed JSON value that sits at depth `start`
+    (a container there counts as that deep), counted up to limit + 1."""
+    level = [value] if type(value) in (dict, list) else []
+    depth = start - 1
+    while level and depth <= limit:
+        depth += 1
+        inner = []
+        for c in level:
+            inner.extend(v for v in (c.values() if type(c) is dict else c) if type(v) in (dict, list))
+        level = inner
+    return depth
 
 
 class LockLost(StorageError):
@@ -752,11 +779,11 @@ def parse_state(raw: bytes, name: str, history_dir: Path | None = None) -> Memor
     return state
 
 
-def parse_backup(raw: bytes, name: str) -> MemoryState:
+def parse_backup(raw: bytes, name: str, limits: RestoreLimits = RestoreLimits()) -> MemoryState:
     """parse_state for a backup about to be restored, bounded and in small steps.
 
-    A format-3 file is decoded once, its counts checked against MAX_RESTORE_NODES /
-    MAX_RESTORE_RELATIONSHIPS before any validation, and then validated item by item: each
+    A format-3 file is decoded once, its counts checked against the limits' nodes and
+    relationships before any validation, and then validated item by item: each
     item is one short call, so the event loop and the worker get the interpreter in between
     (one whole-file validation call would hold it for seconds on a large file).
     """
@@ -766,9 +793,12 @@ def parse_backup(raw: bytes, name: str) -> MemoryState:
     if not isinstance(doc, dict) or doc.get("version") != STATE_VERSION:
         return parse_state(raw, name)
     parts = {key: doc.pop(key, []) for key in ("nodes", "relationships", "history")}
-    for key, limit in (("nodes", MAX_RESTORE_NODES), ("relationships", MAX_RESTORE_RELATIONSHIPS)):
+    for key, what, limit, setting in (("nodes", "memories", limits.nodes, "maxRestoreNodes"),
+                                      ("relationships", "relationships", limits.relationships,
+                                       "maxRestoreRelationships")):
         if isinstance(parts[key], list) and len(parts[key]) > limit:
-            raise StateFileInvalid(f"{name} holds {len(parts[key])} {key}; at most {limit} can be restored")
+            raise StateFileInvalid(f"{name} holds {len(parts[key])} {what}; at most {limit} can be restored "
+                                   f"({setting} in config.json)")
     try:
         head = StateFile.model_validate(doc)
     except ValidationError as e:
@@ -818,6 +848,8 @@ class Store:
         """Whether the last load read the memories from memory-state.cache."""
         self.snapshot_lock = threading.RLock()
         """Held while a snapshot or backup is encoded and written (one at a time)."""
+        self._naming = threading.Lock()
+        self._writing: set[str] = set()  # backup names being written
 
     # -- directory and lock -------------------------------------------------------
 
@@ -933,7 +965,8 @@ class Store:
         with self.snapshot_lock:
             return self._serializer.encode(state, **kwargs)
 
-    def write_snapshot(self, view: MemoryState | StateView, pos: SnapshotPos | None) -> Seal | None:
+    def write_snapshot(self, view: MemoryState | StateView, pos: SnapshotPos | None,
+                       private: bool = False) -> Seal | None:
         """Write memory-state.json from view atomically, then memory-state.pos; changes
         nothing in memory (safe from a background thread while calls go on).
 
@@ -941,18 +974,22 @@ class Store:
         file under history/ (atomically; an orphan from a failed attempt is simply replaced),
         then the state is written naming that segment and holding no inline history; the
         returned Seal tells the owner of the live state to do the same (`apply_seal`).
+
+        private: encode with a serializer of its own, without snapshot_lock (a restore's
+        slow phase, which the caller makes the only writer of the state file meanwhile), so
+        backups asked for by calls meanwhile do not wait for it.
         """
-        with self.snapshot_lock:
+        ser = StateSerializer() if private else self._serializer
+        with contextlib.nullcontext() if private else self.snapshot_lock:
             self.verify_lock()
-            self._serializer._encode_history(view.history)
-            data = self._serializer.encode_parts(view)
+            ser._encode_history(view.history)
+            data = ser.encode_parts(view)
             seal: Seal | None = None
-            if self._serializer.inline_history_bytes > SEAL_BYTES and view.history:
+            if ser.inline_history_bytes > SEAL_BYTES and view.history:
                 first, last = view.history[0].change_id, view.history[-1].change_id
                 seal = Seal(f"changes-{first:09d}-{last:09d}.jsonl", first, last)
-                atomic_write(self.dir / HISTORY_DIR / seal.segment, self._serializer.history_lines())
-                data = self._serializer.encode_parts(view, sealed=[*view.history_segments, seal.segment],
-                                                     history_blob=b"")
+                atomic_write(self.dir / HISTORY_DIR / seal.segment, ser.history_lines())
+                data = ser.encode_parts(view, sealed=[*view.history_segments, seal.segment], history_blob=b"")
             tracker = nodecache.Tracker(data)
             atomic_write(self.state_path, tracker)
             if pos is not None:
@@ -1000,15 +1037,17 @@ class Store:
                     yield Change.model_validate_json(line)
         yield from state.history
 
-    def encode_full(self, state: MemoryState) -> bytes:
-        """A self-contained copy of the state: sealed history inlined (for backups)."""
+    def encode_full(self, state: MemoryState | StateView, private: bool = False) -> bytes:
+        """A self-contained copy of the state: sealed history inlined (for backups).
+        private: as for write_snapshot."""
         parts = [(self.dir / HISTORY_DIR / seg).read_bytes().rstrip(b"\n").replace(b"\n", b",\n")
                  for seg in state.history_segments]
-        with self.snapshot_lock:
-            self._serializer._encode_history(state.history)
-            if self._serializer.inline_history_bytes:
-                parts.append(bytes(self._serializer._history))
-            return self._serializer.encode(state, sealed=[], history_blob=b",\n".join(parts))
+        ser = StateSerializer() if private else self._serializer
+        with contextlib.nullcontext() if private else self.snapshot_lock:
+            ser._encode_history(state.history)
+            if ser.inline_history_bytes:
+                parts.append(bytes(ser._history))
+            return ser.encode(state, sealed=[], history_blob=b",\n".join(parts))
 
     # -- backups --------------------------------------------------------------------
 
@@ -1017,18 +1056,26 @@ class Store:
             raise StorageError(f"{BACKUPS_DIR}/ in {self.dir} is not a real directory (a symbolic link?); zcord "
                                f"neither reads nor writes backups through it. Make it a plain directory.")
 
-    def write_backup(self, state: MemoryState, at: datetime, bot: bool = False) -> str:
-        """Write a backup; bot=True names it as one of the bot's (pruned by prune_bot_backups)."""
+    def write_backup(self, state: MemoryState | StateView, at: datetime, bot: bool = False,
+                     private: bool = False) -> str:
+        """Write a backup; bot=True names it as one of the bot's (pruned by prune_bot_backups);
+        private: as for write_snapshot."""
         self.verify_lock()
         self._check_backups_dir()
         stamp = at.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%S.%f")[:-3] + "Z"
         tag = "-bot" if bot else ""
         name = f"memory-state-{stamp}{tag}.json"
         n = 2
-        while os.path.lexists(self.backups / name):
-            name = f"memory-state-{stamp}{tag}-{n}.json"
-            n += 1
-        atomic_write(self.backups / name, self.encode_full(state))
+        with self._naming:  # backups may be written by more than one thread at once
+            while os.path.lexists(self.backups / name) or name in self._writing:
+                name = f"memory-state-{stamp}{tag}-{n}.json"
+                n += 1
+            self._writing.add(name)
+        try:
+            atomic_write(self.backups / name, self.encode_full(state, private))
+        finally:
+            with self._naming:
+                self._writing.discard(name)
         return name
 
     def prune_bot_backups(self, keep: int) -> list[str]:
@@ -1049,8 +1096,9 @@ class Store:
         self._check_backups_dir()
         return sorted(p.name for p in self.backups.iterdir() if p.is_file() and p.suffix == ".json")
 
-    def read_backup(self, name: str) -> MemoryState:
-        """Parse a file from backups/, refusing any name that could leave the directory."""
+    def read_backup(self, name: str, limits: RestoreLimits = RestoreLimits()) -> MemoryState:
+        """Parse a file from backups/, refusing any name that could leave the directory and
+        any file over the limits (invalid_argument naming the setting and the value)."""
         if (not name or "/" in name or "\\" in name or "\x00" in name or name in (".", "..")
                 or ".." in name or os.path.isabs(name)):
             raise InvalidArgument(
@@ -1068,19 +1116,30 @@ class Store:
             raise InvalidArgument(f"backupFile {name!r} leads outside backups/ and cannot be restored",
                                   field="backupFile")
         try:
-            raw = read_nofollow(real, MAX_RESTORE_BYTES)
+            raw = read_nofollow(real, limits.bytes)
         except ValueError as e:
-            raise InvalidArgument(f"backup cannot be restored: {e}", field="backupFile") from None
+            raise InvalidArgument(f"backup cannot be restored: {e} (maxRestoreBytes in config.json)",
+                                  field="backupFile") from None
         except OSError as e:
             raise InvalidArgument(f"backup {name!r} cannot be read ({e.strerror or e})", field="backupFile") from None
         try:
-            state = parse_backup(raw, f"backups/{name}")
+            state = parse_backup(raw, f"backups/{name}", limits)
         except StateFileInvalid as e:
             raise InvalidArgument(f"backup cannot be restored: {e.message}", field="backupFile") from None
-        if len(state.nodes) > MAX_RESTORE_NODES or len(state.relationships) > MAX_RESTORE_RELATIONSHIPS:
-            raise InvalidArgument(f"backup cannot be restored: it holds {len(state.nodes)} memories and "
-                                  f"{len(state.relationships)} relationships; at most {MAX_RESTORE_NODES} and "
-                                  f"{MAX_RESTORE_RELATIONSHIPS} are accepted", field="backupFile")
+        # memories and relationships have typed fields; a change's before, after and receipt
+        # hold any JSON, which is kept and written again: its nesting is bounded here (the
+        # document's top level, the history array and the change are the first three levels)
+        values = [v for c in state.history for v in (c.before, c.after, c.receipt)]
+        if nesting_depth(values, limits.depth, start=3) > limits.depth:
+            raise InvalidArgument(f"backup cannot be restored: backups/{name} nests arrays or objects more than "
+                                  f"{limits.depth} deep in its change history (maxRestoreDepth in config.json)",
+                                  field="backupFile")
+        for count, what, limit, setting in ((len(state.nodes), "memories", limits.nodes, "maxRestoreNodes"),
+                                            (len(state.relationships), "relationships", limits.relationships,
+                                             "maxRestoreRelationships")):
+            if count > limit:
+                raise InvalidArgument(f"backup cannot be restored: backups/{name} holds {count} {what}; at most "
+                                      f"{limit} can be restored ({setting} in config.json)", field="backupFile")
         return state
 
 

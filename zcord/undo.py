@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import Conflict, InvalidArgument, NotFound, ZcorError
 from .fsutil import reverse_lines
 from .models import Node, Relationship, format_time
-from .store import HISTORY_DIR
+from .store import HISTORY_DIR, RestoreLimits
 
 if TYPE_CHECKING:
     from .service import Ctx, Service
@@ -392,7 +392,7 @@ class _Undo:
         if later > 0 and self.conflict(None, f"{later} change(s) were made after the restore"):
             return
         name = (change.get("before") or {}).get("backupFile")
-        incoming = self.svc.store.read_backup(name)
+        incoming = self.svc.store.read_backup(name, RestoreLimits.of(self.svc.config))
         auto = "(a backup written when the revert runs)" if self.dry else \
             self.svc.store.write_backup(self.st, self.ctx.at, bot=False)
 

@@ -157,6 +157,28 @@ def test_a_dripping_or_huge_provider_answer_is_an_error(make_daemon):
             assert huge.value.code == "provider_error" and "larger than 8 MiB" in huge.value.message
 
 
+def test_a_trickling_provider_ends_at_the_whole_request_deadline(make_daemon):
+    """One byte every 0.4 s never lets a single read time out (1 s): in the headers that
+    held a search forever, in the body up to twice the timeout. The whole request now ends
+    at timeoutSeconds with the timeout error, and zcord hangs up on the provider."""
+    with FakeLLM() as llm:
+        d = make_daemon().start(env={"ZCOR_LLM_BASE_URL": llm.url, "ZCOR_LLM_MODEL": "fake", **LOCAL})
+        with d.client("operator") as op:
+            op.config_set({"llm": {"timeoutSeconds": 1}})
+            op.call_tool("zcor_memory_write", {"title": "涓流咖啡", "content": "x"})
+        with d.client(timeout=60) as bot:
+            for phase, wording in (("head", "did not answer"), ("body", "did not finish its answer")):
+                llm.script.append(("trickle", 0.4, phase))
+                with pytest.raises(ToolError) as slow:
+                    bot.call_tool("zcor_memory_search", {"keywords": ["咖啡"]})
+                assert slow.value.code == "provider_error"
+                assert f"{wording} within 1 s." in slow.value.message, slow.value.message
+                # the provider's writes fail once zcord has hung up: it read a bounded few bytes
+                assert llm.trickle_done.wait(30), f"{phase}: zcord kept reading the trickle"
+                assert llm.trickled <= 8, (phase, llm.trickled)
+            bot.ping()
+
+
 def test_the_bots_backups_are_rate_limited_and_pruned(make_daemon):
     d = configured(make_daemon, {"botBackupIntervalSeconds": 0, "maxBotBackups": 3})
     backups = d.memdir / "backups"
@@ -202,6 +224,52 @@ def big_backup(n: int) -> bytes:
             f'"historySegments":[],"history":[]}}').encode()
 
 
+def test_the_restore_bounds_are_settings_named_in_the_refusal(make_daemon):
+    d = make_daemon().start()
+    backups = d.memdir / "backups"
+    with d.client("operator") as op:
+        for i in range(4):
+            op.call_tool("zcor_memory_write", {"title": f"界限{i}", "content": "x"})
+        for p in ("p1", "p2"):
+            op.call_tool("zcor_relationship_write", {"personId": p, "name": p, "relationship": "友",
+                                                     "affinity": 1, "reason": "r"})
+        full = op.call_tool("zcor_memory_backup")["backupFile"]
+        doc = json.loads((backups / full).read_bytes())
+        nested: list = []
+        for _ in range(20):
+            nested = [nested]
+        doc["history"][0]["receipt"] = {"deep": nested}  # the top, history, change, receipt, 21 lists: 25 deep
+        (backups / "deep.json").write_text(json.dumps(doc))
+        size = (backups / full).stat().st_size
+        ops_before = op.status()["historyChanges"]
+
+        def refused(name: str, patch: dict, *words: str) -> None:
+            op.config_set(patch)
+            with pytest.raises(ToolError) as bad:
+                op.call_tool("zcor_memory_restore", {"backupFile": name})
+            assert bad.value.code == "invalid_argument", bad.value.message
+            for w in words:
+                assert w in bad.value.message, bad.value.message
+
+        refused(full, {"maxRestoreNodes": 3}, "4 memories", "at most 3", "maxRestoreNodes")
+        refused(full, {"maxRestoreNodes": 4, "maxRestoreRelationships": 1}, "2 relationships", "at most 1",
+                "maxRestoreRelationships")
+        refused(full, {"maxRestoreRelationships": 2, "maxRestoreBytes": size - 1}, f"{size} bytes",
+                f"{size - 1}", "maxRestoreBytes")
+        refused("deep.json", {"maxRestoreBytes": 1 << 20, "maxRestoreDepth": 24}, "more than 24 deep",
+                "maxRestoreDepth")
+        status = op.status()  # nothing was restored
+        assert (status["nodes"], status["relationships"], status["historyChanges"]) == (4, 2, ops_before)
+        with pytest.raises(ToolError) as low:
+            op.config_set({"maxRestoreDepth": 4})
+        assert low.value.code == "invalid_argument" and "maxRestoreDepth" in low.value.message
+        # at the bounds, the same files restore
+        op.config_set({"maxRestoreDepth": 25})
+        assert op.call_tool("zcor_memory_restore", {"backupFile": "deep.json"})["nodes"] == 4
+        op.config_set({"maxRestoreBytes": size})
+        assert op.call_tool("zcor_memory_restore", {"backupFile": full})["relationships"] == 2
+
+
 def test_reads_are_answered_while_a_large_restore_is_parsed(make_daemon):
     d = make_daemon().start()
     (d.memdir / "backups" / "big.json").write_bytes(big_backup(25_000))
@@ -219,6 +287,113 @@ def test_reads_are_answered_while_a_large_restore_is_parsed(make_daemon):
     assert result["result"]["structuredContent"]["nodes"] == 25_000
     op.close()
     reader.close()
+
+
+def _tool(wire: Wire, name: str, args: dict) -> dict:
+    reply = wire.call("tools/call", {"name": name, "arguments": args})
+    assert reply["result"]["isError"] is False, reply
+    return reply["result"]["structuredContent"]
+
+
+def _until_exists(path: Path, d) -> None:
+    for _ in range(6000):
+        if path.exists():
+            return
+        assert d.proc.poll() is None, d.stderr()
+        time.sleep(0.01)
+    raise AssertionError(f"{path} never appeared")
+
+
+def test_reads_and_the_watchdog_go_on_while_a_restore_writes_and_changes_wait(make_daemon):
+    """The restore's slow phase (pre-restore backup written, new snapshot not yet) is held
+    open by the test hook: meanwhile reads see the old state, the watchdog is fed, a write
+    waits without holding the reads behind it, and runs after the restore."""
+    d = make_daemon()
+    hold = d.root / "restore-held"
+    d.start(env={"ZCOR_TEST_RESTORE_HOLD": str(hold), "WATCHDOG_USEC": "200000"})
+    op = Wire(d.sock, "operator", timeout=120)
+    bot = Wire(d.sock, "bot")
+    kept = _tool(bot, "zcor_memory_write", {"title": "备份前", "content": "x"})["id"]
+    backup = _tool(op, "zcor_memory_backup", {})["backupFile"]
+    dropped = _tool(bot, "zcor_memory_write", {"title": "备份后", "content": "y"})["id"]
+    restore = op.send("tools/call", {"name": "zcor_memory_restore", "arguments": {"backupFile": backup}})
+    _until_exists(hold, d)
+    d.messages.clear()
+    d.wait_for("WATCHDOG=1")  # pinged while the restore is in its slow phase
+    assert _tool(bot, "zcor_memory_read", {"id": dropped})["id"] == dropped  # the old state
+    write = bot.send("tools/call", {"name": "zcor_memory_write",
+                                    "arguments": {"title": "恢复中写", "content": "z"}})
+    # a read sent after the waiting write is answered before it (the worker is not held)
+    assert _tool(bot, "zcor_memory_read", {"id": kept})["id"] == kept
+    assert write not in [m.get("id") for m in bot.others], "the write ran during the restore"
+    assert select.select([op.sock], [], [], 0)[0] == [], "the restore answered while held"
+    hold.unlink()
+    restored = op.reply(restore, timeout=120)["result"]
+    assert restored["isError"] is False, restored
+    written = bot.reply(write)["result"]
+    assert written["isError"] is False, written
+    new_id = written["structuredContent"]["id"]
+    missing = bot.call("tools/call", {"name": "zcor_memory_read", "arguments": {"id": dropped}})["result"]
+    assert missing["isError"] is True and missing["structuredContent"]["code"] == "not_found"
+    assert _tool(bot, "zcor_memory_read", {"id": new_id})["title"] == "恢复中写"
+    records = [json.loads(line) for line in (d.memdir / "operations.jsonl").read_text().splitlines()]
+    seqs = [r["seq"] for r in records]
+    assert len(seqs) == len(set(seqs))
+    restore_rec = next(r for r in records if r["tool"] == "zcor_memory_restore")
+    write_rec = next(r for r in records if r["params"].get("title") == "恢复中写")
+    assert write_rec["changes"][0]["changeId"] == restore_rec["changes"][0]["changeId"] + 1
+    op.close()
+    bot.close()
+    assert d.stop() == 0
+    d.start()  # what was acknowledged is what the next start loads
+    with d.client() as c:
+        assert {n["id"] for n in c.call_tool("zcor_memory_query", {})["items"]} == {kept, new_id}
+
+
+def test_reads_and_writes_go_on_while_a_backup_is_written(make_daemon):
+    """A backup is encoded and written off the worker (held open here by the test hook):
+    calls go on meanwhile, and the backup holds the Memory as it was when it was asked for."""
+    d = make_daemon()
+    hold = d.root / "backup-held"
+    d.start(env={"ZCOR_TEST_BACKUP_HOLD": str(hold)})
+    op = Wire(d.sock, "operator", timeout=120)
+    bot = Wire(d.sock, "bot")
+    before = _tool(bot, "zcor_memory_write", {"title": "备份中", "content": "x"})["id"]
+    backup = op.send("tools/call", {"name": "zcor_memory_backup", "arguments": {}})
+    _until_exists(hold, d)
+    assert _tool(bot, "zcor_memory_read", {"id": before})["id"] == before
+    after = _tool(bot, "zcor_memory_write", {"title": "备份后写", "content": "y"})["id"]
+    assert select.select([op.sock], [], [], 0)[0] == [], "the backup answered while held"
+    hold.unlink()
+    reply = op.reply(backup, timeout=120)["result"]
+    assert reply["isError"] is False, reply
+    saved = json.loads((d.memdir / "backups" / reply["structuredContent"]["backupFile"]).read_bytes())
+    assert [n["id"] for n in saved["nodes"]] == [before] and after != before
+    records = [json.loads(line) for line in (d.memdir / "operations.jsonl").read_text().splitlines()]
+    seqs = [r["seq"] for r in records]
+    assert seqs == sorted(seqs) and len(seqs) == len(set(seqs))  # the backup's record took a later seq
+    op.close()
+    bot.close()
+
+
+def test_a_restore_killed_in_its_slow_phase_leaves_the_old_state(make_daemon):
+    d = make_daemon()
+    hold = d.root / "restore-held"
+    d.start(env={"ZCOR_TEST_RESTORE_HOLD": str(hold)})
+    op = Wire(d.sock, "operator", timeout=120)
+    kept = _tool(op, "zcor_memory_write", {"title": "甲", "content": "x"})["id"]
+    backup = _tool(op, "zcor_memory_backup", {})["backupFile"]
+    later = _tool(op, "zcor_memory_write", {"title": "乙", "content": "y"})["id"]
+    op.send("tools/call", {"name": "zcor_memory_restore", "arguments": {"backupFile": backup}})
+    _until_exists(hold, d)
+    d.kill()
+    op.close()
+    hold.unlink()
+    d.start()
+    with d.client() as c:
+        assert {n["id"] for n in c.call_tool("zcor_memory_query", {})["items"]} == {kept, later}
+        history = c.call_tool("zcor_memory_history", {})["items"]
+        assert all(h["tool"] != "zcor_memory_restore" for h in history)
 
 
 def test_planted_symlinks_are_refused(make_daemon):

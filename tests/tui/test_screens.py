@@ -268,6 +268,35 @@ async def test_config_change_takes_effect_for_the_bot(memory, app_for):
             assert REL_TOOLS <= {t["name"] for t in bot.list_tools()}
 
 
+async def test_config_says_the_key_is_withheld_from_a_base_url_the_deployment_did_not_confirm(
+        make_daemon, app_for, tmp_path):
+    key = "sk-tui-never-shown"
+    creds = tmp_path / "creds"
+    creds.mkdir()
+    (creds / "llm-api-key").write_text(key + "\n")
+    (creds / "llm-base-url").write_text("http://127.0.0.1:9/v1\n")  # the deployment's (LoadCredential=)
+    d = make_daemon()
+    d.memdir.mkdir(mode=0o750)
+    (d.memdir / "config.json").write_text('{"llm": {"baseUrl": "http://127.0.0.1:9/v1", "model": "m"}}')
+    d.start(env={"CREDENTIALS_DIRECTORY": str(creds)})
+    app = app_for(d)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("6")
+        await settle(pilot)
+        screen = app.screen
+        key_line = screen.query_one("#api-key")
+        await until(pilot, lambda: "never shown" in text_of(key_line.content), what="the config")
+        assert "withheld" not in text_of(key_line.content)
+        screen.query_one("#base-url", Input).value = "http://127.0.0.1:8/v1"
+        await pilot.press("ctrl+s")
+        await settle(pilot)
+        await until(pilot, lambda: "withheld" in text_of(key_line.content), what="the key withheld")
+        shown = text_of(key_line.content)
+        assert "set, withheld from this base URL" in shown and "http://127.0.0.1:8/v1" in shown
+        assert key not in screen_text(app)
+
+
 async def test_config_starts_in_its_first_field_and_digits_stay_in_the_form(memory, app_for):
     d, ids = memory
     app = app_for(d)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCS = sorted([ROOT / "README.md", *ROOT.glob("docs/*.md"), *ROOT.glob("contrib/*/README.md")])
+DOCS = sorted([ROOT / "README.md", ROOT / "SECURITY.md", *ROOT.glob("docs/*.md"), *ROOT.glob("contrib/*/README.md")])
 LINK_RE = re.compile(r"\]\(([^)\s]+)\)")
 
 
@@ -23,6 +23,13 @@ def test_links_stay_inside_the_repository(doc):
         path = (doc.parent / target.split("#")[0]).resolve()
         assert path.is_relative_to(ROOT), f"{doc.name} links {target} outside the repository"
         assert path.exists(), f"{doc.name} links {target}, which does not exist"
+
+
+def test_security_md_has_the_threat_model_the_roles_and_how_to_report():
+    text = (ROOT / "SECURITY.md").read_text(encoding="utf-8")
+    for heading in ("## Threat model", "## Roles", "## Reporting a vulnerability"):
+        assert heading in text
+    assert "SECURITY.md" in (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 def test_reference_exists_and_the_readme_links_it():

@@ -121,6 +121,45 @@ def test_reads_move_the_snapshot_position_up_so_loading_scans_little(monkeypatch
     svc.close()
 
 
+def test_a_change_in_another_thread_waits_for_a_restore_and_reads_see_the_old_state(svc, memdir, monkeypatch):
+    """Without a daemon: the restore's slow phase (held open by its test hook) lets reads
+    through against the old state; a write from another thread waits for the switch and
+    then applies to the restored state, and the journal after a reopen holds both."""
+    import threading
+
+    kept = _write(svc, 1)[0]
+    backup = svc.call("zcor_memory_backup")["backupFile"]
+    dropped = _write(svc, 1, start=1)[0]
+    hold = memdir.parent / "restore-held"
+    monkeypatch.setenv("ZCOR_TEST_RESTORE_HOLD", str(hold))
+    monkeypatch.setattr(service_mod, "SYNC_FORK_NODES", 1)  # the new snapshot is written by a child
+    done: dict = {}
+    restore = threading.Thread(target=lambda: done.setdefault(
+        "restore", svc.call("zcor_memory_restore", {"backupFile": backup})))
+    restore.start()
+    while not hold.exists():
+        assert restore.is_alive()
+        restore.join(0.01)
+    assert svc.call("zcor_memory_read", {"id": dropped})["id"] == dropped  # the old state
+    writer = threading.Thread(target=lambda: done.setdefault("write", _write(svc, 1, start=2)[0]))
+    writer.start()
+    writer.join(0.2)
+    assert writer.is_alive() and "write" not in done  # held until the restore switches
+    hold.unlink()
+    restore.join(60)
+    writer.join(60)
+    assert done["restore"]["nodes"] == 1
+    assert set(svc.state.nodes) == {kept, done["write"]}
+    history = [c.kind for c in svc.state.history]
+    assert history[-2:] == ["state.restore", "node.create"]
+    svc.close()
+    again = Service(memdir).open()
+    try:
+        assert set(again.state.nodes) == {kept, done["write"]}
+    finally:
+        again.close()
+
+
 def test_large_memory_synchronous_snapshot_is_written_by_a_child(monkeypatch, memdir, clock, tmp_path):
     """zcor/snapshot, shutdown, restore and migration snapshots of a large Memory are encoded
     by a forked child (the daemon's heap does not keep the encoder's garbage); when the

@@ -951,6 +951,27 @@ def test_failed_backup_is_storage_error(svc, failing_disk, how):
     assert os.listdir(svc.dir / "backups") == []
 
 
+@pytest.mark.parametrize("target,words", [("backups", "pre-restore backup could not be written"),
+                                          ("memory-state.json", "could not be saved")])
+def test_failed_restore_changes_nothing_and_lets_changes_through_again(svc, failing_disk, memdir, target, words):
+    """A restore whose pre-restore backup or new snapshot cannot be written (its slow
+    phase, without the lock) changes nothing, and changes are no longer held after it."""
+    populate(svc)
+    name = call(svc, "backup")["backupFile"]
+    call(svc, "write", title="after the backup", content="")
+    raw = state_bytes(memdir)
+    nodes = dict(svc.state.nodes)
+    failing_disk.on("write", only=lambda p: p.name == target or p.parent.name == target)
+    with pytest.raises(StorageError) as ei:
+        call(svc, "restore", backupFile=name)
+    assert words in ei.value.message and "EMFILE" not in ei.value.message
+    failing_disk.off()
+    assert svc.state.nodes == nodes and state_bytes(memdir) == raw
+    assert "restore" not in [c.kind.split(".")[-1] for c in svc.state.history]
+    assert call(svc, "write", title="still writable", content="")["id"]
+    assert call(svc, "restore", backupFile=name)["restoredFrom"] == name
+
+
 # -- a log write that fails after the state was written ------------------------------------------------------------
 
 
