@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import getpass
-import json
 import sys
 from typing import TextIO
 

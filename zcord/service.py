@@ -299,6 +299,7 @@ class Service:
         self._snap_retry_at = 0.0
         self._pos_offset = 0  # the log offset recorded with the last snapshot
         self._forker: _Forker | None = None
+        self._last_snapshot: tuple[threading.Thread | None, str] = (None, "")  # the last settled one
         self._open = False
         # a restore's slow phase (writing the pre-restore backup and the new snapshot) runs
         # without the lock: reads go on against the old state, changes wait (RestoreInProgress)
@@ -569,8 +570,6 @@ class Service:
                 but not recorded. Asked by the model, or for another tool, it is refused (and
                 recorded).
         """
-        from .tools import TOOLS
-
         if params is None:
             params = {}
         declared = allowed is None or tool in allowed
@@ -934,19 +933,45 @@ class Service:
         return self._writes_wait(self._snapshot_locked)
 
     def _snapshot_locked(self) -> dict[str, Any]:
+        """zcor/snapshot. A large Memory's snapshot is written by the background writer (a
+        forked child) while the lock is free, so calls go on meanwhile; the caller waits for
+        it. A small one, or one the child failed to write, is written here, under the lock."""
+        mine = None
+        while mine is None:
+            with self.lock:
+                self.store.verify_lock()
+                if self._restoring:
+                    raise RestoreInProgress
+                busy = self._snap_thread
+                if busy is None or not busy.is_alive():
+                    self._settle_snapshot()
+                    if len(self.state.nodes) < SYNC_FORK_NODES:
+                        return self._snapshot_here()
+                    pos = self._snapshot_pos()
+                    self._start_snapshot()
+                    mine = self._snap_thread
+            if mine is None:
+                busy.join()  # a background snapshot is being written: wait for it without the lock
+        mine.join()
         with self.lock:
-            self.store.verify_lock()
+            if self._snap_thread is mine:
+                self._settle_snapshot()
+            thread, status = self._last_snapshot
+            if thread is mine and status == "ok":
+                return {"changeId": pos.change_id, "bytes": self.store.state_path.stat().st_size}
             if self._restoring:
                 raise RestoreInProgress
-            self._settle_snapshot()
-            pos = self._snapshot_pos()
-            try:
-                self._save(pos)
-            except OSError as e:
-                raise StorageError(f"The snapshot could not be written ({describe_os_error(e)}); the operation log "
-                                   f"still holds every change.") from None
-            self._snapshot_written(pos)
-            return {"changeId": self.state.next_change_id() - 1, "bytes": self.store.state_path.stat().st_size}
+            return self._snapshot_here()  # raises what the disk says, or writes it after all
+
+    def _snapshot_here(self) -> dict[str, Any]:
+        pos = self._snapshot_pos()
+        try:
+            self._save(pos)
+        except OSError as e:
+            raise StorageError(f"The snapshot could not be written ({describe_os_error(e)}); the operation log "
+                               f"still holds every change.") from None
+        self._snapshot_written(pos)
+        return {"changeId": self.state.next_change_id() - 1, "bytes": self.store.state_path.stat().st_size}
 
     def _save(self, pos: SnapshotPos) -> None:
         """Write the snapshot now and wait for it (lock held): Store.save, but for a large
@@ -974,6 +999,7 @@ class Service:
     def _snapshot_written(self, pos: SnapshotPos | None = None) -> None:
         """A synchronous snapshot holding every change so far was written."""
         self._journal_changes, self._journal_bytes, self._journal_since = 0, 0, None
+        self._snap_retry_at = 0.0
         self._pos_offset = pos.log_offset if pos is not None else self.oplog.size
 
     def _advance_pos(self) -> None:
@@ -1091,6 +1117,7 @@ class Service:
         if result is None:
             return
         status, value, (changes, nbytes, offset) = result
+        self._last_snapshot = (thread, status)
         if status == "ok":
             self._pos_offset = offset
             if value is not None:

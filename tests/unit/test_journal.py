@@ -194,3 +194,52 @@ def test_large_memory_synchronous_snapshot_is_written_by_a_child(monkeypatch, me
     pids = writers.read_text().split()
     assert pids[-1] == str(os.getpid()) and _snapshot_nodes(memdir)[-1] == "m6"
     svc.close()
+
+
+def test_zcor_snapshot_of_a_large_memory_leaves_calls_free_while_it_is_written(monkeypatch, memdir, clock,
+                                                                               tmp_path):
+    """The forked child writes while the lock is free: a read and a write are answered
+    before the snapshot finishes, and the snapshot then reports the change it holds."""
+    import threading
+    import time
+
+    monkeypatch.setattr(service_mod, "SYNC_FORK_NODES", 3)
+    started, release = tmp_path / "started", tmp_path / "release"
+    real = service_mod.Store.write_snapshot
+
+    def held(self, view, pos, *args, **kwargs):
+        if os.getpid() != parent:  # the child: say so, then wait for the test
+            started.touch()
+            while not release.exists():
+                time.sleep(0.01)
+        return real(self, view, pos, *args, **kwargs)
+
+    parent = os.getpid()
+    monkeypatch.setattr(service_mod.Store, "write_snapshot", held)
+    svc = Service(memdir, clock=clock).open()
+    try:
+        _write(svc, 4)
+        done: list = []
+        thread = threading.Thread(target=lambda: done.append(svc.snapshot()))
+        thread.start()
+        while not started.exists():
+            time.sleep(0.01)
+        answered: list = []
+
+        def calls() -> None:
+            answered.append(svc.call("zcor_memory_read", {"id": "m2"}, actor="operator")["title"])
+            answered.extend(_write(svc, 1, start=4))  # journaled meanwhile: not in this snapshot
+
+        caller = threading.Thread(target=calls)
+        caller.start()
+        caller.join(20)  # (a lock held by the snapshot would keep them waiting until the release)
+        assert answered == ["记1", "m5"] and not done
+        release.touch()
+        thread.join(30)
+        assert done and done[0]["changeId"] == 4
+        assert _snapshot_nodes(memdir) == ["m1", "m2", "m3", "m4"]
+        assert svc.status()["journaledChanges"] == 1
+    finally:
+        release.touch()
+        svc.close()
+    assert _snapshot_nodes(memdir) == [f"m{i}" for i in range(1, 6)]
