@@ -98,3 +98,8 @@ def test_add_group_ignores_an_existing_group_in_any_order_or_form(tmp_path):
     assert (tmp_path / "synonyms.json").read_bytes() == before
     assert syn.add_group(["alpha", "beta", "gamma"]) is True
     assert syn.groups == [["Alpha", "beta"], ["alpha", "beta", "gamma"]]
+
+
+def test_synonym_expansion_of_several_terms_is_their_union():
+    classes = SynonymClasses([["apple", "苹果"], ["pear", "梨"]])
+    assert classes.expand(["APPLE", "pear", "fig"]) == {"apple", "苹果", "pear", "梨", "fig"}
