@@ -8,6 +8,7 @@ import os
 
 import pytest
 
+from zcord import fsutil
 from zcord.errors import StateFileInvalid
 from zcord.fsutil import (TMP_RE, atomic_write, fsync_dir, make_dir, read_nofollow, read_plain_file,
                           remove_stale_tmp)
@@ -237,3 +238,22 @@ def test_atomic_write_syncs_the_file_and_then_its_directory(tmp_path, monkeypatc
     atomic_write(tmp_path / "f", b"x")
     monkeypatch.undo()
     assert events == [("fsync", False), ("replace", None), ("fsync", True)]
+
+
+@pytest.mark.parametrize("planted", ["symlink", "file"])
+def test_atomic_write_never_writes_through_something_at_its_temporary_name(tmp_path, monkeypatch, planted):
+    """The temporary name is created, never reused: a link or file already there (its name
+    guessed) is refused, and what it points at is untouched."""
+    monkeypatch.setattr(fsutil.secrets, "token_hex", lambda n: "0badc0de")
+    tmp = tmp_path / f".f.json.{os.getpid()}.0badc0de.tmp"
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"precious")
+    if planted == "symlink":
+        tmp.symlink_to(victim)
+    else:
+        tmp.write_bytes(b"precious")
+        victim = tmp
+    with pytest.raises(FileExistsError):
+        atomic_write(tmp_path / "f.json", b"evil")
+    assert victim.read_bytes() == b"precious"
+    assert not (tmp_path / "f.json").exists()

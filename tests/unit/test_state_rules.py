@@ -214,3 +214,50 @@ def test_index_built_in_steps_and_then_done():
     assert st.index_step(2) is False
     st.ensure_index()
     assert st.title_hits("t3") == {"m3"}
+
+
+def test_reverted_deletes_go_back_between_their_neighbours():
+    st = MemoryState([node(i, f"t{i}") for i in range(1, 7)])
+    gone = {i: st.nodes[i] for i in ("m3", "m4")}
+    st._remove_node("m3")
+    st._remove_node("m4")
+    st.add_node(gone["m4"])
+    st.add_node(gone["m3"])
+    assert list(st.nodes) == [f"m{i}" for i in range(1, 7)]
+    assert [st.rank[f"m{i}"] for i in range(1, 7)] == [2, 4, 6, 8, 10, 12]  # where they were
+    st.add_node(node(7, "new"))
+    assert list(st.nodes)[-1] == "m7"
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_reverted_deletes_in_any_order_keep_creation_order(seed):
+    import random
+
+    rng = random.Random(seed)
+    st = MemoryState([node(i, f"t{i}") for i in range(1, 21)])
+    gone = rng.sample(sorted(st.nodes), 8)
+    kept = {i: st.nodes[i] for i in gone}
+    for i in gone:
+        st._remove_node(i)
+    rng.shuffle(gone)
+    for i in gone:
+        st.add_node(kept[i])
+        assert list(st.nodes) == sorted(st.nodes, key=lambda x: int(x[1:]))
+    ranks = [st.rank[i] for i in st.nodes]
+    assert ranks == sorted(ranks) and len(set(ranks)) == 20
+
+
+def test_reverted_delete_with_no_free_rank_left_goes_last():
+    st = MemoryState([node(1, "a"), node(4, "d")])  # ranks 2 and 4: one free rank between
+    st.add_node(node(2, "b"))
+    assert list(st.nodes) == ["m1", "m2", "m4"]
+    st.add_node(node(3, "c"))
+    assert list(st.nodes) == ["m1", "m2", "m4", "m3"]
+    assert st.child_ids(None) == ["m1", "m2", "m4", "m3"]
+
+
+def test_text_search_maps_matches_of_many_short_nodes_to_their_own_ids():
+    st = MemoryState([node(i, f"n{i}", content="") for i in range(1, 31)])
+    assert st.text_matches("n7") == ["m7"]
+    assert st.text_matches("n30") == ["m30"]
+    assert st.text_matches("n2") == ["m2", "m20", "m21", "m22", "m23", "m24", "m25", "m26", "m27", "m28", "m29"]
