@@ -261,3 +261,23 @@ def test_text_search_maps_matches_of_many_short_nodes_to_their_own_ids():
     assert st.text_matches("n7") == ["m7"]
     assert st.text_matches("n30") == ["m30"]
     assert st.text_matches("n2") == ["m2", "m20", "m21", "m22", "m23", "m24", "m25", "m26", "m27", "m28", "m29"]
+
+
+def test_reverted_delete_of_the_first_node_goes_first():
+    st = MemoryState([node(2, "b"), node(3, "c")])  # m1 was deleted before the file was written
+    st.add_node(node(1, "a"))
+    assert list(st.nodes) == ["m1", "m2", "m3"]
+    assert st.child_ids(None) == ["m1", "m2", "m3"]
+
+
+def test_reverted_relationship_delete_ordered_by_creation_not_by_id():
+    st = MemoryState(relationships=[rel("qq:30", T0), rel("qq:200", T0 + timedelta(hours=1)),
+                                    rel("qq:1", T0 + timedelta(hours=2))])
+    gone = st.relationships["qq:200"]
+    tx = Tx(st, "operator", "zcor_relationship_delete", 1, T0)
+    tx.remove_rel("qq:200")
+    tx.rollback()
+    assert list(st.relationships) == ["qq:30", "qq:200", "qq:1"]
+    st._remove_rel("qq:200")
+    st.add_rel(gone)
+    assert list(st.relationships) == ["qq:30", "qq:200", "qq:1"]
