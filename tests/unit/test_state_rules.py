@@ -281,3 +281,14 @@ def test_reverted_relationship_delete_ordered_by_creation_not_by_id():
     st._remove_rel("qq:200")
     st.add_rel(gone)
     assert list(st.relationships) == ["qq:30", "qq:200", "qq:1"]
+
+
+def test_removing_one_superseded_source_keeps_the_others_replaced():
+    merged = node(3, "merged")
+    sources = [node(i, f"s{i}").model_copy(update={"superseded_by": "m3", "supersede_reason": "r"}) for i in (1, 2)]
+    st = MemoryState([*sources, merged])
+    assert st.replaced == {"m3": {"m1", "m2"}}
+    st._remove_node("m1")
+    assert st.replaced == {"m3": {"m2"}}
+    st._remove_node("m2")
+    assert st.replaced == {}
