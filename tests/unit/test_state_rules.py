@@ -118,7 +118,8 @@ def everything(st: MemoryState) -> dict:
            for name in ("title_grams", "title_words", "keyword_ids", "title_keys")}
     out.update(nodes=list(st.nodes.items()), rank=dict(st.rank), children=st.children, replaced=st.replaced,
                links=st.links, important=st.important, next_id=st.next_id,
-               rels=list(st.relationships.items()), by_rel_rank=sorted(st.rel_index, key=lambda p: st.rel_index[p].rank),
+               rels=list(st.relationships.items()),
+               by_rel_rank=sorted(st.rel_index, key=lambda p: st.rel_index[p].rank),
                aliases=st.alias_ids, count=st.current_count)
     return json.loads(json.dumps(out, default=lambda x: sorted(x) if isinstance(x, (set, frozenset)) else repr(x)))
 
