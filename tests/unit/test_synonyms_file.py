@@ -85,8 +85,9 @@ def test_broken_hand_edit_keeps_the_last_good_groups(tmp_path):
     syn.replace_groups([["a", "b"]])
     path.write_text("{broken", encoding="utf-8")
     os.utime(path, ns=(1, 1))
-    with pytest.raises(StateFileInvalid):
+    with pytest.raises(StateFileInvalid) as e:
         syn.reload_if_changed()
+    assert e.value.message.startswith("synonyms.json is not valid JSON")
     assert syn.groups == [["a", "b"]] and syn.classes.expand(["a"]) == {"a", "b"}
 
 
@@ -103,3 +104,9 @@ def test_add_group_ignores_an_existing_group_in_any_order_or_form(tmp_path):
 def test_synonym_expansion_of_several_terms_is_their_union():
     classes = SynonymClasses([["apple", "苹果"], ["pear", "梨"]])
     assert classes.expand(["APPLE", "pear", "fig"]) == {"apple", "苹果", "pear", "梨", "fig"}
+
+
+def test_before_loading_there_are_no_groups_and_no_change_to_pick_up(tmp_path):
+    syn = Synonyms(tmp_path / "synonyms.json")
+    assert syn.terms() == set() and syn.classes.expand(["x"]) == {"x"}
+    assert syn.reload_if_changed() is False  # no file, nothing loaded: nothing changed
