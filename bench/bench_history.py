@@ -75,11 +75,13 @@ def generate(path: Path, n: int, seed: int = 13) -> tuple[float, float]:
                     nid = f"m{nodes}"
                     before, after = None, _node(rng, nid, at)
                     kind = "node.create"
-                rec.update(actor=rng.choice(["model"] * 4 + ["operator"]), tool="zcor_memory_write",
+                actor = rng.choice(["model"] * 4 + ["operator"])
+                rec.update(actor=actor, tool="zcor_memory_write",
                            params={"title": after["title"], "content": after["content"], "id": nid},
                            status="ok", error=None,
-                           changes=[{"changeId": change_id, "at": at, "kind": kind, "target": nid,
-                                     "before": before, "after": after}], result=None, recovered=False)
+                           changes=[{"changeId": change_id, "at": at, "actor": actor, "tool": "zcor_memory_write",
+                                     "opSeq": seq, "kind": kind, "target": nid, "before": before,
+                                     "after": after}], result=None, recovered=False)
             else:
                 tool = rng.choice(READ_TOOLS)
                 if tool == "zcor_memory_query":
@@ -158,6 +160,11 @@ def main(argv: list[str] | None = None) -> None:
         log.warm()
         log.close()
         build_s = time.perf_counter() - t
+        if not (memdir / "memory-state.json").exists():
+            from zcord.service import Service
+
+            with Service(memdir) as svc:  # replays the log's changes once and snapshots them, as a running
+                svc.snapshot()            # zcord has long done (each start would replay them all otherwise)
         opens = []
         for _ in range(5):
             t = time.perf_counter()

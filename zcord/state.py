@@ -232,6 +232,7 @@ class MemoryState:
         self._unindexed: list[str] | None = None
         self._unindexed_at = 0
         self.next_id = next_id
+        self._max_num: int | None = None  # an upper bound of the nodes' id numbers (None: not known yet)
         self._load_nodes(nodes, tree)
         for rel in relationships:
             self._put_rel(rel)
@@ -439,6 +440,10 @@ class MemoryState:
             rank = self._rank
         else:
             self._rank = max(self._rank, rank)
+        if old is None and self._max_num is not None:
+            num = _id_number(node_id)
+            if num is not None and num > self._max_num:
+                self._max_num = num
         idx = self.index.pop(node_id, None)
         if idx is not None:
             self._unindex_words(node_id, idx, old)
@@ -582,7 +587,10 @@ class MemoryState:
         (loading leaves one free rank between any two nodes; when none is left the node
         goes last)."""
         num = _id_number(node.id)
-        later = [(self.rank[i], n) for i in self.nodes if num is not None and (n := _id_number(i) or 0) > num]
+        if num is None or num > self._largest_id_number():  # the usual case (a create replayed): last
+            self._put_node(node)
+            return
+        later = [(self.rank[i], n) for i in self.nodes if (n := _id_number(i) or 0) > num]
         if not later:
             self._put_node(node)
             return
@@ -596,6 +604,14 @@ class MemoryState:
         self._put_node(node, rank=min(free, key=lambda r: abs(r - aim)) if free else None)
         if free is not None:
             self.nodes = dict(sorted(self.nodes.items(), key=lambda kv: self.rank[kv[0]]))
+
+    def _largest_id_number(self) -> int:
+        """At least the largest id number of any node (worked out once by a scan, then kept
+        up by _put_node; a removed node may leave it too large, which only sends add_node
+        down its slower path)."""
+        if self._max_num is None:
+            self._max_num = max((n for i in self.nodes if (n := _id_number(i)) is not None), default=0)
+        return self._max_num
 
     def add_rel(self, rel: Relationship) -> None:
         """A relationship brought back (a reverted delete): in creation-time order."""
@@ -775,7 +791,7 @@ class Tx:
 _PART_ATTRS = ("_text", "_unindexed", "_unindexed_at", "nodes", "rank", "_by_rank", "index", "children", "links", "replaced", "relationships", "rel_index",
                "alias_ids",
                "title_grams", "title_words", "keyword_ids", "title_keys", "mixed_keywords", "current_count",
-               "title_len_sum", "pending_words", "_rank", "_rel_rank", "important", "next_id")
+               "title_len_sum", "pending_words", "_rank", "_rel_rank", "important", "next_id", "_max_num")
 
 
 _LENGTHS: dict[float, float] = {}
