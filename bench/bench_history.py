@@ -27,6 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_daemon import rss_kib, start_daemon  # noqa: E402
+from bench_memory import wait_quiet  # noqa: E402
 from common import FILLER, SURNAMES, THINGS, VERBS, pct, table  # noqa: E402
 
 from zcord.client import Client  # noqa: E402
@@ -191,6 +192,7 @@ def main(argv: list[str] | None = None) -> None:
                         res = op.history_query(params)
                         firsts.append(time.perf_counter() - t)
                         totals.append(res["total"])
+                        wait_quiet(proc.pid)  # warm: after the daemon's warm-up (indexes, jieba) is done
                         for _ in range(args.warm):
                             params = make()
                             t = time.perf_counter()
@@ -213,7 +215,8 @@ def main(argv: list[str] | None = None) -> None:
               f"{pct(ready_s, 50):.2f} s; daemon RSS after READY p50 {pct(rss_ready, 50) / 1024:.0f} MiB, "
               f"after the queries p50 {pct(rss_after, 50) / 1024:.0f} MiB (max {max(rss_after) / 1024:.0f})")
         print(f"zcor/history/query over the socket, limit 20; ms as p50 / p99; first = the first query of a "
-              f"freshly started zcord ({args.restarts} starts per kind), warm = {args.warm} more per start")
+              f"freshly started zcord ({args.restarts} starts per kind, while its warm-up runs), warm = {args.warm} "
+              f"more per start once the warm-up is over")
         print(table(rows, ["query kind", "total (median)", "first after restart", "warm"]))
         print(f"total run time: {time.perf_counter() - started:.0f} s")
     finally:
