@@ -30,7 +30,7 @@ from bench_daemon import rss_kib, start_daemon, throughput  # noqa: E402
 from bench_memory import wait_quiet  # noqa: E402
 from common import THINGS, VERBS, build_memory, content, pct, table, title  # noqa: E402
 
-from zcord.client import Client  # noqa: E402
+from zcord.client import Client, ToolError  # noqa: E402
 from zcord.service import Service  # noqa: E402
 
 CHAT = "昨天和小明去吃{}了，他说周末想{}，还提到他的{}最近怎么样。我们聊了很多关于工作和考试的事情。"
@@ -85,7 +85,14 @@ def one(nodes: int, samples: int, clients: int, seconds: float) -> dict[str, str
         with Client(sock, timeout=120) as c:
             # the daemon warms jieba and the log index after READY: wait for both, then measure
             c.recall("bench", chat())
-            c.call_tool("zcor_memory_history", {"keywords": ["奶茶"], "limit": 20})
+            while True:  # the log index is built in the background on a first start: wait for it
+                try:
+                    c.call_tool("zcor_memory_history", {"keywords": ["奶茶"], "limit": 20})
+                    break
+                except ToolError as e:
+                    if e.code != "busy":
+                        raise
+                    time.sleep(1)
             wait_quiet(proc.pid)  # and the rest of the warm-up (the query text blob)
             warm_rss = rss_kib(proc.pid)[0]
             for _ in range(100):
