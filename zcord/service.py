@@ -591,10 +591,7 @@ class Service:
 
         with self.lock:
             self.store.verify_lock()
-            try:
-                self._reconcile()  # so a history query sees changes whose log record failed
-            except OSError as e:
-                print(f"zcord: could not write the operation log: {e}", file=sys.stderr)
+            self._reconcile_or_say()  # so a history query sees changes whose log record failed
             ctx = self._new_ctx(tool, actor)
             ctx.preloaded = preloaded
 
@@ -683,10 +680,7 @@ class Service:
             preloaded = self._preload_restore(params)  # parsing a large backup must not hold the lock
             with self.lock:
                 self.store.verify_lock()
-                try:
-                    self._reconcile()
-                except OSError as e:
-                    print(f"zcord: could not write the operation log: {e}", file=sys.stderr)
+                self._reconcile_or_say()
                 if self.state.migration is not None:  # the first change after a migration: all at once
                     ctx = self._new_ctx(RESTORE_TOOL, actor)
                     ctx.preloaded = preloaded
@@ -710,17 +704,20 @@ class Service:
                     waiters = self._set_restoring(False) if self._restoring else []
                 self._wake(waiters)
 
-    def _write_restored(self, new: StateView, pos: SnapshotPos) -> Seal | None:
-        """The restored state's snapshot, written without the lock (by a forked child for a
-        large Memory, as _save does; here when that fails, raising what the disk says)."""
-        if len(new.nodes) >= SYNC_FORK_NODES:
+    def _write_waited(self, pos: SnapshotPos, view: StateView | None = None) -> Seal | None:
+        """Write a snapshot and wait for it: by a forked child from SYNC_FORK_NODES memories
+        (the daemon's heap keeps none of the encoder's garbage), else, or when the child
+        fails, here, raising what the disk says. view: a restore's new state (encoded with a
+        serializer of its own, without the lock); None: the live state."""
+        target = self.state if view is None else view
+        if len(target.nodes) >= SYNC_FORK_NODES:
             try:
-                status, value = _child_answer(*self._fork_snapshot(pos, new))
+                status, value = _child_answer(*self._fork_snapshot(pos, view))
             except OSError:
                 status, value = "error", None
             if status == "ok":
                 return value
-        return self.store.write_snapshot(new, pos, private=True)
+        return self.store.write_snapshot(target, pos, private=view is not None)
 
     def _restore_slow(self, ctx: Ctx, params: Any, name: str, incoming: MemoryState) -> dict[str, Any]:
         """Steps 2 and 3 of _restore_call (changes are held: nothing changes the state)."""
@@ -751,7 +748,7 @@ class Service:
             pos = SnapshotPos(min(change.change_id, self.oplog.last_change_id), self.oplog.size)
             _test_hold("RESTORE")
             try:
-                seal = self._write_restored(new, pos)
+                seal = self._write_waited(pos, new)
             except OSError as e:
                 check = "" if e.errno in (errno.EMFILE, errno.ENFILE) else " Check the disk and try again."
                 raise StorageError(f"The Memory could not be saved ({describe_os_error(e)}); nothing "
@@ -835,10 +832,7 @@ class Service:
         with self.lock:
             self.store.verify_lock()
             if tool == HISTORY_TOOL:
-                try:
-                    self._reconcile()
-                except OSError as e:
-                    print(f"zcord: could not write the operation log: {e}", file=sys.stderr)
+                self._reconcile_or_say()
             ctx = Ctx(actor=actor, tool=tool, seq=0, at=self.clock())
             try:
                 return spec.handler(self, parse_args(spec.input_model, params), ctx)
@@ -856,10 +850,7 @@ class Service:
         self.oplog.warm(background=True)
         with self.lock:
             self.store.verify_lock()
-            try:
-                self._reconcile()
-            except OSError as e:
-                print(f"zcord: could not write the operation log: {e}", file=sys.stderr)
+            self._reconcile_or_say()
             items, total = self.oplog.query(a.keywords or [], start, end, a.limit, a.offset,
                                             changes_only=a.changes_only, actor=a.actor, tool=a.tool,
                                             target=a.target)
@@ -974,27 +965,13 @@ class Service:
         return {"changeId": self.state.next_change_id() - 1, "bytes": self.store.state_path.stat().st_size}
 
     def _save(self, pos: SnapshotPos) -> None:
-        """Write the snapshot now and wait for it (lock held): Store.save, but for a large
-        Memory the encoding is done by a forked child, as in the background, so the daemon's
-        own heap does not grow by the encoder's garbage (at 100,000 memories it kept some
-        60 MiB). When the child cannot be forked or fails, the snapshot is written here, so
-        a failure is raised exactly as Store.save raises it."""
-        state = self.state
-        if len(state.nodes) < SYNC_FORK_NODES:
-            self.store.save(state, pos)
-            return
-        self.store.verify_lock()
-        self.store.keep_original(state)
-        try:
-            status, value = _child_answer(*self._fork_snapshot(pos))
-        except OSError:
-            status, value = "error", None
-        if status == "ok":
-            seal = value
-        else:
-            seal = self.store.write_snapshot(state, pos)
+        """Store.save (the migrated original kept, the snapshot, the seal taken in), with the
+        snapshot written by _write_waited: by a forked child for a large Memory (at 100,000
+        memories, writing it here left the heap some 60 MiB larger)."""
+        self.store.keep_original(self.state)
+        seal = self._write_waited(pos)
         if seal is not None:
-            self.store.apply_seal(state, seal)
+            self.store.apply_seal(self.state, seal)
 
     def _snapshot_written(self, pos: SnapshotPos | None = None) -> None:
         """A synchronous snapshot holding every change so far was written."""
@@ -1139,6 +1116,14 @@ class Service:
                 listener(event)
             except Exception as e:  # a broken listener must not fail the call
                 print(f"zcord: change listener failed: {e!r}", file=sys.stderr)
+
+    def _reconcile_or_say(self) -> None:
+        """_reconcile before a call or a history read: a log that still cannot be written is
+        reported here, and the call goes on (its own record meets the same failure)."""
+        try:
+            self._reconcile()
+        except OSError as e:
+            print(f"zcord: could not write the operation log: {e}", file=sys.stderr)
 
     def _reconcile(self, upto: int | None = None) -> None:
         """Log changes that reached the state but not the log (crash or failed log write).

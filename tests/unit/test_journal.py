@@ -168,10 +168,10 @@ def test_large_memory_synchronous_snapshot_is_written_by_a_child(monkeypatch, me
     writers = tmp_path / "writers"
     real = service_mod.Store.write_snapshot
 
-    def recording(self, view, pos):
+    def recording(self, view, pos, *args, **kwargs):
         with open(writers, "a") as f:
             f.write(f"{os.getpid()}\n")
-        return real(self, view, pos)
+        return real(self, view, pos, *args, **kwargs)
 
     monkeypatch.setattr(service_mod.Store, "write_snapshot", recording)
     svc = Service(memdir, clock=clock).open()
