@@ -80,6 +80,8 @@ def write(memdir: Path, state_path: Path, nodes: Iterable[Any], count: int, trac
                 pass
             return
         st = os.stat(state_path, follow_symlinks=False)
+        if st.st_size != tracker.size:
+            return  # not the file the tracker saw
         rows = [(n[0], n[1], n[2], n[3], n[4], n[5], n[6].isoformat(), n[7].isoformat(), n[8], n[9])
                 for n in nodes]
         payload = marshal.dumps(rows)
@@ -87,8 +89,6 @@ def write(memdir: Path, state_path: Path, nodes: Iterable[Any], count: int, trac
         header = {"dev": st.st_dev, "ino": st.st_ino, "size": st.st_size, "mtimeNs": st.st_mtime_ns,
                   "nodesStart": tracker.start, "nodesEnd": tracker.end, "headCrc": tracker.head_crc,
                   "tailCrc": tracker.tail_crc, "count": count, "payloadCrc": zlib.crc32(payload)}
-        if st.st_size != tracker.size:
-            return  # not the file the tracker saw
         # not fsynced: after a power loss the cache is the old one (another file's: ignored),
         # the new one, or fails its checksums; the state file alone is durable
         atomic_write(path, [MAGIC, json.dumps(header).encode() + b"\n", payload], sync=False)

@@ -436,6 +436,18 @@ _HEAD_KEYS = frozenset(("version", "nextId", "nodes", "important", "relationship
 _NODE_KEYS = frozenset(NODE_ALIASES)
 
 
+@contextlib.contextmanager
+def collector_paused():
+    """No garbage-collection pass meanwhile (as it was before: a caller may have paused it)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 class _NotFast(Exception):
     """The fast loader met something it does not check itself: the pydantic path decides."""
 
@@ -528,13 +540,8 @@ def _fast_parts(doc: Any, records, nodes_fn=None) -> tuple[list[Node], dict[str,
     changes = doc.get("history", [])
     if type(rels) is not list or type(changes) is not list:
         raise _NotFast
-    enabled = gc.isenabled()
-    gc.disable()  # 100,000 new objects, none of them in a cycle: no collection passes meanwhile
-    try:
+    with collector_paused():  # 100,000 new objects, none of them in a cycle: no collection passes meanwhile
         nodes, tree = (nodes_fn or _fast_nodes)(records)
-    finally:
-        if enabled:
-            gc.enable()
     try:
         rel_list = [Relationship.model_validate(r) for r in rels]
         history = [Change.model_validate(c) for c in changes]
@@ -941,13 +948,8 @@ class Store:
             if not os.path.lexists(path):
                 continue
             if name == STATE_FILE:
-                enabled = gc.isenabled()
-                gc.disable()
-                try:
+                with collector_paused():
                     state = _state_of_cache(self.dir)
-                finally:
-                    if enabled:
-                        gc.enable()
                 self.cache_used = state is not None
                 if state is not None:
                     return state
