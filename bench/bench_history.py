@@ -31,7 +31,7 @@ from bench_memory import wait_quiet  # noqa: E402
 from common import FILLER, SURNAMES, THINGS, VERBS, pct, table  # noqa: E402
 
 from zcord.client import Client  # noqa: E402
-from zcord.oplog import OpLog  # noqa: E402
+from zcord.core.oplog import OpLog  # noqa: E402
 
 TZ = timezone(timedelta(hours=8))
 START = datetime(2025, 1, 1, 8, 0, tzinfo=TZ)

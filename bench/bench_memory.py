@@ -60,8 +60,8 @@ def memory_dir(cache: Path, n: int) -> Path:
 
 def load_split(memdir: Path) -> dict[str, tuple[float, float]]:
     """(CPU s, wall s) of each load phase, in this process."""
-    from zcord.state import MemoryState
-    from zcord.store import STATE_FILE, _fast_state, check_invariants
+    from zcord.core.state import MemoryState
+    from zcord.core.store import STATE_FILE, _fast_state, check_invariants
 
     raw = (memdir / STATE_FILE).read_bytes()
     out = {}
@@ -72,7 +72,7 @@ def load_split(memdir: Path) -> dict[str, tuple[float, float]]:
         out[name] = (time.process_time() - c, time.perf_counter() - w)
         return r
 
-    from zcord.store import Store
+    from zcord.core.store import Store
 
     store = Store(memdir)  # Store.load, as the daemon loads (the collector paused meanwhile)
     cached = timed("whole load from memory-state.cache", store.load)
@@ -194,7 +194,7 @@ def structure_costs(memdir: Path) -> list[list[str]]:
     import tracemalloc
 
     from zcord.service import Service
-    from zcord.text import tokenizer
+    from zcord.core.text import tokenizer
 
     tokenizer()  # jieba's own memory is not the Memory's
     gc.collect()

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from common import THINGS, VERBS, build_memory, content, ms, table, title  # noqa: E402
 
 from zcord.service import Service  # noqa: E402
-from zcord.text import tokenizer  # noqa: E402
+from zcord.core.text import tokenizer  # noqa: E402
 
 
 def timed(fn, samples: int) -> list[float]:

@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from common import build_memory, content, lat, pct, table, timed, title  # noqa: E402
 
-from zcord import undo  # noqa: E402
+from zcord.service import undo  # noqa: E402
 from zcord.service import Service  # noqa: E402
 
 
@@ -51,14 +51,14 @@ def main() -> None:
 
             def update_then_revert() -> float:
                 svc.call("zcor_memory_write", {"id": rng.choice(ids), "title": title(rng, 0), "content": content(rng)})
-                seq = svc._seq
+                seq = svc.seq
                 t = time.perf_counter()
                 undo.revert(svc, {"seq": seq})
                 return time.perf_counter() - t
 
             revert = [update_then_revert() for _ in range(args.samples)]
             svc.call("zcor_memory_write", {"id": ids[0], "title": "预览", "content": "x"})
-            seq = svc._seq
+            seq = svc.seq
             preview = timed(lambda: undo.revert(svc, {"seq": seq, "preview": True}), args.samples)
             versions = timed(lambda: undo.versions(svc, rng.choice(ids)), args.samples)
             first = datetime(2026, 1, 1, tzinfo=timezone(timedelta(hours=8)))

@@ -76,7 +76,7 @@ class JiebaWords:
     """Undo log for jieba's process-wide dictionary: every word added during one test.
 
     jieba keeps one dictionary per process and zcor teaches it synonym terms and node
-    keywords as user words (zcord.text.add_user_words). Without an undo, what one test
+    keywords as user words (zcord.core.text.add_user_words). Without an undo, what one test
     taught changes how the next one segments text, so results would depend on test order.
     """
 
@@ -85,7 +85,7 @@ class JiebaWords:
     def __init__(self, monkeypatch):
         import jieba
 
-        import zcord.text as text
+        import zcord.core.text as text
 
         self._text = text
         self._undo: list[tuple] = []
@@ -139,7 +139,7 @@ _TMP_NAME = re.compile(r"^\.(.+)\.\d+\.[0-9a-f]+\.tmp$")
 
 
 class FailingDisk:
-    """Make writes into one directory fail at the system calls zcord.fsutil.atomic_write
+    """Make writes into one directory fail at the system calls zcord.core.fsutil.atomic_write
     makes (os.write, os.fsync, os.replace), so the real atomic write is exercised and a
     write that bypasses it (e.g. one that rewrites the file in place) is caught.
 
@@ -219,7 +219,7 @@ def persisted_bytes(memdir: Path) -> bytes | None:
     """The Memory as the next start loads it (memory-state.json plus the changes journaled
     in operations.jsonl after it), encoded as memory-state.json would hold it after a
     snapshot; None when nothing was ever written. What "persisted" means with the journal."""
-    from zcord.store import StateSerializer, read_persisted
+    from zcord.core.store import StateSerializer, read_persisted
 
     if not (memdir / "memory-state.json").exists() and not (memdir / "operations.jsonl").exists():
         return None

@@ -2,7 +2,7 @@
 `mutmut run`) has generated mutants/, switch each named mutant on in turn and run the given
 pytest arguments against it in a forked child (pytest and zcord imported once).
 
-    .venv/bin/python tools/mutation_check.py tests/unit/test_fsutil.py -- 'zcord.fsutil.x_atomic_write__mutmut_1' ...
+    .venv/bin/python tools/mutation_check.py tests/unit/test_fsutil.py -- 'zcord.core.fsutil.x_atomic_write__mutmut_1' ...
 
 It copies the worktree's tests/ into mutants/ first (so tests written since the run are
 used) and prints one line per mutant: `killed(exit code)` with the first failing test, or

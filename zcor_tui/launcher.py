@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from zcord.client import AsyncClient, Client, ClientError
-from zcord.paths import SYSTEM_SOCKET, client_socket, default_socket, memory_dir
+from zcord.client import SYSTEM_SOCKET, client_socket, default_socket, memory_dir
 
 DAEMON_CODE = "import sys; from zcord.cli import daemon_main; sys.exit(daemon_main())"
 START_DEADLINE = 30.0

@@ -2,7 +2,7 @@
 
 `zcor` talks to the daemon as an operator (actor `operator`), except `zcor mcp`, which
 passes an MCP host's messages through and is always the bot (a role the host asks for at
-initialize is removed), `zcor call --bot`, and `zcor chat` (zcord.chat, the console bot).
+initialize is removed), `zcor call --bot`, and `zcor chat` (zcord.bot.chat, the console bot).
 
 Exit codes of `zcor`: 0 success, 1 the daemon refused (tool error, bad request),
 2 usage error, 3 the daemon cannot be reached.
@@ -20,10 +20,10 @@ import threading
 from typing import Any
 
 from . import __version__
-from . import protocol as P
-from .client import Client, ClientError, ConnectionLost, DaemonUnavailable, RequestTimeout, RpcError, ToolError
-from .paths import UnsafeSocket, check_client_socket, check_peer, client_socket, daemon_socket, memory_dir
-from .wording import for_operator, human_size
+from .core import protocol as P
+from .transport.client import Client, ClientError, ConnectionLost, DaemonUnavailable, RequestTimeout, RpcError, ToolError
+from .transport.paths import UnsafeSocket, check_client_socket, check_peer, client_socket, daemon_socket, memory_dir
+from .transport.wording import for_operator, human_size
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
@@ -47,7 +47,7 @@ def daemon_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     parser.add_argument("--version", action="version", version=f"zcord {__version__}")
     args = parser.parse_args(argv)
-    from .server import run  # keeps `zcor` start-up free of the service imports
+    from .transport.server import run  # keeps `zcor` start-up free of the service imports
 
     return run(memory_dir(args.memory_dir), daemon_socket(args.socket), args.log_level)
 
@@ -341,7 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_chat(args: argparse.Namespace, rest: list[str]) -> int:
-    from .chat import main as chat_main  # the bot and LLM code only when chatting
+    from .bot.chat import main as chat_main  # the bot and LLM code only when chatting
 
     if args.socket and "--socket" not in rest:
         rest = ["--socket", args.socket, *rest]

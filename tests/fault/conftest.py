@@ -54,7 +54,7 @@ def fresh_jieba_afterwards():
     """In-process Services teach the process-wide jieba their synonym terms and keywords;
     forget them after the module, so later tests segment text as a fresh process does."""
     yield
-    import zcord.text as text
+    import zcord.core.text as text
 
     with text._jieba_lock:
         text._tokenizer = None

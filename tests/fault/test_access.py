@@ -16,8 +16,8 @@ import stat
 import pytest
 
 from tests.fault.wire import Wire
-from zcord import protocol as P
-from zcord.server import Daemon as ServerDaemon
+from zcord.core import protocol as P
+from zcord.transport.server import Daemon as ServerDaemon
 from zcord.service import Service
 
 pytestmark = pytest.mark.fault

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import persisted_bytes
-from zcord.store import Store, read_persisted
+from zcord.core.store import Store, read_persisted
 
 from zcord.client import ToolError
 

@@ -36,9 +36,9 @@ from typing import Any
 import pytest
 
 from tests.fault.wire import Wire
-from zcord import protocol as P
-from zcord.store import default_synonyms_bytes, parse_state, read_persisted
-from zcord.synonyms import parse_groups
+from zcord.core import protocol as P
+from zcord.core.store import default_synonyms_bytes, parse_state, read_persisted
+from zcord.retrieval.synonyms import parse_groups
 
 pytestmark = pytest.mark.fault
 

@@ -8,7 +8,7 @@ import socket
 import time
 from typing import Any
 
-from zcord import protocol as P
+from zcord.core import protocol as P
 from zcord.client import initialize_params
 
 

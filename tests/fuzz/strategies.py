@@ -7,8 +7,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from zcord.inputs import MAX_CONTENT, MAX_SOURCE, MAX_TITLE
-from zcord.tools import TOOLS
+from zcord.service.inputs import MAX_CONTENT, MAX_SOURCE, MAX_TITLE
+from zcord.service.tools import TOOLS
 
 OMIT = object()
 

@@ -11,8 +11,8 @@ import pytest
 
 from tests.fault.wire import Wire
 from tests.integration.conftest import make_daemon, shared_daemon  # noqa: F401  (fixtures)
-from zcord import protocol as P
-from zcord.inputs import MAX_SOURCE
+from zcord.core import protocol as P
+from zcord.service.inputs import MAX_SOURCE
 
 pytestmark = pytest.mark.fuzz
 

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 
 from tests.conftest import FakeClock
 from tests.fuzz.strategies import json_values, tool_arguments
-from zcord.errors import ZcorError
+from zcord.core.errors import ZcorError
 from zcord.service import Service
-from zcord.tools import TOOLS
+from zcord.service.tools import TOOLS
 
 pytestmark = pytest.mark.fuzz
 

@@ -1,4 +1,4 @@
-"""The console World: `zcord.bot` and `zcor chat` against a real daemon and a scripted LLM
+"""The console World: `zcord.bot.bot` and `zcor chat` against a real daemon and a scripted LLM
 on 127.0.0.1 that speaks each provider's wire format and records every request."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import sys
 import pytest
 
 from tests.fakellm import FakeLLM, anthropic_text, anthropic_tools, openai_text, openai_tools
-from zcord.bot import Conversation, MemoryBot
-from zcord.config import LlmConfig
-from zcord.llm import Provider
+from zcord.bot.bot import Conversation, MemoryBot
+from zcord.core.config import LlmConfig
+from zcord.retrieval.llm import Provider
 
 RELATIONSHIP_TOOLS = {"zcor_relationship_read", "zcor_relationship_query", "zcor_relationship_write",
                       "zcor_relationship_delete"}

@@ -8,7 +8,7 @@ import socket
 
 import pytest
 
-from zcord import protocol as P
+from zcord.core import protocol as P
 
 
 class Raw:

@@ -1,4 +1,4 @@
-"""The TUI reaches zcord only through zcord.client (and zcord.paths for default paths)."""
+"""The TUI reaches zcord only through zcord.client (and zcord.transport.paths for default paths)."""
 
 from __future__ import annotations
 

@@ -38,7 +38,7 @@ def test_reference_exists_and_the_readme_links_it():
 
 
 def test_the_reference_documents_every_method_zcord_serves():
-    server = (ROOT / "zcord" / "server.py").read_text(encoding="utf-8")
+    server = (ROOT / "zcord" / "transport" / "server.py").read_text(encoding="utf-8")
     methods = re.findall(r'^\s+"([a-z/]+)": \(self\._', server, re.M)
     assert "zcor/persona/set" in methods and "prompts/get" in methods
     reference = (ROOT / "docs" / "reference.md").read_text(encoding="utf-8")

@@ -9,13 +9,13 @@ import random
 
 import pytest
 
-from zcord import state as state_mod
-from zcord.errors import StateFileInvalid
-from zcord.models import Node, StateFile
+from zcord.core import state as state_mod
+from zcord.core.errors import StateFileInvalid
+from zcord.core.models import Node, StateFile
 from zcord.service import Service
-from zcord.state import MemoryState
-from zcord.store import _fast_state, _state_of, parse_state
-from zcord.text import normalize
+from zcord.core.state import MemoryState
+from zcord.core.store import _fast_state, _state_of, parse_state
+from zcord.core.text import normalize
 
 
 def call(s: Service, tool: str, **params):

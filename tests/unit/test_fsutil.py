@@ -1,4 +1,4 @@
-"""zcord.fsutil: the crash-safe write, the no-follow reads, directory creation and the
+"""zcord.core.fsutil: the crash-safe write, the no-follow reads, directory creation and the
 clean-up of a dead writer's temporary files (SPEC §3: nothing is ever lost)."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import os
 
 import pytest
 
-from zcord import fsutil
-from zcord.errors import StateFileInvalid
-from zcord.fsutil import (TMP_RE, atomic_write, fsync_dir, make_dir, read_nofollow, read_plain_file,
+from zcord.core import fsutil
+from zcord.core.errors import StateFileInvalid
+from zcord.core.fsutil import (TMP_RE, atomic_write, fsync_dir, make_dir, read_nofollow, read_plain_file,
                           remove_stale_tmp)
 
 

@@ -7,7 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from zcord.errors import InvalidArgument, NotFound
+from zcord.core.errors import InvalidArgument, NotFound
 from zcord.service import Service
 
 TZ = timezone(timedelta(hours=8))
@@ -68,7 +68,7 @@ def test_failed_calls_recorded_with_error_message(t):
 
 
 def test_failed_call_by_model_to_unknown_tool_recorded(svc):
-    from zcord.errors import ZcorError
+    from zcord.core.errors import ZcorError
 
     with pytest.raises(ZcorError):
         svc.call("zcor_no_such_tool", {"a": 1}, actor="model")

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from zcord.models import OpRecord
-from zcord.oplog import OpLog, record_search_text
-from zcord.text import normalize
+from zcord.core.models import OpRecord
+from zcord.core.oplog import OpLog, record_search_text
+from zcord.core.text import normalize
 
 TZ = timezone(timedelta(hours=8))
 T0 = datetime(2026, 5, 1, 10, 0, tzinfo=TZ)
@@ -325,8 +325,8 @@ KILLED_WRITER = r"""
 import sys, time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from zcord.models import OpRecord
-from zcord.oplog import OpLog
+from zcord.core.models import OpRecord
+from zcord.core.oplog import OpLog
 log = OpLog(Path(sys.argv[1]))
 log.open()
 t0 = datetime(2026, 5, 1, tzinfo=timezone.utc)
@@ -374,7 +374,7 @@ def test_a_query_during_a_long_build_is_told_to_come_back(logdir, monkeypatch):
     query meanwhile gets `busy` at once instead of holding zcord up, then answers."""
     import threading
 
-    from zcord import oplog as O
+    from zcord.core import oplog as O
 
     dumped = fill(logdir, random_records(random.Random(9), 400, monotone=True))
     for p in logdir.glob("operations.index.sqlite*"):

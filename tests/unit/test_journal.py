@@ -8,9 +8,10 @@ import os
 
 import pytest
 
-import zcord.service as service_mod
-from zcord.errors import StateFileInvalid
-from zcord.journal import POS_FILE, read_pos
+import zcord.service.snapshots as service_mod
+from zcord.core.store import Store
+from zcord.core.errors import StateFileInvalid
+from zcord.core.journal import POS_FILE, read_pos
 from zcord.service import Service
 
 
@@ -37,7 +38,7 @@ def test_background_snapshot_and_replay_of_the_rest(monkeypatch, memdir, clock):
     monkeypatch.setattr(service_mod, "SNAPSHOT_CHANGES", 4)
     svc = Service(memdir, clock=clock).open()
     _write(svc, 6)
-    svc._snap_thread.join()  # the snapshot started by the 5th change (4 journaled since the 1st)
+    svc.snapshots.thread.join()  # the snapshot started by the 5th change (4 journaled since the 1st)
     in_snapshot = _snapshot_nodes(memdir)
     assert in_snapshot == ["m1", "m2", "m3", "m4", "m5"]
     pos = read_pos(memdir)
@@ -114,9 +115,9 @@ def test_reads_move_the_snapshot_position_up_so_loading_scans_little(monkeypatch
     _write(svc, 1, start=1)
     for _ in range(40):
         svc.call("zcor_memory_read", {"id": "m1"})
-        if svc._snap_thread is not None:
+        if svc.snapshots.thread is not None:
             break
-    svc._snap_thread.join()
+    svc.snapshots.thread.join()
     assert _snapshot_nodes(memdir) == ["m1", "m2"]
     svc.close()
 
@@ -166,14 +167,14 @@ def test_large_memory_synchronous_snapshot_is_written_by_a_child(monkeypatch, me
     child fails, the snapshot is written here and a real failure is raised as before."""
     monkeypatch.setattr(service_mod, "SYNC_FORK_NODES", 3)
     writers = tmp_path / "writers"
-    real = service_mod.Store.write_snapshot
+    real = Store.write_snapshot
 
     def recording(self, view, pos, *args, **kwargs):
         with open(writers, "a") as f:
             f.write(f"{os.getpid()}\n")
         return real(self, view, pos, *args, **kwargs)
 
-    monkeypatch.setattr(service_mod.Store, "write_snapshot", recording)
+    monkeypatch.setattr(Store, "write_snapshot", recording)
     svc = Service(memdir, clock=clock).open()
     _write(svc, 2)  # below the threshold: written here
     assert writers.read_text().split() == [str(os.getpid())]
@@ -205,7 +206,7 @@ def test_zcor_snapshot_of_a_large_memory_leaves_calls_free_while_it_is_written(m
 
     monkeypatch.setattr(service_mod, "SYNC_FORK_NODES", 3)
     started, release = tmp_path / "started", tmp_path / "release"
-    real = service_mod.Store.write_snapshot
+    real = Store.write_snapshot
 
     def held(self, view, pos, *args, **kwargs):
         if os.getpid() != parent:  # the child: say so, then wait for the test
@@ -215,7 +216,7 @@ def test_zcor_snapshot_of_a_large_memory_leaves_calls_free_while_it_is_written(m
         return real(self, view, pos, *args, **kwargs)
 
     parent = os.getpid()
-    monkeypatch.setattr(service_mod.Store, "write_snapshot", held)
+    monkeypatch.setattr(Store, "write_snapshot", held)
     svc = Service(memdir, clock=clock).open()
     try:
         _write(svc, 4)
@@ -249,7 +250,7 @@ def test_replaying_creates_does_not_scan_the_memory_for_each_one(monkeypatch, me
     """A crash with many new memories journaled: each replayed create goes last at once (its
     id is the largest), instead of a scan of every memory per create (quadratic: at 100,000
     memories, 2,000 journaled creates took minutes)."""
-    import zcord.state as state_mod
+    import zcord.core.state as state_mod
 
     svc = Service(memdir, clock=clock).open()
     _write(svc, 300)

@@ -9,10 +9,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-import zcord.nodecache as nodecache
-import zcord.store as store_mod
+import zcord.core.nodecache as nodecache
+import zcord.core.store as store_mod
 from zcord.service import Service
-from zcord.store import STATE_FILE, StateSerializer, Store, parse_state
+from zcord.core.store import STATE_FILE, StateSerializer, Store, parse_state
 
 
 @pytest.fixture(autouse=True)
@@ -188,7 +188,7 @@ def test_a_large_memory_started_without_a_cache_writes_one_after_its_warm_up(mem
     try:
         assert not svc.store.cache_used
         svc.warm()
-        svc._settle_snapshot()
+        svc.snapshots.settle()
     finally:
         svc.close()
     used.clear()
@@ -211,7 +211,7 @@ def test_the_state_file_is_fsynced_and_the_cache_is_not(memdir, clock, monkeypat
     monkeypatch.setattr(os, "fsync", fsync)
     with Service(memdir, clock=clock) as svc:
         svc.call("zcor_memory_write", {"id": "m2", "title": "妈妈的生日", "content": "改"}, actor="operator")
-        svc._save(svc._snapshot_pos())  # in this process (the Memory is below the fork threshold)
+        svc.snapshots.save(svc.snapshots.pos())  # in this process (the Memory is below the fork threshold)
     state_tmp = [n for n in synced if n.startswith(".memory-state.json.")]
     assert state_tmp and not [n for n in synced if "memory-state.cache" in n]
     assert (memdir / nodecache.CACHE_FILE).exists()

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from zcord.errors import StorageError, ZcorError
+from zcord.core.errors import StorageError, ZcorError
 from tests.conftest import persisted_bytes
 from zcord.service import Service
 

@@ -5,7 +5,7 @@ tested over real sockets in tests/fault/test_limits.py)."""
 
 from __future__ import annotations
 
-from zcord import server
+from zcord.transport import server
 
 
 class Transport:

@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from zcord.errors import InvalidArgument
-from zcord.prefix import DEFAULT_IDENTITY, PERSONA_TEMPLATE
+from zcord.core.errors import InvalidArgument
+from zcord.retrieval.prefix import DEFAULT_IDENTITY, PERSONA_TEMPLATE
 from zcord.service import Service
 
 PERSONA = "你是小雪，一个温柔、有点毒舌的猫娘。说话时喜欢在句尾加“喵”。"

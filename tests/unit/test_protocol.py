@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from zcord import protocol as P
-from zcord.errors import InvalidArgument
+from zcord.core import protocol as P
+from zcord.core.errors import InvalidArgument
 
 
 def line(obj) -> bytes:

@@ -12,8 +12,8 @@ from datetime import timedelta
 
 import pytest
 
-from zcord.errors import InvalidArgument
-from zcord.recall import NOTE, render_header
+from zcord.core.errors import InvalidArgument
+from zcord.retrieval.recall import NOTE, render_header
 from zcord.service import Service
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from zcord.errors import InvalidArgument
+from zcord.core.errors import InvalidArgument
 from zcord.service import Service
-from zcord.text import derive_keywords, fold, term_key
+from zcord.core.text import derive_keywords, fold, term_key
 
 SESSION = "tg:private:42"
 

@@ -6,7 +6,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from zcord.errors import InvalidArgument, NotFound, ZcorError
+from zcord.core.errors import InvalidArgument, NotFound, ZcorError
 
 TZ = timezone(timedelta(hours=8))
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=TZ)

@@ -9,7 +9,7 @@ from datetime import timedelta
 import pytest
 
 from tests.fakellm import FakeLLM, anthropic_text, openai_text
-from zcord.errors import InvalidArgument, ProviderError
+from zcord.core.errors import InvalidArgument, ProviderError
 
 
 @pytest.fixture(params=["openai", "anthropic"])

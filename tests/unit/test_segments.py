@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-import zcord.store as store_mod
-from zcord.errors import StateFileInvalid
+import zcord.core.store as store_mod
+from zcord.core.errors import StateFileInvalid
 from zcord.service import Service
 
 
@@ -85,7 +85,7 @@ def test_failed_seal_changes_nothing_and_loses_nothing(small_seal, svc, memdir, 
     before = (memdir / "memory-state.json").read_bytes()
     # the segment file is written, the state file that would name it is refused
     failing_disk.on(how, only=lambda target: target.name == "memory-state.json")
-    from zcord.errors import StorageError
+    from zcord.core.errors import StorageError
     _write_many(svc, 10, snapshot=False)  # acknowledged: they are in the journal
     with pytest.raises(StorageError, match="operation log still holds every change"):
         svc.snapshot()

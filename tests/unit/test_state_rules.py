@@ -9,11 +9,11 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from zcord import state as state_mod
-from zcord.errors import StorageError
-from zcord.models import Node, Relationship
-from zcord.state import MemoryState, Tx
-from zcord.text import normalize, term_key
+from zcord.core import state as state_mod
+from zcord.core.errors import StorageError
+from zcord.core.models import Node, Relationship
+from zcord.core.state import MemoryState, Tx
+from zcord.core.text import normalize, term_key
 
 T0 = datetime(2026, 1, 1, 9, 0, tzinfo=timezone(timedelta(hours=8)))
 

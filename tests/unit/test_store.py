@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from zcord.errors import (InvalidArgument, MayHaveTakenEffect, MemoryDirInUse, NotFound, StateFileInvalid,
+from zcord.core.errors import (InvalidArgument, MayHaveTakenEffect, MemoryDirInUse, NotFound, StateFileInvalid,
                           StorageError)
 from tests.conftest import persisted_bytes
 from zcord.service import Service

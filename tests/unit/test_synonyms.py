@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from zcord.errors import InvalidArgument, ZcorError
+from zcord.core.errors import InvalidArgument, ZcorError
 from zcord.service import Service
-from zcord.synonyms import SynonymClasses
-from zcord.text import normalize
+from zcord.retrieval.synonyms import SynonymClasses
+from zcord.core.text import normalize
 
 
 def groups_on_disk(memdir) -> list[list[str]]:
@@ -188,8 +188,8 @@ def test_refused_synonym_edit_recorded_in_history(t):
 
 
 def test_operator_can_replace_and_remove_a_group_and_it_is_recorded(svc, memdir):
-    from zcord.errors import InvalidArgument
-    from zcord.synonyms import parse_groups
+    from zcord.core.errors import InvalidArgument
+    from zcord.retrieval.synonyms import parse_groups
 
     n = len(svc.synonym_groups())
     svc.set_synonym_group(None, ["阿猫", "小猫咪咪"])

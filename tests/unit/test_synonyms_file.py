@@ -1,4 +1,4 @@
-"""zcord.synonyms on its own: synonyms.json's format (readable and editable by hand), its
+"""zcord.retrieval.synonyms on its own: synonyms.json's format (readable and editable by hand), its
 parsing, the equivalence classes, and picking up hand edits (SPEC §3.1)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from zcord.errors import StateFileInvalid
-from zcord.synonyms import SynonymClasses, Synonyms, encode_groups, parse_groups
+from zcord.core.errors import StateFileInvalid
+from zcord.retrieval.synonyms import SynonymClasses, Synonyms, encode_groups, parse_groups
 
 
 def test_file_is_one_group_per_line_with_the_terms_unescaped(tmp_path):

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from zcord.config import api_key_for, key_urls, key_withheld_reason
-from zcord.errors import InvalidArgument
+from zcord.core.config import api_key_for, key_urls, key_withheld_reason
+from zcord.core.errors import InvalidArgument
 
 
 def test_the_key_goes_only_to_confirmed_urls(monkeypatch, tmp_path):
@@ -51,7 +51,7 @@ def test_operator_group_is_not_changed_over_the_socket(svc, monkeypatch):
 def test_symlinked_config_or_synonyms_refused_and_target_untouched(memdir, clock, tmp_path, name):
     """A link planted in the Memory directory is never read through (it could point at
     another persona's files); zcord names the file and leaves both as they are."""
-    from zcord.errors import StateFileInvalid
+    from zcord.core.errors import StateFileInvalid
     from zcord.service import Service
 
     memdir.mkdir()

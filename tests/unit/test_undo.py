@@ -9,9 +9,9 @@ from datetime import timedelta
 
 import pytest
 
-import zcord.store as store_mod
-from zcord import undo
-from zcord.errors import Conflict, InvalidArgument, NotFound
+import zcord.core.store as store_mod
+from zcord.service import undo
+from zcord.core.errors import Conflict, InvalidArgument, NotFound
 from zcord.service import Service
 
 
@@ -24,7 +24,7 @@ def fingerprint(svc) -> str:
 
 
 def last_seq(svc) -> int:
-    return svc._seq
+    return svc.seq
 
 
 def revert(svc, seq, force=False):

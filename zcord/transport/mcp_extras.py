@@ -18,8 +18,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote, unquote
 
-from . import protocol as P
-from .service import Service
+from ..core import protocol as P
+from ..service.service import Service
 
 RESOURCE_NOT_FOUND = -32002  # MCP's code for resources/read of an unknown URI
 DEFAULT_SESSION = "mcp"

@@ -2,14 +2,14 @@
 
 One neutral conversation format (system text, messages with optional tool calls and tool
 results, tool declarations) is translated to each wire format and back. Used by
-`zcor_memory_search` (a one-off filter request) and by bots (`zcord.bot`, `zcor chat`).
+`zcor_memory_search` (a one-off filter request) and by bots (`zcord.bot.bot`, `zcor chat`).
 Every failure is a ProviderError with a sentence that says what went wrong.
 
 Limits: `timeoutSeconds` bounds the whole request, connecting, the headers and the body
 together (a helper thread does the network reads; the caller waits for each piece only
 until the deadline, so a provider that trickles bytes cannot stretch it), and an answer
 larger than MAX_RESPONSE_BYTES is cut off as an error. The API key is only the header the
-caller passed (see zcord.config.api_key_for) and never appears in an error message.
+caller passed (see zcord.core.config.api_key_for) and never appears in an error message.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import httpx  # imported when a provider is first called: it costs a tenth of a second at start
 
-from .config import LlmConfig
-from .errors import ProviderError
+from ..core.config import LlmConfig
+from ..core.errors import ProviderError
 
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 1024

@@ -30,7 +30,7 @@ from . import nodecache
 from .fsutil import atomic_write, fsync_dir, make_dir, read_nofollow, remove_stale_tmp
 from .journal import SnapshotPos, read_pos, replay, write_pos
 from .models import MAX_IMPORTANT, NODE_ALIASES, STATE_VERSION, Change, Node, NodeModel, Relationship, StateFile
-from .prefix import PERSONA_TEMPLATE
+from .persona import PERSONA_TEMPLATE
 from .state import MemoryState, Migration
 from .text import derive_keywords
 
@@ -99,7 +99,7 @@ def default_synonyms_bytes() -> bytes:
     packaged = resources.files("zcord").joinpath(SYNONYMS_FILE)
     if packaged.is_file():
         return packaged.read_bytes()
-    return (Path(__file__).resolve().parent.parent / SYNONYMS_FILE).read_bytes()
+    return (Path(__file__).resolve().parents[2] / SYNONYMS_FILE).read_bytes()
 
 
 def create_new(path: Path, data: bytes, mode: int = 0o640) -> bool:

@@ -11,8 +11,8 @@ import json
 import os
 from pathlib import Path
 
-from .errors import ZcorError
-from .service import Service
+from ..core.errors import ZcorError
+from ..service.service import Service
 
 
 def default_memory_dir() -> Path:

@@ -15,10 +15,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from .errors import InvalidArgument
-from .state import MemoryState
+from ..core.errors import InvalidArgument
+from ..core.state import MemoryState
 from .synonyms import Synonyms
-from .text import add_user_words, analyse_cached, has_cjk, is_light, is_stopword, normalize, term_key, title_seq
+from ..core.text import add_user_words, analyse_cached, has_cjk, is_light, is_stopword, normalize, term_key, title_seq
 
 RECALL_QUOTA = 10
 SEARCH_CANDIDATES = 20

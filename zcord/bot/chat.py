@@ -14,10 +14,10 @@ import sys
 from typing import TextIO
 
 from .bot import Conversation, MemoryBot, ToolUse
-from .client import ClientError, RpcError
-from .config import Config, ConfigFile, LlmConfig, api_key_for
-from .errors import ZcorError
-from .llm import Provider
+from ..transport.client import ClientError, RpcError
+from ..core.config import Config, ConfigFile, LlmConfig, api_key_for
+from ..core.errors import ZcorError
+from ..retrieval.llm import Provider
 
 HELP = """Type a message and press Enter. Commands:
   /recall   the auto-recall header the model gets with the next request

@@ -20,13 +20,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import Conflict, InvalidArgument, NotFound, ZcorError
-from .fsutil import reverse_lines
-from .models import Node, Relationship, format_time
-from .store import HISTORY_DIR, RestoreLimits
+from ..core.errors import Conflict, InvalidArgument, NotFound, ZcorError
+from ..core.fsutil import reverse_lines
+from ..core.models import Node, Relationship, format_time
+from ..core.store import HISTORY_DIR, RestoreLimits
 
 if TYPE_CHECKING:
-    from .service import Ctx, Service
+    from .calls import Ctx
+    from .service import Service
 
 REVERT = "zcor/history/revert"
 REINSTATE = "zcor/history/reinstate"
@@ -261,7 +262,7 @@ class _Undo:
     def __init__(self, svc: Service, ctx: Ctx, seq: int, force: bool):
         self.svc, self.ctx, self.seq, self.force = svc, ctx, seq, force
         self.st = svc.state
-        self.tx = svc._begin(ctx)
+        self.tx = svc.begin(ctx)
         self.conflicts: list[dict[str, Any]] = []
         self.receipt = {"revertOf": seq}
         self.important_before: list[str] | None = None  # set when the operation changed the list
@@ -418,8 +419,8 @@ def revert(svc: Service, params: Any) -> dict[str, Any]:
 
 def _preview(svc: Service, seq: int, force: bool) -> dict[str, Any]:
     with svc.lock:
-        ctx = svc._new_ctx(REVERT, "operator")
-        svc._seq -= 1  # a preview is not an operation: its number is not used
+        ctx = svc.new_ctx(REVERT, "operator")
+        svc.seq -= 1  # a preview is not an operation: its number is not used
         ctx.snapshot_first = False
         try:
             u = _plan(svc, ctx, seq, force, dry=True)
@@ -452,7 +453,7 @@ def _seq_args(params: Any) -> tuple[int, bool]:
 
 def _revert(svc: Service, ctx: Ctx, seq: int, force: bool) -> dict[str, Any]:
     u = _plan(svc, ctx, seq, force)
-    svc._commit(ctx)
+    svc.commit(ctx)
     ctx.log_result = {"reverted": seq}
     return {"seq": ctx.seq, "reverted": seq, "forced": bool(u.conflicts),
             "changes": [{"kind": c["kind"], "target": c.get("target")} for c in ctx.changes]}
@@ -528,7 +529,7 @@ def reinstate(svc: Service, params: Any) -> dict[str, Any]:
         if hard:
             raise Conflict(f"{target} cannot be set back to change {cid}: "
                            + "; ".join(x["problem"] for x in hard), field="changeId", data={"conflicts": hard})
-        svc._commit(ctx)
+        svc.commit(ctx)
         ctx.log_result = {"reinstated": cid}
         return {"seq": ctx.seq, "id": target, "changeId": cid,
                 "changes": [{"kind": c["kind"], "target": c.get("target")} for c in ctx.changes]}

@@ -1,5 +1,6 @@
 """The tool table: each tool once, with the description the model reads, its input model
-(from which the JSON Schema is generated) and its handler in service.py.
+(from which the JSON Schema is generated) and its rule in the room named after its concern
+(zcord.service.rooms). The dispatcher reads it; nothing else declares a tool.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from functools import cached_property
 from typing import Any
 
 from . import inputs as I
-from .service import Service
+from .rooms import backups, history, important, memories, relationships, search, synonyms
 
 RELATIONSHIP_TOOLS = frozenset({
     "zcor_relationship_read", "zcor_relationship_query", "zcor_relationship_write", "zcor_relationship_delete",
@@ -22,8 +23,15 @@ class ToolSpec:
     name: str
     description: str
     input_model: type[I.Args]
-    handler: Callable[[Service, Any, Any], dict[str, Any]]
+    handler: Callable[[Any, Any, Any], dict[str, Any]] | None
+    """The rule, run under the service lock: (service, parsed arguments, Ctx) -> result."""
     mutates: bool = False
+    flow: Callable[[Any, "ToolSpec", Any, str], dict[str, Any]] | None = None
+    """For a tool that lets the lock go while it works (an LLM call, writing a backup, a
+    restore's slow phase): (service, this spec, raw arguments, actor) -> result. It
+    validates, commits and records the call itself, with the dispatcher's helpers."""
+    reads_log: bool = False
+    """The tool queries the operation log: its index is warmed (in the background) first."""
 
     @cached_property
     def input_schema(self) -> dict[str, Any]:
@@ -44,77 +52,77 @@ _TABLE = [
              "Save a memory or update one. Omit id to create a new node; pass an existing id to "
              "update it. Use parentId to file it under a related node (a person, a topic). Put the "
              "user's original words in sourceMessage when the memory comes from a message.",
-             I.WriteArgs, Service.write, mutates=True),
+             I.WriteArgs, memories.write, mutates=True),
     ToolSpec("zcor_memory_read",
              "Read one memory in full by id (superseded ones too), with whether it is important, "
              "its parent's title and how many children it has.",
-             I.IdArgs, Service.read),
+             I.IdArgs, memories.read),
     ToolSpec("zcor_memory_delete",
              "Delete a memory that is wrong or no longer wanted. Refused while it has children, is "
              "linked from a relationship or replaces a superseded memory. Prefer zcor_memory_supersede "
              "for memories that are merely out of date.",
-             I.IdArgs, Service.delete, mutates=True),
+             I.IdArgs, memories.delete, mutates=True),
     ToolSpec("zcor_memory_children",
              "List the root memories (no parentId) or the direct children of parentId, oldest first.",
-             I.ChildrenArgs, Service.children),
+             I.ChildrenArgs, memories.children),
     ToolSpec("zcor_memory_trace",
              "Show where a memory sits: the path from its root down to it, and its direct children.",
-             I.IdArgs, Service.trace),
+             I.IdArgs, memories.trace),
     ToolSpec("zcor_memory_important",
              "Mark (important=true) or unmark a memory as important. Important memories are shown to "
              "you in every conversation. At most 5: a 6th mark unmarks the earliest one and tells you "
              "which.",
-             I.ImportantArgs, Service.important, mutates=True),
+             I.ImportantArgs, important.important, mutates=True),
     ToolSpec("zcor_memory_query",
              "Find current memories whose title or content contains every keyword (exact substrings, "
              "case-insensitive, no synonyms), optionally within an updatedAt range. Newest first, "
              "paged with limit/offset.",
-             I.QueryArgs, Service.query),
+             I.QueryArgs, memories.query),
     ToolSpec("zcor_memory_merge",
              "Merge two or more memories about the same thing into one new memory. The old ones are "
              "kept as superseded; their children, relationship links and important marks move to the "
              "new one.",
-             I.MergeArgs, Service.merge, mutates=True),
+             I.MergeArgs, memories.merge, mutates=True),
     ToolSpec("zcor_memory_supersede",
              "Mark memories as out of date, replaced by an existing current memory (replacementId). "
              "They stay readable by id but drop out of recall and queries.",
-             I.SupersedeArgs, Service.supersede, mutates=True),
+             I.SupersedeArgs, memories.supersede, mutates=True),
     ToolSpec("zcor_relationship_read",
              "Read what you know about a person by personId: name, aliases, relationship, affinity "
              "(-100..100) and why.",
-             I.PersonArgs, Service.relationship_read),
+             I.PersonArgs, relationships.read),
     ToolSpec("zcor_relationship_query",
              "Find people by words in name, aliases, relationship or reason, by affinity range or by "
              "updatedAt range. Newest first, paged.",
-             I.RelQueryArgs, Service.relationship_query),
+             I.RelQueryArgs, relationships.query),
     ToolSpec("zcor_relationship_write",
              "Create or update a person's relationship record. Change affinity only on new evidence "
              "from an interaction, and say what it was in reason.",
-             I.RelWriteArgs, Service.relationship_write, mutates=True),
+             I.RelWriteArgs, relationships.write, mutates=True),
     ToolSpec("zcor_relationship_delete",
              "Delete a person's relationship record (history keeps a copy).",
-             I.PersonArgs, Service.relationship_delete, mutates=True),
+             I.PersonArgs, relationships.delete, mutates=True),
     ToolSpec("zcor_memory_history",
              "Search the log of every memory operation (who did what, before and after), newest "
              "first, by words anywhere in the record and by time.",
-             I.HistoryArgs, Service.history),
+             I.HistoryArgs, history.history, reads_log=True),
     ToolSpec("zcor_memory_backup",
              "Write a timestamped backup of the whole Memory and return its file name.",
-             I.NoArgs, Service.backup),
+             I.NoArgs, None, flow=backups.backup_flow),
     ToolSpec("zcor_memory_restore",
              "Replace the Memory with a backup from backups/ (a file name from zcor_memory_backup). "
              "The current state is backed up first; the result names that backup.",
-             I.RestoreArgs, Service.restore, mutates=True),
+             I.RestoreArgs, backups.restore, mutates=True, flow=backups.restore_flow),
     ToolSpec("zcor_synonyms_add",
              "Teach recall that some words mean the same thing (e.g. a nickname and a name). Adds "
              "one group of two or more terms.",
-             I.SynonymsAddArgs, Service.synonyms_add, mutates=True),
+             I.SynonymsAddArgs, synonyms.add, mutates=True),
     ToolSpec("zcor_memory_search",
              "Search memories by keywords when zcor_memory_query finds nothing or the wording may "
              "differ: keywords are expanded with synonyms, matched against memory titles (not "
              "bodies), and a model picks at most 5 relevant results. Slower than query: it calls "
              "an LLM.",
-             I.SearchArgs, None, mutates=False),
+             I.SearchArgs, None, flow=search.search),
 ]
 
 TOOLS: dict[str, ToolSpec] = {t.name: t for t in _TABLE}

@@ -11,9 +11,9 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from .errors import StateFileInvalid
-from .fsutil import atomic_write, read_plain_file
-from .text import normalize
+from ..core.errors import StateFileInvalid
+from ..core.fsutil import atomic_write, read_plain_file
+from ..core.text import normalize
 
 
 def encode_groups(groups: list[list[str]]) -> bytes:

@@ -42,14 +42,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from . import __version__, mcp_extras, undo
-from . import protocol as P
+from .. import __version__
+from . import mcp_extras
+from ..service import undo
+from ..core import protocol as P
 from . import systemd
-from .errors import InvalidArgument, MemoryDirInUse, ZcorError
+from ..core.errors import InvalidArgument, MemoryDirInUse, ZcorError
 from .paths import UnsafeSocket, check_daemon_socket_dir, ensure_socket_dir
-from .service import RestoreInProgress, Service
-from .store import BOT_BACKUP_RE
-from .tools import TOOLS, declared_tools
+from ..service.service import RestoreInProgress, Service
+from ..core.store import BOT_BACKUP_RE
+from ..service.tools import TOOLS, declared_tools
 
 log = logging.getLogger("zcord")
 
@@ -857,7 +859,7 @@ class Daemon:
     async def _history_query(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         return await self._work(self.service.history_query, params)
 
-    # -- MCP prompts and resources (zcord/mcp_extras.py) ------------------------------------------
+    # -- MCP prompts and resources (zcord/transport/mcp_extras.py) ------------------------------------------
 
     async def _prompts_list(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         return {"prompts": mcp_extras.PROMPTS}

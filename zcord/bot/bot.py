@@ -5,8 +5,8 @@ through the daemon, and refuse any call to a tool not declared in the current re
 
 A minimal bot:
 
-    from zcord.bot import MemoryBot, Conversation
-    from zcord.llm import Provider
+    from zcord.bot.bot import MemoryBot, Conversation
+    from zcord.retrieval.llm import Provider
     with MemoryBot.connect(session="qq:group:123") as bot:
         conv = Conversation(bot, Provider(cfg, api_key))
         answer = conv.handle([{"text": "我昨天去吃火锅了", "origin": "external",
@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from .client import Client, ClientError, ToolError
-from .errors import ZcorError
-from .llm import Message, Provider, ToolCall, anthropic_tools, openai_tools
+from ..transport.client import Client, ClientError, ToolError
+from ..core.errors import ZcorError
+from ..retrieval.llm import Message, Provider, ToolCall, anthropic_tools, openai_tools
 
 FRAME_TOOL = "external_event_frame"
 DEFAULT_MAX_ROUNDS = 8

@@ -1,0 +1,12 @@
+"""service: the rules of every tool, in-process, no sockets.
+
+`Service` (service.py) is one Memory directory's tools and views. The tool table (tools.py)
+declares each tool once: its description, its input model (inputs.py) and its handler.
+
+May import: zcord.core and zcord.retrieval. Never zcord.transport, zcord.bot, textual or
+zcor_tui.
+"""
+
+from .service import Ctx, InternalError, RestoreInProgress, Service
+
+__all__ = ["Ctx", "InternalError", "RestoreInProgress", "Service"]

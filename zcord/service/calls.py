@@ -1,0 +1,146 @@
+"""What one call is, and the small rules every room shares: the call in progress (Ctx),
+argument parsing whose errors name every bad field, time filters, paging, log-safe copies."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+from pydantic.alias_generators import to_camel
+
+from ..core.errors import InvalidArgument, ZcorError
+from ..core.state import Tx
+from ..core.text import normalize
+from . import inputs as I
+
+
+class InternalError(ZcorError):
+    code = "internal_error"
+
+
+class RestoreInProgress(Exception):
+    """A call that would change the Memory met a restore in its slow phase: it is undone and
+    not recorded, and runs again once the restore is over (Service.when_restored)."""
+
+
+@dataclass
+class Ctx:
+    """One call in progress."""
+
+    actor: str
+    tool: str
+    seq: int
+    at: datetime
+    tx: Tx | None = None
+    committed: bool = False
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    log_result: dict[str, Any] | None = None
+    preloaded: tuple[str, Any] | None = None
+    """Restore: (backupFile, parsed state or the ZcorError) read before the lock was taken."""
+    snapshot_first: bool = False
+    """Set by a change that cannot be replayed from its record (a revert of a restore)."""
+    snapshotted: bool = False
+    """The change was written to memory-state.json before its log record (restore, migration)."""
+
+
+def _loc(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "arguments"
+
+
+def invalid_from(err: ValidationError) -> InvalidArgument:
+    """One InvalidArgument naming every field that is wrong."""
+    msgs = []
+    first = None
+    for e in err.errors():
+        name = _loc(e["loc"])
+        first = first or name
+        if e["type"] == "extra_forbidden":
+            hint = f" (did you mean {to_camel(name)}?)" if "_" in name else ""
+            msgs.append(f"unknown parameter {name}{hint}")
+        elif e["type"] == "missing":
+            msgs.append(f"{name} is required")
+        else:
+            msgs.append(f"{name}: {e['msg'].removeprefix('Value error, ')}")
+    return InvalidArgument("; ".join(msgs), field=first)
+
+
+def parse_args(model: type[I.Args], params: Any) -> I.Args:
+    """Validate a call's arguments against its input model; errors name every bad field."""
+    if not isinstance(params, dict):
+        raise InvalidArgument("arguments must be a JSON object", field="arguments")
+    try:
+        return model.model_validate(params)
+    except ValidationError as e:
+        raise invalid_from(e) from None
+
+
+def synonym_terms(a: I.SynonymsAddArgs) -> list[str]:
+    """A group's terms, trimmed, refused unless distinct after normalization."""
+    terms = [t.strip() for t in a.terms]
+    if len({normalize(t) for t in terms}) != len(terms):
+        raise InvalidArgument("terms must be distinct (compared case-insensitively, full-width = half-width)",
+                              field="terms")
+    return terms
+
+
+def parse_time_filter(value: str | None, name: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        t = datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidArgument(f"{name}: {value!r} is not an ISO 8601 time like 2026-01-31T20:00:00+08:00",
+                              field=name) from None
+    if t.tzinfo is None or t.utcoffset() is None:
+        raise InvalidArgument(f"{name}: {value!r} has no UTC offset; add one, e.g. {value}+08:00", field=name)
+    return t.timestamp()
+
+
+def time_range(args) -> tuple[float | None, float | None]:
+    start = parse_time_filter(args.from_, "from")
+    end = parse_time_filter(args.to, "to")
+    if start is not None and end is not None and start > end:
+        raise InvalidArgument("from is later than to", field="from")
+    return start, end
+
+
+def page(total: int, offset: int, count: int) -> int | None:
+    return offset + count if offset + count < total else None
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+MAX_LOGGED_DEPTH = 32
+
+
+def loggable(value: Any, depth: int = 0) -> Any:
+    """A copy of a call's parameters that the operation log can hold: lone surrogates (not
+    Unicode, so not UTF-8) become U+FFFD, and nesting deeper than MAX_LOGGED_DEPTH is cut."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, (dict, list)) and depth >= MAX_LOGGED_DEPTH:
+        return "(nested too deeply to record)"
+    if isinstance(value, dict):
+        return {loggable(str(k)): loggable(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        return [loggable(v, depth + 1) for v in value]
+    return value
+
+
+def dedupe_words(words: list[str]) -> list[str]:
+    seen: set[str] = set()
+    out = []
+    for w in words:
+        k = normalize(w)
+        if k not in seen:
+            seen.add(k)
+            out.append(w)
+    return out

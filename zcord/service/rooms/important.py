@@ -1,0 +1,52 @@
+"""zcor_memory_important: at most five important memories, the earliest unmarked by a sixth."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ...core.errors import Superseded
+from ...core.models import MAX_IMPORTANT
+from .. import inputs as I
+from ..calls import Ctx
+from .memories import find_node
+
+if TYPE_CHECKING:
+    from ..service import Service
+
+
+def important(svc: Service, a: I.ImportantArgs, ctx: Ctx) -> dict[str, Any]:
+    st = svc.state
+    node = find_node(svc, a.id)
+    result: dict[str, Any] = {"id": a.id, "important": a.important, "changed": False}
+    if a.important:
+        if node.superseded_by is not None:
+            raise Superseded(f"Memory {a.id} was superseded by {node.superseded_by} and cannot be "
+                             f"marked important; mark {node.superseded_by} instead.", field="id")
+        if a.id not in st.important:
+            after = [*st.important, a.id]
+            receipt = None
+            if len(after) > MAX_IMPORTANT:
+                gone = after.pop(0)
+                title = st.nodes[gone].title
+                receipt = {
+                    "replaced": {"id": gone, "title": title},
+                    "reminder": f"At most {MAX_IMPORTANT} memories can be important, so {gone} "
+                                f"({title}) is no longer marked. The memory itself is kept; mark it "
+                                f"again if it still matters more than another.",
+                }
+            tx = svc.begin(ctx)
+            tx.record("important.mark", a.id, before=list(st.important), after=after, receipt=receipt)
+            tx.set_important(after)
+            svc.commit(ctx)
+            result["changed"] = True
+            if receipt:
+                result.update(receipt)
+    elif a.id in st.important:
+        after = [i for i in st.important if i != a.id]
+        tx = svc.begin(ctx)
+        tx.record("important.unmark", a.id, before=list(st.important), after=after)
+        tx.set_important(after)
+        svc.commit(ctx)
+        result["changed"] = True
+    result["importantIds"] = list(st.important)
+    return result

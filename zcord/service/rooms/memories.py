@@ -1,0 +1,249 @@
+"""The memory tools: write, read, delete, children, trace, query, merge, supersede (SPEC §2.1)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from ...core.errors import Conflict, InvalidArgument, NotFound, Superseded
+from ...core.models import Node
+from ...core.state import Tx
+from ...core.text import derive_keywords, normalize
+from .. import inputs as I
+from ..calls import Ctx, dedupe_words, page, time_range
+
+if TYPE_CHECKING:
+    from ..service import Service
+
+
+def find_node(svc: Service, node_id: str, name: str = "id") -> Node:
+    node = svc.state.nodes.get(node_id)
+    if node is None:
+        raise NotFound(f"No memory with {name} {node_id!r}. Use zcor_memory_query or "
+                       f"zcor_memory_children to find ids.", field=name)
+    return node
+
+
+def current_node(svc: Service, node_id: str, name: str = "id", action: str = "changed") -> Node:
+    node = find_node(svc, node_id, name)
+    if node.superseded_by is not None:
+        raise Superseded(f"Memory {node_id} was superseded by {node.superseded_by} and cannot be "
+                         f"{action}; use {node.superseded_by} instead.", field=name)
+    return node
+
+
+def check_parent(svc: Service, parent_id: str, node_id: str | None) -> None:
+    find_node(svc, parent_id, "parentId")
+    if node_id is not None and node_id in svc.state.ancestors(parent_id):
+        raise Conflict(f"Moving {node_id} under {parent_id} would create a cycle: {parent_id} is "
+                       f"{node_id} itself or one of its descendants.", field="parentId")
+
+
+def derive(svc: Service, title: str) -> list[str]:
+    """Keywords from a title, cut by a jieba that knows every synonym term and keyword."""
+    svc.retriever.teach_jieba()
+    return derive_keywords(title)
+
+
+def item(svc: Service, node_id: str) -> dict[str, Any]:
+    node = svc.state.nodes[node_id]
+    return {"id": node.id, "title": node.title, "superseded": node.superseded_by is not None,
+            "childCount": len(svc.state.child_ids(node_id))}
+
+
+def write(svc: Service, a: I.WriteArgs, ctx: Ctx) -> dict[str, Any]:
+    st = svc.state
+    if a.keywords is not None:
+        keywords = dedupe_words(a.keywords)
+    if a.id is None:
+        if a.parent_id is not None:
+            check_parent(svc, a.parent_id, None)
+        tx = svc.begin(ctx)
+        node = Node(
+            id=tx.take_id(), title=a.title, content=a.content,
+            keywords=keywords if a.keywords is not None else derive(svc, a.title),
+            parent_id=a.parent_id, source_message=a.source_message,
+            created_at=ctx.at, updated_at=ctx.at)
+        tx.put_node(node)
+        tx.record("node.create", node.id, after=node.dump())
+        created = True
+    else:
+        old = find_node(svc, a.id)
+        if old.superseded_by is not None:
+            raise Superseded(f"Memory {a.id} was superseded by {old.superseded_by} and cannot be "
+                             f"updated; update {old.superseded_by} instead.", field="id")
+        update: dict[str, Any] = {"title": a.title, "content": a.content, "updated_at": ctx.at}
+        if a.given("parent_id"):
+            if a.parent_id is not None:
+                check_parent(svc, a.parent_id, a.id)
+            update["parent_id"] = a.parent_id
+        if a.given("keywords"):
+            update["keywords"] = keywords if a.keywords is not None else derive(svc, a.title)
+        if a.given("source_message"):
+            update["source_message"] = a.source_message
+        node = old.model_copy(update=update)
+        if {**node.dump(), "updatedAt": None} == {**old.dump(), "updatedAt": None}:
+            return {"created": False, **old.dump()}  # nothing changes (a move to its own parent): no record
+        tx = svc.begin(ctx)
+        tx.put_node(node)
+        tx.record("node.update", node.id, before=old.dump(), after=node.dump())
+        created = False
+    svc.commit(ctx)
+    return {"created": created, **st.nodes[node.id].dump()}
+
+
+def read(svc: Service, a: I.IdArgs, ctx: Ctx) -> dict[str, Any]:
+    node = find_node(svc, a.id)
+    parent = svc.state.nodes.get(node.parent_id) if node.parent_id else None
+    return {**node.dump(), "important": node.id in svc.state.important,
+            "parentTitle": parent.title if parent else None,
+            "childCount": len(svc.state.child_ids(node.id))}
+
+
+def delete(svc: Service, a: I.IdArgs, ctx: Ctx) -> dict[str, Any]:
+    st = svc.state
+    node = find_node(svc, a.id)
+    problems = []
+    children = st.child_ids(a.id)
+    if children:
+        shown = ", ".join(children)
+        problems.append(f"it has {len(children)} child{'ren' if len(children) != 1 else ''} ({shown}); "
+                        f"move or delete them first")
+    links = sorted(st.links.get(a.id, ()))
+    if links:
+        problems.append(f"relationship(s) {', '.join(links)} link to it; unlink them with "
+                        f"zcor_relationship_write(memoryNodeId=null) first")
+    replaced = sorted(st.replaced.get(a.id, ()), key=st.rank.__getitem__)
+    if replaced:
+        problems.append(f"it replaces superseded memor{'ies' if len(replaced) != 1 else 'y'} "
+                        f"{', '.join(replaced)}, so it must stay")
+    if problems:
+        raise Conflict(f"Memory {a.id} cannot be deleted: " + "; ".join(problems) + ".", field="id",
+                       data={"children": children, "relationships": links, "replaces": replaced})
+    tx = svc.begin(ctx)
+    was_important = a.id in st.important
+    if was_important:
+        after = [i for i in st.important if i != a.id]
+        tx.record("important.unmark", a.id, before=list(st.important), after=after)
+        tx.set_important(after)
+    tx.remove_node(a.id)
+    tx.record("node.delete", a.id, before=node.dump())
+    svc.commit(ctx)
+    return {"id": a.id, "deleted": True, "wasImportant": was_important}
+
+
+def children(svc: Service, a: I.ChildrenArgs, ctx: Ctx) -> dict[str, Any]:
+    if a.parent_id is not None:
+        find_node(svc, a.parent_id, "parentId")
+    return {"parentId": a.parent_id, "items": [item(svc, i) for i in svc.state.child_ids(a.parent_id)]}
+
+
+def trace(svc: Service, a: I.IdArgs, ctx: Ctx) -> dict[str, Any]:
+    find_node(svc, a.id)
+    path = [{"id": i, "title": svc.state.nodes[i].title} for i in reversed(svc.state.ancestors(a.id))]
+    return {"id": a.id, "path": path, "children": [item(svc, i) for i in svc.state.child_ids(a.id)]}
+
+
+def query(svc: Service, a: I.QueryArgs, ctx: Ctx) -> dict[str, Any]:
+    st = svc.state
+    start, end = time_range(a)
+    keys = [normalize(k) for k in a.keywords or ()]
+    # the longest keyword is usually the rarest: find its nodes in one pass, check the rest
+    keys.sort(key=len, reverse=True)
+    found = st.text_matches(keys[0]) if keys else None
+    candidates = st.nodes.keys() if found is None else found
+    rest = keys if found is None else keys[1:]
+    hits = []
+    nodes, index, rank = st.nodes, st.index, st.rank
+    for node_id in candidates:
+        node = nodes[node_id]
+        if node.superseded_by is not None and not a.include_superseded:
+            continue
+        idx = index.get(node_id)
+        updated = idx.updated if idx is not None else node.updated_at.timestamp()
+        if (start is not None and updated < start) or (end is not None and updated > end):
+            continue
+        if rest:
+            title, content = normalize(node.title), normalize(node.content)
+            if not all(k in title or k in content for k in rest):
+                continue
+        hits.append((updated, rank[node_id], node_id))
+    hits.sort(reverse=True)
+    window = hits[a.offset:a.offset + a.limit]
+    return {"items": [st.nodes[i].dump() for _, _, i in window], "total": len(hits),
+            "nextOffset": page(len(hits), a.offset, len(window))}
+
+
+def merge(svc: Service, a: I.MergeArgs, ctx: Ctx) -> dict[str, Any]:
+    st = svc.state
+    if len(set(a.ids)) != len(a.ids):
+        raise InvalidArgument("ids must be distinct", field="ids")
+    sources = [current_node(svc, i, "ids", "merged") for i in a.ids]
+    parents = {n.parent_id for n in sources}
+    parent = parents.pop() if len(parents) == 1 else None
+    tx = svc.begin(ctx)
+    new = Node(id=tx.take_id(), title=a.title, content=a.content,
+               keywords=dedupe_words(a.keywords) if a.keywords is not None else derive(svc, a.title),
+               parent_id=parent, created_at=ctx.at, updated_at=ctx.at)
+    tx.put_node(new)
+    tx.record("node.create", new.id, after=new.dump())
+    moved, relinked = redirect(svc, tx, sources, new.id, a.reason, ctx, move_links=True)
+    svc.commit(ctx)
+    return {"id": new.id, "node": st.nodes[new.id].dump(), "superseded": list(a.ids),
+            "movedChildren": moved, "relinkedRelationships": relinked,
+            "important": new.id in st.important, "importantIds": list(st.important)}
+
+
+def redirect(svc: Service, tx: Tx, sources: list[Node], target: str, reason: str, ctx: Ctx,
+              move_links: bool) -> tuple[list[str], list[str]]:
+    """Supersede sources by target; move important marks (and for merge children and links)."""
+    st = svc.state
+    moved: list[str] = []
+    relinked: list[str] = []
+    for src in sources:
+        cur = st.nodes[src.id]
+        done = cur.model_copy(update={"superseded_by": target, "supersede_reason": reason,
+                                      "updated_at": ctx.at})
+        tx.put_node(done)
+        tx.record("node.supersede", src.id, before=cur.dump(), after=done.dump())
+    if move_links:
+        for src in sources:
+            for child_id in list(st.child_ids(src.id)):
+                child = st.nodes[child_id]
+                after = child.model_copy(update={"parent_id": target, "updated_at": ctx.at})
+                tx.put_node(after)
+                tx.record("node.update", child_id, before=child.dump(), after=after.dump())
+                moved.append(child_id)
+            for pid in sorted(st.links.get(src.id, ())):
+                rel = st.relationships[pid]
+                after_rel = rel.model_copy(update={"memory_node_id": target, "updated_at": ctx.at})
+                tx.put_rel(after_rel)
+                tx.record("relationship.update", pid, before=rel.dump(), after=after_rel.dump())
+                relinked.append(pid)
+    ids = {s.id for s in sources}
+    slots = [n for n, i in enumerate(st.important) if i in ids]
+    if slots:
+        after_imp = []
+        for n, i in enumerate(st.important):
+            if i not in ids:
+                after_imp.append(i)
+            elif n == slots[0] and target not in st.important:
+                after_imp.append(target)
+        tx.record("important.move", target, before=list(st.important), after=after_imp)
+        tx.set_important(after_imp)
+    return moved, relinked
+
+
+def supersede(svc: Service, a: I.SupersedeArgs, ctx: Ctx) -> dict[str, Any]:
+    st = svc.state
+    if len(set(a.ids)) != len(a.ids):
+        raise InvalidArgument("ids must be distinct", field="ids")
+    if a.replacement_id in a.ids:
+        raise InvalidArgument(f"replacementId {a.replacement_id} is also listed in ids; a memory "
+                              f"cannot replace itself", field="replacementId")
+    sources = [current_node(svc, i, "ids", "superseded again") for i in a.ids]
+    current_node(svc, a.replacement_id, "replacementId", "used as a replacement")
+    tx = svc.begin(ctx)
+    redirect(svc, tx, sources, a.replacement_id, a.reason, ctx, move_links=False)
+    svc.commit(ctx)
+    return {"replacementId": a.replacement_id, "superseded": list(a.ids),
+            "importantIds": list(st.important)}

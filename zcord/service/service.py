@@ -1,0 +1,287 @@
+"""Service: one Memory directory's tools and views, in-process (SPEC §2 and §4).
+
+`Service.call(tool, params, actor)` (the dispatcher) validates the arguments against the
+tool's input model, runs the tool's rule (its room, zcord.service.rooms), commits any
+change atomically (memory and disk together, or neither) and appends the call to the
+operation log. This module adds the Memory's lifetime (open, close, warm-up), the
+operator's settings (config, PERSONA.md, synonym groups) and the bot's views (prefix,
+recall, context), none of which are tool calls.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ..core import nodecache
+from ..core.config import Config, ConfigFile, api_key, key_withheld_reason
+from ..core.errors import InvalidArgument, ZcorError
+from ..core.fsutil import atomic_write
+from ..core.journal import read_pos, replay
+from ..core.models import now
+from ..core.oplog import OpLog
+from ..core.state import MemoryState
+from ..core.store import BOT_BACKUP_RE, CONFIG_FILE, OPLOG_FILE, PERSONA_FILE, SYNONYMS_FILE, Store
+from ..core.text import tokenizer
+from ..retrieval.prefix import build_prefix, persona_text
+from ..retrieval.recall import RecallSessions, Retriever, parse_events
+from ..retrieval.synonyms import Synonyms
+from .calls import Ctx, InternalError, RestoreInProgress
+from .dispatcher import Dispatcher
+from .rooms import backups, history, synonyms
+
+__all__ = ["Ctx", "InternalError", "RestoreInProgress", "Service"]
+
+MAX_PERSONA = 100_000  # characters of PERSONA.md, which goes into every request
+
+
+class Service(Dispatcher):
+    """One Memory directory's tools. Thread-safe: calls are serialized."""
+
+    def __init__(self, memory_dir: Path | str, clock: Callable[[], datetime] = now):
+        super().__init__()
+        self.store = Store(memory_dir)
+        self.dir = self.store.dir
+        self.clock = clock
+        self.oplog = OpLog(self.dir / OPLOG_FILE)
+        self.synonyms = Synonyms(self.dir / SYNONYMS_FILE)
+        self.config_file = ConfigFile(self.dir / CONFIG_FILE)
+        self.state = MemoryState()
+        self.retriever = Retriever(lambda: self.state, self.synonyms)
+        self.sessions = RecallSessions(self.retriever)
+        self.http_client = None  # an httpx.Client to reuse for provider calls (tests may inject one)
+        self.last_bot_backup: float | None = None  # time.monotonic() of the bot's last backup
+        self.is_open = False
+
+    # -- lifetime ---------------------------------------------------------------------
+
+    def open(self) -> "Service":
+        self.store.open()
+        try:
+            self.config_file.load()
+            self.state = self.store.load()
+            self.synonyms.load()
+            self.oplog.open()
+            pos = read_pos(self.dir)
+            replayed = replay(self.state, self.oplog.path, pos)
+            self.snapshots.pos_offset = pos.log_offset if pos is not None and pos.log_offset <= self.oplog.size else 0
+        except BaseException:
+            self.close()
+            raise
+        self.is_open = True
+        if replayed:
+            self.snapshots.changes = replayed
+            self.snapshots.since = time.monotonic()
+        ops = [c.op_seq for c in self.state.history if c.op_seq]
+        self.seq = max([self.oplog.last_seq, *ops[-1:]])
+        self.reconcile()
+        self.last_bot_backup = self._bot_backup_clock()
+        return self
+
+    def _bot_backup_clock(self) -> float | None:
+        """The bot's last backup on the monotonic clock, from the newest bot backup file (so
+        a restart does not reset the bot's backup interval)."""
+        try:
+            newest = max((e.stat(follow_symlinks=False).st_mtime for e in os.scandir(self.store.backups)
+                          if BOT_BACKUP_RE.match(e.name)), default=None)
+        except OSError:
+            return None
+        if newest is None:
+            return None
+        return time.monotonic() - max(0.0, time.time() - newest)
+
+    def close(self) -> None:
+        """Finish any snapshot, write one holding the journaled changes (so the next start
+        replays nothing), close the log and release the directory."""
+        self.gate.wait_idle()  # a restore in its slow phase finishes first
+        with self.lock:
+            if self.is_open:
+                self.is_open = False
+                self.snapshots.settle()
+                if self.snapshots.changes:
+                    try:
+                        self.snapshots.save(self.snapshots.pos())
+                    except (OSError, ZcorError) as e:
+                        print(f"zcord: could not write the snapshot at shutdown ({e}); the next start replays "
+                              f"the operation log", file=sys.stderr)
+            self.oplog.close()
+            self.store.close()
+
+    def __enter__(self) -> "Service":
+        return self.open()
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- settings: config.json, PERSONA.md, synonyms.json (operator changes, recorded) ---
+
+    @property
+    def config(self) -> Config:
+        """The effective configuration (config.json with environment overrides)."""
+        return self.config_file.effective
+
+    def public_config(self) -> dict[str, Any]:
+        key_set = api_key() is not None
+        withheld = key_withheld_reason(self.config.llm.base_url) if key_set else None
+        return self.config.public(api_key_set=key_set, withheld=withheld)
+
+    def update_config(self, patch: dict[str, Any], actor: str = "operator") -> dict[str, Any]:
+        """Change config.json (partial, camelCase keys); recorded in the operation log."""
+        def apply():
+            before = self.config_file.stored.model_dump(mode="json", by_alias=True)
+            self.config_file.update(patch)
+            after = self.config_file.stored.model_dump(mode="json", by_alias=True)
+            return self.public_config(), [{"kind": "config.update", "before": before, "after": after}]
+
+        return self.operate("zcor/config/set", {"patch": patch}, actor, apply, "config.json")
+
+    def persona_get(self) -> dict[str, Any]:
+        """PERSONA.md as stored (`text`, comments included) and whether it is empty for the model."""
+        path = self.dir / PERSONA_FILE
+        try:
+            text = path.read_text(encoding="utf-8", errors="replace")
+        except FileNotFoundError:
+            text = ""
+        return {"text": text, "empty": not persona_text(text), "path": str(path)}
+
+    def persona_set(self, text: Any, actor: str = "operator") -> dict[str, Any]:
+        """Replace PERSONA.md (atomically); recorded in the operation log with before and after."""
+        if not isinstance(text, str):
+            raise InvalidArgument("text must be a string: the whole new PERSONA.md", field="text")
+        if len(text) > MAX_PERSONA:
+            raise InvalidArgument(f"text is {len(text)} characters; PERSONA.md may have at most {MAX_PERSONA}",
+                                  field="text")
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidArgument("text contains a lone surrogate code point, which is not valid Unicode",
+                                  field="text") from None
+
+        def apply():
+            before = self.persona_get()["text"]
+            if before == text:
+                return self.persona_get(), []
+            atomic_write(self.dir / PERSONA_FILE, data)
+            return self.persona_get(), [{"kind": "persona.update", "target": PERSONA_FILE,
+                                         "before": before, "after": text}]
+
+        return self.operate("zcor/persona/set", {"text": text}, actor, apply, PERSONA_FILE)
+
+    def synonym_groups(self) -> list[list[str]]:
+        with self.lock:
+            self.refresh_synonyms()
+            return [list(g) for g in self.synonyms.groups]
+
+    def set_synonym_group(self, index: int | None, terms: list[str] | None,
+                          actor: str = "operator") -> dict[str, Any]:
+        """Operators' synonym editing: index None adds, terms None removes, both replace."""
+        return synonyms.set_group(self, index, terms, actor)
+
+    def reload(self) -> None:
+        """Re-read config.json and synonyms.json (SIGHUP); a broken file keeps the old values."""
+        with self.lock:
+            self.config_file.load()
+            self.synonyms.load()
+
+    def refresh_synonyms(self) -> None:
+        """Pick up a hand edit of synonyms.json; a broken edit keeps the last good groups."""
+        try:
+            self.synonyms.reload_if_changed()
+        except ZcorError as e:
+            print(f"zcord: {e.message}; keeping the previous synonym groups", file=sys.stderr)
+
+    # -- the bot's views (not tool calls: never recorded) ------------------------------
+
+    def prefix(self) -> str:
+        """The system prefix, built from live state and PERSONA.md."""
+        with self.lock:
+            return build_prefix(self.state, self.dir / PERSONA_FILE, self.config.relationship_memory)
+
+    def recall(self, session: str, events: Any) -> list[str]:
+        """Replace the session's recall set from a batch of events; returns it, best first."""
+        if not isinstance(session, str) or not session:
+            raise InvalidArgument("session must be a non-empty string", field="session")
+        parsed = parse_events(events)
+        with self.lock:
+            self.refresh_synonyms()
+            return self.sessions.recall(session, parsed, self.config.recall_budget, self.config.recall_ranking)
+
+    def context(self, session: str) -> dict[str, Any]:
+        """The context header for the session, rendered from live state now."""
+        if not isinstance(session, str) or not session:
+            raise InvalidArgument("session must be a non-empty string", field="session")
+        with self.lock:
+            return self.sessions.context(session, self.config.recall_budget, self._senders_on())
+
+    def recall_explain(self, text: str, sender_key: str | None = None) -> dict[str, Any]:
+        """For operators: segmentation, expansion, hits and the header a text would produce
+        (from `sender_key`, when given: their relationship leads the header)."""
+        if not isinstance(text, str):
+            raise InvalidArgument("text must be a string", field="text")
+        if sender_key is not None and not isinstance(sender_key, str):
+            raise InvalidArgument("senderKey must be a string", field="senderKey")
+        with self.lock:
+            self.refresh_synonyms()
+            cfg = self.config
+            return self.sessions.explain(text, cfg.recall_budget, cfg.recall_ranking, sender_key, self._senders_on())
+
+    def _senders_on(self) -> bool:
+        """Speakers' relationships lead the header when both switches are on."""
+        return self.config.recall_senders and self.config.relationship_memory
+
+    # -- operator views and actions that are not tools -----------------------------------
+
+    def status(self) -> dict[str, Any]:
+        st = self.state
+        return {
+            "memoryDir": str(self.dir),
+            "nodes": len(st.nodes),
+            "currentNodes": sum(1 for n in st.nodes.values() if n.superseded_by is None),
+            "relationships": len(st.relationships),
+            "important": list(st.important),
+            "historyChanges": st.next_change_id() - 1,
+            "operations": self.oplog.count(),
+            "synonymGroups": len(self.synonyms.groups),
+            "personaEmpty": self.persona_get()["empty"],
+            "journaledChanges": self.snapshots.changes,
+        }
+
+    def snapshot(self) -> dict[str, Any]:
+        """Write memory-state.json now, holding every change so far (waits for a snapshot
+        being written in the background); StorageError when the disk refuses it (the
+        operation log still holds every change, so nothing is lost)."""
+        return self.gate.writes_wait(self.snapshots.take)
+
+    def history_query(self, params: Any) -> dict[str, Any]:
+        """`zcor/history/query` (rooms.history.operator_query)."""
+        return history.operator_query(self, params)
+
+    def backup_preview(self, name: Any) -> dict[str, Any]:
+        """What restoring backups/<name> would change, in counts (rooms.backups.preview)."""
+        return backups.preview(self, name)
+
+    def warm(self) -> None:
+        """Build the retrieval indexes and the query text, load jieba, teach it the Memory's
+        words and index the log (a daemon runs this in the background after it is ready, so
+        the first calls do not pay for it). The indexes and the text are built in steps (1,000
+        nodes, one 4,096-node piece of text), each under the lock, so calls are answered in
+        between; a call that needs them finishes the build."""
+        for step in ("index_step", "text_step"):
+            while True:
+                with self.lock:
+                    if not getattr(self.state, step)():
+                        break
+                time.sleep(0.0005)  # let a waiting call take the lock
+        tokenizer()
+        with self.lock:
+            self.refresh_synonyms()
+            self.retriever.teach_jieba()
+            if not self.store.cache_used and len(self.state.nodes) >= nodecache.MIN_NODES and \
+                    self.snapshots.thread is None and self.is_open and not self.gate.restoring:
+                self.snapshots.start()  # a large Memory without a usable cache: the next start has one
+        self.oplog.warm()
