@@ -7,7 +7,7 @@ import json
 
 from textual.widgets import Checkbox, DataTable, Input, Select
 
-from zcord.core.oplog import targets_of
+from zcord.core.history_index import targets_of
 
 from .conftest import settle, text_of
 

@@ -1,4 +1,4 @@
-"""The TUI reaches zcord only through zcord.client (and zcord.transport.paths for default paths)."""
+"""The TUI reaches zcord only through zcord.client (which also gives the default socket paths)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import zcor_tui
 
-ALLOWED = {"zcord.client", "zcord.paths"}
+ALLOWED = {"zcord.client"}
 
 
 def imported_modules(path: Path) -> set[str]:

@@ -9,7 +9,7 @@ import random
 
 import pytest
 
-from zcord.core import state as state_mod
+from zcord.core import indexes as indexes_mod
 from zcord.core.errors import StateFileInvalid
 from zcord.core.models import Node, StateFile
 from zcord.service import Service
@@ -185,9 +185,9 @@ def _random_ops(st: MemoryState, rng: random.Random, ids: list[str], steps: int,
 
 @pytest.mark.parametrize("seed", range(4))
 def test_writes_during_the_background_build_leave_the_indexes_as_a_fresh_build(raw, monkeypatch, seed):
-    monkeypatch.setattr(state_mod, "BIG_POSTING", 2)  # arrays of ranks from the third node on
-    monkeypatch.setattr(state_mod, "TEXT_CHUNK", 3)  # the query text in many pieces
-    monkeypatch.setattr(state_mod, "SET_CACHE", 12)  # cached id sets evicted too
+    monkeypatch.setattr(indexes_mod, "BIG_POSTING", 2)  # arrays of ranks from the third node on
+    monkeypatch.setattr(indexes_mod, "TEXT_CHUNK", 3)  # the query text in many pieces
+    monkeypatch.setattr(indexes_mod, "SET_CACHE", 12)  # cached id sets evicted too
     rng = random.Random(seed)
     st = parse_state(raw, "memory-state.json")
     assert not st.indexed
@@ -204,7 +204,7 @@ def test_writes_during_the_background_build_leave_the_indexes_as_a_fresh_build(r
     fresh.ensure_index()
     got, want = tables(st), tables(fresh)
     assert got == want
-    assert any(type(v) is state_mod.array for t in (st.title_grams, st.keyword_ids) for v in t.values())
+    assert any(type(v) is indexes_mod.array for t in (st.title_grams, st.keyword_ids) for v in t.values())
     for word in ("奶茶", "王", "dog", "回来", "b"):
         found = st.text_matches(word)
         assert sorted(found) == sorted(i for i, n in st.nodes.items()

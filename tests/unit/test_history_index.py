@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from zcord.core.models import OpRecord
-from zcord.core.oplog import OpLog, record_search_text
+from zcord.core.history_index import record_search_text
+from zcord.core.oplog import OpLog
 from zcord.core.text import normalize
 
 TZ = timezone(timedelta(hours=8))
@@ -374,13 +375,14 @@ def test_a_query_during_a_long_build_is_told_to_come_back(logdir, monkeypatch):
     query meanwhile gets `busy` at once instead of holding zcord up, then answers."""
     import threading
 
-    from zcord.core import oplog as O
+    from zcord.core import history_index as H, oplog as O
 
     dumped = fill(logdir, random_records(random.Random(9), 400, monotone=True))
     for p in logdir.glob("operations.index.sqlite*"):
         p.unlink()
-    monkeypatch.setattr(O, "QUERY_CATCH_UP", 2000)
-    monkeypatch.setattr(O, "BUILD_STEP", 5000)
+    monkeypatch.setattr(H, "QUERY_CATCH_UP", 2000)
+    monkeypatch.setattr(H, "BUILD_STEP", 5000)
+    monkeypatch.setattr(H, "READ_CHUNK", 4000)
     monkeypatch.setattr(O, "READ_CHUNK", 4000)
     real = O.OpLog._index_block
 
@@ -393,7 +395,7 @@ def test_a_query_during_a_long_build_is_told_to_come_back(logdir, monkeypatch):
     try:
         log.warm(background=True)
         t = time.monotonic()
-        with pytest.raises(O.IndexBuilding) as busy:
+        with pytest.raises(H.IndexBuilding) as busy:
             log.query(["山"], None, None, 20, 0)
         assert time.monotonic() - t < 5  # at most one step waited for, not the whole build
         assert busy.value.code == "busy" and "% done" in busy.value.message

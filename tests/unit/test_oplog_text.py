@@ -3,7 +3,7 @@ mutation testing, docs/testing.md)."""
 
 from __future__ import annotations
 
-from zcord.core.oplog import _indexable, record_search_text
+from zcord.core.history_index import _indexable, record_search_text
 
 
 def test_record_search_text_is_every_value_normalized_one_per_line():

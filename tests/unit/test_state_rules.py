@@ -9,7 +9,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from zcord.core import state as state_mod
+from zcord.core import indexes as indexes_mod
 from zcord.core.errors import StorageError
 from zcord.core.models import Node, Relationship
 from zcord.core.state import MemoryState, Tx
@@ -44,7 +44,7 @@ def test_text_search_refuses_its_own_separators(keyword):
 
 
 def test_text_search_finds_each_node_once(monkeypatch):
-    monkeypatch.setattr(state_mod, "TEXT_CHUNK", 2)
+    monkeypatch.setattr(indexes_mod, "TEXT_CHUNK", 2)
     st = MemoryState([node(1, "奶茶", content="奶茶 奶茶"), node(2, "tea"), node(3, "x", content="喝奶茶"),
                       node(4, "y")])
     assert st.text_matches("奶茶") == ["m1", "m3"]
@@ -53,7 +53,7 @@ def test_text_search_finds_each_node_once(monkeypatch):
 
 
 def test_text_pieces_built_one_step_at_a_time(monkeypatch):
-    monkeypatch.setattr(state_mod, "TEXT_CHUNK", 2)
+    monkeypatch.setattr(indexes_mod, "TEXT_CHUNK", 2)
     st = MemoryState([node(i, f"t{i}", content=f"c{i}") for i in range(1, 6)])  # ranks 2..10: 4 pieces
     filled = []
     for _ in range(20):
@@ -79,8 +79,8 @@ def test_title_phrase_of_words_matches_them_in_a_row_only():
 def test_id_set_cache_keeps_up_to_its_bound(monkeypatch):
     """Terms held by many nodes answer an id set built once and cached, up to SET_CACHE ids
     per table; a write to a term drops its set (and its count), so the bound holds."""
-    monkeypatch.setattr(state_mod, "BIG_POSTING", 2)
-    monkeypatch.setattr(state_mod, "SET_CACHE", 8)
+    monkeypatch.setattr(indexes_mod, "BIG_POSTING", 2)
+    monkeypatch.setattr(indexes_mod, "SET_CACHE", 8)
     st = MemoryState([node(i, f"{w} {i}") for i, w in enumerate(["alpha"] * 4 + ["beta"] * 4, start=1)])
     st.ensure_index()
     words = st.title_words

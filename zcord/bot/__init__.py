@@ -6,3 +6,9 @@ prefix, recall and context), the console chat (chat) and the in-process demo (de
 May import: zcord.transport.client, zcord.retrieval.llm and zcord.core; demo also runs a
 Service in-process. Never zcord.transport.server, textual or zcor_tui.
 """
+
+from ..core.config import LlmConfig
+from ..retrieval.llm import Provider, anthropic_tools, openai_tools
+from .bot import Conversation, MemoryBot
+
+__all__ = ["Conversation", "LlmConfig", "MemoryBot", "Provider", "anthropic_tools", "openai_tools"]

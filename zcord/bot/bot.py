@@ -5,8 +5,7 @@ through the daemon, and refuse any call to a tool not declared in the current re
 
 A minimal bot:
 
-    from zcord.bot.bot import MemoryBot, Conversation
-    from zcord.retrieval.llm import Provider
+    from zcord.bot import Conversation, MemoryBot, Provider
     with MemoryBot.connect(session="qq:group:123") as bot:
         conv = Conversation(bot, Provider(cfg, api_key))
         answer = conv.handle([{"text": "我昨天去吃火锅了", "origin": "external",

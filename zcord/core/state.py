@@ -7,159 +7,13 @@ so a failed save leaves memory exactly as it was before the call.
 from __future__ import annotations
 
 import bisect
-import functools
-from array import array
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .models import Change, Node, Relationship
-from .text import _CJK_RUN, all_cjk, cjk_count, has_cjk, normalize, term_key, title_seq, title_word_keys
-
-
-@dataclass(slots=True)
-class NodeIndex:
-    """Precomputed retrieval forms of one current or superseded node, rebuilt whenever the
-    node object changes: its updatedAt as a number, the title's length in words (a CJK
-    character counts half), the normalized title (the title object itself when normalizing
-    changes nothing) and its non-CJK words folded in order (None for a CJK run; empty for an
-    all-CJK title). Keyword keys are not kept: they are derived again from the node."""
-
-    updated: float
-    title_len: float
-    norm_title: str
-    title_seq: tuple[str | None, ...]
-
-
-BIG_POSTING = 24
-"""A term held by more nodes than this keeps their ranks in an array (4 bytes each) rather
-than a set of ids (about 40 bytes each); a title's CJK characters and pairs make most of a
-Memory's postings, and common ones are held by thousands of nodes."""
-
-
-SET_CACHE = 400_000
-"""Ids kept, per table, in the id sets built from the arrays of recently used terms (a
-recall uses the same common terms again and again; building a set of 10,000 ids costs a
-few hundred microseconds)."""
-
-
-class Postings(dict):
-    """term -> the nodes holding it: one id as the id string itself (most title words and
-    whole titles belong to one node; a set costs 216 bytes), a few as a set of ids, many as
-    an array of their ranks. `get` answers a set-like of ids in every case (a frozenset for
-    one id or for an array, the latter kept in a small cache until the term changes):
-    callers never change it."""
-
-    __slots__ = ("by_rank", "rank", "cache", "cached")
-
-    def __init__(self, by_rank: list[str | None], rank: dict[str, int]):
-        super().__init__()
-        self.by_rank = by_rank  # the state's rank -> id list and id -> rank dict (changed in place)
-        self.rank = rank
-        self.cache: dict[str, frozenset[str]] = {}  # least recently used first
-        self.cached = 0
-
-    def get(self, key, default=None):
-        v = dict.get(self, key)
-        if v is None:
-            return default
-        t = type(v)
-        if t is str:
-            return frozenset((v,))
-        if t is set:
-            return v
-        cache = self.cache
-        ids = cache.pop(key, None)
-        if ids is None:
-            ids = frozenset(map(self.by_rank.__getitem__, v))
-            self.cached += len(ids)
-            while self.cached > SET_CACHE and cache:
-                self.cached -= len(cache.pop(next(iter(cache))))
-        cache[key] = ids
-        return ids
-
-    def forget(self, key: str) -> None:
-        """Drop the cached id set of a term whose postings change."""
-        ids = self.cache.pop(key, None)
-        if ids is not None:
-            self.cached -= len(ids)
-
-    def clear(self) -> None:
-        super().clear()
-        self.cache.clear()
-        self.cached = 0
-
-    def size(self, key: str) -> int:
-        v = dict.get(self, key)
-        return 0 if v is None else 1 if type(v) is str else len(v)
-
-    def add(self, key: str, node_id: str, rank: int) -> None:
-        """Add a node not yet under key."""
-        v = dict.get(self, key)
-        if v is None:
-            self[key] = node_id
-        elif type(v) is str:
-            self[key] = {v, node_id}
-        elif type(v) is set:
-            if len(v) >= BIG_POSTING:
-                ranks = self[key] = array("I", sorted(map(self.rank.__getitem__, v)))
-                bisect.insort(ranks, rank)
-            else:
-                v.add(node_id)
-        else:  # an array of ranks, kept sorted: found by bisection, not by a scan
-            if not v or v[-1] < rank:
-                v.append(rank)
-            else:
-                bisect.insort(v, rank)
-            if self.cache:
-                self.forget(key)
-
-    def discard(self, key: str, node_id: str, rank: int) -> None:
-        v = dict.get(self, key)
-        if v is None:
-            return
-        t = type(v)
-        if t is str:
-            if v == node_id:
-                del self[key]
-        else:
-            if t is set:
-                v.discard(node_id)
-            else:
-                i = bisect.bisect_left(v, rank)
-                if i == len(v) or v[i] != rank:
-                    return
-                del v[i]
-                if self.cache:
-                    self.forget(key)
-                if len(v) > BIG_POSTING // 2:
-                    return
-                v = set(map(self.by_rank.__getitem__, v))
-            if len(v) > 1:
-                self[key] = v
-            elif v:
-                self[key] = next(iter(v))
-            else:
-                del self[key]
-
-
-TEXT_CHUNK = 4096
-"""Nodes per piece of the query text blob (by rank): a write rebuilds one piece only."""
-
-INDEX_STEP = 1000
-"""Nodes indexed per step of the background index build (one short hold of the lock)."""
-
-
-class _TextChunk:
-    """The normalized titles and contents of up to TEXT_CHUNK nodes (consecutive ranks), as
-    one string searched with str.find: "title\x00content\x01" per node."""
-
-    __slots__ = ("ids", "blob", "starts")
-
-    def __init__(self) -> None:
-        self.ids: list[str] = []
-        self.blob: str | None = None
-        self.starts: array | None = None
+from .indexes import NodeIndex, Postings, RetrievalIndexes, TextBlob, _TextChunk
+from .text import normalize
 
 
 @dataclass(slots=True)
@@ -183,7 +37,7 @@ RANK_GAP = 2
 between its neighbours."""
 
 
-class MemoryState:
+class MemoryState(RetrievalIndexes, TextBlob):
     """All of one persona's Memory, with the indexes the tools need."""
 
     def __init__(
@@ -240,35 +94,8 @@ class MemoryState:
 
     # -- the retrieval indexes: built after loading, in steps or at once ----------------
 
-    @property
-    def indexed(self) -> bool:
-        """Whether the retrieval indexes (title grams and words, keyword ids, whole titles,
-        `index`, counts, pending_words) cover every node."""
-        return self._unindexed is None
 
-    def index_step(self, n: int = INDEX_STEP) -> bool:
-        """Index up to n more loaded nodes; False once every node is indexed."""
-        todo = self._unindexed
-        if todo is None:
-            return False
-        at = self._unindexed_at
-        end = min(len(todo), at + n)
-        nodes, index = self.nodes, self.index
-        for node_id in todo[at:end]:
-            node = nodes.get(node_id)
-            if node is not None and node_id not in index:
-                self._index_node(node)
-        if end >= len(todo):
-            self._unindexed = None
-            self._unindexed_at = 0
-            return False
-        self._unindexed_at = end
-        return True
 
-    def ensure_index(self) -> None:
-        """Finish building the retrieval indexes (every caller of them runs this first)."""
-        if self._unindexed is not None:
-            self.index_step(len(self._unindexed))
 
     # -- queries -----------------------------------------------------------------
 
@@ -312,86 +139,10 @@ class MemoryState:
             if not siblings and parent is not None:
                 del self.children[parent]
 
-    def text_matches(self, keyword: str) -> list[str] | None:
-        """Ids of nodes whose normalized title or content contains the normalized keyword,
-        found with str.find over the text blob's pieces (None: keyword unusable here)."""
-        if "\x00" in keyword or "\x01" in keyword or not keyword:
-            return None
-        if self._text is None:
-            self._text_pieces()
-        out: list[str] = []
-        for chunk in self._text.values():
-            if chunk.blob is None:
-                self._fill_chunk(chunk)
-            blob, starts, ids = chunk.blob, chunk.starts, chunk.ids
-            at = blob.find(keyword)
-            while at >= 0:
-                i = bisect.bisect_right(starts, at) - 1
-                out.append(ids[i])
-                nxt = starts[i + 1] if i + 1 < len(starts) else len(blob)
-                at = blob.find(keyword, nxt)
-        return out
 
-    def _text_pieces(self) -> None:
-        chunks: dict[int, _TextChunk] = {}
-        rank = self.rank
-        for node_id in self.nodes:
-            k = rank[node_id] // TEXT_CHUNK
-            chunk = chunks.get(k)
-            if chunk is None:
-                chunk = chunks[k] = _TextChunk()
-            chunk.ids.append(node_id)
-        self._text = chunks
 
-    def text_step(self) -> bool:
-        """Build one more piece of the query text blob; False once every piece is built."""
-        if self._text is None:
-            self._text_pieces()
-            return True
-        for chunk in self._text.values():
-            if chunk.blob is None:
-                self._fill_chunk(chunk)
-                return True
-        return False
 
-    def _fill_chunk(self, chunk: _TextChunk) -> None:
-        starts = array("q")
-        parts = []
-        pos = 0
-        nodes = self.nodes
-        for node_id in chunk.ids:
-            node = nodes[node_id]
-            starts.append(pos)
-            piece = f"{normalize(node.title)}\x00{normalize(node.content)}\x01"
-            parts.append(piece)
-            pos += len(piece)
-        chunk.blob = "".join(parts)
-        chunk.starts = starts
 
-    def _text_changed(self, node_id: str, added: bool = False, removed: bool = False) -> None:
-        """Keep the blob's pieces in step with a node put or removed (its piece is rebuilt by
-        the next query)."""
-        chunks = self._text
-        if chunks is None:
-            return
-        rank = self.rank[node_id]
-        k = rank // TEXT_CHUNK
-        chunk = chunks.get(k)
-        if chunk is None:
-            chunk = _TextChunk()
-            chunks[k] = chunk
-            self._text = dict(sorted(chunks.items()))
-        chunk.blob = chunk.starts = None
-        if added:
-            ids = chunk.ids
-            if not ids or self.rank[ids[-1]] < rank:
-                ids.append(node_id)
-            else:
-                ids.insert(bisect.bisect_left(ids, rank, key=self.rank.__getitem__), node_id)
-        elif removed:
-            chunk.ids.remove(node_id)
-            if not chunk.ids:
-                del chunks[k]
 
     def _load_nodes(self, nodes: Iterable[Node], tree: tuple[dict, dict] | None = None) -> None:
         """Nodes of a file, in order: the tree, ranks and links now; the retrieval indexes
@@ -462,103 +213,10 @@ class MemoryState:
         if node.superseded_by is not None:
             self.replaced.setdefault(node.superseded_by, set()).add(node_id)
 
-    def _index_node(self, node: Node) -> None:
-        title = node.title
-        norm_title = normalize(title)
-        if norm_title == title:
-            norm_title = title  # one string object, not two
-        if all_cjk(norm_title):  # the usual title of a Chinese Memory: no words, every character counts
-            seq = ()
-            length = max(1.0, len(norm_title) / 2)
-        else:
-            seq = title_seq(norm_title)
-            length = max(1.0, sum(1 for w in seq if w is not None) + cjk_count(norm_title) / 2)
-        idx = self.index[node.id] = NodeIndex(
-            updated=node.updated_at.timestamp(),
-            title_len=_LENGTHS.setdefault(length, length),  # a few values, one float object each
-            norm_title=norm_title,
-            title_seq=seq,
-        )
-        if node.superseded_by is None:
-            self._index_words(node, idx)
 
-    def _index_words(self, node: Node, idx: NodeIndex) -> None:
-        node_id = node.id
-        rank = self.rank[node_id]
-        # Postings.add, its usual cases inlined (the build adds about 20 postings per node)
-        get = dict.get
-        for table, keys in ((self.title_grams, _grams(idx.norm_title)), (self.title_words, _word_keys(idx))):
-            add = table.add
-            cached = table.cache
-            for key in keys:
-                v = get(table, key)
-                if v is None:
-                    table[key] = node_id
-                elif type(v) is array and not cached and v[-1] < rank:
-                    v.append(rank)  # the build goes in rank order: arrays stay sorted
-                else:
-                    add(key, node_id, rank)
-        norm_keywords, keyword_keys = _keyword_forms(node)
-        add = self.keyword_ids.add
-        for kw in keyword_keys:
-            add(kw, node_id, rank)
-            if _mixed(kw):
-                self.mixed_keywords[kw] = self.mixed_keywords.get(kw, 0) + 1
-        self.title_keys.add(_title_key(idx), node_id, rank)
-        self.current_count += 1
-        self.title_len_sum += idx.title_len
-        self.pending_words.extend(norm_keywords)
 
-    def _unindex_words(self, node_id: str, idx: NodeIndex, node: Node) -> None:
-        if node.superseded_by is not None:
-            return  # a superseded node: never in the word tables
-        keyword_keys = _keyword_forms(node)[1]
-        rank = self.rank[node_id]
-        for table, keys in ((self.title_grams, _grams(idx.norm_title)), (self.title_words, _word_keys(idx)),
-                            (self.keyword_ids, keyword_keys), (self.title_keys, (_title_key(idx),))):
-            discard = table.discard
-            for key in keys:
-                discard(key, node_id, rank)
-        for kw in keyword_keys:
-            n = self.mixed_keywords.get(kw)
-            if n is not None:
-                if n <= 1:
-                    del self.mixed_keywords[kw]
-                else:
-                    self.mixed_keywords[kw] = n - 1
-        self.current_count -= 1
-        self.title_len_sum -= idx.title_len
 
-    @property
-    def avg_title_len(self) -> float:
-        return self.title_len_sum / self.current_count if self.current_count else 1.0
 
-    def title_hits(self, key: str) -> set[str] | frozenset[str]:
-        """Ids of current nodes whose title holds the term (given as its `term_key`): a CJK-bearing
-        term as a substring of the normalized title, any other as whole folded words in a row."""
-        if not key:
-            return frozenset()
-        if not has_cjk(key):
-            words = key.split(" ")
-            postings = [self.title_words.get(w) for w in words]
-            if any(p is None for p in postings):
-                return frozenset()
-            smallest = min(postings, key=len)
-            if len(words) == 1:
-                return smallest  # the index's own set: callers must not change it
-            want = tuple(words)
-            return {i for i in smallest if _contains_run(self.index[i].title_seq, want)}
-        if len(key) == 1:
-            return self.title_grams.get(key, frozenset())
-        grams = [g for g in (key[i:i + 2] for i in range(len(key) - 1)) if has_cjk(g)]
-        table = self.title_grams
-        sizes = [table.size(g) for g in grams]
-        if not sizes or 0 in sizes:
-            return frozenset()
-        smallest = table.get(grams[sizes.index(min(sizes))])
-        if len(key) == 2:
-            return smallest
-        return {i for i in smallest if key in self.index[i].norm_title}
 
     def _unlink_replaced(self, target: str, node_id: str) -> None:
         ids = self.replaced.get(target)
@@ -792,62 +450,6 @@ _PART_ATTRS = ("_text", "_unindexed", "_unindexed_at", "nodes", "rank", "_by_ran
                "alias_ids",
                "title_grams", "title_words", "keyword_ids", "title_keys", "mixed_keywords", "current_count",
                "title_len_sum", "pending_words", "_rank", "_rel_rank", "important", "next_id", "_max_num")
-
-
-_LENGTHS: dict[float, float] = {}
-
-
-def _grams(text: str) -> set[str]:
-    """Every CJK character and every pair of adjacent characters holding one."""
-    out = set()
-    for m in _CJK_RUN.finditer(text):
-        start, end = m.span()
-        out.update(m.group())
-        # the pairs starting at each character of the run and at the character before it
-        out.update([text[i:i + 2] for i in range(start - 1 if start else 0, end)])
-    return out
-
-
-def _word_keys(idx: NodeIndex) -> set[str]:
-    return title_word_keys(idx.title_seq)
-
-
-def _title_key(idx: NodeIndex) -> str:
-    """The whole title as one term key (a person node titled "Caroline" → "caroline")."""
-    key = term_key(idx.norm_title)
-    return idx.norm_title if key == idx.norm_title else key  # one string object, not two
-
-
-def _keyword_forms(node: Node) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """A node's distinct normalized keywords, and their distinct keys (term_key): the same
-    tuple when every key is its keyword (an empty key is then kept, else dropped)."""
-    forms = [_keyword_form(k) for k in node.keywords]
-    norm = tuple(dict.fromkeys(n for n, _ in forms))
-    if all(n == k for n, k in forms):
-        return norm, norm
-    return norm, tuple(dict.fromkeys(k for _, k in forms if k))
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _keyword_form(keyword: str) -> tuple[str, str]:
-    """A keyword's normalized form (the keyword itself when normalizing changes nothing) and
-    its key; keywords repeat across a Memory, so they are worked out once."""
-    norm = normalize(keyword)
-    if norm == keyword:
-        norm = keyword
-    key = term_key(norm)
-    return norm, norm if key == norm else key
-
-
-@functools.lru_cache(maxsize=1 << 16)
-def _mixed(key: str) -> bool:
-    """A key holding both CJK and other letters or digits (ktv包厢): found by substring."""
-    return has_cjk(key) and any(ch.isalnum() and not has_cjk(ch) for ch in key)
-
-
-def _contains_run(seq: tuple[str | None, ...], want: tuple[str, ...]) -> bool:
-    n = len(want)
-    return any(seq[i:i + n] == want for i in range(len(seq) - n + 1))
 
 
 def _id_number(node_id: str) -> int | None:

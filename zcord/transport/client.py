@@ -35,7 +35,6 @@ from typing import Any
 from .. import __version__
 from ..core import protocol as P
 from .paths import UnsafeSocket, check_client_socket, check_peer, client_socket
-from .wording import for_operator, human_size  # noqa: F401  (for the TUI: operator wording, sizes)
 
 log = logging.getLogger("zcord.client")
 
@@ -185,7 +184,116 @@ class _Methods:
         return {"time": time.isoformat() if isinstance(time, datetime) else time}
 
 
-class AsyncClient(_Methods):
+class _AsyncMethods(_Methods):
+    """AsyncClient's typed calls, one per method zcord serves; AsyncClient provides
+    `request`, `on_notification` and the subscription flag kept across reconnects."""
+
+    _subscribed: bool
+
+    async def request(self, method: str, params: Any = None, *, timeout: float | None = None) -> Any:
+        raise NotImplementedError
+
+    def on_notification(self, method: str, handler: NotificationHandler) -> None:
+        raise NotImplementedError
+
+    async def ping(self, *, timeout: float | None = None) -> None:
+        await self.request("ping", timeout=timeout)
+
+    async def list_tools(self) -> list[dict[str, Any]]:
+        return (await self.request("tools/list"))["tools"]
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, *,
+                        timeout: float | None = None, view: bool = False) -> dict[str, Any]:
+        """The tool's structured result; ToolError when the tool refuses or fails.
+
+        view: (operators, read-only tools) a read made only to display something, which the
+        daemon answers without recording it in the operation log.
+        """
+        return tool_result(await self.request("tools/call", self._call_tool_params(name, arguments, view),
+                                              timeout=timeout))
+
+    async def prefix(self) -> str:
+        return (await self.request("zcor/prefix"))["text"]
+
+    async def recall(self, session: str, events: list[dict[str, Any]] | str) -> list[str]:
+        return (await self.request("zcor/recall", self._recall_params(session, events)))["ids"]
+
+    async def context(self, session: str) -> dict[str, Any]:
+        return await self.request("zcor/context", {"session": session})
+
+    async def status(self) -> dict[str, Any]:
+        return await self.request("zcor/status")
+
+    async def config_get(self) -> dict[str, Any]:
+        return await self.request("zcor/config/get")
+
+    async def config_set(self, patch: dict[str, Any]) -> dict[str, Any]:
+        return await self.request("zcor/config/set", {"patch": patch})
+
+    async def backups(self) -> list[dict[str, Any]]:
+        return (await self.request("zcor/backups/list"))["items"]
+
+    async def backup_preview(self, backup_file: str) -> dict[str, Any]:
+        """What restoring the backup would change (counts); changes nothing."""
+        return await self.request("zcor/backups/preview", {"backupFile": backup_file})
+
+    async def synonym_groups(self) -> list[list[str]]:
+        return (await self.request("zcor/synonyms/list"))["groups"]
+
+    async def synonyms_set(self, index: int | None, terms: list[str] | None) -> dict[str, Any]:
+        """Add (index None), replace, or remove (terms None) a synonym group."""
+        return await self.request("zcor/synonyms/set", {"index": index, "terms": terms})
+
+    async def recall_explain(self, text: str, sender_key: str | None = None) -> dict[str, Any]:
+        params = {"text": text} if sender_key is None else {"text": text, "senderKey": sender_key}
+        return await self.request("zcor/recall/explain", params)
+
+    async def reload(self) -> dict[str, Any]:
+        return await self.request("zcor/reload")
+
+    async def persona_get(self) -> dict[str, Any]:
+        """PERSONA.md: `{text, empty, path}` (empty: nothing but comments and blanks)."""
+        return await self.request("zcor/persona/get")
+
+    async def persona_set(self, text: str) -> dict[str, Any]:
+        """Replace PERSONA.md (atomically, recorded in the operation log)."""
+        return await self.request("zcor/persona/set", {"text": text})
+
+    async def history_revert(self, seq: int, force: bool = False, preview: bool = False) -> dict[str, Any]:
+        """Undo every change of logged operation `seq` as a new operation (`zcor/history/revert`);
+        with `preview` nothing changes and the result lists the changes and conflicts."""
+        return await self.request("zcor/history/revert", self._revert_params(seq, force, preview))
+
+    async def history_versions(self, id: str) -> dict[str, Any]:
+        """Every version of a memory (or relationship, by personId), oldest first."""
+        return await self.request("zcor/history/versions", {"id": id})
+
+    async def history_reinstate(self, id: str, change_id: int) -> dict[str, Any]:
+        """Make the version written by change `change_id` current again, as one new change."""
+        return await self.request("zcor/history/reinstate", {"id": id, "changeId": change_id})
+
+    async def history_at(self, time: str | datetime) -> dict[str, Any]:
+        """The whole Memory as it was at an instant (ISO 8601 with its UTC offset, or an aware datetime)."""
+        return await self.request("zcor/history/at", self._time_param(time))
+
+    async def history_query(self, filters: dict[str, Any] | None = None) -> dict[str, Any]:
+        """`zcor/history/query`: `{keywords?, from?, to?, limit?, offset?, changesOnly?, actor?,
+        tool?, target?}` → `{items, total, nextOffset}` (not recorded)."""
+        return await self.request("zcor/history/query", filters or {})
+
+    async def subscribe(self, handler: NotificationHandler | None = None) -> None:
+        """Receive `zcor/changed` after every committed change (kept across reconnects)."""
+        if handler is not None:
+            self.on_notification("zcor/changed", handler)
+        await self.request("zcor/subscribe")
+        self._subscribed = True
+
+    async def unsubscribe(self) -> None:
+        self._subscribed = False
+        await self.request("zcor/unsubscribe")
+
+
+class AsyncClient(_AsyncMethods):
     """An asyncio client with concurrent requests, notifications and auto-reconnect.
 
     Usage:
@@ -433,104 +541,6 @@ class AsyncClient(_Methods):
 
     async def notify(self, method: str, params: Any = None) -> None:
         await self._send(P.notification(method, params))
-
-    # -- typed calls --------------------------------------------------------------------
-
-    async def ping(self, *, timeout: float | None = None) -> None:
-        await self.request("ping", timeout=timeout)
-
-    async def list_tools(self) -> list[dict[str, Any]]:
-        return (await self.request("tools/list"))["tools"]
-
-    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, *,
-                        timeout: float | None = None, view: bool = False) -> dict[str, Any]:
-        """The tool's structured result; ToolError when the tool refuses or fails.
-
-        view: (operators, read-only tools) a read made only to display something, which the
-        daemon answers without recording it in the operation log.
-        """
-        return tool_result(await self.request("tools/call", self._call_tool_params(name, arguments, view),
-                                              timeout=timeout))
-
-    async def prefix(self) -> str:
-        return (await self.request("zcor/prefix"))["text"]
-
-    async def recall(self, session: str, events: list[dict[str, Any]] | str) -> list[str]:
-        return (await self.request("zcor/recall", self._recall_params(session, events)))["ids"]
-
-    async def context(self, session: str) -> dict[str, Any]:
-        return await self.request("zcor/context", {"session": session})
-
-    async def status(self) -> dict[str, Any]:
-        return await self.request("zcor/status")
-
-    async def config_get(self) -> dict[str, Any]:
-        return await self.request("zcor/config/get")
-
-    async def config_set(self, patch: dict[str, Any]) -> dict[str, Any]:
-        return await self.request("zcor/config/set", {"patch": patch})
-
-    async def backups(self) -> list[dict[str, Any]]:
-        return (await self.request("zcor/backups/list"))["items"]
-
-    async def backup_preview(self, backup_file: str) -> dict[str, Any]:
-        """What restoring the backup would change (counts); changes nothing."""
-        return await self.request("zcor/backups/preview", {"backupFile": backup_file})
-
-    async def synonym_groups(self) -> list[list[str]]:
-        return (await self.request("zcor/synonyms/list"))["groups"]
-
-    async def synonyms_set(self, index: int | None, terms: list[str] | None) -> dict[str, Any]:
-        """Add (index None), replace, or remove (terms None) a synonym group."""
-        return await self.request("zcor/synonyms/set", {"index": index, "terms": terms})
-
-    async def recall_explain(self, text: str, sender_key: str | None = None) -> dict[str, Any]:
-        params = {"text": text} if sender_key is None else {"text": text, "senderKey": sender_key}
-        return await self.request("zcor/recall/explain", params)
-
-    async def reload(self) -> dict[str, Any]:
-        return await self.request("zcor/reload")
-
-    async def persona_get(self) -> dict[str, Any]:
-        """PERSONA.md: `{text, empty, path}` (empty: nothing but comments and blanks)."""
-        return await self.request("zcor/persona/get")
-
-    async def persona_set(self, text: str) -> dict[str, Any]:
-        """Replace PERSONA.md (atomically, recorded in the operation log)."""
-        return await self.request("zcor/persona/set", {"text": text})
-
-    async def history_revert(self, seq: int, force: bool = False, preview: bool = False) -> dict[str, Any]:
-        """Undo every change of logged operation `seq` as a new operation (`zcor/history/revert`);
-        with `preview` nothing changes and the result lists the changes and conflicts."""
-        return await self.request("zcor/history/revert", self._revert_params(seq, force, preview))
-
-    async def history_versions(self, id: str) -> dict[str, Any]:
-        """Every version of a memory (or relationship, by personId), oldest first."""
-        return await self.request("zcor/history/versions", {"id": id})
-
-    async def history_reinstate(self, id: str, change_id: int) -> dict[str, Any]:
-        """Make the version written by change `change_id` current again, as one new change."""
-        return await self.request("zcor/history/reinstate", {"id": id, "changeId": change_id})
-
-    async def history_at(self, time: str | datetime) -> dict[str, Any]:
-        """The whole Memory as it was at an instant (ISO 8601 with its UTC offset, or an aware datetime)."""
-        return await self.request("zcor/history/at", self._time_param(time))
-
-    async def history_query(self, filters: dict[str, Any] | None = None) -> dict[str, Any]:
-        """`zcor/history/query`: `{keywords?, from?, to?, limit?, offset?, changesOnly?, actor?,
-        tool?, target?}` → `{items, total, nextOffset}` (not recorded)."""
-        return await self.request("zcor/history/query", filters or {})
-
-    async def subscribe(self, handler: NotificationHandler | None = None) -> None:
-        """Receive `zcor/changed` after every committed change (kept across reconnects)."""
-        if handler is not None:
-            self.on_notification("zcor/changed", handler)
-        await self.request("zcor/subscribe")
-        self._subscribed = True
-
-    async def unsubscribe(self) -> None:
-        self._subscribed = False
-        await self.request("zcor/unsubscribe")
 
 
 async def connect(path: str | os.PathLike | None = None, role: Role = P.BOT,

@@ -1,0 +1,287 @@
+"""Ranking: which current memories a list of terms hits, best first (SPEC §3.3).
+
+Seed mode counts the distinct terms that hit a memory's title or an equal keyword. Weighted
+mode is BM25 over titles and keywords with synonym classes counted once and the parents'
+titles as context (`Ranking._weighted`). Retriever (zcord.retrieval.recall) takes the terms
+out of the messages; this module scores them.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import re
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.state import MemoryState
+from ..core.text import normalize, term_key
+
+_ID_PARTS = re.compile(r"^(.*?)(\d*)$")
+
+
+def id_order(node_id: str) -> tuple[str, int, str]:
+    """Natural order of ids: m9 before m10."""
+    m = _ID_PARTS.match(node_id)
+    prefix, digits = (m.group(1), m.group(2)) if m else (node_id, "")
+    return (prefix, int(digits) if digits else -1, node_id)
+
+
+@dataclass
+class Term:
+    """One expanded term of a text, as ranking sees it."""
+
+    key: str                 # comparison key (text.term_key)
+    shown: str               # the normalized term, as explain lists it
+    source: str              # the message word it came from
+    weight: float            # recency of the message it came from, lower for a synonym
+    light: bool              # chat filler: may add to a score, never makes a hit alone
+    cls: frozenset[str]      # its synonym class (itself alone when it has none)
+
+
+@dataclass
+class Hit:
+    id: str
+    score: float
+    terms: list[str]
+
+
+# Weighted ranking (SPEC §3.3 "weighted"): BM25 over titles and keywords, one title per
+# memory, a synonym class counted once per memory, plus the memory's parents' titles as
+# context. The constants were tuned on bench/recall_eval's dev split (see bench/RESULTS.md).
+BM25_K1 = 1.2
+BM25_B = 0.5
+SYNONYM_WEIGHT = 0.8        # an expanded term weighs less than the word itself
+LIGHT_WEIGHT = 0.5          # chat filler counts for half
+BOTH_FIELDS = 1.25          # hit by title and by an equal keyword
+KEYWORD_ONLY = 1.0
+PARENT_WEIGHT = 0.4         # a term in the parent's title, for a memory hit by others
+ANCESTOR_DEPTH = 2
+COMMON_FRACTION = 0.35      # a term whose idf is under this share of the rarest term's is "common"
+COMMON_MIN_DF = 5           # … and that hits more memories than this (small Memories have no common terms)
+RECENCY_DECAY = 0.8         # earlier messages of a batch weigh less: 1, 0.8, 0.64, …
+RECENCY_MIN = 0.3
+RERANK_POOL = 60
+DEFERRED_POOL = 1000        # candidates that common terms may still reorder
+SINGLE_WEIGHT = 0.5         # a lone CJK character (腿, 鸟) is a weak term
+MESSAGE_HMM = False         # jieba's guesses for unknown words in messages (keywords know them already)
+
+
+def _fill(local: dict[str, float], t_ids, k_ids, value: float, only: set[str] | None) -> None:
+    """Raise local[i] to what this term is worth to each node it hits (title, equal
+    keyword, or both), for every node or only for those in `only`."""
+    both, kw = value * BOTH_FIELDS, value * KEYWORD_ONLY
+    get = local.get
+    if only is None:
+        for i in t_ids:
+            if get(i, 0.0) < value:
+                local[i] = value
+        for i in k_ids:
+            v = both if i in t_ids else kw
+            if get(i, 0.0) < v:
+                local[i] = v
+        return
+    for ids in (t_ids, k_ids):
+        for i in (ids if len(ids) < len(only) else only):
+            if i in ids and i in only:
+                v = both if i in t_ids and i in k_ids else (value if i in t_ids else kw)
+                if get(i, 0.0) < v:
+                    local[i] = v
+
+
+def idf(n: int, df: int) -> float:
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+
+class Ranking:
+    """Retriever's scoring side: `hits` and the two ranking modes."""
+
+    state: MemoryState  # supplied by Retriever
+    class_of: Callable[[str], frozenset[str]]
+
+    def hits(self, terms: list[str] | list[Term], keyword_equality: bool, limit: int | None = None,
+             explain: bool = False, mode: str = "seed", floor: bool = True) -> list[Hit]:
+        """Current nodes hit by the terms, best first.
+
+        Seed: score = the number of distinct terms that hit the node (title or equal keyword),
+        ties by updatedAt desc, id asc. Weighted: see `_weighted`.
+        """
+        self.state.ensure_index()
+        if mode == "weighted":
+            if terms and isinstance(terms[0], str):
+                terms = [Term(term_key(t), normalize(t), normalize(t), 1.0, False, self.class_of(normalize(t)))
+                         for t in terms]
+            return self._weighted(terms, keyword_equality, limit, explain, floor)
+        keys = list(dict.fromkeys(k for k in (t.key if isinstance(t, Term) else term_key(t) for t in terms) if k))
+        return self._seed(keys, keyword_equality, limit, explain)
+
+    def _seed(self, terms: list[str], keyword_equality: bool, limit: int | None, explain: bool) -> list[Hit]:
+        st = self.state
+        counts: Counter[str] = Counter()
+        matched: dict[str, list[str]] = {}
+        for term in terms:
+            ids = st.title_hits(term)
+            counts.update(ids)
+            extra = st.keyword_ids.get(term) if keyword_equality else None
+            if extra:
+                extra = extra - ids  # a node hit by title and keyword counts once
+                counts.update(extra)
+            if explain:
+                for i in (ids | extra) if extra else ids:
+                    matched.setdefault(i, []).append(term)
+        out: list[Hit] = []
+
+        def key(i: str):
+            return (-st.index[i].updated, id_order(i))
+
+        # rank score groups from the top; usually the first one or two fill the quota
+        for score in sorted(set(counts.values()), reverse=True):
+            group = [i for i, c in counts.items() if c == score and st.nodes[i].superseded_by is None]
+            room = None if limit is None else limit - len(out)
+            ranked = sorted(group, key=key) if room is None or len(group) <= room else \
+                heapq.nsmallest(room, group, key=key)
+            out += [Hit(i, score, matched.get(i, [])) for i in ranked]
+            if limit is not None and len(out) >= limit:
+                break
+        return out
+
+    def _weighted(self, terms: list[Term], keyword_equality: bool, limit: int | None, explain: bool,
+                  floor: bool) -> list[Hit]:
+        """BM25 over titles (and keywords): each term weighs by its rarity among current
+        memories; a synonym class counts once per memory (its best term); a title shorter
+        than average counts a little more. With `floor`, a memory must be hit by at least
+        one term that is neither chat filler nor common (or by its whole title: a person
+        node "Caroline" for "Caroline"), so small talk recalls nothing. Then the titles of a
+        memory's parents add context for the terms it lacks (Caroline's facts rank above
+        Melanie's for a question about Caroline)."""
+        st = self.state
+        n = st.current_count
+        if n == 0 or not terms:
+            return []
+        common = COMMON_FRACTION * idf(n, 1)
+        empty: frozenset[str] = frozenset()
+        # per term: title ids, keyword ids, value (idf × weight); grouped by class
+        per_class: dict[frozenset[str], list[tuple[Term, Any, Any, float, bool]]] = {}
+        for t in terms:
+            t_ids = st.title_hits(t.key)
+            k_ids = (st.keyword_ids.get(t.key) or empty) if keyword_equality else empty
+            df = len(t_ids) + (len(k_ids) - len(k_ids & t_ids) if k_ids else 0)
+            if df == 0:
+                continue
+            value = idf(n, df) * t.weight
+            # a term that is some memory's whole title (a person's name) is never "common"
+            anchor = not floor or (not t.light and (df <= COMMON_MIN_DF or idf(n, df) >= common
+                                                    or t.key in st.title_keys))
+            per_class.setdefault(t.cls, []).append((t, t_ids, k_ids, value, anchor))
+        if not per_class:
+            return []
+        contrib: dict[frozenset[str], dict[str, float]] = {}
+        anchored: set[str] = set()
+        deferred = []
+        for cls, items in per_class.items():
+            local = contrib.setdefault(cls, {})
+            for t, t_ids, k_ids, value, anchor in items:
+                if anchor:
+                    _fill(local, t_ids, k_ids, value, None)
+                    anchored.update(t_ids)
+                    anchored.update(k_ids)
+                else:
+                    deferred.append((local, t_ids, k_ids, value))
+        if not anchored:
+            return []
+        index = st.index
+        k1 = BM25_K1
+        a, c = 1 + k1 * (1 - BM25_B), k1 * BM25_B / st.avg_title_len
+
+        def length_norm(i: str) -> float:
+            return (k1 + 1) / (a + c * index[i].title_len)
+
+        scores: dict[str, float] = dict.fromkeys(anchored, 0.0)
+        for local in contrib.values():
+            for i, v in local.items():
+                if i in scores:
+                    scores[i] += v
+        final = {i: s * (k1 + 1) / (a + c * index[i].title_len) for i, s in scores.items()}
+        # common and light terms only reorder the best candidates of the rare ones
+        if deferred:
+            if len(final) > DEFERRED_POOL:
+                keep = set(heapq.nlargest(DEFERRED_POOL, final, key=final.__getitem__))
+            else:
+                keep = anchored
+            before = {id(local): dict(local) for local, *_ in deferred}
+            for local, t_ids, k_ids, value in deferred:
+                _fill(local, t_ids, k_ids, value, keep)
+            for local, *_ in deferred:
+                old = before.pop(id(local), None)
+                if old is None:
+                    continue
+                for i, v in local.items():
+                    if i in keep:
+                        gain = v - old.get(i, 0.0)
+                        if gain:
+                            final[i] += gain * length_norm(i)
+        pool_size = max(RERANK_POOL, (limit or 0) * 3)
+        pool = heapq.nlargest(pool_size, final, key=final.__getitem__) if len(final) > pool_size else list(final)
+        # context from the parents' titles, for the classes a memory is not hit by itself
+        if PARENT_WEIGHT:
+            nodes = st.nodes
+            chains = {}
+            for i in pool:
+                chain, p = [], nodes[i].parent_id
+                while p is not None and len(chain) < ANCESTOR_DEPTH:
+                    chain.append(p)
+                    p = nodes[p].parent_id
+                chains[i] = chain
+            ancestors = {p for chain in chains.values() for p in chain}
+            best_at: dict[str, dict[frozenset[str], float]] = {}
+            for cls, items in per_class.items():
+                for _t, t_ids, _k, value, _a in items:
+                    for p in ancestors if len(ancestors) < len(t_ids) else ancestors & t_ids:
+                        if p in t_ids:
+                            by_cls = best_at.setdefault(p, {})
+                            if value > by_cls.get(cls, 0.0):
+                                by_cls[cls] = value
+            for i in pool:
+                boost, used = 0.0, set()
+                for depth, p in enumerate(chains[i], 1):
+                    for cls, value in best_at.get(p, {}).items():
+                        if cls not in used and i not in contrib[cls]:
+                            used.add(cls)
+                            boost += PARENT_WEIGHT * value / depth
+                if boost:
+                    final[i] += boost * length_norm(i)
+        ranked = sorted(pool, key=lambda i: (-round(final[i], 9), -index[i].updated, id_order(i)))
+        if limit is not None:
+            ranked = ranked[:limit]
+        out = []
+        for i in ranked:
+            matched: list = []
+            if explain:
+                ln = length_norm(i)
+                parents = []
+                p = st.nodes[i].parent_id
+                while p is not None and len(parents) < ANCESTOR_DEPTH:
+                    parents.append(p)
+                    p = st.nodes[p].parent_id
+                for cls, items in per_class.items():
+                    best = None
+                    for t, t_ids, k_ids, value, _anchor in items:
+                        in_t, in_k = i in t_ids, i in k_ids
+                        if in_t or in_k:
+                            v = value * (BOTH_FIELDS if in_t and in_k else (1.0 if in_t else KEYWORD_ONLY))
+                            where = "title+keyword" if in_t and in_k else ("title" if in_t else "keyword")
+                            if best is None or v > best[2]:
+                                best = (t.key, where, v)
+                    if best is None:
+                        for depth, parent in enumerate(parents, 1):
+                            for t, t_ids, _k, value, _a in items:
+                                if parent in t_ids and (best is None or PARENT_WEIGHT * value / depth > best[2]):
+                                    best = (t.key, "parent" if depth == 1 else "ancestor", PARENT_WEIGHT * value / depth)
+                            if best is not None:
+                                break
+                    if best is not None:
+                        matched.append((best[0], best[1], round(best[2] * ln, 4)))
+            out.append(Hit(i, round(final[i], 4), matched))
+        return out

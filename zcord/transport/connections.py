@@ -1,0 +1,405 @@
+"""Connections: reading lines off the socket, answering each request on its own task, and
+the limits that keep one client from starving the others (requests in flight, unread
+output, the number of connections, the time to initialize). Service calls run in the one
+worker thread (Worker), or in threads of their own for tools that wait (`_slow_work`)."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import errno
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from ..core import protocol as P
+from ..core.errors import ZcorError
+from ..service.calls import RestoreInProgress
+from .peers import PeerCred
+
+if TYPE_CHECKING:
+    from ..service.service import Service
+
+log = logging.getLogger("zcord")
+
+READ_CHUNK = 1 << 16
+MAX_IN_FLIGHT = 64
+"""Requests one connection may have running at once; more wait (the reader pauses)."""
+MAX_OUTPUT_BUFFER = 32 << 20
+"""A client that lets this much unread output pile up is disconnected (more than the
+largest single reply, a page of 100 history records)."""
+MAX_TOTAL_OUTPUT = 128 << 20
+"""Unread output of all clients together; past it the slowest reader is disconnected."""
+TOTAL_CHECK_FROM = 1 << 20
+"""A connection's buffer below this cannot push the total over (checked only above it)."""
+ACCEPT_ERROR_LOG_INTERVAL = 1.0
+BEFORE_INITIALIZE = frozenset({"initialize", "ping"})
+
+
+class Connection:
+    """One client: its role, its subscription and its in-flight requests."""
+
+    _next_id = 0
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        Connection._next_id += 1
+        self.id = Connection._next_id
+        self.reader = reader
+        self.writer = writer
+        self.role = P.BOT
+        self.initialized = False
+        self.subscribed = False
+        self.slots = asyncio.Semaphore(MAX_IN_FLIGHT)
+        self.tasks: set[asyncio.Task] = set()
+        self.task: asyncio.Task | None = None
+        self.reading = False
+        self.peer = PeerCred.of(writer.get_extra_info("socket"))
+        self.daemon: "ConnectionServer | None" = None
+
+    @property
+    def actor(self) -> str:
+        return "operator" if self.role == P.OPERATOR else "model"
+
+    def send(self, message: dict[str, Any]) -> None:
+        self.send_bytes(P.encode(message))
+
+    def send_bytes(self, data: bytes) -> None:
+        if self.writer.is_closing():
+            return
+        self.writer.write(data)
+        transport = self.writer.transport
+        size = transport.get_write_buffer_size()
+        if size > MAX_OUTPUT_BUFFER:
+            log.warning("connection %d: client is not reading its replies (%d MiB unread); disconnecting",
+                        self.id, size >> 20)
+            transport.abort()
+        elif size > TOTAL_CHECK_FROM and self.daemon is not None:
+            self.daemon.check_total_output()
+
+
+Handler = Callable[[Connection, dict[str, Any]], Awaitable[Any]]
+
+
+class Worker:
+    """The one thread that runs Service calls, in submission order.
+
+    Like ThreadPoolExecutor(max_workers=1), but results travel back to the event loop in
+    batches: one loop wake-up delivers every result finished meanwhile, which matters when
+    many clients are busy (each wake-up costs a system call on both sides).
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self.loop = loop
+        self._jobs: collections.deque = collections.deque()
+        self._cv = threading.Condition(threading.Lock())
+        self._done: list[tuple[asyncio.Future, bool, Any]] = []
+        self._done_lock = threading.Lock()
+        self._wake_posted = False
+        self._stopping = False
+        self._thread = threading.Thread(target=self._run, name="zcord-worker", daemon=True)
+        self._thread.start()
+
+    def submit(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future:
+        fut = self.loop.create_future()
+        with self._cv:
+            if self._stopping:
+                raise RuntimeError("the worker has stopped")
+            self._jobs.append((fut, fn, args))
+            self._cv.notify()
+        return fut
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Run what was submitted, then end the thread."""
+        with self._cv:
+            self._stopping = True
+            self._cv.notify()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while not self._jobs and not self._stopping:
+                    self._cv.wait()
+                if not self._jobs:
+                    return
+                batch = list(self._jobs)
+                self._jobs.clear()
+            for fut, fn, args in batch:
+                try:
+                    ok, value = True, fn(*args)
+                except BaseException as e:  # handed to the awaiting request
+                    ok, value = False, e
+                self._finish(fut, ok, value)
+
+    def _finish(self, fut: asyncio.Future, ok: bool, value: Any) -> None:
+        with self._done_lock:
+            self._done.append((fut, ok, value))
+            if self._wake_posted:
+                return
+            self._wake_posted = True
+        try:
+            self.loop.call_soon_threadsafe(self._deliver)
+        except RuntimeError:
+            pass  # the loop is closed: nobody is waiting any more
+
+    def _deliver(self) -> None:
+        with self._done_lock:
+            done, self._done = self._done, []
+            self._wake_posted = False
+        for fut, ok, value in done:
+            if fut.done():
+                continue
+            if ok:
+                fut.set_result(value)
+            else:
+                fut.set_exception(value)
+
+
+class ConnectionServer:
+    """The connection side of the daemon (Daemon): accepting, reading, dispatching each
+    request to its method handler, and running Service calls off the event loop."""
+
+    service: Service
+    conns: set[Connection]
+    loop: asyncio.AbstractEventLoop | None
+    worker: Worker | None
+    methods: dict[str, tuple[Handler, bool]]
+    _slow_slots: asyncio.Semaphore | None
+    _last_accept_error: float
+    _accept_errors_quiet: int
+
+    def _loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        """accept() failures (EMFILE: out of file descriptors) are logged as one line at most
+        once a second, never as tracebacks; asyncio itself retries the accept a second later."""
+        exc = context.get("exception")
+        if "accept" in str(context.get("message", "")) and isinstance(exc, OSError):
+            now = time.monotonic()
+            if now - self._last_accept_error < ACCEPT_ERROR_LOG_INTERVAL:
+                self._accept_errors_quiet += 1
+                return
+            quiet, self._accept_errors_quiet = self._accept_errors_quiet, 0
+            self._last_accept_error = now
+            what = errno.errorcode.get(exc.errno or 0, str(exc.errno))
+            hint = (f"zcord is out of file descriptors with {len(self.conns)} connections open; raise "
+                    f"LimitNOFILE or lower maxConnections" if exc.errno in (errno.EMFILE, errno.ENFILE)
+                    else "retrying in a second")
+            log.error("cannot accept a new connection: %s (%s); %s%s", exc.strerror or exc, what, hint,
+                      f" ({quiet} more since the last message)" if quiet else "")
+            return
+        loop.default_exception_handler(context)
+
+    def check_total_output(self) -> None:
+        """Past MAX_TOTAL_OUTPUT of unread replies in all, disconnect the slowest reader."""
+        sizes = [(c.writer.transport.get_write_buffer_size(), c) for c in self.conns
+                 if not c.writer.is_closing()]
+        total = sum(size for size, _ in sizes)
+        while total > MAX_TOTAL_OUTPUT and sizes:
+            size, slowest = max(sizes, key=lambda x: x[0])
+            log.warning("%d MiB of replies unread by all clients; disconnecting the slowest reader "
+                        "(connection %d, %d MiB)", total >> 20, slowest.id, size >> 20)
+            slowest.writer.transport.abort()
+            sizes.remove((size, slowest))
+            total -= size
+
+    def _refuse_connection(self, writer: asyncio.StreamWriter) -> None:
+        limit = self.service.config.max_connections
+        err = P.RpcError(P.ZCOR_ERROR, f"zcord is serving its limit of {limit} connections "
+                                       f"(maxConnections); try again later",
+                         {"code": "too_many_connections", "message": f"zcord is serving its limit of {limit} "
+                          f"connections (maxConnections); try again later"})
+        try:
+            writer.write(P.encode(P.error_response(None, err)))
+            writer.transport.close()  # after the line is out; never waits on the client
+        except (ConnectionError, OSError, RuntimeError):
+            writer.transport.abort()
+
+    def _init_expired(self, conn: Connection) -> None:
+        if conn.initialized or conn.writer.is_closing():
+            return
+        timeout = self.service.config.init_timeout_seconds
+        log.info("connection %d sent no initialize within %gs; closing it", conn.id, timeout)
+        err = P.RpcError(P.INVALID_REQUEST, f"Invalid Request: no initialize within {timeout:g}s "
+                                            f"(initTimeoutSeconds); closing the connection")
+        conn.send(P.error_response(None, err))
+        conn.writer.transport.close()
+
+    async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if len(self.conns) >= self.service.config.max_connections:
+            now = time.monotonic()
+            if now - self._last_accept_error >= ACCEPT_ERROR_LOG_INTERVAL:
+                self._last_accept_error = now
+                log.warning("connection refused: already %d connections (maxConnections)", len(self.conns))
+            self._refuse_connection(writer)
+            return
+        conn = Connection(reader, writer)
+        conn.daemon = self
+        conn.task = asyncio.current_task()
+        self.conns.add(conn)
+        log.debug("connection %d opened", conn.id)
+        timer = self.loop.call_later(self.service.config.init_timeout_seconds, self._init_expired, conn)
+        try:
+            conn.reading = True
+            try:
+                await self._read_loop(conn)
+            except asyncio.CancelledError:
+                pass  # shutdown: stop reading, but answer what is already running
+            except (ConnectionError, OSError) as e:
+                log.debug("connection %d: %s", conn.id, e)
+            except Exception:
+                log.exception("connection %d: unexpected error; closing it", conn.id)
+            finally:
+                conn.reading = False
+            if conn.tasks:
+                await asyncio.wait(list(conn.tasks))
+            await self._close_conn(conn)
+        except asyncio.CancelledError:
+            # cancelled again: shutdown gave up waiting; the stream callback must not see this
+            writer.transport.abort()
+        finally:
+            timer.cancel()
+            self.conns.discard(conn)
+
+    async def _close_conn(self, conn: Connection) -> None:
+        self.conns.discard(conn)
+        try:
+            if not conn.writer.is_closing():
+                await asyncio.wait_for(conn.writer.drain(), timeout=5)
+            conn.writer.close()
+            await asyncio.wait_for(conn.writer.wait_closed(), timeout=5)
+        except (ConnectionError, OSError, asyncio.TimeoutError):
+            pass
+        log.debug("connection %d closed", conn.id)
+
+    async def _read_loop(self, conn: Connection) -> None:
+        """Split the byte stream into lines; a line over MAX_LINE is answered and skipped."""
+        buf = bytearray()
+        discarding = False
+        reader = conn.reader
+        while True:
+            chunk = await reader.read(READ_CHUNK)
+            if not chunk:
+                return
+            start = 0
+            while True:
+                nl = chunk.find(b"\n", start)
+                if nl < 0:
+                    if not discarding:
+                        buf += chunk[start:]
+                        if len(buf) > P.MAX_LINE:
+                            buf.clear()
+                            discarding = True
+                            self._reply_error(conn, P.too_large())
+                    break
+                piece = chunk[start:nl]
+                start = nl + 1
+                if discarding:
+                    discarding = False
+                    continue
+                if buf:
+                    buf += piece
+                    line = bytes(buf)
+                    buf.clear()
+                else:
+                    line = piece
+                if len(line) > P.MAX_LINE:
+                    self._reply_error(conn, P.too_large())
+                    continue
+                await self._on_line(conn, line)
+            await conn.writer.drain()
+
+    def _reply_error(self, conn: Connection, err: P.ProtocolError) -> None:
+        conn.send(P.error_response(err.id, err))
+
+    async def _on_line(self, conn: Connection, line: bytes) -> None:
+        try:
+            msg = P.decode(line)
+        except P.ProtocolError as e:
+            self._reply_error(conn, e)
+            return
+        if msg is None:
+            return
+        if not msg.is_request:
+            return  # notifications (initialized, cancelled, …) need no answer
+        await conn.slots.acquire()
+        task = asyncio.create_task(self._handle(conn, msg))
+        conn.tasks.add(task)
+        task.add_done_callback(conn.tasks.discard)
+
+    async def _handle(self, conn: Connection, msg: P.Message) -> None:
+        try:
+            entry = self.methods.get(msg.method)
+            if entry is None:
+                raise P.method_not_found(msg.method)
+            handler, operator_only = entry
+            if not conn.initialized and msg.method not in BEFORE_INITIALIZE:
+                raise P.RpcError(P.INVALID_REQUEST, f"Invalid Request: {msg.method} before initialize; only "
+                                                    f"initialize and ping are served before it")
+            if operator_only and conn.role != P.OPERATOR:
+                raise P.app_error(P.Forbidden(
+                    f"{msg.method} is an operator method; connect as an operator "
+                    f'(initialize with capabilities.experimental.zcor.role = "operator").'))
+            params = P.object_params(msg.params)
+            result = await handler(conn, params)
+            conn.send_bytes(P.encode_response(msg.id, result))
+        except P.RpcError as e:
+            conn.send(P.error_response(msg.id, e))
+        except ZcorError as e:
+            conn.send(P.error_response(msg.id, P.app_error(e)))
+        except Exception as e:
+            log.exception("internal error in %s", msg.method)
+            conn.send(P.error_response(msg.id, P.RpcError(
+                P.INTERNAL_ERROR, f"Internal error in {msg.method}: {type(e).__name__}: {e}")))
+        finally:
+            conn.slots.release()
+
+    async def _work(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run fn in the one worker thread (every Service call goes through here). A change
+        that meets a restore in its slow phase waits here, off the worker, and runs again
+        once the restore is over, so reads queued behind it are not held."""
+        assert self.worker is not None
+        while True:
+            try:
+                return await self.worker.submit(fn, *args)
+            except RestoreInProgress:
+                await self._restore_over()
+
+    async def _restore_over(self) -> None:
+        loop = self.loop
+        assert loop is not None
+        done = loop.create_future()
+
+        def wake() -> None:
+            try:
+                loop.call_soon_threadsafe(lambda: done.done() or done.set_result(None))
+            except RuntimeError:
+                pass  # the loop is gone: the daemon is shutting down
+
+        self.service.when_restored(wake)
+        await done
+
+    async def _slow_work(self, fn: Callable[[], Any], slots: asyncio.Semaphore | None = None) -> Any:
+        """Run fn in its own daemon thread: a hung provider can neither block the worker nor
+        keep the process alive after shutdown."""
+        loop = self.loop
+        assert loop is not None and self._slow_slots is not None
+        async with slots or self._slow_slots:
+            fut = loop.create_future()
+
+            def settle(ok: bool, value: Any) -> None:
+                if not fut.done():
+                    fut.set_result(value) if ok else fut.set_exception(value)
+
+            def target() -> None:
+                try:
+                    result, ok = fn(), True
+                except BaseException as e:  # delivered to the awaiting request
+                    result, ok = e, False
+                try:
+                    loop.call_soon_threadsafe(settle, ok, result)
+                except RuntimeError:
+                    pass  # the loop is gone: the daemon is shutting down
+
+            threading.Thread(target=target, name="zcord-slow", daemon=True).start()
+            return await fut
