@@ -252,7 +252,7 @@ class HistoryIndex:
             try:
                 db.executescript("BEGIN;" + SCHEMA + "COMMIT;")
                 db.executemany("INSERT INTO meta VALUES (?, ?)", [("version", INDEX_VERSION), ("covered", 0),
-                                                                   ("rows", 0)])
+                                                                  ("rows", 0)])
             except BaseException:
                 db.close()
                 raise

@@ -110,7 +110,7 @@ class Dispatcher:
                 raise InternalError(f"internal error in {spec.name}: {type(e).__name__}: {e}; nothing changed") from e
 
     def operate(self, name: str, params: dict[str, Any], actor: str,
-                 fn: Callable[[], tuple[Any, list[dict[str, Any]]]], what: str) -> Any:
+                fn: Callable[[], tuple[Any, list[dict[str, Any]]]], what: str) -> Any:
         """Run an operator action that is not a tool (config, synonym groups) the way tools
         run: serialized, recorded in the operation log, announced to listeners."""
         with self.lock:
@@ -147,7 +147,7 @@ class Dispatcher:
         return self.gate.writes_wait(attempt)
 
     def run_logged(self, ctx: Ctx, params: Any, fn: Callable[[], dict[str, Any]],
-                    storage_errors: bool = False) -> dict[str, Any]:
+                   storage_errors: bool = False) -> dict[str, Any]:
         """Run one call (lock held): on failure undo it and record the error; on success
         record it and announce what it changed. storage_errors: an OSError is a
         storage_error (else, like anything unexpected, an internal_error)."""

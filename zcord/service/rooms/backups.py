@@ -118,7 +118,7 @@ def restore_flow(svc: Service, spec: ToolSpec, params: Any, actor: str) -> dict[
                 ctx = svc.new_ctx(spec.name, actor)
                 ctx.preloaded = preloaded
                 return svc.run_logged(ctx, params,
-                                        lambda: restore(svc, parse_args(spec.input_model, params), ctx))
+                                      lambda: restore(svc, parse_args(spec.input_model, params), ctx))
             ctx = svc.new_ctx(spec.name, actor)
             try:
                 a = parse_args(spec.input_model, params)

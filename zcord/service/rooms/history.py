@@ -29,6 +29,6 @@ def operator_query(svc: Service, params: Any) -> dict[str, Any]:
         svc.store.verify_lock()
         svc.reconcile_or_say()
         items, total = svc.oplog.query(a.keywords or [], start, end, a.limit, a.offset,
-                                        changes_only=a.changes_only, actor=a.actor, tool=a.tool,
-                                        target=a.target)
+                                       changes_only=a.changes_only, actor=a.actor, tool=a.tool,
+                                       target=a.target)
     return {"items": items, "total": total, "nextOffset": page(total, a.offset, len(items))}

@@ -194,7 +194,7 @@ def merge(svc: Service, a: I.MergeArgs, ctx: Ctx) -> dict[str, Any]:
 
 
 def redirect(svc: Service, tx: Tx, sources: list[Node], target: str, reason: str, ctx: Ctx,
-              move_links: bool) -> tuple[list[str], list[str]]:
+             move_links: bool) -> tuple[list[str], list[str]]:
     """Supersede sources by target; move important marks (and for merge children and links)."""
     st = svc.state
     moved: list[str] = []

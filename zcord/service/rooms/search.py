@@ -35,7 +35,7 @@ def search(svc: Service, spec: ToolSpec, params: Any, actor: str) -> dict[str, A
             svc.refresh_synonyms()
             terms = sorted(svc.synonyms.classes.expand(args.keywords))
             hits = svc.retriever.hits(terms, keyword_equality=False, limit=SEARCH_CANDIDATES,
-                                       mode=svc.config.recall_ranking, floor=False)
+                                      mode=svc.config.recall_ranking, floor=False)
             candidates = [svc.state.nodes[h.id].dump() for h in hits]
             cfg = svc.config.llm
         except ZcorError as e:

@@ -1,0 +1,36 @@
+"""Display reads (`view`, the `zcor/view` meta) are for the read-only tools only. Tools that
+run their own flow off the service lock (search, backup, restore) are refused like any
+other tool outside VIEW_TOOLS: the refusal is recorded and nothing else happens."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from zcord.core.errors import InvalidArgument
+from zcord.core.protocol import VIEW_TOOLS
+
+
+def log_records(svc) -> list[dict]:
+    return [json.loads(line) for line in svc.oplog.path.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.mark.parametrize("tool,args", [
+    ("zcor_memory_search", {"keywords": ["奶茶"]}),
+    ("zcor_memory_backup", {}),
+    ("zcor_memory_restore", {"backupFile": "memory-state-20260101T000000.000Z.json"}),
+    ("zcor_memory_write", {"title": "x", "content": "y"}),
+])
+def test_a_view_of_a_tool_outside_view_tools_is_refused_and_recorded(svc, tool, args):
+    assert tool not in VIEW_TOOLS
+    svc.call("zcor_memory_write", {"title": "奶茶", "content": "珍珠"})
+    before = len(log_records(svc))
+    backups = sorted(p.name for p in svc.store.backups.iterdir())
+    with pytest.raises(InvalidArgument) as refused:
+        svc.call(tool, args, view=True)
+    assert refused.value.field == "_meta" and tool in refused.value.message
+    records = log_records(svc)[before:]
+    assert [(r["tool"], r["status"], r["error"]["code"]) for r in records] == [(tool, "error", "invalid_argument")]
+    assert sorted(p.name for p in svc.store.backups.iterdir()) == backups
+    assert svc.status()["nodes"] == 1
