@@ -1,7 +1,10 @@
 """service: the rules of every tool, in-process, no sockets.
 
 `Service` (service.py) is one Memory directory's tools and views. The tool table (tools.py)
-declares each tool once: its description, its input model (inputs.py) and its handler.
+declares each tool once: its description, its input model (inputs.py) and its rule, a
+function in the room of its concern (rooms/). The dispatcher (dispatcher.py) runs every
+call: validation, the room's rule under the lock, commit, the operation-log record.
+Snapshots (snapshots.py), the restore gate (gate.py) and undo (undo.py) sit beside it.
 
 May import: zcord.core and zcord.retrieval. Never zcord.transport, zcord.bot, textual or
 zcor_tui.
