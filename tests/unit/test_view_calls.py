@@ -10,6 +10,7 @@ import pytest
 
 from zcord.core.errors import InvalidArgument
 from zcord.core.protocol import VIEW_TOOLS
+from zcord.service.tools import TOOLS
 
 
 def log_records(svc) -> list[dict]:
@@ -34,3 +35,10 @@ def test_a_view_of_a_tool_outside_view_tools_is_refused_and_recorded(svc, tool, 
     assert [(r["tool"], r["status"], r["error"]["code"]) for r in records] == [(tool, "error", "invalid_argument")]
     assert sorted(p.name for p in svc.store.backups.iterdir()) == backups
     assert svc.status()["nodes"] == 1
+
+
+def test_view_tools_are_exactly_the_tables_plain_reads():
+    """The client's VIEW_TOOLS (zcord.core.protocol, so a bot need not load the service) names
+    the tool table's tools that change nothing and run under the lock like any read."""
+    plain_reads = {t.name for t in TOOLS.values() if not t.mutates and t.flow is None and t.handler is not None}
+    assert VIEW_TOOLS == plain_reads

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, Literal
 
 from . import inputs as I
 from .rooms import backups, history, important, memories, relationships, search, synonyms
@@ -32,6 +32,12 @@ class ToolSpec:
     validates, commits and records the call itself, with the dispatcher's helpers."""
     reads_log: bool = False
     """The tool queries the operation log: its index is warmed (in the background) first."""
+    runs: Literal["worker", "network", "long"] = "worker"
+    """Where the daemon runs the call: in its one worker thread; "network", in a thread of
+    its own because it waits on the LLM (reads and writes never queue behind it); "long",
+    in one of a few threads for calls that can take seconds without the service lock
+    (parsing and writing a restore, building the history index, writing a backup), so the
+    worker keeps answering and the watchdog keeps being fed."""
 
     @cached_property
     def input_schema(self) -> dict[str, Any]:
@@ -105,14 +111,15 @@ _TABLE = [
     ToolSpec("zcor_memory_history",
              "Search the log of every memory operation (who did what, before and after), newest "
              "first, by words anywhere in the record and by time.",
-             I.HistoryArgs, history.history, reads_log=True),
+             I.HistoryArgs, history.history, reads_log=True, runs="long"),
     ToolSpec("zcor_memory_backup",
              "Write a timestamped backup of the whole Memory and return its file name.",
-             I.NoArgs, None, flow=backups.backup_flow),
+             I.NoArgs, None, flow=backups.backup_flow, runs="long"),
     ToolSpec("zcor_memory_restore",
              "Replace the Memory with a backup from backups/ (a file name from zcor_memory_backup). "
              "The current state is backed up first; the result names that backup.",
-             I.RestoreArgs, backups.restore, mutates=True, flow=backups.restore_flow),
+             I.RestoreArgs, backups.restore, mutates=True, flow=backups.restore_flow,
+             runs="long"),
     ToolSpec("zcor_synonyms_add",
              "Teach recall that some words mean the same thing (e.g. a nickname and a name). Adds "
              "one group of two or more terms.",
@@ -122,7 +129,7 @@ _TABLE = [
              "differ: keywords are expanded with synonyms, matched against memory titles (not "
              "bodies), and a model picks at most 5 relevant results. Slower than query: it calls "
              "an LLM.",
-             I.SearchArgs, None, flow=search.search),
+             I.SearchArgs, None, flow=search.search, runs="network"),
 ]
 
 TOOLS: dict[str, ToolSpec] = {t.name: t for t in _TABLE}

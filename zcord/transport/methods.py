@@ -30,14 +30,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("zcord")
 
-SLOW_TOOLS = frozenset({"zcor_memory_search"})
-"""Tools that wait on the network (the LLM). They run outside the worker, so reads and
-writes never queue behind them; Service.call must not hold its lock while it waits."""
-LONG_TOOLS = frozenset({"zcor_memory_restore", "zcor_memory_history", "zcor_memory_backup"})
-"""Tools that can take seconds without the Service lock (parsing a backup and writing the
-new state, building the history index, writing a backup): they run in threads of their
-own, like SLOW_TOOLS, so the worker keeps answering reads and the watchdog keeps being fed."""
-MAX_LONG_CALLS = 2
 
 
 class MethodHandlers:
@@ -113,11 +105,11 @@ class MethodHandlers:
             return service.call(name, arguments, actor=actor, allowed=allowed, view=view)
 
         spec = TOOLS.get(name)
-        slow = name in SLOW_TOOLS or bool(getattr(spec, "slow", False))
+        runs = spec.runs if spec is not None else "worker"  # where the tool table says it runs
         try:
-            if slow:
+            if runs == "network":
                 result = await self._slow_work(run)
-            elif name in LONG_TOOLS:
+            elif runs == "long":
                 result = await self._slow_work(run, self._long_slots)
             else:
                 result = await self._work(run)

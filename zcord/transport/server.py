@@ -1,9 +1,9 @@
 """The zcord transport: an asyncio Unix-socket server that dispatches into one Service.
 
 Every Service call runs in a single worker thread, so mutations are serialized and the
-event loop never blocks on disk or on the Service lock; tools that wait on the LLM
-(SLOW_TOOLS) run in threads of their own so nothing queues behind them. Requests on one
-connection are handled concurrently and may be answered out of order.
+event loop never blocks on disk or on the Service lock; tools that wait on the LLM or take
+seconds (the tool table's `runs`) run in threads of their own so nothing queues behind
+them. Requests on one connection are handled concurrently and may be answered out of order.
 
 Bot-facing methods: MCP (`initialize`, `ping`, `tools/list`, `tools/call`) and
 `zcor/prefix`, `zcor/recall`, `zcor/context`. Operator methods (a client that says
