@@ -1381,3 +1381,28 @@ def test_failed_important_mark_changes_nothing(svc, memdir, t, full_disk):
     full_disk.off()
     assert important_ids(memdir) == ["m1", "m2", "m3", "m4", "m5"]
     assert t.important(id="m6", important=True)["replaced"]["id"] == "m1"
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_query_answers_the_same_whether_keywords_narrow_by_the_text_or_by_each_candidate(t, monkeypatch, seed):
+    """Past NARROW_FROM candidates, each further keyword is looked up in the query text and
+    the sets intersected; below it, every candidate's title and content are checked. Both
+    give the same items, totals and pages, with superseded memories and a time range."""
+    import random
+
+    from zcord.service.rooms import memories
+
+    rng = random.Random(seed)
+    words = ["茶", "奶茶", "Tea", "tea party", "周末", "爬山", "ＡＢＣ", "abc", "猫"]
+    for n in range(60):
+        make(t, " ".join(rng.sample(words, 2)) + f" {n}", " ".join(rng.sample(words, 3)))
+    t.supersede(ids=["m3", "m4"], replacementId="m5", reason="old")
+    for _ in range(25):
+        query = {"keywords": rng.sample(words, rng.randint(2, 4)), "limit": rng.randint(1, 30),
+                 "offset": rng.randint(0, 10), "includeSuperseded": rng.random() < 0.5}
+        if rng.random() < 0.3:
+            query["from"] = "2000-01-01T00:00:00+00:00"
+        monkeypatch.setattr(memories, "NARROW_FROM", 10**9)
+        each = t.query(**query)
+        monkeypatch.setattr(memories, "NARROW_FROM", 0)
+        assert t.query(**query) == each, query
