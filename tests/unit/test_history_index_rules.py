@@ -1,0 +1,53 @@
+"""The history index's character-pair document (`bi`), which answers one- and
+two-character keywords without a scan: a record's last character is found, and a pair
+that only spans two characters' halves is no match (found by mutation, issue 16)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from zcord.core.oplog import OpLog
+
+
+def seqs(d: Path, keywords: list[str]) -> tuple[list[int], int]:
+    log = OpLog(d / "operations.jsonl")
+    log.open()
+    try:
+        items, total = log.query(keywords, None, None, 100, 0)
+    finally:
+        log.close()
+    return [i["seq"] for i in items], total
+
+
+def write_lines(d: Path, records: list[dict]) -> None:
+    (d / "operations.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+
+
+def line(seq: int, content: str, minute: int | None = None) -> dict:
+    # as an older or hand-edited log may hold it: no "recovered" (or any field) after params,
+    # so the record's text ends with the content's last character
+    return {"seq": seq, "at": f"2026-05-01T10:{seq if minute is None else minute:02d}:00+08:00",
+            "actor": "operator", "tool": "zcor_memory_write", "status": "ok", "params": {"content": content}}
+
+
+@pytest.mark.parametrize("minutes", [None, [5, 1]], ids=["time-ordered", "clock-went-back"])
+def test_last_character_of_a_record_is_found(tmp_path, minutes):
+    write_lines(tmp_path, [line(1, "爬山Ж", None if minutes is None else minutes[0]),
+                           line(2, "ЖЖ猫", None if minutes is None else minutes[1])])
+    assert seqs(tmp_path, ["ж"]) == ([2, 1] if minutes is None else [1, 2], 2)  # normalized: lower case
+    assert seqs(tmp_path, ["猫"]) == ([2], 1)  # only ever the very last character
+    assert seqs(tmp_path, ["山ж"]) == ([1], 1)
+
+
+@pytest.mark.parametrize("minutes", [None, [5, 1]], ids=["time-ordered", "clock-went-back"])
+def test_halves_of_neighbouring_characters_are_no_match(tmp_path, minutes):
+    # "abc" in UTF-32-BE hex is 00000061 00000062 00000063: read 2 hex digits off the
+    # boundaries it would spell U+6100 U+6200 (愀戀), which the record does not hold
+    write_lines(tmp_path, [line(1, "abc", None if minutes is None else minutes[0]),
+                           line(2, "愀戀x", None if minutes is None else minutes[1])])
+    assert seqs(tmp_path, ["愀戀"]) == ([2], 1)
+    assert seqs(tmp_path, ["愀"]) == ([2], 1)
+    assert seqs(tmp_path, ["ab"]) == ([1], 1)
