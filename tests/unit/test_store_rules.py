@@ -1,0 +1,54 @@
+"""Store rules found open by mutation (issue 16): a backup's restore limits at their
+boundary, and the field each refusal names."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from zcord.core.errors import InvalidArgument
+from zcord.core.store import RestoreLimits
+
+
+def nested(levels: int) -> list:
+    value: list = []
+    for _ in range(levels - 1):
+        value = [value]
+    return value
+
+
+def backup_with_after(svc, after) -> str:
+    svc.call("zcor_memory_write", {"title": "t", "content": "c"})
+    name = svc.call("zcor_memory_backup", {})["backupFile"]
+    path = svc.dir / "backups" / name
+    doc = json.loads(path.read_bytes())
+    doc["history"][-1]["after"] = after
+    path.write_text(json.dumps(doc))
+    return name
+
+
+def test_change_history_nested_exactly_to_the_depth_limit_is_restorable(svc):
+    # the document, the history array and the change are levels 1-3: `after` starts at 4
+    name = backup_with_after(svc, nested(3))  # levels 4, 5, 6
+    state = svc.store.read_backup(name, RestoreLimits(depth=6))
+    assert state.history[-1].after == nested(3)
+
+
+def test_change_history_nested_one_deeper_is_refused_naming_the_setting(svc):
+    name = backup_with_after(svc, nested(4))  # levels 4 to 7
+    with pytest.raises(InvalidArgument) as ei:
+        svc.store.read_backup(name, RestoreLimits(depth=6))
+    assert "more than 6 deep" in ei.value.message and "maxRestoreDepth" in ei.value.message
+    assert ei.value.field == "backupFile"
+
+
+def test_backup_over_the_byte_limit_is_refused_naming_the_field(svc):
+    svc.call("zcor_memory_write", {"title": "t", "content": "c"})
+    name = svc.call("zcor_memory_backup", {})["backupFile"]
+    size = (svc.dir / "backups" / name).stat().st_size
+    assert svc.store.read_backup(name, RestoreLimits(bytes=size)).nodes  # exactly the limit: read
+    with pytest.raises(InvalidArgument) as ei:
+        svc.store.read_backup(name, RestoreLimits(bytes=size - 1))
+    assert "maxRestoreBytes" in ei.value.message
+    assert ei.value.field == "backupFile"
