@@ -5,10 +5,12 @@ that only spans two characters' halves is no match (found by mutation, issue 16)
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 
+from zcord.core.errors import StateFileInvalid
 from zcord.core.history_index import READ_CHUNK
 from zcord.core.oplog import OpLog
 
@@ -56,10 +58,10 @@ def test_halves_of_neighbouring_characters_are_no_match(tmp_path, minutes):
 
 def test_scan_reads_a_record_longer_than_its_read_chunk(tmp_path):
     # a keyword holding NUL is answered by scanning the log, in chunks of READ_CHUNK bytes
-    long = "a\x00b" + "x" * (READ_CHUNK + 1000)
+    long = "x" * (READ_CHUNK + 1000) + "a\x00b"
     write_lines(tmp_path, [line(1, "a\x00b"), line(2, long), line(3, "xx a\x00b")])
     assert seqs(tmp_path, ["a\x00b"]) == ([3, 2, 1], 3)
-    assert seqs(tmp_path, ["b" + "x" * 10]) == ([2], 1)  # the index, for comparison
+    assert seqs(tmp_path, ["x" * 10]) == ([2], 1)  # the index, for comparison
 
 
 @pytest.mark.parametrize("minutes", [None, [5, 1]], ids=["time-ordered", "clock-went-back"])
@@ -73,3 +75,45 @@ def test_text_after_a_nul_is_found_by_the_index(tmp_path, minutes):
     assert seqs(tmp_path, ["a\x00i"]) == ([1], 1)  # NUL and U+FFFD stay apart (scanned)
     assert seqs(tmp_path, ["a\ufffdi"]) == ([2], 1)
     assert seqs(tmp_path, ["plain"]) == ([], 0)
+
+
+def test_index_answers_short_and_long_keywords_itself(tmp_path, capsys):
+    # the pair table, the trigram table, both at once: no fallback to the scan
+    write_lines(tmp_path, [line(1, "爬山 ab"), line(2, "爬山"), line(3, "ab")])
+    assert seqs(tmp_path, ["ab"]) == ([3, 1], 2)
+    assert seqs(tmp_path, ["爬山 "]) == ([1], 1)
+    assert seqs(tmp_path, ["爬山 ", "ab"]) == ([1], 1)
+    assert seqs(tmp_path, ["爬山 a", "b"]) == ([1], 1)
+    assert "query failed" not in capsys.readouterr().err
+
+
+def test_invalid_line_met_while_indexing_is_named_by_its_byte_offset(tmp_path):
+    good = json.dumps(line(1, "a")) + "\n"
+    (tmp_path / "operations.jsonl").write_text(good + "not json\n" + json.dumps(line(3, "b")) + "\n")
+    with pytest.raises(StateFileInvalid) as ei:
+        seqs(tmp_path, ["abc"])
+    assert ei.value.message.startswith(f"operations.jsonl at byte {len(good)} holds an invalid record (")
+
+
+def test_background_indexing_failure_is_noted_once(tmp_path, capsys):
+    write_lines(tmp_path, [line(1, "a")])
+    log = OpLog(tmp_path / "operations.jsonl")
+    log.open()
+    calls = []
+
+    def failing_build():
+        calls.append(1)
+        raise OSError(5, "Input/output error")
+
+    log._build_steps = failing_build  # what the background thread runs
+    try:
+        for n in (1, 2, 3):
+            log.warm(background=True)
+            deadline = time.monotonic() + 10
+            while len(calls) < n and time.monotonic() < deadline:
+                time.sleep(0.005)
+            assert len(calls) == n
+    finally:
+        log.close()
+    err = capsys.readouterr().err
+    assert err.count("indexing stopped: [Errno 5] Input/output error") == 1, err

@@ -39,3 +39,23 @@ def test_parent_title_adds_more_than_grandparent_title(t, svc, clock):
     assert ranked(svc, [term("qhit")]) == [far, near]
     order = ranked(svc, [term("qhit"), term("qctx")])
     assert order.index(near) < order.index(far)
+
+
+def test_explain_says_where_each_term_matched(t, svc):
+    kw_only = t.write(title="qtitle", content="", keywords=["qkw"])["id"]
+    both = t.write(title="qkw notes", content="", keywords=["qkw"])["id"]
+    title_only = t.write(title="qkw list", content="", keywords=[])["id"]
+    hits = {h.id: h.terms for h in svc.retriever.hits([term("qkw")], keyword_equality=True, explain=True,
+                                                      mode="weighted")}
+    assert [(m[0], m[1]) for m in hits[kw_only]] == [("qkw", "keyword")]
+    assert [(m[0], m[1]) for m in hits[both]] == [("qkw", "title+keyword")]
+    assert [(m[0], m[1]) for m in hits[title_only]] == [("qkw", "title")]
+
+
+def test_class_of_a_term_is_its_own_group_before_one_sharing_its_folded_form(svc):
+    # "zorbs" and "zorb" fold to the same key; each is in a group of its own
+    svc.set_synonym_group(None, ["zorbs", "qhound"])
+    svc.set_synonym_group(None, ["zorb", "qpup"])
+    assert svc.retriever.class_of("zorb") == frozenset({"zorb", "qpup"})
+    assert svc.retriever.class_of("zorbs") == frozenset({"zorbs", "qhound"})
+    assert svc.retriever.class_of("qhounds") == frozenset({"zorbs", "qhound"})  # by its folded form

@@ -1,5 +1,5 @@
 """Store rules found open by mutation (issue 16): a backup's restore limits at their
-boundary, and the field each refusal names."""
+boundary, and the field each refusal names; history segments named out of order."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import json
 
 import pytest
 
-from zcord.core.errors import InvalidArgument
+import zcord.core.store as store_mod
+from zcord.core.errors import InvalidArgument, StateFileInvalid
 from zcord.core.store import RestoreLimits
+from zcord.service import Service
 
 
 def nested(levels: int) -> list:
@@ -52,3 +54,27 @@ def test_backup_over_the_byte_limit_is_refused_naming_the_field(svc):
         svc.store.read_backup(name, RestoreLimits(bytes=size - 1))
     assert "maxRestoreBytes" in ei.value.message
     assert ei.value.field == "backupFile"
+
+
+@pytest.mark.parametrize("edit", ["swap", "misname"])
+def test_state_naming_its_history_segments_out_of_order_is_refused(monkeypatch, memdir, clock, edit):
+    monkeypatch.setattr(store_mod, "SEAL_BYTES", 2000)
+    with Service(memdir, clock=clock) as svc:
+        for i in range(12):
+            svc.call("zcor_memory_write", {"title": f"note {i}", "content": "x" * 300})
+            svc.snapshot()
+    path = memdir / "memory-state.json"
+    doc = json.loads(path.read_bytes())
+    segs = doc["historySegments"]
+    assert len(segs) >= 2
+    wrong = segs[1], segs[0]
+    if edit == "misname":
+        (memdir / "history" / segs[0]).rename(memdir / "history" / "changes-1.jsonl")
+        wrong = "changes-1.jsonl", *segs[1:]
+    doc["historySegments"] = list(wrong)
+    path.write_text(json.dumps(doc))
+    before = path.read_bytes()
+    with pytest.raises(StateFileInvalid) as ei:
+        Service(memdir, clock=clock).open()
+    assert ei.value.message == f"memory-state.json: history segment {wrong[0]!r} is misnamed or out of order"
+    assert path.read_bytes() == before
