@@ -78,3 +78,12 @@ def test_state_naming_its_history_segments_out_of_order_is_refused(monkeypatch, 
         Service(memdir, clock=clock).open()
     assert ei.value.message == f"memory-state.json: history segment {wrong[0]!r} is misnamed or out of order"
     assert path.read_bytes() == before
+
+
+def test_state_file_of_an_unknown_format_version_is_named(memdir, clock):
+    memdir.mkdir()
+    (memdir / "memory-state.json").write_text('{"version": 7, "nodes": []}')
+    with pytest.raises(StateFileInvalid) as ei:
+        Service(memdir, clock=clock).open()
+    assert ei.value.message == ("memory-state.json: unsupported format version 7 "
+                                "(this zcord reads versions 1, 2 and 3)")
