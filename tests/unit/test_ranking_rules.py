@@ -59,3 +59,16 @@ def test_class_of_a_term_is_its_own_group_before_one_sharing_its_folded_form(svc
     assert svc.retriever.class_of("zorb") == frozenset({"zorb", "qpup"})
     assert svc.retriever.class_of("zorbs") == frozenset({"zorbs", "qhound"})
     assert svc.retriever.class_of("qhounds") == frozenset({"zorbs", "qhound"})  # by its folded form
+
+
+def test_common_term_that_is_a_whole_title_still_recalls(t, svc):
+    # "qzorbs" is in most titles (common: alone it recalls nothing), but it is also one
+    # memory's whole title, compared by its folded form ("qzorb"), as a person's name would be
+    for i in range(10):
+        t.write(title=f"qzorbs walk {i}", content="")
+    for i in range(3):
+        t.write(title=f"other {i}", content="")
+    whole = t.write(title="Qzorbs", content="")["id"]
+    assert whole in ranked(svc, [term("qzorbs")])
+    t.delete(id=whole)
+    assert ranked(svc, [term("qzorbs")]) == []

@@ -87,3 +87,17 @@ def test_state_file_of_an_unknown_format_version_is_named(memdir, clock):
         Service(memdir, clock=clock).open()
     assert ei.value.message == ("memory-state.json: unsupported format version 7 "
                                 "(this zcord reads versions 1, 2 and 3)")
+
+
+def test_migration_is_the_first_change_naming_the_old_version_and_file(memdir, clock):
+    memdir.mkdir()
+    (memdir / "memory-state.json").write_text(json.dumps({
+        "version": 2, "history": [], "relationships": [], "important": [],
+        "memories": [{"id": "m1", "title": "Trip", "content": "spring", "keywords": ["trip"],
+                      "createdAt": "2025-04-01T10:00:00+08:00", "updatedAt": "2025-04-02T10:00:00+08:00"}]}))
+    with Service(memdir, clock=clock) as svc:
+        svc.call("zcor_memory_write", {"title": "new", "content": "x"})
+    history = json.loads((memdir / "memory-state.json").read_bytes())["history"]
+    assert [c["kind"] for c in history] == ["state.migrate", "node.create"]
+    assert history[0]["before"] == {"version": "2", "file": "memory-state.json"}
+    assert history[0]["after"] == {"version": 3}
