@@ -4,6 +4,7 @@ boundary, and the field each refusal names; history segments named out of order.
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -101,3 +102,17 @@ def test_migration_is_the_first_change_naming_the_old_version_and_file(memdir, c
     assert [c["kind"] for c in history] == ["state.migrate", "node.create"]
     assert history[0]["before"] == {"version": "2", "file": "memory-state.json"}
     assert history[0]["after"] == {"version": 3}
+
+
+def test_second_migrated_original_kept_beside_the_first_with_a_time_stamp(memdir, clock):
+    memdir.mkdir()
+    earlier = memdir / "memory-state.v2.json"
+    earlier.write_bytes(b'{"version": 2, "memories": []}')  # kept from an earlier migration
+    raw = json.dumps({"version": 2, "memories": [], "relationships": [], "important": [], "history": []}).encode()
+    (memdir / "memory-state.json").write_bytes(raw)
+    with Service(memdir, clock=clock) as svc:
+        svc.call("zcor_memory_write", {"title": "new", "content": "x"})
+    assert earlier.read_bytes() == b'{"version": 2, "memories": []}'
+    kept = [p.name for p in memdir.iterdir() if p.name.startswith("memory-state.v2.") and p != earlier]
+    assert len(kept) == 1 and re.fullmatch(r"memory-state\.v2\.\d{8}T\d{12}Z\.json", kept[0]), kept
+    assert (memdir / kept[0]).read_bytes() == raw
