@@ -1,6 +1,8 @@
-"""The history index's character-pair document (`bi`), which answers one- and
-two-character keywords without a scan: a record's last character is found, and a pair
-that only spans two characters' halves is no match (found by mutation, issue 16)."""
+"""Rules of the operation log and its history index found open by mutation (issue 16): the
+character-pair document (`bi`: a record's last character found, halves of neighbouring
+characters no match), text after a NUL, lines longer than a read chunk, errors naming their
+byte offset, no silent fallback to the scan, one note per indexing failure, the largest seq
+of the tail taken at open."""
 
 from __future__ import annotations
 
@@ -26,7 +28,9 @@ def seqs(d: Path, keywords: list[str]) -> tuple[list[int], int]:
 
 
 def write_lines(d: Path, records: list[dict]) -> None:
-    (d / "operations.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    # compact, as zcord writes them
+    text = "".join(json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records)
+    (d / "operations.jsonl").write_text(text)
 
 
 def line(seq: int, content: str, minute: int | None = None) -> dict:
@@ -88,8 +92,8 @@ def test_index_answers_short_and_long_keywords_itself(tmp_path, capsys):
 
 
 def test_invalid_line_met_while_indexing_is_named_by_its_byte_offset(tmp_path):
-    good = json.dumps(line(1, "a")) + "\n"
-    (tmp_path / "operations.jsonl").write_text(good + "not json\n" + json.dumps(line(3, "b")) + "\n")
+    good = json.dumps(line(1, "a"), separators=(",", ":")) + "\n"
+    (tmp_path / "operations.jsonl").write_text(good + "not json\n" + json.dumps(line(3, "b"), separators=(",", ":")) + "\n")
     with pytest.raises(StateFileInvalid) as ei:
         seqs(tmp_path, ["abc"])
     assert ei.value.message.startswith(f"operations.jsonl at byte {len(good)} holds an invalid record (")
@@ -117,3 +121,15 @@ def test_background_indexing_failure_is_noted_once(tmp_path, capsys):
         log.close()
     err = capsys.readouterr().err
     assert err.count("indexing stopped: [Errno 5] Input/output error") == 1, err
+
+
+def test_open_takes_the_largest_seq_of_the_tail_not_the_last_lines(tmp_path):
+    # an older zcord appended a late search record out of order: seq 5 before seq 3
+    first = {**line(1, "a"), "changes": [{"changeId": 1, "kind": "node.create", "target": "m1"}]}
+    write_lines(tmp_path, [first, line(5, "late"), line(3, "b")])
+    log = OpLog(tmp_path / "operations.jsonl")
+    log.open()
+    try:
+        assert (log.last_seq, log.last_change_id) == (5, 1)
+    finally:
+        log.close()

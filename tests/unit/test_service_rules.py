@@ -4,6 +4,7 @@ refusals, and the seal of a snapshot written by a forked child."""
 
 from __future__ import annotations
 
+import errno
 import json
 import re
 
@@ -11,7 +12,7 @@ import pytest
 
 import zcord.core.store as store_mod
 import zcord.service.snapshots as snapshots_mod
-from zcord.core.errors import InvalidArgument, RateLimited
+from zcord.core.errors import InvalidArgument, RateLimited, StorageError
 
 
 def log_records(svc) -> list[dict]:
@@ -96,3 +97,15 @@ def test_seal_of_a_snapshot_written_by_a_forked_child_is_taken_in(monkeypatch, s
     segments = sorted(p.name for p in (svc.dir / "history").iterdir())
     assert len(segments) >= 2 and svc.state.history_segments == segments
     assert [c.change_id for c in svc.store.iter_history(svc.state)] == list(range(1, 11))
+
+
+def test_operation_failing_on_the_disk_is_a_storage_error_and_recorded(svc):
+    def fn(ctx):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    with pytest.raises(StorageError) as ei:
+        svc.run_operation("zcor/history/revert", {"seq": 1}, fn)
+    assert ei.value.message == "zcor/history/revert could not be completed (No space left on device); nothing changed."
+    rec = log_records(svc)[-1]
+    assert rec["tool"] == "zcor/history/revert" and rec["status"] == "error"
+    assert rec["error"]["code"] == "storage_error"
