@@ -133,3 +133,12 @@ def test_open_takes_the_largest_seq_of_the_tail_not_the_last_lines(tmp_path):
         assert (log.last_seq, log.last_change_id) == (5, 1)
     finally:
         log.close()
+
+
+def test_index_that_cannot_be_created_is_said_and_queries_scan(tmp_path, capsys):
+    write_lines(tmp_path, [line(1, "爬山"), line(2, "ab")])
+    (tmp_path / "operations.index.sqlite").mkdir()  # in the way: cannot be removed or opened
+    assert seqs(tmp_path, ["爬山"]) == ([1], 1)
+    err = capsys.readouterr().err
+    assert "zcord: operations.index.sqlite: cannot be created (" in err
+    assert "); history queries will scan the log" in err
