@@ -109,3 +109,11 @@ def test_operation_failing_on_the_disk_is_a_storage_error_and_recorded(svc):
     rec = log_records(svc)[-1]
     assert rec["tool"] == "zcor/history/revert" and rec["status"] == "error"
     assert rec["error"]["code"] == "storage_error"
+
+
+def test_call_with_lone_surrogates_is_logged_with_replacement_characters(svc):
+    with pytest.raises(InvalidArgument):
+        svc.call("zcor_memory_query", {"keywords": ["a\ud800b"], "x\udfff": 1})
+    rec = log_records(svc)[-1]
+    assert rec["tool"] == "zcor_memory_query" and rec["status"] == "error"
+    assert rec["params"] == {"keywords": ["a\ufffdb"], "x\ufffd": 1}

@@ -116,3 +116,16 @@ def test_second_migrated_original_kept_beside_the_first_with_a_time_stamp(memdir
     kept = [p.name for p in memdir.iterdir() if p.name.startswith("memory-state.v2.") and p != earlier]
     assert len(kept) == 1 and re.fullmatch(r"memory-state\.v2\.\d{8}T\d{12}Z\.json", kept[0]), kept
     assert (memdir / kept[0]).read_bytes() == raw
+
+
+def test_old_format_backup_over_the_memory_limit_is_refused_naming_the_field(svc):
+    (svc.dir / "backups").mkdir(exist_ok=True)
+    memories = [{"id": f"m{i}", "title": f"t{i}", "content": "c", "createdAt": "2025-04-01T10:00:00+08:00",
+                 "updatedAt": "2025-04-01T10:00:00+08:00"} for i in (1, 2)]
+    (svc.dir / "backups" / "old.json").write_text(json.dumps({"version": 2, "memories": memories}))
+    assert len(svc.store.read_backup("old.json", RestoreLimits(nodes=2)).nodes) == 2
+    with pytest.raises(InvalidArgument) as ei:
+        svc.store.read_backup("old.json", RestoreLimits(nodes=1))
+    assert ei.value.message == ("backup cannot be restored: backups/old.json holds 2 memories; at most 1 can be "
+                                "restored (maxRestoreNodes in config.json)")
+    assert ei.value.field == "backupFile"
