@@ -72,3 +72,13 @@ def test_common_term_that_is_a_whole_title_still_recalls(t, svc):
     assert whole in ranked(svc, [term("qzorbs")])
     t.delete(id=whole)
     assert ranked(svc, [term("qzorbs")]) == []
+
+
+def test_two_rare_terms_outweigh_a_much_shorter_title(t, svc):
+    # BM25's length norm (k1 1.2, b 0.5) favours short titles, within bounds: a six-word title
+    # hit by two terms still ranks above a one-word title hit by one of them
+    both = t.write(title="qone qtwo w3 w4 w5 w6", content="")["id"]
+    one = t.write(title="qone", content="")["id"]
+    for i in range(4):
+        t.write(title=f"fa{i} fb{i}", content="")
+    assert ranked(svc, [term("qone"), term("qtwo")]) == [both, one]

@@ -117,3 +117,22 @@ def test_call_with_lone_surrogates_is_logged_with_replacement_characters(svc):
     rec = log_records(svc)[-1]
     assert rec["tool"] == "zcor_memory_query" and rec["status"] == "error"
     assert rec["params"] == {"keywords": ["a\ufffdb"], "x\ufffd": 1}
+
+
+def test_restore_whose_snapshot_the_disk_refuses_says_check_the_disk(svc, failing_disk):
+    svc.call("zcor_memory_write", {"title": "a", "content": "x"})
+    name = svc.call("zcor_memory_backup", {})["backupFile"]
+    svc.call("zcor_memory_write", {"title": "b", "content": "y"})
+    failing_disk.on("write", only=lambda p: p.name == "memory-state.json")
+    with pytest.raises(StorageError) as ei:
+        svc.call("zcor_memory_restore", {"backupFile": name})
+    failing_disk.off()
+    assert ei.value.message == ("The Memory could not be saved (No space left on device); nothing changed. "
+                                "Check the disk and try again.")
+    assert sorted(svc.state.nodes) == ["m1", "m2"]
+
+
+def test_status_names_the_memory_directory(svc, memdir):
+    status = svc.status()
+    assert status["memoryDir"] == str(memdir)
+    assert status["nodes"] == 0 and status["relationships"] == 0

@@ -129,3 +129,16 @@ def test_old_format_backup_over_the_memory_limit_is_refused_naming_the_field(svc
     assert ei.value.message == ("backup cannot be restored: backups/old.json holds 2 memories; at most 1 can be "
                                 "restored (maxRestoreNodes in config.json)")
     assert ei.value.field == "backupFile"
+
+
+def test_state_file_with_null_keywords_is_refused(memdir, clock):
+    with Service(memdir, clock=clock) as svc:
+        svc.call("zcor_memory_write", {"title": "a", "content": "x", "keywords": ["k"]})
+        svc.snapshot()
+    path = memdir / "memory-state.json"
+    raw = path.read_bytes()
+    assert raw.index(b'"keywords":["k"]') < raw.index(b'"history"')
+    path.write_bytes(raw.replace(b'"keywords":["k"]', b'"keywords":null', 1))  # the node, laid out as zcord writes it
+    with pytest.raises(StateFileInvalid) as ei:
+        Service(memdir, clock=clock).open()
+    assert "keywords" in ei.value.message
