@@ -92,8 +92,9 @@ def test_index_answers_short_and_long_keywords_itself(tmp_path, capsys):
 
 
 def test_invalid_line_met_while_indexing_is_named_by_its_byte_offset(tmp_path):
-    good = json.dumps(line(1, "a"), separators=(",", ":")) + "\n"
-    (tmp_path / "operations.jsonl").write_text(good + "not json\n" + json.dumps(line(3, "b"), separators=(",", ":")) + "\n")
+    write_lines(tmp_path, [line(1, "a"), line(3, "b")])
+    good, last = (tmp_path / "operations.jsonl").read_text().splitlines(keepends=True)
+    (tmp_path / "operations.jsonl").write_text(good + "not json\n" + last)
     with pytest.raises(StateFileInvalid) as ei:
         seqs(tmp_path, ["abc"])
     assert ei.value.message.startswith(f"operations.jsonl at byte {len(good)} holds an invalid record (")
