@@ -1,6 +1,8 @@
 """Weighted ranking rules found open by mutation (issue 16), at Retriever.hits: a light
-term that reaches a memory through its title and an equal keyword adds more than through
-the title alone, and a term in the parent's title adds more than one in the grandparent's."""
+term through title and equal keyword adds more than through the title alone; a parent's
+title adds more than a grandparent's; BM25's length norm within bounds; explain's match
+places; a common term that is a whole title still recalls; a term's own synonym group
+before one sharing its folded form."""
 
 from __future__ import annotations
 

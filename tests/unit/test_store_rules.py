@@ -1,5 +1,6 @@
 """Store rules found open by mutation (issue 16): a backup's restore limits at their
-boundary, and the field each refusal names; history segments named out of order."""
+boundary and the field each refusal names; history segments named out of order; unknown
+format versions; the migration's change and kept originals; null keywords refused."""
 
 from __future__ import annotations
 
