@@ -1,6 +1,7 @@
 """Service rules found open by mutation (issue 16): the result fields of tools and operator
 actions (an interface, SPEC §2), the bot's backups (rate limit, names), refusals worded and
-recorded (persona, disk errors, lone surrogates in a call's parameters), the status, and
+recorded (persona, disk errors, lone surrogates in a call's parameters), the status, the
+operator's history paging and backup preview, and
 the seal of a snapshot written by a forked child."""
 
 from __future__ import annotations
@@ -137,3 +138,22 @@ def test_status_names_the_memory_directory(svc, memdir):
     status = svc.status()
     assert status["memoryDir"] == str(memdir)
     assert status["nodes"] == 0 and status["relationships"] == 0
+
+
+def test_operator_history_query_pages_by_its_limit(svc):
+    for i in range(3):
+        svc.call("zcor_memory_write", {"title": f"t{i}", "content": "x"})
+    res = svc.history_query({"limit": 2})
+    assert [i["seq"] for i in res["items"]] == [3, 2] and res["total"] == 3 and res["nextOffset"] == 2
+
+
+def test_backup_preview_counts_what_a_restore_would_change(svc):
+    svc.call("zcor_memory_write", {"title": "a", "content": "x"})
+    name = svc.call("zcor_memory_backup", {})["backupFile"]
+    svc.call("zcor_memory_write", {"title": "b", "content": "y"})
+    svc.call("zcor_memory_important", {"id": "m2", "important": True})
+    assert svc.backup_preview(name) == {
+        "backupFile": name,
+        "memories": {"now": 2, "after": 1, "added": 0, "removed": 1, "changed": 0},
+        "relationships": {"now": 0, "after": 0, "added": 0, "removed": 0, "changed": 0},
+        "important": {"now": ["m2"], "after": [], "changed": True}}
