@@ -2,7 +2,7 @@
 term through title and equal keyword adds more than through the title alone; a parent's
 title adds more than a grandparent's; BM25's length norm within bounds; explain's match
 places; a common term that is a whole title still recalls; a term's own synonym group
-before one sharing its folded form."""
+before one sharing its folded form; the word itself above its synonym."""
 
 from __future__ import annotations
 
@@ -84,3 +84,14 @@ def test_two_rare_terms_outweigh_a_much_shorter_title(t, svc):
     for i in range(4):
         t.write(title=f"fa{i} fb{i}", content="")
     assert ranked(svc, [term("qone"), term("qtwo")]) == [both, one]
+
+
+def test_the_word_itself_outranks_its_synonym(t, svc, clock):
+    clock.step = timedelta(minutes=1)
+    svc.set_synonym_group(None, ["qzeta", "qomega"])
+    itself = t.write(title="qzeta", content="")["id"]
+    synonym = t.write(title="qomega", content="")["id"]  # newer
+    words = svc.retriever.words("qzeta", mode="weighted")
+    weights = {term.shown: term.weight for term in words.terms}
+    assert weights["qomega"] < weights["qzeta"]
+    assert ranked(svc, words.terms) == [itself, synonym]

@@ -1,8 +1,8 @@
 """Service rules found open by mutation (issue 16): the result fields of tools and operator
 actions (an interface, SPEC §2), the bot's backups (rate limit, names), refusals worded and
 recorded (persona, disk errors, lone surrogates in a call's parameters), the status, the
-operator's history paging and backup preview, and
-the seal of a snapshot written by a forked child."""
+operator's history paging and backup preview, and the seal of a snapshot written by a
+forked child."""
 
 from __future__ import annotations
 
