@@ -143,3 +143,27 @@ def test_state_file_with_null_keywords_is_refused(memdir, clock):
     with pytest.raises(StateFileInvalid) as ei:
         Service(memdir, clock=clock).open()
     assert "keywords" in ei.value.message
+
+
+def test_state_file_errors_name_the_file_on_the_fast_path_too(svc):
+    # a file laid out as zcord writes it is read by the fast loader; its errors name the file
+    svc.call("zcor_memory_write", {"title": "a", "content": "x"})
+    svc.snapshot()
+    raw = (svc.dir / "memory-state.json").read_bytes()
+    assert b'"historySegments":[]' in raw
+    bad = raw.replace(b'"historySegments":[]', b'"historySegments":["changes-1.jsonl"]')
+    with pytest.raises(StateFileInvalid) as ei:
+        store_mod.parse_state(bad, "copy.json")
+    assert ei.value.message == "copy.json: history segment 'changes-1.jsonl' is misnamed or out of order"
+
+
+@pytest.mark.parametrize("created", ["2026-01-01", "2026-01-01T09"])
+def test_state_file_with_a_short_time_is_refused_never_crashes(svc, created):
+    svc.call("zcor_memory_write", {"title": "a", "content": "x"})
+    svc.snapshot()
+    raw = (svc.dir / "memory-state.json").read_bytes()
+    i = raw.index(b'"createdAt":"') + len(b'"createdAt":"')
+    bad = raw[:i] + created.encode() + raw[raw.index(b'"', i):]
+    with pytest.raises(StateFileInvalid) as ei:
+        store_mod.parse_state(bad, "copy.json")
+    assert ei.value.message.startswith("copy.json fails validation: nodes.0.createdAt: ")
