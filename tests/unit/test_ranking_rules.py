@@ -2,10 +2,12 @@
 term through title and equal keyword adds more than through the title alone; a parent's
 title adds more than a grandparent's; BM25's length norm within bounds; explain's match
 places; a common term that is a whole title still recalls; a term's own synonym group
-before one sharing its folded form; the word itself above its synonym."""
+before one sharing its folded form; the word itself above its synonym; the average title
+length."""
 
 from __future__ import annotations
 
+import math
 from datetime import timedelta
 
 from zcord.core.text import normalize, term_key
@@ -95,3 +97,14 @@ def test_the_word_itself_outranks_its_synonym(t, svc, clock):
     weights = {term.shown: term.weight for term in words.terms}
     assert weights["qomega"] < weights["qzeta"]
     assert ranked(svc, words.terms) == [itself, synonym]
+
+
+def test_a_title_of_average_length_is_scored_by_its_idf_alone(t, svc):
+    # BM25's length norm is 1 at the average title length (words): here 1 and 3 words
+    one = t.write(title="qsolo", content="", keywords=[])["id"]
+    t.write(title="qa qb qc", content="", keywords=[])
+    svc.state.ensure_index()
+    assert svc.state.avg_title_len == 2.0
+    t.delete(id=one)
+    hits = svc.retriever.hits([term("qb")], keyword_equality=True, mode="weighted")
+    assert [h.score for h in hits] == [round(math.log(1 + 0.5 / 1.5), 4)]  # idf(1, 1)

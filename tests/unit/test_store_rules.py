@@ -1,6 +1,7 @@
 """Store rules found open by mutation (issue 16): a backup's restore limits at their
 boundary and the field each refusal names; history segments named out of order; unknown
-format versions; the migration's change and kept originals; null keywords refused."""
+format versions; the migration's change and kept originals; the fast loader's refusals
+(null keywords, short times, errors naming the file)."""
 
 from __future__ import annotations
 
