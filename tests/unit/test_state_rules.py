@@ -293,3 +293,24 @@ def test_removing_one_superseded_source_keeps_the_others_replaced():
     assert st.replaced == {"m3": {"m2"}}
     st._remove_node("m2")
     assert st.replaced == {}
+
+
+def test_text_search_after_a_reverted_delete_in_the_middle():
+    # found open by the issue-16 sample: the text pieces are built, then a node goes back
+    # between its neighbours (a revert), inside a piece
+    st = MemoryState([node(i, f"t{i}", content=f"qq{i}") for i in range(1, 6)])
+    assert set(st.text_matches("qq")) == {f"m{i}" for i in range(1, 6)}
+    gone = st.nodes["m3"]
+    st._remove_node("m3")
+    assert set(st.text_matches("qq")) == {"m1", "m2", "m4", "m5"}
+    st.add_node(gone)
+    assert set(st.text_matches("qq")) == {f"m{i}" for i in range(1, 6)}
+    assert set(st.text_matches("qq3")) == {"m3"}
+
+
+def test_new_id_skips_ids_in_use_upwards():
+    # a hand-edited file may hold a nextId that names existing memories: ids are never reused
+    st = MemoryState([node(i, f"t{i}") for i in (1, 2, 3, 5)], next_id=2)
+    tx = Tx(st, "operator", "zcor_memory_write", 1, T0)
+    assert tx.take_id() == "m4" and st.next_id == 5
+    assert tx.take_id() == "m6" and st.next_id == 7

@@ -22,7 +22,8 @@ from .errors import StateFileInvalid, ZcorError
 from .text import normalize
 
 INDEX_SUFFIX = ".index.sqlite"
-INDEX_VERSION = 2
+INDEX_VERSION = 3
+"""3: NUL indexed as U+FFFD (version 2 indexes lost a record's text after a NUL)."""
 HEAD_BYTES = 4096
 """The log's first bytes whose hash the index keeps (a different log at the same path)."""
 READ_CHUNK = 1 << 20
@@ -76,7 +77,11 @@ def record_search_text(record: dict[str, Any]) -> str:
 
 
 def _indexable(text: str) -> str:
-    """text as SQLite can take it (a hand-edited log may hold lone surrogates)."""
+    """text as SQLite's full-text tables can take it: a hand-edited log may hold lone
+    surrogates, and FTS5 reads a text only up to its first NUL; both become U+FFFD
+    (keywords holding NUL or U+FFFD are answered by scanning the log)."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\ufffd")
     try:
         text.encode()
         return text
