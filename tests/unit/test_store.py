@@ -290,6 +290,9 @@ def _broken_cases(tmp_path) -> dict[str, bytes]:
     cases["node-without-title"] = variant(lambda d: d["nodes"][0].pop("title"))
     cases["affinity-out-of-range"] = variant(lambda d: d["relationships"][0].update(affinity=500))
     cases["time-without-offset"] = variant(lambda d: d["nodes"][0].update(createdAt="2026-01-01T00:00:00"))
+    cases["time-a-year-string"] = variant(lambda d: d["nodes"][0].update(createdAt="2026"))
+    cases["time-a-number"] = variant(lambda d: d["nodes"][1].update(updatedAt=1767225600))
+    cases["relationship-time-digits"] = variant(lambda d: d["relationships"][0].update(createdAt="1767225600.5"))
     cases["unknown-version"] = variant(lambda d: d.update(version=9))
     cases["array-of-numbers"] = b"[1, 2, 3]"
     cases["dangling-parent"] = variant(lambda d: d["nodes"][1].update(parentId="m99"))
@@ -301,7 +304,7 @@ def _broken_cases(tmp_path) -> dict[str, bytes]:
 
 
 CASES = ["truncated", "empty", "not-utf8", "node-without-title", "affinity-out-of-range", "time-without-offset",
-         "unknown-version", "array-of-numbers", "dangling-parent", "dangling-link", "important-unknown",
+         "time-a-year-string", "time-a-number", "relationship-time-digits", "unknown-version", "array-of-numbers", "dangling-parent", "dangling-link", "important-unknown",
          "duplicate-id", "parent-cycle"]
 
 
@@ -323,6 +326,18 @@ def test_invalid_state_file_refused_and_untouched(tmp_path, case):
         Service(memdir).open()
     assert path.read_bytes() == bad
     assert not list(memdir.glob("memory-state.v*.json"))
+
+
+@pytest.mark.parametrize("case,field", [("time-a-year-string", "createdAt"), ("time-a-number", "updatedAt"),
+                                        ("relationship-time-digits", "createdAt")])
+def test_a_number_for_a_time_is_refused_by_name_not_read_as_epoch_seconds(tmp_path, case, field):
+    """Version 3 times are ISO 8601 strings; "2026" or 1767225600 is not read as seconds since 1970."""
+    memdir = tmp_path / "mem"
+    memdir.mkdir()
+    (memdir / "memory-state.json").write_bytes(_broken_cases(tmp_path)[case])
+    with pytest.raises(StateFileInvalid) as ei:
+        Service(memdir).open()
+    assert field in ei.value.message and "ISO 8601" in ei.value.message
 
 
 def test_invalid_state_file_exits_nonzero_in_subprocess(tmp_path):

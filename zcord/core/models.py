@@ -6,6 +6,7 @@ No I/O here. Python attributes are snake_case; JSON uses the spec's camelCase na
 
 from __future__ import annotations
 
+import re
 import sys
 from collections.abc import Iterable
 from datetime import datetime, timezone
@@ -14,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 import orjson
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainSerializer
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 from pydantic.alias_generators import to_camel
 
 STATE_VERSION = 3
@@ -27,6 +28,19 @@ def _require_offset(value: datetime) -> datetime:
     return value
 
 
+_NUMBER = re.compile(r"\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*")
+
+
+def _not_a_number(value: Any) -> Any:
+    """A time in a version 3 file, a log record or a backup is an ISO 8601 string; pydantic
+    alone would read a number, or a string of digits ("2026"), as epoch seconds."""
+    if (isinstance(value, (int, float)) and not isinstance(value, bool)) or \
+            (isinstance(value, str) and _NUMBER.fullmatch(value)):
+        raise ValueError(f"time must be an ISO 8601 string with its UTC offset, e.g. "
+                         f"2026-01-31T20:00:00+08:00, not {value!r}")
+    return value
+
+
 def format_time(value: datetime) -> str:
     """ISO 8601 with an explicit offset; milliseconds unless finer precision is present."""
     spec = "milliseconds" if value.microsecond % 1000 == 0 else "microseconds"
@@ -35,6 +49,7 @@ def format_time(value: datetime) -> str:
 
 Timestamp = Annotated[
     datetime,
+    BeforeValidator(_not_a_number),
     AfterValidator(_require_offset),
     PlainSerializer(format_time, return_type=str),
 ]
