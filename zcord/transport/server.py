@@ -250,11 +250,22 @@ class Daemon(MethodHandlers, ConnectionServer):
                 conn.send(message)
 
 
+WARM_UP_SWITCH_INTERVAL = 0.0005
+"""Seconds a thread may hold the interpreter while the warm-up runs (Python's default is
+0.005): a call's worker thread gives the interpreter up at each socket write and fsync and
+then waits for it, so with the default a write during the warm-up waited 5 ms several
+times over."""
+
+
 def _warm_up(service: Service) -> None:
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(min(interval, WARM_UP_SWITCH_INTERVAL))
     try:
         service.warm()
     except Exception as e:  # only a head start; the first real use retries and reports
         log.warning("warm-up failed (the first call will retry): %r", e)
+    finally:
+        sys.setswitchinterval(interval)
     gc.freeze()  # the indexes just built, like the loaded Memory: not walked by full collections
 
 
