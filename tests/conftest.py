@@ -225,3 +225,9 @@ def persisted_bytes(memdir: Path) -> bytes | None:
         return None
     return StateSerializer().encode(read_persisted(memdir))
 
+
+def log_records(memdir: Path) -> list[dict]:
+    """Every record of the Memory's operation log (operations.jsonl), oldest first."""
+    import json
+
+    return [json.loads(line) for line in (memdir / "operations.jsonl").read_bytes().splitlines()]

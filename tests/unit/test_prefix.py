@@ -10,7 +10,8 @@ import re
 import pytest
 
 from zcord.core.errors import InvalidArgument
-from zcord.retrieval.prefix import DEFAULT_IDENTITY, PERSONA_TEMPLATE
+from zcord.core.persona import PERSONA_TEMPLATE
+from zcord.retrieval.prefix import DEFAULT_IDENTITY
 from zcord.service import Service
 
 PERSONA = "你是小雪，一个温柔、有点毒舌的猫娘。说话时喜欢在句尾加“喵”。"

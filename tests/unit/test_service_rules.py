@@ -7,7 +7,6 @@ forked child."""
 from __future__ import annotations
 
 import errno
-import json
 import re
 
 import pytest
@@ -15,10 +14,7 @@ import pytest
 import zcord.core.store as store_mod
 import zcord.service.snapshots as snapshots_mod
 from zcord.core.errors import InvalidArgument, RateLimited, StorageError
-
-
-def log_records(svc) -> list[dict]:
-    return [json.loads(x) for x in (svc.dir / "operations.jsonl").read_bytes().splitlines()]
+from tests.conftest import log_records
 
 
 def test_important_result_says_whether_anything_changed(t):
@@ -51,10 +47,10 @@ def test_relationship_delete_result(t):
 def test_synonym_group_set_result_and_its_log_record(svc):
     n = len(svc.synonyms.groups)
     assert svc.set_synonym_group(None, ["qa", "qb"]) == {"groups": n + 1}
-    rec = log_records(svc)[-1]
+    rec = log_records(svc.dir)[-1]
     assert rec["tool"] == "zcor/synonyms/set" and rec["params"] == {"index": None, "terms": ["qa", "qb"]}
     assert svc.set_synonym_group(n, None) == {"groups": n}
-    assert log_records(svc)[-1]["params"] == {"index": n, "terms": None}
+    assert log_records(svc.dir)[-1]["params"] == {"index": n, "terms": None}
 
 
 def test_persona_with_a_lone_surrogate_refused_in_a_sentence(svc):
@@ -108,7 +104,7 @@ def test_operation_failing_on_the_disk_is_a_storage_error_and_recorded(svc):
     with pytest.raises(StorageError) as ei:
         svc.run_operation("zcor/history/revert", {"seq": 1}, fn)
     assert ei.value.message == "zcor/history/revert could not be completed (No space left on device); nothing changed."
-    rec = log_records(svc)[-1]
+    rec = log_records(svc.dir)[-1]
     assert rec["tool"] == "zcor/history/revert" and rec["status"] == "error"
     assert rec["error"]["code"] == "storage_error"
 
@@ -116,7 +112,7 @@ def test_operation_failing_on_the_disk_is_a_storage_error_and_recorded(svc):
 def test_call_with_lone_surrogates_is_logged_with_replacement_characters(svc):
     with pytest.raises(InvalidArgument):
         svc.call("zcor_memory_query", {"keywords": ["a\ud800b"], "x\udfff": 1})
-    rec = log_records(svc)[-1]
+    rec = log_records(svc.dir)[-1]
     assert rec["tool"] == "zcor_memory_query" and rec["status"] == "error"
     assert rec["params"] == {"keywords": ["a\ufffdb"], "x\ufffd": 1}
 

@@ -4,17 +4,13 @@ other tool outside VIEW_TOOLS: the refusal is recorded and nothing else happens.
 
 from __future__ import annotations
 
-import json
 
 import pytest
 
 from zcord.core.errors import InvalidArgument
 from zcord.core.protocol import VIEW_TOOLS
 from zcord.service.tools import TOOLS
-
-
-def log_records(svc) -> list[dict]:
-    return [json.loads(line) for line in svc.oplog.path.read_text(encoding="utf-8").splitlines()]
+from tests.conftest import log_records
 
 
 @pytest.mark.parametrize("tool,args", [
@@ -26,12 +22,12 @@ def log_records(svc) -> list[dict]:
 def test_a_view_of_a_tool_outside_view_tools_is_refused_and_recorded(svc, tool, args):
     assert tool not in VIEW_TOOLS
     svc.call("zcor_memory_write", {"title": "奶茶", "content": "珍珠"})
-    before = len(log_records(svc))
+    before = len(log_records(svc.dir))
     backups = sorted(p.name for p in svc.store.backups.iterdir())
     with pytest.raises(InvalidArgument) as refused:
         svc.call(tool, args, view=True)
     assert refused.value.field == "_meta" and tool in refused.value.message
-    records = log_records(svc)[before:]
+    records = log_records(svc.dir)[before:]
     assert [(r["tool"], r["status"], r["error"]["code"]) for r in records] == [(tool, "error", "invalid_argument")]
     assert sorted(p.name for p in svc.store.backups.iterdir()) == backups
     assert svc.status()["nodes"] == 1

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..core.persona import PERSONA_TEMPLATE, persona_text, read_persona  # noqa: F401
+from ..core.persona import read_persona
 from ..core.state import MemoryState
 
 # Used when PERSONA.md is missing or has only comments and blank lines.

@@ -23,7 +23,7 @@ class InternalError(ZcorError):
 
 class RestoreInProgress(Exception):
     """A call that would change the Memory met a restore in its slow phase: it is undone and
-    not recorded, and runs again once the restore is over (Service.when_restored)."""
+    not recorded, and runs again once the restore is over (RestoreGate.when_restored)."""
 
 
 @dataclass

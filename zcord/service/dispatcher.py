@@ -41,17 +41,6 @@ class Dispatcher:
         self.gate = RestoreGate()
         self.snapshots = Snapshots(self)
 
-    @property
-    def worker_thread(self) -> threading.Thread | None:
-        return self.gate.worker_thread
-
-    @worker_thread.setter
-    def worker_thread(self, thread: threading.Thread | None) -> None:
-        self.gate.worker_thread = thread
-
-    def when_restored(self, callback: Callable[[], None]) -> None:
-        self.gate.when_restored(callback)
-
     def call(self, tool: str, params: Any = None, actor: str = "operator",
              allowed: Collection[str] | None = None, view: bool = False) -> dict[str, Any]:
         """Run one tool call and record it. Raises ZcorError subclasses on failure.

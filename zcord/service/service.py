@@ -28,7 +28,8 @@ from ..core.oplog import OpLog
 from ..core.state import MemoryState
 from ..core.store import BOT_BACKUP_RE, CONFIG_FILE, OPLOG_FILE, PERSONA_FILE, SYNONYMS_FILE, Store
 from ..core.text import tokenizer
-from ..retrieval.prefix import build_prefix, persona_text
+from ..core.persona import persona_text
+from ..retrieval.prefix import build_prefix
 from ..retrieval.recall import RecallSessions, Retriever, parse_events
 from ..retrieval.synonyms import Synonyms
 from .calls import Ctx, InternalError, RestoreInProgress

@@ -190,12 +190,6 @@ class _AsyncMethods(_Methods):
 
     _subscribed: bool
 
-    async def request(self, method: str, params: Any = None, *, timeout: float | None = None) -> Any:
-        raise NotImplementedError
-
-    def on_notification(self, method: str, handler: NotificationHandler) -> None:
-        raise NotImplementedError
-
     async def ping(self, *, timeout: float | None = None) -> None:
         await self.request("ping", timeout=timeout)
 

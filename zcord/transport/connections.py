@@ -376,7 +376,7 @@ class ConnectionServer:
             except RuntimeError:
                 pass  # the loop is gone: the daemon is shutting down
 
-        self.service.when_restored(wake)
+        self.service.gate.when_restored(wake)
         await done
 
     async def _slow_work(self, fn: Callable[[], Any], slots: asyncio.Semaphore | None = None) -> Any:

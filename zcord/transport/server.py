@@ -123,7 +123,7 @@ class Daemon(MethodHandlers, ConnectionServer):
         """Accept clients until SIGTERM/SIGINT (or stop()), then shut down cleanly."""
         self.loop = asyncio.get_running_loop()
         self.worker = Worker(self.loop)
-        self.service.worker_thread = self.worker._thread  # a change held by a restore waits in _work
+        self.service.gate.worker_thread = self.worker._thread  # a change held by a restore waits in _work
         self._stop = asyncio.Event()
         self._slow_slots = asyncio.Semaphore(MAX_SLOW_CALLS)
         self._long_slots = asyncio.Semaphore(MAX_LONG_CALLS)

@@ -26,6 +26,11 @@ if TYPE_CHECKING:
     from ..tools import ToolSpec
 
 
+def _summary(s: MemoryState | StateView) -> dict[str, Any]:
+    """What a restore's change and result say of a state, before and after."""
+    return {"nodes": len(s.nodes), "relationships": len(s.relationships), "important": list(s.important)}
+
+
 def _test_hold(kind: str) -> None:
     """Tests only: with ZCOR_TEST_RESTORE_HOLD (or _BACKUP_HOLD) set to a path, a restore (a
     backup) in its slow phase creates that file and waits until it is removed (so a test can
@@ -158,9 +163,6 @@ def _restore_slow(svc: Service, ctx: Ctx, params: Any, name: str, incoming: Memo
     if snap is not None:
         snap.join()  # a background snapshot finishes without the lock; no other starts now
 
-    def summary(s: MemoryState | StateView) -> dict[str, Any]:
-        return {"nodes": len(s.nodes), "relationships": len(s.relationships), "important": list(s.important)}
-
     try:
         with svc.lock:
             svc.snapshots.settle()
@@ -172,8 +174,8 @@ def _restore_slow(svc: Service, ctx: Ctx, params: Any, name: str, incoming: Memo
                                f"nothing was restored.") from None
         change = Change(change_id=old.last_change_id + 1, at=ctx.at, actor=ctx.actor, tool=ctx.tool,
                         op_seq=ctx.seq, kind="state.restore", target=None,
-                        before={"backupFile": auto, **summary(old)},
-                        after={"restoredFrom": name, **summary(incoming)})
+                        before={"backupFile": auto, **_summary(old)},
+                        after={"restoredFrom": name, **_summary(incoming)})
         new = StateView(incoming.nodes, list(incoming.important), incoming.relationships,
                         [*old.history, change], max(old.next_id, incoming.next_id),
                         list(old.history_segments))
@@ -207,7 +209,7 @@ def _restore_slow(svc: Service, ctx: Ctx, params: Any, name: str, incoming: Memo
         ctx.log_result = {"restoredFrom": name, "backupFile": auto}
         if bot:
             prune_bot_backups(svc, ctx)
-        result = {"restoredFrom": name, "backupFile": auto, **summary(svc.state)}
+        result = {"restoredFrom": name, "backupFile": auto, **_summary(svc.state)}
         try:
             svc.log_call(ctx, params)
         finally:
@@ -231,20 +233,16 @@ def restore(svc: Service, a: I.RestoreArgs, ctx: Ctx) -> dict[str, Any]:
         raise StorageError(f"The pre-restore backup could not be written ({describe_os_error(e)}); "
                            f"nothing was restored.") from None
 
-    def summary(s: MemoryState) -> dict[str, Any]:
-        return {"nodes": len(s.nodes), "relationships": len(s.relationships),
-                "important": list(s.important)}
-
     ctx.snapshot_first = True  # a restore is not replayed from its record: snapshot first
     tx = svc.begin(ctx)
-    tx.record("state.restore", None, before={"backupFile": auto, **summary(st)},
-              after={"restoredFrom": a.backup_file, **summary(incoming)})
+    tx.record("state.restore", None, before={"backupFile": auto, **_summary(st)},
+              after={"restoredFrom": a.backup_file, **_summary(incoming)})
     tx.replace_all(incoming)
     svc.commit(ctx)
     ctx.log_result = {"restoredFrom": a.backup_file, "backupFile": auto}
     if bot:
         prune_bot_backups(svc, ctx)
-    return {"restoredFrom": a.backup_file, "backupFile": auto, **summary(st)}
+    return {"restoredFrom": a.backup_file, "backupFile": auto, **_summary(st)}
 
 
 def preview(svc: Service, name: Any) -> dict[str, Any]:
