@@ -4,6 +4,7 @@ argument parsing whose errors name every bad field, time filters, paging, log-sa
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -115,6 +116,15 @@ def time_range(args) -> tuple[float | None, float | None]:
 
 def page(total: int, offset: int, count: int) -> int | None:
     return offset + count if offset + count < total else None
+
+
+def newest_first(hits: list[tuple[float, int, str]], a: Any, record: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+    """A query's answer: its hits, (updatedAt, rank, id) each, newest first, and the page the
+    arguments ask for (a.offset, a.limit), each item as record(id) gives it."""
+    hits.sort(reverse=True)
+    window = hits[a.offset:a.offset + a.limit]
+    return {"items": [record(i) for _, _, i in window], "total": len(hits),
+            "nextOffset": page(len(hits), a.offset, len(window))}
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

@@ -9,7 +9,7 @@ from ...core.models import Node
 from ...core.state import Tx
 from ...core.text import derive_keywords, normalize
 from .. import inputs as I
-from ..calls import Ctx, dedupe_words, page, time_range
+from ..calls import Ctx, dedupe_words, newest_first, time_range
 
 if TYPE_CHECKING:
     from ..service import Service
@@ -180,10 +180,7 @@ def query(svc: Service, a: I.QueryArgs, ctx: Ctx) -> dict[str, Any]:
             if not all(k in title or k in content for k in rest):
                 continue
         hits.append((updated, rank[node_id], node_id))
-    hits.sort(reverse=True)
-    window = hits[a.offset:a.offset + a.limit]
-    return {"items": [st.nodes[i].dump() for _, _, i in window], "total": len(hits),
-            "nextOffset": page(len(hits), a.offset, len(window))}
+    return newest_first(hits, a, lambda i: nodes[i].dump())
 
 
 def merge(svc: Service, a: I.MergeArgs, ctx: Ctx) -> dict[str, Any]:

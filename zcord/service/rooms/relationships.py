@@ -8,7 +8,7 @@ from ...core.errors import InvalidArgument, NotFound
 from ...core.models import Relationship
 from ...core.text import normalize
 from .. import inputs as I
-from ..calls import Ctx, dedupe_words, page, time_range
+from ..calls import Ctx, dedupe_words, newest_first, time_range
 from .memories import current_node
 
 if TYPE_CHECKING:
@@ -43,10 +43,7 @@ def query(svc: Service, a: I.RelQueryArgs, ctx: Ctx) -> dict[str, Any]:
             continue
         if all(any(k in t for t in idx.norm_text) for k in keys):
             hits.append((idx.updated, idx.rank, pid))
-    hits.sort(reverse=True)
-    window = hits[a.offset:a.offset + a.limit]
-    return {"items": [st.relationships[p].dump() for _, _, p in window], "total": len(hits),
-            "nextOffset": page(len(hits), a.offset, len(window))}
+    return newest_first(hits, a, lambda p: st.relationships[p].dump())
 
 
 def write(svc: Service, a: I.RelWriteArgs, ctx: Ctx) -> dict[str, Any]:
