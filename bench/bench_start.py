@@ -1,0 +1,160 @@
+"""Serving right after a start (issue 24), over the Unix socket, from spawn.
+
+For each size (a Memory from bench/common.build_memory, one change record and one log line
+per node, snapshotted once by zcord as a running zcord leaves it), three starts of a fresh
+copy of that Memory:
+
+1. ready: spawn → READY=1; first recall: spawn → the first `zcor/recall` (a chat batch,
+   sent the moment READY=1 arrives) answered;
+2. writes (creates) back to back from READY=1 for 5 s, p50 / p99, then, once the daemon's
+   CPU time has been still for a second (warm), the same number of writes again;
+3. RSS once warm, and the size of the state file and of the derived files beside it.
+
+Prints a table; never asserts. Usage: python bench/bench_start.py [--sizes 1000,10000,100000]
+[--cache DIR] (DIR keeps the built Memories between runs) [--repeat N].
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+from bench_daemon import rss_kib, start_daemon  # noqa: E402
+from bench_memory import wait_quiet  # noqa: E402
+from common import build_memory, content, lat, pct, table, title  # noqa: E402
+
+from zcord.client import Client  # noqa: E402
+
+CHAT = "昨天和小明去吃火锅了，他说周末想跑步，还提到他的猫咪最近怎么样"
+WRITE_SECONDS = 5.0
+
+
+def prepared(n: int, cache: Path) -> Path:
+    """The built Memory of n nodes, snapshotted once by zcord (memory-state.cache and the
+    other derived files as a running zcord leaves them)."""
+    built = cache / f"m{n}"
+    if not (built / ".snapshotted").exists():
+        shutil.rmtree(built, ignore_errors=True)
+        build_memory(built, n, n, n)
+        root = Path(tempfile.mkdtemp(dir="/tmp", prefix="zcs"))
+        try:
+            proc, _ = start_daemon(built, root / "s", root / "n")
+            with Client(root / "s", role="operator", timeout=600) as c:
+                c.recall("prepare", CHAT)  # the warm-up is done: what it builds can be kept
+                wait_quiet(proc.pid)
+                c.request("zcor/snapshot", {})
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(300)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        (built / ".snapshotted").touch()
+    return built
+
+
+class Run:
+    def __init__(self, built: Path):
+        self.root = Path(tempfile.mkdtemp(dir="/tmp", prefix="zcs"))
+        self.memdir = self.root / "m"
+        shutil.copytree(built, self.memdir)
+        self.sock = self.root / "zcord.sock"
+        self.k = 0
+
+    def start(self):
+        self.k += 1
+        self.sock.unlink(missing_ok=True)
+        t = time.perf_counter()
+        proc, ready = start_daemon(self.memdir, self.sock, self.root / f"notify{self.k}")
+        return proc, t, ready
+
+    def stop(self, proc) -> None:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(300)
+
+    def close(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+def derived_mib(memdir: Path) -> str:
+    state = (memdir / "memory-state.json").stat().st_size
+    parts = []
+    for name in sorted(os.listdir(memdir)):
+        if name.endswith(".cache"):
+            parts.append(f"{name} {(memdir / name).stat().st_size / 2**20:.1f}")
+    return f"state {state / 2**20:.1f}; " + ", ".join(parts)
+
+
+def bench(n: int, cache: Path) -> dict[str, str]:
+    built = prepared(n, cache)
+    rng = random.Random(n)
+    out: dict[str, str] = {}
+    run = Run(built)
+    try:
+        proc, t0, ready = run.start()
+        with Client(run.sock, timeout=600) as c:
+            c.recall("first", CHAT)
+            first = time.perf_counter() - t0
+        run.stop(proc)
+        out["ready s"] = f"{ready:.2f}"
+        out["first recall answered s"] = f"{first:.2f}"
+    finally:
+        run.close()
+    run = Run(built)
+    try:
+        proc, t0, ready = run.start()
+        with Client(run.sock, role="operator", timeout=600) as c:
+            early: list[float] = []
+            end = time.perf_counter() + WRITE_SECONDS
+            while time.perf_counter() < end:
+                t = time.perf_counter()
+                c.call_tool("zcor_memory_write", {"title": title(rng, 0), "content": content(rng)})
+                early.append(time.perf_counter() - t)
+            wait_quiet(proc.pid)
+            warm: list[float] = []
+            for _ in range(max(len(early), 200)):
+                t = time.perf_counter()
+                c.call_tool("zcor_memory_write", {"title": title(rng, 0), "content": content(rng)})
+                warm.append(time.perf_counter() - t)
+            c.recall("rss", CHAT)
+            rss = rss_kib(proc.pid)[0] / 1024
+        run.stop(proc)
+        out[f"writes in the first {WRITE_SECONDS:.0f} s ms (n)"] = f"{lat(early)} ({len(early)})"
+        out["writes once warm ms"] = lat(warm)
+        out["early / warm p50"] = f"{pct(early, 50) / pct(warm, 50):.2f}×"
+        out["RSS MiB warm"] = f"{rss:.0f}"
+        out["files MiB"] = derived_mib(built)
+    finally:
+        run.close()
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", default="1000,10000,100000")
+    ap.add_argument("--cache", type=Path, default=None, help="keep the built Memories here between runs")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per size (each a column)")
+    args = ap.parse_args()
+    cache = args.cache or Path(tempfile.mkdtemp(dir="/tmp", prefix="zcsb"))
+    cache.mkdir(parents=True, exist_ok=True)
+    cols, heads = [], []
+    for n in (int(s) for s in args.sizes.split(",")):
+        for r in range(args.repeat):
+            cols.append(bench(n, cache))
+            heads.append(f"{n:,}" + (f" #{r + 1}" if args.repeat > 1 else ""))
+            print(f"done {n}", file=sys.stderr)
+    if args.cache is None:
+        shutil.rmtree(cache, ignore_errors=True)
+    keys = list(cols[0])
+    print(f"zcord from spawn, over its Unix socket; {os.cpu_count()} CPUs; write latencies p50 / p99")
+    print(table([[k, *[c[k] for c in cols]] for k in keys], ["memories", *heads]))
+
+
+if __name__ == "__main__":
+    main()
