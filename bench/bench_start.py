@@ -41,9 +41,10 @@ def prepared(n: int, cache: Path) -> Path:
     """The built Memory of n nodes, snapshotted once by zcord (memory-state.cache and the
     other derived files as a running zcord leaves them)."""
     built = cache / f"m{n}"
-    if not (built / ".snapshotted").exists():
+    if not (built / "memory-state.json").exists():
         shutil.rmtree(built, ignore_errors=True)
         build_memory(built, n, n, n)
+    if not (built / ".snapshotted").exists():
         root = Path(tempfile.mkdtemp(dir="/tmp", prefix="zcs"))
         try:
             proc, _ = start_daemon(built, root / "s", root / "n")
@@ -63,7 +64,13 @@ class Run:
     def __init__(self, built: Path):
         self.root = Path(tempfile.mkdtemp(dir="/tmp", prefix="zcs"))
         self.memdir = self.root / "m"
-        shutil.copytree(built, self.memdir)
+        # the snapshot's files are hard links (zcord replaces them, never writes into them), so
+        # the derived caches still belong to the state file (same inode); the rest is copied
+        linked = {"memory-state.json", "memory-state.cache", "memory-state.recall.cache"}
+        shutil.copytree(built, self.memdir, ignore=lambda d, names: [x for x in names if x in linked]
+                        if Path(d) == built else [])
+        for name in linked & set(os.listdir(built)):
+            os.link(built / name, self.memdir / name)
         self.sock = self.root / "zcord.sock"
         self.k = 0
 

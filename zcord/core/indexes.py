@@ -275,6 +275,18 @@ class RetrievalIndexes:
         self.current_count -= 1
         self.title_len_sum -= idx.title_len
 
+    def indexed_keywords(self) -> list[str]:
+        """The distinct normalized keywords of the current nodes indexed so far: after a load
+        and its journal replay, what jieba is taught (`pending_words`) whether the indexes came
+        from memory-state.recall.cache or are being built, so both teach the same words."""
+        words: dict[str, None] = {}
+        nodes = self.nodes
+        for node_id in self.index:
+            node = nodes[node_id]
+            if node.superseded_by is None:
+                words.update(dict.fromkeys(_keyword_forms(node)[0]))
+        return list(words)
+
     @property
     def avg_title_len(self) -> float:
         return self.title_len_sum / self.current_count if self.current_count else 1.0

@@ -67,10 +67,11 @@ def cache_path(memdir: Path) -> Path:
     return memdir / CACHE_FILE
 
 
-def write(memdir: Path, state_path: Path, nodes: Iterable[Any], count: int, tracker: Tracker) -> None:
+def write(memdir: Path, state_path: Path, nodes: Iterable[Any], count: int, tracker: Tracker) -> dict | None:
     """Write the cache for the state file just written (tracker saw its bytes), or remove an
     old one when the Memory is small. A failure here never fails the snapshot: the next
-    start parses the state file."""
+    start parses the state file. Returns the header of the cache written (what derived files
+    bound to it record: zcord.core.indexcache), or None."""
     path = cache_path(memdir)
     try:
         if count < MIN_NODES or tracker.start is None or tracker.end is None:
@@ -78,10 +79,10 @@ def write(memdir: Path, state_path: Path, nodes: Iterable[Any], count: int, trac
                 os.unlink(path)
             except FileNotFoundError:
                 pass
-            return
+            return None
         st = os.stat(state_path, follow_symlinks=False)
         if st.st_size != tracker.size:
-            return  # not the file the tracker saw
+            return None  # not the file the tracker saw
         rows = [(n[0], n[1], n[2], n[3], n[4], n[5], n[6].isoformat(), n[7].isoformat(), n[8], n[9])
                 for n in nodes]
         payload = marshal.dumps(rows)
@@ -92,14 +93,17 @@ def write(memdir: Path, state_path: Path, nodes: Iterable[Any], count: int, trac
         # not fsynced: after a power loss the cache is the old one (another file's: ignored),
         # the new one, or fails its checksums; the state file alone is durable
         atomic_write(path, [MAGIC, json.dumps(header).encode() + b"\n", payload], sync=False)
+        return header
     except OSError as e:
         print(f"zcord: could not write {CACHE_FILE} ({e.strerror or e}); the next start parses the state file",
               file=sys.stderr)
+        return None
 
 
-def read(memdir: Path, state_path: Path) -> tuple[bytes, list[tuple]] | None:
+def read(memdir: Path, state_path: Path, header_out: dict | None = None) -> tuple[bytes, list[tuple]] | None:
     """(the state file without its nodes — `"nodes":[]` —, the nodes as tuples) when the
-    cache belongs to the state file as it is now; None otherwise (never raises)."""
+    cache belongs to the state file as it is now; None otherwise (never raises). header_out,
+    when given, receives the header of the cache used."""
     try:
         fd = os.open(cache_path(memdir), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
@@ -132,6 +136,8 @@ def read(memdir: Path, state_path: Path) -> tuple[bytes, list[tuple]] | None:
         rows = marshal.loads(payload)
         if type(rows) is not list or len(rows) != header["count"]:
             return None
+        if header_out is not None:
+            header_out.update(header)
         return head[:-1] + tail, rows  # ..."nodes":[],\n"relationships":[...
     except (OSError, ValueError, KeyError, TypeError, EOFError):
         return None

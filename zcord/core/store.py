@@ -26,7 +26,7 @@ import orjson
 from pydantic import ValidationError
 
 from .errors import InvalidArgument, MemoryDirInUse, NotFound, StateFileInvalid, StorageError
-from . import nodecache
+from . import indexcache, nodecache
 from .fsutil import atomic_write, fsync_dir, make_dir, read_nofollow, remove_stale_tmp
 from .journal import SnapshotPos, read_pos, replay, write_pos
 from .models import MAX_IMPORTANT, NODE_ALIASES, STATE_VERSION, Change, Node, NodeModel, Relationship, StateFile
@@ -721,12 +721,18 @@ def _state_of_fast(fast: tuple, name: str, history_dir: Path | None) -> MemorySt
     return state
 
 
+_read_header = threading.local()
+"""The header of the node cache this thread's last load read (Store.cache_header)."""
+
+
 def _state_of_cache(memdir: Path) -> MemoryState | None:
     """The state from memory-state.cache and the state file's other parts, when the cache
     belongs to the state file as it is (nodecache.read); None to parse the state file."""
-    got = nodecache.read(memdir, memdir / STATE_FILE)
+    header: dict = {}
+    got = nodecache.read(memdir, memdir / STATE_FILE, header)
     if got is None:
         return None
+    _read_header.header = header
     head_raw, rows = got
     try:
         fast = _fast_parts(orjson.loads(head_raw), rows, _cached_nodes)
@@ -853,6 +859,8 @@ class Store:
         self._serializer = StateSerializer()
         self.cache_used = False
         """Whether the last load read the memories from memory-state.cache."""
+        self.cache_header: dict | None = None
+        """That cache's header (what memory-state.recall.cache must be bound to), or None."""
         self.snapshot_lock = threading.RLock()
         """Held while a snapshot or backup is encoded and written (one at a time)."""
         self._naming = threading.Lock()
@@ -948,9 +956,11 @@ class Store:
             if not os.path.lexists(path):
                 continue
             if name == STATE_FILE:
+                _read_header.header = None
                 with collector_paused():
                     state = _state_of_cache(self.dir)
                 self.cache_used = state is not None
+                self.cache_header = _read_header.header if state is not None else None
                 if state is not None:
                     return state
             try:
@@ -996,7 +1006,8 @@ class Store:
             atomic_write(self.state_path, tracker)
             if pos is not None:
                 write_pos(self.dir, pos)
-            nodecache.write(self.dir, self.state_path, view.nodes.values(), len(view.nodes), tracker)
+            node_header = nodecache.write(self.dir, self.state_path, view.nodes.values(), len(view.nodes), tracker)
+            indexcache.write(self.dir, view, node_header)
             return seal
 
     def apply_seal(self, state: MemoryState, seal: Seal) -> None:

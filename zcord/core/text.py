@@ -13,15 +13,28 @@ it cuts text into words:
 from __future__ import annotations
 
 import functools
+import json
 import logging
+import os
 import re
 import threading
 import unicodedata
+import zlib
+from array import array
 from collections.abc import Iterable
+from pathlib import Path
+
+from .fsutil import atomic_write
 
 from .lexicon import LIGHT_WORDS, NAME_PREFIXES, NAME_SUFFIXES, SINGLE_STOP, STOPWORDS, SURNAMES
 
 MIN_WORD_CHARS = 2
+FOLDING_VERSION = 1
+"""The version of the rules by which text is compared and indexed: `normalize`, `fold`,
+`term_key`, `runs`/`title_seq`, the CJK ranges and anything else the retrieval indexes are
+built with (zcord.core.indexes). Part of the fingerprint of memory-state.recall.cache
+(zcord.core.indexcache): bump it with any change to those rules, or a start would load
+indexes built by the old ones."""
 # A user word's jieba frequency: high enough to win over overlapping dictionary words
 # ("小明说" → 小明/说, not 小/明说), the way a moderately common word would.
 USER_WORD_FREQ = 20_000
@@ -180,18 +193,129 @@ def cjk_count(text: str) -> int:
 
 
 def tokenizer():
-    """The process-wide jieba tokenizer, initialised on first use (about a second)."""
+    """The process-wide jieba tokenizer, initialised on first use: its prefix dictionary
+    from zcor's own cache of it (`jieba_cache_path`, about 0.3 s), else built from jieba's
+    dictionary (about a second) and cached for the next process."""
     global _tokenizer
     if _tokenizer is None:
         with _jieba_lock:
             if _tokenizer is None:
-                import jieba
-
+                jieba = _import_jieba()
                 jieba.setLogLevel(logging.WARNING)
                 tok = jieba.Tokenizer()
-                tok.initialize()
+                loaded = _read_jieba_cache(tok)
+                if loaded is None:
+                    tok.FREQ, tok.total = tok.gen_pfdict(tok.get_dict_file())
+                    _write_jieba_cache(tok)
+                else:
+                    tok.FREQ, tok.total = loaded
+                tok.initialized = True
                 _tokenizer = tok
     return _tokenizer
+
+
+def _import_jieba():
+    """import jieba, without the pkg_resources it would import only to find its own
+    dictionary file (some 80 ms of a start); it then opens the file by its path."""
+    import sys
+
+    if "jieba" in sys.modules or "pkg_resources" in sys.modules:
+        import jieba
+        return jieba
+    sys.modules["pkg_resources"] = None  # type: ignore[assignment]  # ImportError inside jieba._compat
+    try:
+        import jieba
+    finally:
+        del sys.modules["pkg_resources"]
+    return jieba
+
+
+JIEBA_CACHE_MAGIC = b"zcor jieba prefix dictionary 1\n"
+"""Layout: this line, one JSON line (what it was built from, counts, checksum), then the
+prefix dictionary's words joined by newlines (UTF-8) and their frequencies (4 bytes each)."""
+
+
+def jieba_cache_path() -> Path | None:
+    """Where zcor keeps jieba's prefix dictionary (instead of jieba's own /tmp/jieba.cache,
+    which any local user could plant): $ZCOR_CACHE_DIR, else $XDG_CACHE_HOME/zcor, else
+    ~/.cache/zcor; one file per jieba version. ZCOR_CACHE_DIR=off: no cache (built each time)."""
+    import jieba
+
+    where = os.environ.get("ZCOR_CACHE_DIR")
+    if where == "off":
+        return None
+    if not where:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        where = os.path.join(base, "zcor")
+    if not os.path.isabs(where):
+        return None
+    return Path(where) / f"jieba-{jieba.__version__}.cache"
+
+
+def _jieba_dict_stamp(tok) -> dict:
+    """What the prefix dictionary is derived from: jieba's dictionary file (size, time, checksum)."""
+    import jieba
+
+    path = os.path.join(os.path.dirname(jieba.__file__), jieba.DEFAULT_DICT_NAME) if tok.dictionary is None \
+        else tok.dictionary
+    with open(path, "rb") as f:
+        data = f.read()
+    st = os.stat(path)
+    return {"jieba": jieba.__version__, "dict": str(path), "size": len(data), "mtimeNs": st.st_mtime_ns,
+            "crc": zlib.crc32(data)}
+
+
+def _read_jieba_cache(tok) -> tuple[dict, int] | None:
+    """(FREQ, total) from the cache when it is ours (owned by this user, not writable by others,
+    not a link) and was built from jieba's dictionary as it is now; None otherwise."""
+    path = jieba_cache_path()
+    if path is None:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if st.st_uid != os.getuid() or st.st_mode & 0o022:
+                return None
+            if f.readline(64) != JIEBA_CACHE_MAGIC:
+                return None
+            header = json.loads(f.readline(4096))
+            payload = f.read()
+        if header.get("stamp") != _jieba_dict_stamp(tok) or zlib.crc32(payload) != header.get("payloadCrc"):
+            return None
+        count = header.get("entries")
+        words_len = header.get("wordsBytes")
+        if type(count) is not int or type(words_len) is not int or len(payload) != words_len + 4 * count:
+            return None
+        words = payload[:words_len].decode().split("\n")
+        freqs = array("I", payload[words_len:])
+        if len(words) != count or len(freqs) != count:
+            return None
+        return dict(zip(words, freqs.tolist())), header["total"]
+    except (OSError, ValueError, TypeError, EOFError, AttributeError):
+        return None
+
+
+def _write_jieba_cache(tok) -> None:
+    """Cache the prefix dictionary just built (atomically; a failure only costs the next start time)."""
+    path = jieba_cache_path()
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if any("\n" in w for w in tok.FREQ) or not 0 <= min(tok.FREQ.values()) <= max(tok.FREQ.values()) < 2**32:
+            return  # not a dictionary this layout can hold
+        words = "\n".join(tok.FREQ).encode()
+        payload = words + array("I", tok.FREQ.values()).tobytes()
+        header = {"stamp": _jieba_dict_stamp(tok), "entries": len(tok.FREQ), "wordsBytes": len(words),
+                  "total": tok.total, "payloadCrc": zlib.crc32(payload)}
+        atomic_write(path, [JIEBA_CACHE_MAGIC, json.dumps(header).encode() + b"\n", payload], mode=0o600,
+                     sync=False)
+    except OSError as e:
+        logging.getLogger("zcord").warning("could not write jieba's dictionary cache %s (%s)", path, e)
 
 
 def add_user_words(words: Iterable[str]) -> None:

@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ..core import nodecache
+from ..core import indexcache, nodecache
 from ..core.config import Config, ConfigFile, api_key, key_withheld_reason
 from ..core.errors import InvalidArgument, ZcorError
 from ..core.fsutil import atomic_write
@@ -58,6 +58,8 @@ class Service(Dispatcher):
         self.http_client = None  # an httpx.Client to reuse for provider calls (tests may inject one)
         self.last_bot_backup: float | None = None  # time.monotonic() of the bot's last backup
         self.is_open = False
+        self.index_cache_used = False
+        """Whether the last open loaded the retrieval indexes from memory-state.recall.cache."""
 
     # -- lifetime ---------------------------------------------------------------------
 
@@ -66,10 +68,15 @@ class Service(Dispatcher):
         try:
             self.config_file.load()
             self.state = self.store.load()
+            # the retrieval indexes from memory-state.recall.cache, when it belongs to the
+            # snapshot just loaded; the journal's changes below then update them in place
+            self.index_cache_used = indexcache.read(self.dir, self.state, self.store.cache_header)
             self.synonyms.load()
             self.oplog.open()
             pos = read_pos(self.dir)
             replayed = replay(self.state, self.oplog.path, pos)
+            if replayed:  # jieba learns the keywords of the nodes as they are now, however indexed
+                self.state.pending_words[:] = self.state.indexed_keywords()
             self.snapshots.pos_offset = pos.log_offset if pos is not None and pos.log_offset <= self.oplog.size else 0
         except BaseException:
             self.close()
@@ -266,12 +273,26 @@ class Service(Dispatcher):
         """What restoring backups/<name> would change, in counts (rooms.backups.preview)."""
         return backups.preview(self, name)
 
+    def warm_recall(self) -> None:
+        """What a recall needs, so that the first one is answered at full speed: the
+        retrieval indexes (loaded from memory-state.recall.cache by open when it belongs to
+        the snapshot, else built here), jieba's dictionary and the Memory's words taught to
+        it. A daemon runs this before it signals READY=1 (docs/reference.md)."""
+        with self.lock:
+            self.state.ensure_index()
+        tokenizer()
+        with self.lock:
+            self.refresh_synonyms()
+            self.retriever.teach_jieba()
+
     def warm(self) -> None:
         """Build the retrieval indexes and the query text, load jieba, teach it the Memory's
         words and index the log (a daemon runs this in the background after it is ready, so
         the first calls do not pay for it). The indexes and the text are built in steps (1,000
         nodes, one 4,096-node piece of text), each under the lock, so calls are answered in
-        between; a call that needs them finishes the build."""
+        between; a call that needs them finishes the build. A large Memory whose memories or
+        indexes did not come from their caches is then snapshotted in the background, so the
+        next start has both."""
         for step in ("index_step", "text_step"):
             while True:
                 with self.lock:
@@ -282,7 +303,8 @@ class Service(Dispatcher):
         with self.lock:
             self.refresh_synonyms()
             self.retriever.teach_jieba()
-            if not self.store.cache_used and len(self.state.nodes) >= nodecache.MIN_NODES and \
+            cached = self.store.cache_used and self.index_cache_used
+            if not cached and len(self.state.nodes) >= nodecache.MIN_NODES and \
                     self.snapshots.thread is None and self.is_open and not self.gate.restoring:
-                self.snapshots.start()  # a large Memory without a usable cache: the next start has one
+                self.snapshots.start()  # a large Memory without usable caches: the next start has them
         self.oplog.warm()

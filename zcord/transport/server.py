@@ -362,6 +362,22 @@ def _raise_fd_limit() -> None:
         log.debug("file descriptor limit left as it is: %r", e)
 
 
+def _ready_to_recall(service: Service) -> None:
+    """Before READY=1 (issue 24): the retrieval indexes (from memory-state.recall.cache
+    when it belongs to the snapshot), jieba and the Memory's words, so that ready means
+    serving — the first recall is answered at full speed and writes right after READY do
+    not share the interpreter with an index build. The rest of the warm-up (the query text,
+    the log index) runs in the background after READY."""
+    gc.disable()  # what this makes is no garbage either
+    try:
+        service.warm_recall()
+    except Exception as e:  # only a head start; the first recall retries and reports
+        log.warning("preparing recall failed (the first recall will retry): %r", e)
+    finally:
+        gc.freeze()
+        gc.enable()
+
+
 def run(memory_dir: Path, socket_path: Path, log_level: str = "info") -> int:
     """Run the daemon until SIGTERM; returns the process exit code."""
     logging.basicConfig(level=getattr(logging, log_level.upper(), logging.INFO), stream=sys.stderr,
@@ -411,6 +427,7 @@ def run(memory_dir: Path, socket_path: Path, log_level: str = "info") -> int:
             name = listener.getsockname()
             path = Path(name) if isinstance(name, str) and name else None
         listener.setblocking(False)
+        _ready_to_recall(service)  # the socket is bound: a client's first call waits for this
         daemon = Daemon(service, listener, path, owns_socket=owns)
         log.debug("state loaded and socket bound in %.3fs", time.monotonic() - started)
         asyncio.run(daemon.serve())
