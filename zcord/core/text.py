@@ -237,11 +237,12 @@ prefix dictionary's words joined by newlines (UTF-8) and their frequencies (4 by
 
 def jieba_cache_path() -> Path | None:
     """Where zcor keeps jieba's prefix dictionary (instead of jieba's own /tmp/jieba.cache,
-    which any local user could plant): $ZCOR_CACHE_DIR, else $XDG_CACHE_HOME/zcor, else
-    ~/.cache/zcor; one file per jieba version. ZCOR_CACHE_DIR=off: no cache (built each time)."""
+    which any local user could plant): $ZCOR_CACHE_DIR, else systemd's $CACHE_DIRECTORY
+    (CacheDirectory=), else $XDG_CACHE_HOME/zcor, else ~/.cache/zcor; one file per jieba
+    version. ZCOR_CACHE_DIR=off: no cache (built each time)."""
     import jieba
 
-    where = os.environ.get("ZCOR_CACHE_DIR")
+    where = os.environ.get("ZCOR_CACHE_DIR") or os.environ.get("CACHE_DIRECTORY", "").split(":")[0]
     if where == "off":
         return None
     if not where:

@@ -368,6 +368,11 @@ def _ready_to_recall(service: Service) -> None:
     serving — the first recall is answered at full speed and writes right after READY do
     not share the interpreter with an index build. The rest of the warm-up (the query text,
     the log index) runs in the background after READY."""
+    if not service.index_cache_used and len(service.state.nodes) >= 10_000:
+        # building the indexes (no usable memory-state.recall.cache): give systemd's start
+        # timeout room for it (about 60 µs per memory on a 2-CPU machine, 20× that allowed)
+        systemd.notify(f"EXTEND_TIMEOUT_USEC={60_000_000 + 1_200 * len(service.state.nodes)}",
+                       "STATUS=Building the retrieval indexes")
     gc.disable()  # what this makes is no garbage either
     try:
         service.warm_recall()
