@@ -95,3 +95,28 @@ def test_a_cache_that_cannot_be_written_is_only_a_warning(built, tmp_path, monke
     monkeypatch.setenv("ZCOR_CACHE_DIR", str(blocker / "cache"))  # under a file: cannot be made
     text._write_jieba_cache(built)
     assert "could not write jieba's dictionary cache" in caplog.text
+
+
+SAMPLE_CHARS = "的了小明去吃火锅周末想看电影猫咪生病今年评教授没上后端做王老师阿珍ひらがな한국㐀鿿龥"
+
+
+def test_cutting_each_run_on_its_own_and_keeping_it_gives_jieba_s_own_tokens():
+    """analyse cuts each CJK run alone (kept for the next text holding it): the same tokens
+    as jieba's cut of the whole masked text, spaces included, for random texts."""
+    tok = text.tokenizer()
+    rng = __import__("random").Random(5)
+    for _ in range(400):
+        masked = "".join(rng.choice(SAMPLE_CHARS) if rng.random() < 0.8 else " " * rng.randint(1, 3)
+                         for _ in range(rng.randint(1, 60)))
+        assert text._cut(tok, masked) == tok.lcut(masked, HMM=False), masked
+        assert text._cut(tok, masked) == tok.lcut(masked, HMM=False), masked  # from the kept runs
+
+
+def test_kept_cuts_are_dropped_when_jieba_learns_a_word(jieba_words):
+    tok = text.tokenizer()
+    masked = "我们去吃了嘎嘣脆鸡了"
+    before = text._cut(tok, masked)
+    assert "嘎嘣脆鸡" not in before
+    jieba_words("嘎嘣脆鸡")
+    after = text._cut(tok, masked)
+    assert "嘎嘣脆鸡" in after and after == tok.lcut(masked, HMM=False)
