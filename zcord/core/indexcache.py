@@ -13,11 +13,11 @@ symbolic link, another Memory's, left from an older snapshot or by a killed writ
 rules) is ignored and the indexes are built as before. It holds nothing the state file does
 not imply, so deleting it is always safe.
 
-What it holds: per node in state-file order its NodeIndex (the normalized title only when it
-differs from the title), the four postings tables with nodes given by their position in the
-file (one, a few, or an array of loaded ranks), the mixed keywords, the counts, and the
-normalized keywords of the current nodes (the words a start teaches jieba:
-`indexed_keywords`). Synonyms do not feed these indexes; jieba's
+What it holds (`_encode`): per node in state-file order its NodeIndex as columns (the
+normalized title only when it differs from the title), the four postings tables with nodes
+given by their position in the file (one, a few, or an array of loaded ranks), the mixed
+keywords, the counts, and the normalized keywords of the current nodes (the words a start
+teaches jieba: `indexed_keywords`). Synonyms do not feed these indexes; jieba's
 dictionary does not either (it is cached on its own: zcord.core.text.jieba_cache_path).
 
 Layout: a magic line, one JSON line (fingerprint, the node cache's header, counts, payload
@@ -88,39 +88,41 @@ def write(memdir: Path, state: Any, node_header: dict | None) -> None:
 
 
 def _encode(state: Any) -> tuple:
+    """Columns that decode in C loops: per node (file order) its updated time and title
+    length (doubles), normalized title (None: the title itself) and folded words; per table
+    the terms held by one node (terms, positions), by a few (term, positions) and by many
+    (term, loaded ranks as bytes); whole titles held by one node whose key is its normalized
+    title by position only."""
     from .state import RANK_GAP
 
     ids = list(state.nodes)  # state-file order (the order the snapshot writer wrote them in)
     pos = {node_id: i for i, node_id in enumerate(ids)}
-    rank_of = state.rank
-    new_rank = {rank_of[node_id]: RANK_GAP * (i + 1) for i, node_id in enumerate(ids)}
-    by_rank = state._by_rank
+    new_rank = {state.rank[node_id]: RANK_GAP * (i + 1) for i, node_id in enumerate(ids)}
     nodes, index = state.nodes, state.index
-    per_node = []
-    for node_id in ids:
-        idx = index[node_id]
-        norm = idx.norm_title
-        per_node.append((idx.updated, idx.title_len, None if norm == nodes[node_id].title else norm,
-                         idx.title_seq))
+    rows = [index[node_id] for node_id in ids]
+    columns = (array("d", [x.updated for x in rows]).tobytes(), array("d", [x.title_len for x in rows]).tobytes(),
+               [None if x.norm_title == nodes[i].title else x.norm_title for i, x in zip(ids, rows)],
+               [x.title_seq for x in rows])
 
-    def value(v):
-        t = type(v)
-        if t is str:
-            return pos[v]
-        if t is set:
-            return tuple(sorted(pos[i] for i in v))
-        return array("I", sorted(new_rank[r] for r in v if by_rank[r] is not None)).tobytes()
+    def table_of(table, own_titles: bool = False) -> tuple:
+        one_keys, one_pos, few, many, titled = [], [], [], [], []
+        for k, v in dict.items(table):
+            t = type(v)
+            if t is str:
+                if own_titles and k == index[v].norm_title:
+                    titled.append(pos[v])  # the key is that node's normalized title: one string, not two
+                else:
+                    one_keys.append(k)
+                    one_pos.append(pos[v])
+            elif t is set:
+                few.append((k, tuple(sorted(pos[i] for i in v))))
+            else:
+                many.append((k, array("I", sorted(new_rank[r] for r in v)).tobytes()))
+        return one_keys, array("I", one_pos).tobytes(), few, many, array("I", titled).tobytes()
 
-    tables = []
-    for table in (state.title_grams, state.title_words, state.keyword_ids):
-        tables.append([(k, value(v)) for k, v in dict.items(table)])
-    titles = []
-    for k, v in dict.items(state.title_keys):
-        if type(v) is str and k == index[v].norm_title:
-            titles.append((None, pos[v]))  # the key is that node's normalized title: one string, not two
-        else:
-            titles.append((k, value(v)))
-    return (per_node, *tables, titles, dict(state.mixed_keywords), state.current_count, state.title_len_sum,
+    tables = tuple(table_of(t, t is state.title_keys) for t in
+                   (state.title_grams, state.title_words, state.keyword_ids, state.title_keys))
+    return (columns, tables, dict(state.mixed_keywords), state.current_count, state.title_len_sum,
             state.indexed_keywords())
 
 
@@ -153,32 +155,32 @@ def read(memdir: Path, state: Any, node_header: dict | None) -> bool:
 def _decode(state: Any, data: tuple) -> bool:
     from .state import RANK_GAP
 
-    per_node, grams, words, keywords, titles, mixed, count, len_sum, taught = data
+    (updated, lengths, norms, seqs), tables, mixed, count, len_sum, taught = data
     ids = list(state.nodes)
-    if len(per_node) != len(ids) or any(state.rank[i] != RANK_GAP * (k + 1) for k, i in ((0, ids[0]),
-                                                                                       (len(ids) - 1, ids[-1]))):
+    updated, lengths = _doubles(updated), _doubles(lengths)
+    if not len(updated) == len(lengths) == len(norms) == len(seqs) == len(ids) or \
+            state.rank[ids[0]] != RANK_GAP or state.rank[ids[-1]] != RANK_GAP * len(ids):
         return False
     nodes = state.nodes
-    index = {}
-    lengths = _LENGTHS
-    for node_id, (updated, title_len, norm, seq) in zip(ids, per_node):
-        index[node_id] = NodeIndex(updated=updated, title_len=lengths.setdefault(title_len, title_len),
-                                   norm_title=nodes[node_id].title if norm is None else norm, title_seq=seq)
+    shared = _LENGTHS
+    titles = [nodes[i].title if n is None else n for i, n in zip(ids, norms)]
+    index = dict(zip(ids, map(NodeIndex, updated, [shared.setdefault(x, x) for x in lengths], titles, seqs)))
     by_rank, rank = state._by_rank, state.rank
     made = []
-    for rows in (grams, words, keywords):
+    for one_keys, one_pos, few, many, titled in tables:
         table = Postings(by_rank, rank)
-        for k, v in rows:
-            table[k] = _value(v, ids)
+        dict.update(table, zip(one_keys, map(ids.__getitem__, _uints(one_pos)), strict=True))
+        for k, v in few:
+            table[k] = set(map(ids.__getitem__, v))
+        for k, v in many:
+            ranks = array("I")
+            ranks.frombytes(v)
+            if len(ranks) <= BIG_POSTING // 2:
+                raise ValueError("a short rank array")
+            table[k] = ranks
+        titled = _uints(titled)
+        dict.update(table, zip(map(titles.__getitem__, titled), map(ids.__getitem__, titled)))
         made.append(table)
-    table = Postings(by_rank, rank)
-    for k, v in titles:
-        if k is None:
-            node_id = ids[v]
-            table[index[node_id].norm_title] = node_id
-        else:
-            table[k] = _value(v, ids)
-    made.append(table)
     # every piece decoded: now the state takes them all at once
     state.index = index
     state.title_grams, state.title_words, state.keyword_ids, state.title_keys = made
@@ -191,14 +193,13 @@ def _decode(state: Any, data: tuple) -> bool:
     return True
 
 
-def _value(v, ids: list[str]):
-    t = type(v)
-    if t is int:
-        return ids[v]
-    if t is tuple:
-        return {ids[i] for i in v}
-    ranks = array("I")
-    ranks.frombytes(v)
-    if len(ranks) <= BIG_POSTING // 2:
-        raise ValueError("a short rank array")
-    return ranks
+def _doubles(raw: bytes) -> list[float]:
+    out = array("d")
+    out.frombytes(raw)
+    return out.tolist()
+
+
+def _uints(raw: bytes) -> list[int]:
+    out = array("I")
+    out.frombytes(raw)
+    return out.tolist()
