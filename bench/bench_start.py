@@ -6,6 +6,7 @@ copy of that Memory:
 
 1. ready: spawn → READY=1; first recall: spawn → the first `zcor/recall` (a chat batch,
    sent the moment READY=1 arrives) answered;
+   (and the daemon's CPU time by then: the figure a loaded machine changes least);
 2. writes (creates) back to back from READY=1 for 5 s, p50 / p99, then, once the daemon's
    CPU time has been still for a second (warm), the same number of writes again;
 3. RSS once warm, and the size of the state file and of the derived files beside it.
@@ -27,7 +28,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from bench_daemon import rss_kib, start_daemon  # noqa: E402
+from bench_daemon import cpu_seconds, rss_kib, start_daemon  # noqa: E402
 from bench_memory import wait_quiet  # noqa: E402
 from common import build_memory, content, lat, pct, table, title  # noqa: E402
 
@@ -108,9 +109,11 @@ def bench(n: int, cache: Path) -> dict[str, str]:
         with Client(run.sock, timeout=600) as c:
             c.recall("first", CHAT)
             first = time.perf_counter() - t0
+            cpu = cpu_seconds(proc.pid)
         run.stop(proc)
         out["ready s"] = f"{ready:.2f}"
         out["first recall answered s"] = f"{first:.2f}"
+        out["daemon CPU s by then"] = f"{cpu:.2f}"
     finally:
         run.close()
     run = Run(built)
