@@ -27,3 +27,51 @@ def test_the_warm_up_runs_with_a_short_switch_interval_and_restores_it(fail):
     server._warm_up(svc)  # a failure is logged, not raised: the first real call retries
     assert svc.seen is not None and svc.seen <= server.WARM_UP_SWITCH_INTERVAL < before
     assert sys.getswitchinterval() == before
+
+
+class FakeRecallService:
+    def __init__(self, nodes: int, cached: bool, fail: bool = False):
+        self.index_cache_used, self.fail, self.calls = cached, fail, []
+        self.state = type("S", (), {"nodes": dict.fromkeys(range(nodes))})()
+
+    def warm_recall(self) -> None:
+        self.calls.append("warm_recall")
+        if self.fail:
+            raise RuntimeError("jieba gone")
+
+
+@pytest.mark.parametrize("nodes,cached,extended", [(20_000, False, True), (20_000, True, False), (50, False, False)])
+def test_before_ready_recall_is_prepared_and_systemd_given_time_for_an_index_build(monkeypatch, nodes, cached,
+                                                                                   extended):
+    sent: list[tuple[str, ...]] = []
+    monkeypatch.setattr(server.systemd, "notify", lambda *lines: sent.append(lines) or True)
+    svc = FakeRecallService(nodes, cached)
+    server._ready_to_recall(svc)
+    assert svc.calls == ["warm_recall"]
+    if extended:
+        assert len(sent) == 1 and sent[0][0] == f"EXTEND_TIMEOUT_USEC={60_000_000 + 1_200 * nodes}"
+    else:
+        assert sent == []
+
+
+def test_a_failure_preparing_recall_is_logged_and_the_daemon_goes_on(monkeypatch, caplog):
+    monkeypatch.setattr(server.systemd, "notify", lambda *lines: True)
+    server._ready_to_recall(FakeRecallService(10, False, fail=True))  # does not raise
+    assert "preparing recall failed" in caplog.text and "jieba gone" in caplog.text
+
+
+def test_warm_recall_leaves_the_indexes_built_and_jieba_taught(memdir, clock, jieba_words):
+    from zcord.core import text
+    from zcord.service import Service
+
+    with Service(memdir, clock=clock) as svc:
+        svc.call("zcor_memory_write", {"title": "嘎嘣脆鸡店", "content": "x", "keywords": ["嘎嘣脆鸡"]},
+                 actor="operator")
+    svc = Service(memdir, clock=clock).open()
+    try:
+        assert not svc.state.indexed
+        svc.warm_recall()
+        assert svc.state.indexed and not svc.state.pending_words
+        assert "嘎嘣脆鸡" in text._user_words
+    finally:
+        svc.close()
