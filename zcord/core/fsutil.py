@@ -7,9 +7,11 @@ never through a symbolic link.
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 import secrets
+import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
@@ -52,6 +54,32 @@ def atomic_write(path: Path, data: bytes | Iterable[bytes], mode: int = 0o640, s
         raise
     if sync:
         fsync_dir(path.parent)
+
+
+def read_derived(path: Path, magic: bytes, owner_only: bool = False) -> tuple[dict, bytes] | None:
+    """A derived file's header (the JSON line after its magic line) and payload, when it
+    opens without following a symbolic link, starts with `magic` and its payload's CRC-32 is
+    the header's `payloadCrc`; None otherwise (never raises). owner_only: None too unless
+    this user owns it and no one else may write it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as f:
+            if owner_only:
+                st = os.fstat(f.fileno())
+                if st.st_uid != os.getuid() or st.st_mode & 0o022:
+                    return None
+            if f.readline(len(magic) + 1) != magic:
+                return None
+            header = json.loads(f.readline(16384))
+            payload = f.read()
+        if type(header) is not dict or zlib.crc32(payload) != header.get("payloadCrc"):
+            return None
+        return header, payload
+    except (OSError, ValueError):
+        return None
 
 
 TMP_RE = re.compile(r"^\..+\.\d+\.[0-9a-f]{8}\.tmp$")

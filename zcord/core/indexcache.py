@@ -36,7 +36,7 @@ from array import array
 from pathlib import Path
 from typing import Any
 
-from .fsutil import atomic_write
+from .fsutil import atomic_write, read_derived
 from .indexes import BIG_POSTING, NodeIndex, Postings, _LENGTHS
 from .text import FOLDING_VERSION
 
@@ -132,20 +132,13 @@ def read(memdir: Path, state: Any, node_header: dict | None) -> bool:
     rules; False (the state untouched) otherwise. Never raises."""
     if node_header is None or not state.nodes or state.indexed:
         return False
-    try:
-        fd = os.open(cache_path(memdir), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
+    got = read_derived(cache_path(memdir), MAGIC)
+    if got is None:
         return False
+    header, payload = got
     try:
-        with os.fdopen(fd, "rb") as f:
-            if f.readline(64) != MAGIC:
-                return False
-            header = json.loads(f.readline(8192))
-            if header["fingerprint"] != fingerprint() or header["nodes"] != node_header or \
-                    header["count"] != len(state.nodes):
-                return False
-            payload = f.read()
-        if zlib.crc32(payload) != header["payloadCrc"]:
+        if header["fingerprint"] != fingerprint() or header["nodes"] != node_header or \
+                header["count"] != len(state.nodes):
             return False
         return _decode(state, marshal.loads(payload))
     except (OSError, ValueError, KeyError, TypeError, EOFError, IndexError, AttributeError):

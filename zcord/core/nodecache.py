@@ -26,7 +26,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from .fsutil import atomic_write
+from .fsutil import atomic_write, read_derived
 
 CACHE_FILE = "memory-state.cache"
 MAGIC = b"zcor memory-state.cache 1\n"
@@ -104,18 +104,11 @@ def read(memdir: Path, state_path: Path, header_out: dict | None = None) -> tupl
     """(the state file without its nodes — `"nodes":[]` —, the nodes as tuples) when the
     cache belongs to the state file as it is now; None otherwise (never raises). header_out,
     when given, receives the header of the cache used."""
-    try:
-        fd = os.open(cache_path(memdir), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
+    got = read_derived(cache_path(memdir), MAGIC)
+    if got is None:
         return None
+    header, payload = got
     try:
-        with os.fdopen(fd, "rb") as f:
-            if f.readline(64) != MAGIC:
-                return None
-            header = json.loads(f.readline(4096))
-            payload = f.read()
-        if zlib.crc32(payload) != header["payloadCrc"]:
-            return None
         sfd = os.open(state_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
             st = os.fstat(sfd)

@@ -24,7 +24,7 @@ from array import array
 from collections.abc import Iterable
 from pathlib import Path
 
-from .fsutil import atomic_write
+from .fsutil import atomic_write, read_derived
 
 from .lexicon import LIGHT_WORDS, NAME_PREFIXES, NAME_SUFFIXES, SINGLE_STOP, STOPWORDS, SURNAMES
 
@@ -272,20 +272,12 @@ def _read_jieba_cache(tok) -> tuple[dict, int] | None:
     path = jieba_cache_path()
     if path is None:
         return None
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
+    got = read_derived(path, JIEBA_CACHE_MAGIC, owner_only=True)
+    if got is None:
         return None
+    header, payload = got
     try:
-        with os.fdopen(fd, "rb") as f:
-            st = os.fstat(f.fileno())
-            if st.st_uid != os.getuid() or st.st_mode & 0o022:
-                return None
-            if f.readline(64) != JIEBA_CACHE_MAGIC:
-                return None
-            header = json.loads(f.readline(4096))
-            payload = f.read()
-        if header.get("stamp") != _jieba_dict_stamp(tok) or zlib.crc32(payload) != header.get("payloadCrc"):
+        if header.get("stamp") != _jieba_dict_stamp(tok):
             return None
         count = header.get("entries")
         words_len = header.get("wordsBytes")
