@@ -91,12 +91,12 @@ class Run:
 
 
 def derived_mib(memdir: Path) -> str:
-    state = (memdir / "memory-state.json").stat().st_size
-    parts = []
-    for name in sorted(os.listdir(memdir)):
-        if name.endswith(".cache"):
-            parts.append(f"{name} {(memdir / name).stat().st_size / 2**20:.1f}")
-    return f"state {state / 2**20:.1f}; " + ", ".join(parts)
+    """MiB of memory-state.json / memory-state.cache / memory-state.recall.cache ("-": none)."""
+    sizes = []
+    for name in ("memory-state.json", "memory-state.cache", "memory-state.recall.cache"):
+        path = memdir / name
+        sizes.append(f"{path.stat().st_size / 2**20:.1f}" if path.exists() else "-")
+    return " / ".join(sizes)
 
 
 def bench(n: int, cache: Path) -> dict[str, str]:
@@ -139,7 +139,7 @@ def bench(n: int, cache: Path) -> dict[str, str]:
         out["writes once warm ms"] = lat(warm)
         out["early / warm p50"] = f"{pct(early, 50) / pct(warm, 50):.2f}×"
         out["RSS MiB warm"] = f"{rss:.0f}"
-        out["files MiB"] = derived_mib(built)
+        out["state / node cache / recall cache MiB"] = derived_mib(built)
     finally:
         run.close()
     return out
