@@ -438,16 +438,17 @@ RUN_CUTS_MAX = 50_000
 """CJK runs whose cut is kept (a dialogue repeats its phrases; cutting one costs about 2 µs
 per character in jieba's Python code)."""
 _run_cuts: dict[str, list[str]] = {}
-_run_cuts_for: tuple[int, int] | None = None
+_run_cuts_for: tuple[int, int, int] | None = None
 
 
 def _cut(tok, masked: str) -> list[str]:
     """tok.lcut(masked, HMM=False), the same tokens, with each CJK run's cut kept: jieba
     cuts the blocks between spaces independently (a space is one token of its own), so a
     run cut alone gives the words it gives inside the text. The kept cuts belong to the
-    dictionary as it was (its total and size): when jieba learns a word they are dropped."""
+    dictionary as it was (which one, its total and size): when jieba learns a word they are
+    dropped."""
     global _run_cuts_for
-    generation = (tok.total, len(tok.FREQ))
+    generation = (id(tok.FREQ), tok.total, len(tok.FREQ))
     cache = _run_cuts
     if generation != _run_cuts_for:
         cache.clear()
@@ -461,7 +462,7 @@ def _cut(tok, masked: str) -> list[str]:
         words = cache.get(piece)
         if words is None:
             words = tok.lcut(piece, HMM=False)
-            if (tok.total, len(tok.FREQ)) == generation:
+            if (id(tok.FREQ), tok.total, len(tok.FREQ)) == generation:
                 if len(cache) >= RUN_CUTS_MAX:
                     cache.clear()
                 cache[piece] = words

@@ -374,8 +374,11 @@ def _ready_to_recall(service: Service) -> None:
         systemd.notify(f"EXTEND_TIMEOUT_USEC={60_000_000 + 1_200 * len(service.state.nodes)}",
                        "STATUS=Building the retrieval indexes")
     gc.disable()  # what this makes is no garbage either
+    started = time.monotonic()
     try:
         service.warm_recall()
+        log.info("recall ready in %.2fs (retrieval indexes %s)", time.monotonic() - started,
+                 "from memory-state.recall.cache" if service.index_cache_used else "built")
     except Exception as e:  # only a head start; the first recall retries and reports
         log.warning("preparing recall failed (the first recall will retry): %r", e)
     finally:
