@@ -173,7 +173,7 @@ def test_a_start_loads_the_indexes_a_build_would_make_and_replays_the_journal_in
 
 
 @pytest.mark.parametrize("damage", ["stale", "truncated", "bit flip", "garbage", "empty", "another Memory",
-                                    "symlink", "killed writer", "other rules", "state by JSON"])
+                                    "symlink", "killed writer", "other rules", "other code", "state by JSON"])
 def test_a_stale_damaged_or_foreign_cache_is_ignored_and_the_indexes_are_built(memdir, clock, damage, tmp_path,
                                                                                 monkeypatch):
     build_random(memdir, clock, 7)
@@ -215,6 +215,8 @@ def test_a_stale_damaged_or_foreign_cache_is_ignored_and_the_indexes_are_built(m
         assert cache.read_bytes() == data
     elif damage == "other rules":  # the folding rules changed (FOLDING_VERSION bumped)
         monkeypatch.setattr(indexcache, "FOLDING_VERSION", text.FOLDING_VERSION + 1)
+    elif damage == "other code":  # zcord/core/text.py or indexes.py changed (an upgrade)
+        monkeypatch.setattr(indexcache, "_code", [12345])
     elif damage == "state by JSON":  # the memories were not read from memory-state.cache
         (memdir / nodecache.CACHE_FILE).unlink()
     used, got = opened(memdir)
@@ -273,7 +275,7 @@ def test_the_cache_is_bound_to_the_node_cache_and_smaller_than_the_state_file(me
     node_header = json.loads(node_raw[len(nodecache.MAGIC):node_raw.index(b"\n", len(nodecache.MAGIC))])
     assert header["nodes"] == node_header
     assert header["fingerprint"] == indexcache.fingerprint()
-    assert header["fingerprint"]["folding"] == text.FOLDING_VERSION
+    assert header["fingerprint"]["folding"] == text.FOLDING_VERSION and header["fingerprint"]["code"]
     assert len(raw) <= os.path.getsize(memdir / STATE_FILE)
 
 
@@ -291,3 +293,12 @@ def test_a_cache_that_cannot_be_written_does_not_fail_the_snapshot(memdir, clock
     assert "could not write memory-state.recall.cache (No space left on device)" in capsys.readouterr().err
     assert not (memdir / indexcache.CACHE_FILE).exists()
     assert Store(memdir).load().nodes["m2"].title == "又改了"
+
+
+def test_every_attribute_of_the_retrieval_indexes_is_restored_by_the_cache():
+    """A table added to RetrievalIndexes must be written and read by indexcache too (else a
+    start would load indexes without it)."""
+    from zcord.core.indexes import RetrievalIndexes
+
+    held = set(RetrievalIndexes.__annotations__) - {"nodes", "rank"}
+    assert held <= set(indexcache.COVERED), held - set(indexcache.COVERED)

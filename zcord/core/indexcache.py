@@ -7,7 +7,7 @@ node cache's own header (the state file's device, inode, size, modification time
 checksums, the nodes' checksum). A start uses it only when the memories were read from that
 very node cache, and when it was made by the same rules (`fingerprint`: this layout, the
 text-folding rules `FOLDING_VERSION`, the Unicode tables behind NFKC and case folding, the
-ranks' spacing and the postings' layout); then the changes replayed from the journal update
+ranks' spacing and the postings' layout, the source of the code that builds the indexes); then the changes replayed from the journal update
 the loaded indexes as they update built ones. Anything else (missing, garbage, truncated, a
 symbolic link, another Memory's, left from an older snapshot or by a killed writer, other
 rules) is ignored and the indexes are built as before. It holds nothing the state file does
@@ -46,12 +46,40 @@ FORMAT = 1
 """Bump when what this file holds, or how, changes."""
 
 
+COVERED = ("index", "title_grams", "title_words", "keyword_ids", "title_keys", "mixed_keywords",
+           "current_count", "title_len_sum", "pending_words", "_unindexed", "_unindexed_at")
+"""The attributes of RetrievalIndexes this file restores (besides the state's nodes and
+ranks): one added there must be added here too (tests/unit/test_indexcache.py checks)."""
+
+
 def fingerprint() -> dict[str, Any]:
-    """Everything the cached indexes depend on besides the memories themselves."""
+    """Everything the cached indexes depend on besides the memories themselves: this
+    layout, the folding rules' version, the Unicode tables, the Python version, the ranks'
+    spacing and the postings' layout, and the source of the code that builds the indexes
+    (zcord/core/text.py and indexes.py: any change there rebuilds them once)."""
     from .state import RANK_GAP
 
     return {"format": FORMAT, "folding": FOLDING_VERSION, "unicode": unicodedata.unidata_version,
-            "python": list(sys.version_info[:2]), "rankGap": RANK_GAP, "bigPosting": BIG_POSTING}
+            "python": list(sys.version_info[:2]), "rankGap": RANK_GAP, "bigPosting": BIG_POSTING,
+            "code": _code_crc()}
+
+
+_code: list[int | None] = []
+
+
+def _code_crc() -> int | None:
+    if not _code:
+        from . import indexes, text
+
+        crc: int | None = 0
+        try:
+            for module in (text, indexes):
+                with open(module.__file__, "rb") as f:
+                    crc = zlib.crc32(f.read(), crc)
+        except (OSError, TypeError):
+            crc = None
+        _code.append(crc)
+    return _code[0]
 
 
 def cache_path(memdir: Path) -> Path:
