@@ -405,3 +405,33 @@ def test_a_query_during_a_long_build_is_told_to_come_back(logdir, monkeypatch):
         assert seqs(log, ["山"]) == (want, len(want))
     finally:
         log.close()
+
+
+def test_close_while_warm_starts_its_thread_waits_for_the_start(logdir, monkeypatch):
+    """A SIGTERM racing the indexer's start: close() joined a thread not yet started
+    ("cannot join thread before it is started") and the daemon died on its way out."""
+    import threading
+
+    from zcord.core import history_index
+
+    started = threading.Event()
+    real_thread = threading.Thread
+    real_start = threading.Thread.start
+
+    def slow_start(self):
+        started.set()
+        time.sleep(0.3)  # close() runs in this window
+        real_start(self)
+
+    class SlowThread(real_thread):
+        start = slow_start
+
+    log = open_log(logdir)
+    log.append(record(1), durable=False)
+    warmer = real_thread(target=log.warm, kwargs={"background": True})
+    monkeypatch.setattr(history_index.threading, "Thread", SlowThread)  # the indexer's thread only
+    warmer.start()
+    assert started.wait(5)
+    log.close()  # raised RuntimeError before the fix
+    warmer.join(5)
+    assert not warmer.is_alive()

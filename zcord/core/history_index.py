@@ -358,7 +358,7 @@ class HistoryIndex:
         """
         if self._thread is None and self._db is not None and not self._stopping:
             with self._db_lock:
-                if self._thread is None:
+                if self._thread is None and not self._stopping:
                     self._thread = threading.Thread(target=self._indexer, name="zcord-oplog-index", daemon=True)
                     self._thread.start()
         if background:

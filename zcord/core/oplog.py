@@ -156,7 +156,8 @@ class OpLog(HistoryQueries):
     def close(self) -> None:
         self._stopping = True
         self._wake.set()
-        thread = self._thread
+        with self._db_lock:  # a warm() starting the indexer finishes starting it first
+            thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join()
         self._thread = None
