@@ -53,7 +53,7 @@ CONFUSABLES = str.maketrans({
 })
 # Every character whose fold contains "<" or ">" (tests/unit/test_fence.py checks this
 # against all of Unicode): text without any of them cannot hold a reserved marker.
-TRIGGERS = "<>≮≯﹤﹥＜＞" + "".join(chr(c) for c, t in CONFUSABLES.items() if t in "<>")
+TRIGGERS = "<>≮≯﹤﹥＜＞\u2329\u232a⊀⊁︽︾︿﹀" + "".join(chr(c) for c, t in CONFUSABLES.items() if t in "<>")
 _TRIGGER = re.compile("[" + re.escape(TRIGGERS) + "]")
 
 # Line breaks: CRLF counts as one. str.splitlines() splits at exactly these (and CRLF).
@@ -135,11 +135,13 @@ def one_line(text: str) -> str:
     return neutralize(text).replace("\n", TITLE_BREAK)
 
 
-def label(text: str) -> str:
-    """An entry's id as it goes between the brackets of its first line: one line, no brackets."""
+def label(text: str, spaces: bool = False) -> str:
+    """An id as it goes between the brackets of an entry's first line: one line, no brackets,
+    and (unless `spaces`, for the part after "person ") no whitespace, shown as ␠."""
     if text.isascii() and text.isalnum():
         return text
-    return one_line(text).replace("[", "⁅").replace("]", "⁆")
+    out = one_line(text).replace("[", "⁅").replace("]", "⁆")
+    return out if spaces else re.sub(r"\s", "␠", out)
 
 
 def quote(text: str) -> str:
@@ -184,7 +186,9 @@ def cut(text: str, n: int) -> str:
     return "" if n <= 0 else text[:n - 1] + "…"
 
 
-ENTRY_LINE = re.compile(r"\[([^\[\]\n]+)\] ([^\n]*)")
+# An entry's first line: "[" id "] " title, the id being a memory's (no whitespace) or
+# "person " and a personId; zcor's own bracketed lines always have a space inside.
+ENTRY_LINE = re.compile(r"\[(person [^\[\]\n]+|[^\[\]\s]+)\] ([^\n]*)")
 
 
 def split_entries(header: str) -> list[tuple[str, str, str]]:

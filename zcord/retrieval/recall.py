@@ -309,7 +309,7 @@ def _person_entry(state: MemoryState, person_id: str, budget: int) -> tuple[str,
     node = state.nodes.get(rel.memory_node_id) if rel.memory_node_id else None
     if node is not None and node.superseded_by is None:
         body += f"\nTheir memory: [{label(node.id)}] {one_line(node.title)}"
-    return f"person {label(person_id)}", title, body
+    return f"person {label(person_id, spaces=True)}", title, body
 
 
 def render_header(state: MemoryState, ids: list[str], budget: int,
