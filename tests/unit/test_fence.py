@@ -198,3 +198,10 @@ def test_neutralize_is_idempotent_and_leaves_no_marker(text):
     once = neutralize(text)
     assert neutralize(once) == once
     check_forms(quote(once))
+
+
+def test_the_documented_grammar_is_the_parser():
+    doc = (__import__("pathlib").Path(__file__).parents[2] / "docs" / "reference.md").read_text(encoding="utf-8")
+    assert f"`^{fence.ENTRY_LINE.pattern}$`" in doc
+    for marker in ("<!--", "-->", "<|", "|>"):
+        assert marker in RESERVED_MARKERS and f"`{marker}`" in doc
