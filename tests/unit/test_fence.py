@@ -88,7 +88,8 @@ def test_every_line_separator_becomes_a_fenced_line_or_a_visible_title_break(sep
 
 @pytest.mark.parametrize("text", [
     "<!-- zcor memory -->", "<!-- /zcor memory -->", "＜！－－ /zcor memory －－＞", "<\u200b!\u200d-\ufeff- x -\u202e->",
-    "≮!-- x", "<\u0338!--", "‹!―― x ――›", "〈!ーー", "<|im_start|>system", "<｜im_end｜>", "<!-- ZCOR MEMORY -->",
+    "≮!-- x", "<\u0338!--", "<" + "\u200b" * 100 + "!" + "\u200d" * 50 + "--", "<" + "\u0301" * 40 + "|",
+    "‹!―― x ――›", "〈!ーー", "<|im_start|>system", "<｜im_end｜>", "<!-- ZCOR MEMORY -->",
     "<!--->", "<<!--!--", "---->",
 ])
 def test_markers_are_broken_visibly_in_every_disguise(text):

@@ -94,45 +94,98 @@ def _skeleton(text: str) -> tuple[str, list[int]]:
     return "".join(out), owner
 
 
-def _first_marker(skeleton: str) -> tuple[int, int] | None:
-    best = None
-    for m in RESERVED_MARKERS:
-        k = skeleton.find(m)
-        if k != -1 and (best is None or k < best[0] or (k == best[0] and len(m) > best[1] - best[0])):
-            best = (k, k + len(m))
-    return best
+_MARKER = re.compile("|".join(re.escape(m) for m in sorted(RESERVED_MARKERS, key=len, reverse=True)))
+_REACH = max(map(len, RESERVED_MARKERS))
+
+
+def _reach(text: str, i: int, step: int, stop: int) -> int:
+    """The index `step` by `step` from i at which _REACH - 1 folded characters are passed."""
+    n, j = 0, i
+    while n < _REACH - 1:
+        k = j + step
+        if not stop <= k < len(text):
+            break
+        j = k
+        n += len(fold(text[j]))
+    return j
+
+
+def _windows(text: str) -> list[tuple[int, int]]:
+    """Disjoint spans of text holding every place a marker could be: a marker holds a trigger
+    and folds to at most _REACH characters, so it lies within that reach of its trigger."""
+    spans: list[tuple[int, int]] = []
+    for m in _TRIGGER.finditer(text):
+        i = m.start()
+        stop = spans[-1][1] if spans else 0
+        lo, hi = _reach(text, i, -1, stop), _reach(text, i, 1, 0) + 1
+        if spans and lo <= spans[-1][1]:
+            spans[-1] = (spans[-1][0], max(hi, spans[-1][1]))
+        else:
+            spans.append((lo, hi))
+    return spans
+
+
+def _break_all(piece: str) -> str:
+    for _ in range(len(piece) + 1):  # each round breaks new boundaries or shows new characters
+        skeleton, owner = _skeleton(piece)
+        edits: dict[int, bool] = {}  # index → True: BREAK after it; False: show its code
+        for hit in _MARKER.finditer(skeleton):
+            start, end = hit.span()
+            first = owner[start]
+            edits[first] = any(owner[k] != first for k in range(start + 1, end))
+        if not edits:
+            return piece
+        out = []
+        for i, ch in enumerate(piece):
+            edit = edits.get(i)
+            out.append(f"{{U+{ord(ch):04X}}}" if edit is False else ch + BREAK if edit else ch)
+        piece = "".join(out)
+    return _TRIGGER.sub(lambda m: f"{{U+{ord(m.group()):04X}}}", piece)  # not reached
 
 
 def break_markers(text: str) -> str:
-    """`text` with every reserved marker (after folding) broken by a visible `BREAK`."""
+    """`text` with every reserved marker (after folding) broken by a visible `BREAK` after its
+    first character (or, when one character folds to a whole marker, that character shown
+    as its code). Only the windows around trigger characters are folded."""
     if not _TRIGGER.search(text):
         return text
-    for _ in range(len(text) + 1):  # each round breaks one more boundary or character
-        skeleton, owner = _skeleton(text)
-        hit = _first_marker(skeleton)
-        if hit is None:
-            return text
-        start, end = hit
-        first = owner[start]
-        nxt = next((owner[k] for k in range(start + 1, end) if owner[k] != first), None)
-        if nxt is None:  # the whole marker folds out of one character: show its code
-            text = text[:first] + f"{{U+{ord(text[first]):04X}}}" + text[first + 1:]
-        else:
-            text = text[:first + 1] + BREAK + text[first + 1:]
-    return _TRIGGER.sub(lambda m: f"{{U+{ord(m.group()):04X}}}", text)  # not reached in practice
+    out, last = [], 0
+    for lo, hi in _windows(text):
+        out += [text[last:lo], _break_all(text[lo:hi])]
+        last = hi
+    out.append(text[last:])
+    return "".join(out)
 
 
 def neutralize(text: str) -> str:
     """Memory text made safe to quote: line breaks as "\\n", other controls shown, reserved
     markers broken. The lines of the result are what an entry's fenced lines carry."""
-    text = LINE_BREAK.sub("\n", text)
-    text = _CONTROL.sub(_control, text)
+    if not text.isprintable():  # printable: no line break, no control character
+        text = _CONTROL.sub(_control, LINE_BREAK.sub("\n", text))
     return break_markers(text)
 
 
 def one_line(text: str) -> str:
     """A title (or a name) neutralized and forced onto one line."""
     return neutralize(text).replace("\n", TITLE_BREAK)
+
+
+_FENCED: dict[int, tuple] = {}  # id(node) → (node, cap, title, content): nodes never change
+
+
+def fenced_node(node, cap: int | None = None) -> tuple[str, str]:
+    """A memory's title (`one_line`) and content (`neutralize`; only its first `cap`
+    characters when given), remembered per node object: a node is immutable (an edit makes a
+    new one), so the header of an unchanged memory is not neutralized again."""
+    hit = _FENCED.get(id(node))
+    if hit is not None and hit[0] is node and hit[1] == cap:
+        return hit[2], hit[3]
+    content = node.content if cap is None or len(node.content) <= cap else node.content[:cap]
+    title, content = one_line(node.title), neutralize(content)
+    if len(_FENCED) >= 4096:
+        _FENCED.clear()
+    _FENCED[id(node)] = (node, cap, title, content)
+    return title, content
 
 
 def label(text: str, spaces: bool = False) -> str:
@@ -146,15 +199,15 @@ def label(text: str, spaces: bool = False) -> str:
 
 def quote(text: str) -> str:
     """Neutralized text as an entry's fenced lines, each after a newline ("" for "")."""
-    if not text:
-        return ""
+    if "\n" not in text:
+        return "\n" + FENCE + " " + text if text else ""
     return "".join("\n" + (FENCE + " " + line if line else FENCE) for line in text.split("\n"))
 
 
 def quoted_len(text: str) -> int:
     """len(quote(text)), without building it."""
-    if not text:
-        return 0
+    if "\n" not in text:
+        return len(text) + 3 if text else 0
     lines = text.split("\n")
     return len(text) + len(lines) + 1 + sum(1 for line in lines if line)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..core.fence import FENCE, label, neutralize, one_line, quote
+from ..core.fence import FENCE, fenced_node, label, quote
 from ..core.persona import read_persona
 from ..core.state import MemoryState
 
@@ -48,7 +48,8 @@ def build_prefix(state: MemoryState, persona_path: Path, relationship_memory: bo
     if important:
         lines = ["## Important memories\n" + IMPORTANT_QUOTED]
         for node in important:  # fenced like the context header (docs/reference.md)
-            lines.append(f"[{label(node.id)}] {one_line(node.title)}{quote(neutralize(node.content))}")
+            title, content = fenced_node(node)
+            lines.append(f"[{label(node.id)}] {title}{quote(content)}")
         parts.append("\n\n".join(lines))
     if relationship_memory:
         parts.append("## People\n" + RELATIONSHIP_GUIDANCE)

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..core.errors import InvalidArgument
-from ..core.fence import FENCE, cut, cut_quoted, label, neutralize, one_line, quote, quoted_len
+from ..core.fence import FENCE, cut, cut_quoted, fenced_node, label, neutralize, one_line, quote, quoted_len
 from ..core.state import MemoryState
 from .ranking import (LIGHT_WEIGHT, MESSAGE_HMM, RECENCY_DECAY, RECENCY_MIN, SINGLE_WEIGHT, SYNONYM_WEIGHT,
                       Ranking, Term)
@@ -296,16 +296,16 @@ def _entry(label: str, title: str, body: str) -> str:
     return f"\n\n[{label}] {title}{quote(body)}"
 
 
-def _text(text: str, budget: int) -> str:
+def _cap(budget: int) -> int:
     # Past 2 × budget + 2 characters a text is cut anyway (neutralizing never shortens a text by
     # more than half): neutralize only that much of a 20,000-character content.
-    return neutralize(text if len(text) <= 2 * budget + 2 else text[:2 * budget + 2])
+    return 2 * budget + 2
 
 
 def _person_entry(state: MemoryState, person_id: str, budget: int) -> tuple[str, str, str]:
     rel = state.relationships[person_id]
     title = f"{one_line(rel.name)} ({one_line(rel.relationship)}; affinity {rel.affinity:+d})"
-    body = _text(rel.reason, budget)
+    body = neutralize(rel.reason[:_cap(budget)])
     node = state.nodes.get(rel.memory_node_id) if rel.memory_node_id else None
     if node is not None and node.superseded_by is None:
         body += f"\nTheir memory: [{label(node.id)}] {one_line(node.title)}"
@@ -335,7 +335,7 @@ def render_header(state: MemoryState, ids: list[str], budget: int,
             continue
         seen.add(i)
         shown.append(i)
-        entries.append((label(node.id), one_line(node.title), _text(node.content, budget)))
+        entries.append((label(node.id), *fenced_node(node, _cap(budget))))
     if not entries or budget <= 0:
         return "", []
     header, note = (HEADER_PEOPLE, NOTE_PEOPLE) if len(shown) < len(entries) else (HEADER, NOTE)
