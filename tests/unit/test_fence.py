@@ -206,3 +206,16 @@ def test_the_documented_grammar_is_the_parser():
     assert f"`^{fence.ENTRY_LINE.pattern}$`" in doc
     for marker in ("<!--", "-->", "<|", "|>"):
         assert marker in RESERVED_MARKERS and f"`{marker}`" in doc
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(hostile_text.filter(str.strip), hostile_text, hostile_text, hostile_text, hostile_text, hostile_text)
+def test_any_relationship_texts_parse_back_to_the_speakers_entry(pid, name, rel, reason, title, content):
+    st_ = state([(title, content)], [(pid, name, rel, reason)])
+    text, shown = render_header(st_, ["m1"], 10 ** 7, people=[pid])
+    assert shown == ["m1"]
+    person = (f"person {label(pid, spaces=True)}", f"{one_line(name)} ({one_line(rel)}; affinity +5)",
+              neutralize(reason) + f"\nTheir memory: [m1] {one_line(title)}")
+    assert split_entries(text) == [person, ("m1", one_line(title), neutralize(content))]
+    assert column_zero(text) == [HEADER_PEOPLE, QUOTED, f"[{person[0]}] {person[1]}", f"[m1] {one_line(title)}"]
+    check_forms(text)
