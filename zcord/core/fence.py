@@ -1,5 +1,5 @@
 """The fence (issue 22): how Memory text is put in front of a model so that it cannot forge
-structure. Pure functions, no I/O.
+structure. Pure functions (and one memo of fenced memories, `fenced_node`), no I/O.
 
 Memory and relationship text is chat text that anyone in a group may have shaped. Wherever
 zcor shows it to a model (the context header, the system prefix, the MCP prompt and
