@@ -11,7 +11,9 @@ the outer test, so the model's tool call is executed by AstrBot's tool machinery
 
 Each step of the spec is one message; a step naming another socket first changes the
 plugin's setting and has AstrBot reload the plugin, as saving its settings in the WebUI does;
-a step with "kill": PID first stops that zcord (SIGTERM) and waits for its socket to go.
+a step with "kill": PID first stops that zcord (SIGTERM) and waits for its socket to go; a
+step with "retries": N runs the LLM-request hook N more times on the same request, as a
+retried request does (each system prompt it leaves is in the transcript).
 Prints one JSON line: what each step saw (the transcript the outer test checks).
 
 Usage: python drive_plugin.py ROOT PLUGIN_DIR LLM_BASE_URL '[{"socket": ..., "message": ...}, ...]'
@@ -103,6 +105,11 @@ async def main(root: Path, plugin_src: Path, llm_url: str, steps: list[dict]) ->
         stopped = await call_event_hook(event, EventType.OnLLMRequestEvent, req)
         out["hook"] = {"stopped": stopped, "systemPrompt": req.system_prompt,
                        "tools": req.func_tool.names() if req.func_tool else []}
+        retried = []
+        for _ in range(step.get("retries", 0)):  # AstrBot retrying the request: the hook runs again on it
+            await call_event_hook(event, EventType.OnLLMRequestEvent, req)
+            retried.append(req.system_prompt)
+        out["hook"]["retried"] = retried
 
         runner = ToolLoopAgentRunner()
         await runner.reset(provider=provider, request=req,

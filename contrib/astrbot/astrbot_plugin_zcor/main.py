@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from datetime import datetime, timezone
 from typing import Any
 
@@ -42,9 +43,15 @@ DEFAULTS = {
     "sender_template": "{platform}:{sender_id}",
     "timeout_seconds": 10.0,
 }
-# Marks the part of the system prompt this plugin added, so a retried request is not doubled.
-PROMPT_START = "<!-- zcor memory -->"
-PROMPT_END = "<!-- /zcor memory -->"
+# Mark the part of the system prompt this plugin added, so a retried request is not doubled:
+# `<!-- zcor memory N -->`, a newline, the N characters of zcor's text, a newline,
+# `<!-- /zcor memory N -->`. The length makes the block's end exact: text inside it (zcor
+# fences memory text so that it never holds a marker, but PERSONA.md is the operator's) cannot
+# end it early, and removing it takes the whole block. Both markers are among the
+# RESERVED_MARKERS of zcord/core/fence.py.
+PROMPT_START = "<!-- zcor memory"
+PROMPT_END = "<!-- /zcor memory"
+_BLOCK_START = re.compile(r"<!-- zcor memory (\d{1,9}) -->\n")
 
 
 @dataclass
@@ -185,8 +192,26 @@ class ZcorMemory(Star):
 
 def add_memory(system_prompt: str, memory: str) -> str:
     """The system prompt with zcor's part first (replacing the one a retried request had)."""
-    start, end = system_prompt.find(PROMPT_START), system_prompt.find(PROMPT_END)
-    if start != -1 and end > start:
-        system_prompt = (system_prompt[:start] + system_prompt[end + len(PROMPT_END):]).strip()
-    block = f"{PROMPT_START}\n{memory}\n{PROMPT_END}"
+    system_prompt = remove_memory(system_prompt)
+    n = len(memory)
+    block = f"{PROMPT_START} {n} -->\n{memory}\n{PROMPT_END} {n} -->"
     return block + ("\n\n" + system_prompt if system_prompt.strip() else "")
+
+
+def remove_memory(system_prompt: str) -> str:
+    """The system prompt without this plugin's blocks (and the blank line after each), each
+    taken whole from its start marker to the end marker its length names; what the block
+    was added to comes back as it was."""
+    pos = 0
+    while (m := _BLOCK_START.search(system_prompt, pos)) is not None:
+        n = int(m.group(1))
+        end = f"\n{PROMPT_END} {n} -->"
+        if not system_prompt.startswith(end, m.end() + n):
+            pos = m.start() + 1  # not a whole block of ours: leave it
+            continue
+        stop = m.end() + n + len(end)
+        if system_prompt.startswith("\n\n", stop):
+            stop += 2
+        system_prompt = system_prompt[:m.start()] + system_prompt[stop:]
+        pos = m.start()
+    return system_prompt
