@@ -658,28 +658,23 @@ def revert_origin(svc: Service, params: Any) -> dict[str, Any]:
         raise InvalidArgument("from must be an ISO 8601 time with its UTC offset", field="from")
     sender, start, end, force, preview = _origin_args(params)
 
-    def plan(ctx: Ctx, dry: bool) -> tuple[_Undo, list[int]]:
+    def plan(ctx: Ctx, dry: bool, seqs: list[int]) -> _Undo:
         records = origin_operations(svc, sender, start, end)
         if not records:
             raise InvalidArgument(f"No change in force was caused by {sender} in that range; nothing to revert",
                                   field="sender")
-        seqs = [r["seq"] for r in records]
+        seqs.extend(r["seq"] for r in records)
         what = f"The {len(seqs)} operation(s) caused by {sender}"
-        return plan_many(svc, ctx, records, force, what, "sender", dry, {"revertOrigin": sender}), seqs
+        return plan_many(svc, ctx, records, force, what, "sender", dry, {"revertOrigin": sender})
 
     if preview:
-        seqs_seen: list[int] = []
-
-        def dry(ctx: Ctx) -> _Undo:
-            u, seqs = plan(ctx, True)
-            seqs_seen.extend(seqs)
-            return u
-
-        out = preview_many(svc, REVERT_ORIGIN, dry)
-        return {"sender": sender, "seqs": seqs_seen, **out}
+        seen: list[int] = []
+        out = preview_many(svc, REVERT_ORIGIN, lambda ctx: plan(ctx, True, seen))
+        return {"sender": sender, "seqs": seen, **out}
 
     def run(ctx: Ctx) -> dict[str, Any]:
-        u, seqs = plan(ctx, False)
+        seqs: list[int] = []
+        u = plan(ctx, False, seqs)
         svc.review.start_reverting(seqs, ctx.seq)
         svc.commit(ctx)
         ctx.log_result = {"reverted": seqs, "sender": sender}
