@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InvalidArgument, NotFound, StateFileInvalid
-from ..core.fsutil import atomic_write, read_nofollow
+from ..core.fsutil import atomic_write
+from .trust import read_small_file
 
 if TYPE_CHECKING:
     from .calls import Ctx
@@ -61,14 +62,10 @@ class ReviewBook:
 
     def load(self, last_seq: int, find: Callable[[int], dict[str, Any] | None]) -> None:
         """Read review.json and settle what a crash left half done (see the module docstring)."""
-        try:
-            raw = read_nofollow(self.path, MAX_REVIEW_FILE)
-        except FileNotFoundError:
+        raw = read_small_file(self.path, MAX_REVIEW_FILE, " (held changes then count as approved)")
+        if raw is None:
             self._set({})
             return
-        except (OSError, ValueError) as e:
-            raise StateFileInvalid(f"{self.path.name} cannot be read ({getattr(e, 'strerror', None) or e}); fix it "
-                                   f"or remove it (held changes then count as approved)") from None
         try:
             doc = json.loads(raw)
             if doc.get("version") != 1 or not isinstance(doc.get("pending"), list):

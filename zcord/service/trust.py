@@ -26,6 +26,18 @@ _STRICTNESS = {level: i for i, level in enumerate(LEVELS)}
 MAX_TRUST_FILE = 16 << 20
 
 
+def read_small_file(path: Path, limit: int, hint: str) -> bytes | None:
+    """A file of zcord's own in the Memory directory (no link followed, at most `limit`
+    bytes), None when missing; StateFileInvalid naming it when it cannot be read."""
+    try:
+        return read_nofollow(path, limit)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        raise StateFileInvalid(f"{path.name} cannot be read ({getattr(e, 'strerror', None) or e}); fix it or "
+                               f"remove it{hint}") from None
+
+
 class TrustBook:
     """trust.json: `{"version": 1, "senders": {"qq:42": "untrusted", ...}}`, written atomically."""
 
@@ -36,14 +48,10 @@ class TrustBook:
     def load(self) -> None:
         """Read the file (missing: no levels). A file that does not parse stops zcord with a
         message naming it: silently trusting everyone would be worse."""
-        try:
-            raw = read_nofollow(self.path, MAX_TRUST_FILE)
-        except FileNotFoundError:
+        raw = read_small_file(self.path, MAX_TRUST_FILE, "")
+        if raw is None:
             self.levels = {}
             return
-        except (OSError, ValueError) as e:
-            raise StateFileInvalid(f"{self.path.name} cannot be read ({getattr(e, 'strerror', None) or e}); fix it "
-                                   f"or remove it") from None
         try:
             doc = json.loads(raw)
             levels = doc["senders"]

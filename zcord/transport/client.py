@@ -175,20 +175,11 @@ class _Methods:
         for key, value in (("from", start), ("to", end)):
             if value is not None:
                 params[key] = value.isoformat() if isinstance(value, datetime) else value
-        if force:
-            params["force"] = True
-        if preview:
-            params["preview"] = True
-        return params
+        return {**params, **({"force": True} if force else {}), **({"preview": True} if preview else {})}
 
     @staticmethod
     def _review_params(ids: list[int], force: bool = False, preview: bool = False) -> dict[str, Any]:
-        params: dict[str, Any] = {"ids": list(ids)}
-        if force:
-            params["force"] = True
-        if preview:
-            params["preview"] = True
-        return params
+        return {"ids": list(ids), **({"force": True} if force else {}), **({"preview": True} if preview else {})}
 
     @staticmethod
     def _recall_params(session: str, events: list[dict[str, Any]] | str) -> dict[str, Any]:
