@@ -18,6 +18,7 @@ it never fails the request.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 from datetime import datetime, timezone
 from typing import Any
@@ -141,7 +142,7 @@ class ZcorMemory(Star):
             return json.dumps({"error": {"code": "unavailable",
                                          "message": "The memory is unavailable right now; answer without it."}})
         try:
-            result = await client.call_tool(name, arguments, origin=origin)
+            result = await client.call_tool(name, arguments, **told(client, origin))
         except ToolError as e:
             return json.dumps({"error": e.to_dict()}, ensure_ascii=False)
         except (ClientError, OSError) as e:
@@ -184,6 +185,14 @@ class ZcorMemory(Star):
         if self.client is not None:
             await self.client.close()
             self.client = None
+
+
+def told(client: Any, origin: dict[str, Any] | None) -> dict[str, Any]:
+    """The origin as call_tool's keyword, when this zcord client library takes one (an older
+    one does not: zcord then infers the origin from the batch the plugin delivered)."""
+    if origin is None or "origin" not in inspect.signature(client.call_tool).parameters:
+        return {}
+    return {"origin": origin}
 
 
 def add_memory(system_prompt: str, memory: str) -> str:
