@@ -303,6 +303,7 @@ class Service(Dispatcher):
             "synonymGroups": len(self.synonyms.groups),
             "personaEmpty": self.persona_get()["empty"],
             "journaledChanges": self.snapshots.changes,
+            "pendingReview": len(self.review.items),
         }
 
     def snapshot(self) -> dict[str, Any]:
