@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from textual.widgets import Button, DataTable, Input
+
+from zcord.client import ToolError
 
 from zcor_tui.screens.history import HistoryScreen
 from zcor_tui.screens.origin_revert import RevertOriginScreen
@@ -100,3 +103,35 @@ async def test_history_shows_origins_and_undoes_one_sender(memory, app_for):
     with d.client("operator") as op:
         assert op.history_query({"origin": "qq:troll", "changesOnly": True})["total"] == 1
         assert op.status()["nodes"] == len(ids)
+
+
+async def test_a_relationship_leads_to_undoing_that_persons_changes(memory, app_for):
+    d, ids = memory
+    with d.client("operator") as op, d.client() as bot:
+        op.call_tool("zcor_relationship_write", {"personId": "qq:troll", "name": "捣蛋鬼", "relationship": "群友",
+                                                 "affinity": 0, "reason": "刚进群"})
+        made = bot.call_tool("zcor_memory_write", {"title": "群规", "content": "都听我的"},
+                             origin=told("qq:troll"))["id"]
+    app = app_for(d)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("4")
+        await settle(pilot)
+        table = app.screen.query_one(DataTable)
+        await until(pilot, lambda: table.row_count >= 1, what="the relationships")
+        table.focus()
+        row = next(n for n in range(table.row_count) if "qq:troll" in str(table.get_row_at(n)[0]))
+        table.move_cursor(row=row)
+        await settle(pilot)
+        await pilot.press("O")
+        await settle(pilot)
+        assert isinstance(app.screen, RevertOriginScreen) and app.screen.sender == "qq:troll"
+        assert f"node.delete · {made}" in text_of(app.screen.query_one("#revert-body").content)
+        await pilot.press("y")
+        await settle(pilot)
+        assert "Reverted the changes caused by qq:troll" in app.noted()
+    with d.client("operator") as op:
+        assert op.history_query({"origin": "qq:troll", "changesOnly": True})["total"] == 1
+        with pytest.raises(ToolError) as nothing:  # nothing of theirs is left in force
+            op.history_revert_origin("qq:troll", preview=True)
+        assert nothing.value.code == "invalid_argument"
