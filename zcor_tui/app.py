@@ -34,6 +34,7 @@ from .screens.config import ConfigScreen
 from .screens.help import HelpScreen
 from .screens.history import HistoryScreen
 from .screens.relationships import RelationshipsScreen
+from .screens.review import ReviewScreen
 from .screens.search import SearchScreen
 from .screens.synonyms import SynonymsScreen
 
@@ -55,12 +56,14 @@ class ZcorApp(App[None]):
 
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses live elsewhere
     TITLE = "zcor"
-    MODES = {mode: cls for mode, _, cls in SCREENS_IN_ORDER}
+    MODES = {**{mode: cls for mode, _, cls in SCREENS_IN_ORDER}, "review": ReviewScreen}
     DEFAULT_MODE = "browse"
     BINDINGS = [
         *(Binding(str(n), f"screen_key('{mode}')", title, show=False, id=f"app.{mode}",
                   tooltip=f"Show the {title} screen (not while a form field has focus: Esc leaves it)")
           for n, (mode, title, _) in enumerate(SCREENS_IN_ORDER, 1)),
+        Binding("8", "screen_key('review')", "Review", show=False, id="app.review",
+                tooltip="Show the Review screen: changes held back because an untrusted sender caused them"),
         Binding("f1,question_mark", "help", "Help", id="app.help", tooltip="Keys and screens"),
         Binding("q", "quit", "Quit", id="app.quit", tooltip="Leave zcor-tui (a zcord it did not start keeps running)"),
     ]
@@ -260,6 +263,8 @@ class ZcorApp(App[None]):
         for mode, title, cls in SCREENS_IN_ORDER:
             if mode != self.current_mode:
                 yield SystemCommand(f"Go to {title}", cls.HELP, partial(self.switch_mode, mode))
+        if self.current_mode != "review":
+            yield SystemCommand("Go to Review", ReviewScreen.HELP, partial(self.switch_mode, "review"))
         yield SystemCommand("Help", "Keys and screens of zcor-tui", self.action_help)
         if isinstance(screen, ZcorScreen):
             yield from screen.palette_commands()

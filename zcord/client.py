@@ -7,6 +7,7 @@ from .transport.client import __all__ as _client_all
 from .transport.client import initialize_params
 from .transport.paths import SYSTEM_SOCKET, client_socket, default_socket, memory_dir
 from .transport.wording import for_operator, human_size
+from .core.origin import describe as describe_origin
 
 __all__ = [*_client_all, "initialize_params", "for_operator", "human_size", "SYSTEM_SOCKET", "client_socket",
-           "default_socket", "memory_dir"]
+           "default_socket", "memory_dir", "describe_origin"]

@@ -41,6 +41,10 @@ def drive(llm_url: str, steps: list[dict]) -> tuple[list[dict], str]:
     """Run the driver in the AstrBot venv; its transcript (one entry per step) and AstrBot's log."""
     root = Path(tempfile.mkdtemp(prefix="zab", dir="/tmp"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ZCOR_", "PYTHON", "VIRTUAL_ENV"))}
+    # the plugin runs with this checkout's zcord client (not whichever the AstrBot venv has installed)
+    (root / "lib").mkdir()
+    (root / "lib" / "zcord").symlink_to(ROOT / "zcord")
+    env["PYTHONPATH"] = str(root / "lib")
     out = subprocess.run([ASTRBOT_PYTHON, str(DRIVER), str(root), str(PLUGIN), llm_url,
                           json.dumps(steps, ensure_ascii=False)],
                          capture_output=True, text=True, timeout=600, env=env, cwd=root)
@@ -115,6 +119,9 @@ def test_a_group_message_gets_memory_and_the_model_writes_through_astrbot(run):
         assert node["sourceMessage"] == MESSAGE and node["content"] == write_args["content"]
         history = op.call_tool("zcor_memory_history", {"keywords": ["zcor_memory_write", result["id"]]})["items"]
         assert [(h["tool"], h["actor"], h["status"]) for h in history] == [("zcor_memory_write", "model", "ok")]
+        # the plugin told the call's origin: the request's session and sender, not inferred
+        origin = history[0]["origin"]
+        assert origin["session"] == "qq:group:123456" and len(origin["senders"]) == 1 and "inferred" not in origin
         assert op.context("qq:group:123456")["ids"][0] == shoes  # the session is the QQ group
 
     print("\n--- AstrBot transcript ---")

@@ -3,6 +3,8 @@ on 127.0.0.1 that speaks each provider's wire format and records every request."
 
 from __future__ import annotations
 
+import getpass
+
 import json
 import os
 import subprocess
@@ -161,6 +163,10 @@ def test_zcor_chat_shows_tools_used_and_survives_a_provider_error(daemon, llm):
     assert "zcor_memory_write" in out and "记住啦" in out
     with daemon.client("operator") as op:
         assert op.call_tool("zcor_memory_query", {"keywords": ["奶茶"]})["total"] == 1
+        # zcor chat tells the origin of its calls: its session and the sender of the line
+        (write,) = op.history_query({"tool": "zcor_memory_write"})["items"]
+        assert write["origin"]["session"] == "console" and "inferred" not in write["origin"]
+        assert write["origin"]["senders"] == [f"console:{getpass.getuser()}"]
 
 
 def test_zcor_chat_commands_show_what_the_model_gets(daemon, llm):

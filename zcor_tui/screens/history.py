@@ -23,12 +23,13 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Checkbox, DataTable, Input, Select, Static
 
-from zcord.client import ClientError
+from zcord.client import ClientError, describe_origin
 
 from ..diff import change_view
 from ..format import change_targets, compact_json, when
 from ..messages import MemoryChanged, NodeRequested
 from .base import ZcorScreen
+from .origin_revert import RevertOriginScreen
 from .revert import RevertScreen
 
 PAGE_SIZE = 50
@@ -58,6 +59,8 @@ class HistoryScreen(ZcorScreen):
         Binding("u", "revert", "Revert", id="history.revert",
                 tooltip="Undo the selected operation: preview what changes, then confirm"),
         Binding("ctrl+f", "focus_keywords", "Keywords", id="history.find", tooltip="Type keywords to find records"),
+        Binding("O", "revert_origin", "Undo sender", id="history.revert_origin",
+                tooltip="Undo everything the sender in the origin filter (or of the selected record) caused"),
     ]
 
     def __init__(self) -> None:
@@ -78,6 +81,7 @@ class HistoryScreen(ZcorScreen):
             yield Select(ACTORS, value="any", allow_blank=False, id="actor")
             yield Input(placeholder="tool", id="tool")
             yield Input(placeholder="target id", id="target")
+            yield Input(placeholder="origin sender", id="origin")
             yield Checkbox("changes only", True, id="changes-only")
         yield Static("", id="history-summary", classes="summary")
         table: DataTable[Any] = DataTable(id="records", cursor_type="row", zebra_stripes=True)
@@ -123,7 +127,7 @@ class HistoryScreen(ZcorScreen):
         actor = self.query_one("#actor", Select).value
         if actor in ("model", "operator", "system"):
             args["actor"] = actor
-        for name in ("tool", "target"):
+        for name in ("tool", "target", "origin"):
             value = self.query_one(f"#{name}", Input).value.strip()
             if value:
                 args[name] = value
@@ -231,6 +235,9 @@ class HistoryScreen(ZcorScreen):
                                                 ("  (recovered)" if record.get("recovered") else "", "yellow")))
         head.add_row("When", when(record.get("at")))
         head.add_row("Actor", record.get("actor", ""))
+        origin = describe_origin(record.get("origin"))
+        if origin:
+            head.add_row("Origin", Text(origin, style="yellow" if record["origin"].get("inferred") else ""))
         if record.get("status") == "ok":
             head.add_row("Status", Text("ok", style="green"))
         else:
@@ -292,3 +299,15 @@ class HistoryScreen(ZcorScreen):
                         severity="warning")
         else:
             self.app.push_screen(RevertScreen(self.selected["seq"], self.selected))
+
+    def action_revert_origin(self) -> None:
+        sender = self.query_one("#origin", Input).value.strip()
+        if not sender and self.selected is not None:
+            senders = (self.selected.get("origin") or {}).get("senders") or []
+            if len(senders) == 1:
+                sender = senders[0]
+        if not sender:
+            self.notify("Type the sender in the origin filter (or select a record from one sender) first.",
+                        severity="warning")
+            return
+        self.app.push_screen(RevertOriginScreen(sender))

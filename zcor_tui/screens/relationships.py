@@ -37,6 +37,8 @@ class RelationshipsScreen(ZcorScreen):
         Binding("l", "link", "Link", id="rel.link", tooltip="Link the record to a person memory"),
         Binding("u", "unlink", "Unlink", id="rel.unlink", tooltip="Remove the link to a memory"),
         Binding("o", "open", "Open node", id="rel.open", tooltip="Show the linked memory in Browse"),
+        Binding("O", "revert_origin", "Undo person's changes", show=False, id="rel.revert_origin",
+                tooltip="Undo everything this person (their personId as a chat sender) caused: preview, then confirm"),
         Binding("ctrl+n", "page(1)", "Next page", show=False, id="rel.next", tooltip="More records"),
         Binding("ctrl+b", "page(-1)", "Prev page", show=False, id="rel.prev", tooltip="Previous records"),
     ]
@@ -236,3 +238,11 @@ class RelationshipsScreen(ZcorScreen):
         if rel.get("memoryNodeId"):
             yield SystemCommand(f"Unlink {pid}", f"from {rel['memoryNodeId']}", self.action_unlink)
             yield SystemCommand(f"Open {rel['memoryNodeId']} in Browse", "The linked memory", self.action_open)
+
+    def action_revert_origin(self) -> None:
+        if self.selected is None:
+            self.notify("Select the person whose changes to undo.", severity="warning")
+            return
+        from .origin_revert import RevertOriginScreen
+
+        self.app.push_screen(RevertOriginScreen(self.selected))

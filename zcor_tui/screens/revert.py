@@ -92,6 +92,8 @@ class RevertScreen(ModalScreen[dict[str, Any] | None]):
     def __init__(self, seq: int, record: dict[str, Any] | None = None):
         super().__init__()
         self.seq = seq
+        self.subject = f"operation #{seq}"
+        """What is reverted, as the messages name it."""
         self.record = record or {}
         self.preview: dict[str, Any] | None = None
         self.forced_preview: dict[str, Any] | None = None
@@ -135,12 +137,15 @@ class RevertScreen(ModalScreen[dict[str, Any] | None]):
             self._show_error("zcord is not connected; the status line shows when it is back.")
             return None
         try:
-            return await self.app.client.history_revert(self.seq, **kwargs)
+            return await self._request(**kwargs)
         except ToolError as e:
             self._show_error(e.message)
         except ClientError as e:
             self._show_error(str(e))
         return None
+
+    async def _request(self, **kwargs: Any) -> dict[str, Any]:
+        return await self.app.client.history_revert(self.seq, **kwargs)
 
     def _show_error(self, message: str) -> None:
         error = self.query_one("#dialog-error", Static)
@@ -198,7 +203,7 @@ class RevertScreen(ModalScreen[dict[str, Any] | None]):
                               f"(it can be reverted too):", style="bold"))
             parts.extend(self._changes(changes))
             return Group(*parts)
-        parts.append(Text(f"Later operations changed what #{self.seq} changed: "
+        parts.append(Text(f"Later operations changed what {self.subject} changed: "
                           f"{plural(len(conflicts), 'conflict')}.", style="bold red"))
         parts.append(conflict_text(conflicts))
         if not self.forced_possible:
@@ -270,7 +275,7 @@ class RevertScreen(ModalScreen[dict[str, Any] | None]):
             self._show_error(message)
             return
         changes = result.get("changes") or []
-        self.app.notify(f"Reverted operation #{self.seq}{' (forced)' if result.get('forced') else ''}: "
+        self.app.notify(f"Reverted {self.subject}{' (forced)' if result.get('forced') else ''}: "
                         f"{plural(len(changes), 'change')}, recorded as operation #{result['seq']}.",
                         title="Reverted")
         self.dismiss(result)

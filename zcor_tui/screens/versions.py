@@ -20,6 +20,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
+from zcord.client import describe_origin
+
 from ..diff import fields_diff, record_text
 from ..format import one_line, plural, when
 from ..messages import MemoryChanged
@@ -143,7 +145,10 @@ class VersionsScreen(Screen[None]):
         self.query_one("#versions-summary", Static).update(summary)
         version = self.highlighted
         if version is not None:
-            self.query_one("#version-diff", Static).update(self.render_diff(version))
+            diff = self.render_diff(version)
+            origin = describe_origin(version.get("origin"))  # who caused it: "from qq:42 in qq:group:1"
+            self.query_one("#version-diff", Static).update(Group(Text(f"Origin: {origin}", style="yellow"), diff)
+                                                           if origin else diff)
 
     def render_diff(self, version: dict[str, Any]) -> RenderableType:
         base = self._base_for(version)

@@ -23,6 +23,7 @@ from typing import Any
 
 from ..transport.client import Client, ClientError, ToolError
 from ..core.errors import ZcorError
+from ..core.origin import batch_senders
 from ..retrieval.llm import Message, Provider, ToolCall, anthropic_tools, openai_tools
 
 FRAME_TOOL = "external_event_frame"
@@ -45,6 +46,9 @@ class MemoryBot:
     def __init__(self, client: Client, session: str):
         self.client = client
         self.session = session
+        self.origin: dict[str, Any] = {"session": session, "senders": []}
+        """Whose messages the model is answering: sent with every tool call (`_meta`
+        "zcor/origin"), set by `deliver` from the batch's external senders."""
 
     @classmethod
     def connect(cls, session: str, socket_path: str | None = None, timeout: float = 30.0) -> "MemoryBot":
@@ -77,8 +81,12 @@ class MemoryBot:
         return self.client.prefix()
 
     def deliver(self, events: list[dict[str, Any]]) -> list[str]:
-        """Send a batch of incoming events to auto-recall; returns the new recall set."""
-        return self.client.recall(self.session, events)
+        """Send a batch of incoming events to auto-recall; returns the new recall set. The
+        batch's external senders become the origin of the tool calls that follow."""
+        ids = self.client.recall(self.session, events)
+        if any(isinstance(e, dict) and e.get("origin") == "external" for e in events):
+            self.origin = {"session": self.session, "senders": batch_senders(events)}
+        return ids
 
     def context_header(self) -> str:
         return self.client.context(self.session)["text"]
@@ -103,7 +111,7 @@ class MemoryBot:
                             tool_call_id=call.id, is_error=True),
                     ToolUse(call.name, call.arguments, False, msg))
         try:
-            result = self.client.call_tool(call.name, call.arguments)
+            result = self.client.call_tool(call.name, call.arguments, origin=self.origin)
         except ToolError as e:
             return (Message("tool", json.dumps({"error": e.to_dict()}, ensure_ascii=False),
                             tool_call_id=call.id, is_error=True),

@@ -74,6 +74,9 @@ class Config(_Base):
     max_restore_depth: int = Field(64, ge=8, le=512)
     """A backup whose JSON nests arrays and objects deeper than this is refused before it is
     parsed (a zcor state nests about 8 deep)."""
+    default_trust: Literal["trusted", "normal", "untrusted", "blocked"] = "normal"
+    """The trust level of a sender without one of its own (zcor/trust/set): "normal" changes
+    nothing; "untrusted" holds their changes for review; "blocked" refuses them."""
 
     def public(self, api_key_set: bool, withheld: str | None = None) -> dict[str, Any]:
         out = self.model_dump(mode="json", by_alias=True)

@@ -91,6 +91,18 @@ class RateLimited(ZcorError):
     code = "rate_limited"
 
 
+class BlockedSender(ZcorError):
+    """The change was asked for on behalf of a sender the operator blocked (per-sender trust)."""
+
+    code = "blocked_sender"
+
+
+class UntrustedSender(ZcorError):
+    """A change an untrusted sender may not cause at all (it cannot be held for review)."""
+
+    code = "untrusted_sender"
+
+
 def describe_os_error(e: OSError) -> str:
     """An OSError as a cause an operator can act on: running out of file descriptors is said
     to be that, not a disk problem."""

@@ -22,8 +22,9 @@ from .errors import StateFileInvalid, ZcorError
 from .text import normalize
 
 INDEX_SUFFIX = ".index.sqlite"
-INDEX_VERSION = 3
-"""3: NUL indexed as U+FFFD (version 2 indexes lost a record's text after a NUL)."""
+INDEX_VERSION = 4
+"""3: NUL indexed as U+FFFD (version 2 indexes lost a record's text after a NUL). 4: the
+senders of a record's origin (table `origins`, `bi` tokens `zo…`)."""
 HEAD_BYTES = 4096
 """The log's first bytes whose hash the index keeps (a different log at the same path)."""
 READ_CHUNK = 1 << 20
@@ -52,6 +53,7 @@ CREATE INDEX ops_changed ON ops(changed, at);
 CREATE INDEX ops_actor ON ops(actor, at);
 CREATE INDEX ops_tool ON ops(tool, at);
 CREATE TABLE targets(target TEXT NOT NULL, id INTEGER NOT NULL, PRIMARY KEY(target, id)) WITHOUT ROWID;
+CREATE TABLE origins(sender TEXT NOT NULL, id INTEGER NOT NULL, PRIMARY KEY(sender, id)) WITHOUT ROWID;
 CREATE VIRTUAL TABLE tri USING fts5(t, tokenize='trigram case_sensitive 1', content='', detail=full,
                                    columnsize=0);
 CREATE VIRTUAL TABLE bi USING fts5(t, tokenize='ascii', content='', detail=none, prefix='8', columnsize=0);
@@ -125,6 +127,13 @@ def search_keys(keywords: list[str]) -> list[str]:
         if not any(k in longer for longer in out):
             out.append(k)
     return out
+
+
+def senders_of(rec: dict[str, Any]) -> set[str]:
+    """The sender keys of a record's origin (whose messages led to the call)."""
+    origin = rec.get("origin")
+    got = origin.get("senders") if isinstance(origin, dict) else None
+    return {x for x in got if isinstance(x, str)} if isinstance(got, list) else set()
 
 
 def targets_of(rec: dict[str, Any]) -> set[str]:
@@ -287,7 +296,7 @@ class HistoryIndex:
             pos += cut
 
     def _index_block(self, db: sqlite3.Connection, block: bytes, pos: int) -> None:
-        ops, targets, tri, bi = [], [], [], []
+        ops, targets, origins, tri, bi = [], [], [], [], []
         rid = self._rows
         meta = self._meta
         max_seq = int(meta.get("max_seq", 0))
@@ -316,6 +325,10 @@ class HistoryIndex:
             tri.append((rid, text))
             marks = [filter_token("a", str(rec.get("actor", ""))), filter_token("t", str(rec.get("tool", "")))]
             marks += [filter_token("g", t) for t in ids_]
+            who = senders_of(rec)
+            if who:
+                origins.extend((w, rid) for w in who)
+                marks += [filter_token("o", w) for w in who]
             if changes:
                 marks.append(CHANGED_TOKEN)
             bi.append((rid, bigram_doc(text) + " " + " ".join(marks)))
@@ -338,6 +351,7 @@ class HistoryIndex:
         try:
             db.executemany("INSERT INTO ops VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", ops)
             db.executemany("INSERT OR IGNORE INTO targets VALUES (?, ?)", targets)
+            db.executemany("INSERT OR IGNORE INTO origins VALUES (?, ?)", origins)
             db.executemany("INSERT INTO tri(rowid, t) VALUES (?, ?)", tri)
             db.executemany("INSERT INTO bi(rowid, t) VALUES (?, ?)", bi)
             db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", list(updates.items()))
@@ -427,16 +441,17 @@ class HistoryQueries(HistoryIndex):
 
     def query(self, keywords: list[str], start: float | None, end: float | None, limit: int, offset: int, *,
               changes_only: bool = False, actor: str | None = None, tool: str | None = None,
-              target: str | None = None) -> tuple[list[dict[str, Any]], int]:
+              target: str | None = None, origin: str | None = None) -> tuple[list[dict[str, Any]], int]:
         """Matching records newest first (ties: later-logged first), a page of them, and the total.
 
         Every keyword (normalized) must be a substring of the record's `record_search_text`;
         `start`/`end` bound its time (epoch seconds, inclusive); `changes_only` keeps records
         that changed something, `actor`/`tool` compare exactly, `target` keeps records whose
-        changes target that id or that were called with it as `id` / `personId`.
+        changes target that id or that were called with it as `id` / `personId`, `origin` keeps
+        records whose origin names that sender.
         """
         keys = search_keys(keywords)
-        filters = (start, end, changes_only, actor, tool, target)
+        filters = (start, end, changes_only, actor, tool, target, origin)
         with self._db_lock:
             with self._lock:
                 behind, size = self._size - self._covered, self._size
@@ -471,7 +486,7 @@ class HistoryQueries(HistoryIndex):
         """A log whose times never went back: newest first is last logged first, a time range is
         a range of rows, and every filter is a token of `bi`, so the full-text tables answer
         the count and the page themselves (walking their matches backwards, stopping at the page)."""
-        start, end, changes_only, actor, tool, target = filters
+        start, end, changes_only, actor, tool, target, origin = filters
         db = self._db
         assert db is not None
         lo, hi = 1, self._rows
@@ -487,8 +502,8 @@ class HistoryQueries(HistoryIndex):
         terms = [f'"{_hex(k)}"' if len(k) == 2 else f'"{_hex(k)}" *' for k in keys if len(k) < 3]
         if changes_only:
             terms.append(CHANGED_TOKEN)
-        terms += [f'"{filter_token(kind, v)}"' for kind, v in (("a", actor), ("t", tool), ("g", target))
-                  if v is not None]
+        terms += [f'"{filter_token(kind, v)}"' for kind, v in (("a", actor), ("t", tool), ("g", target),
+                                                               ("o", origin)) if v is not None]
         where, args = ["rowid BETWEEN ? AND ?"], [lo, hi]
         if long and terms:  # walk bi's matches, test them against tri's (as a set: "+" keeps
             table = "bi"     # SQLite from running tri's query once per candidate row instead)
@@ -556,7 +571,7 @@ class HistoryQueries(HistoryIndex):
     def _sql_query(self, keys: list[str], filters: tuple, limit: int,
                    offset: int) -> tuple[list[tuple[int, int]], int]:
         """Any log (also one whose times went back): the rows table ordered by time."""
-        start, end, changes_only, actor, tool, target = filters
+        start, end, changes_only, actor, tool, target, origin = filters
         where: list[str] = []
         args: list[Any] = []
         if start is not None:
@@ -581,6 +596,9 @@ class HistoryQueries(HistoryIndex):
         if target is not None:
             where.append("id IN (SELECT id FROM targets WHERE target = ?)")
             args.append(target)
+        if origin is not None:
+            where.append("id IN (SELECT id FROM origins WHERE sender = ?)")
+            args.append(origin)
         if long:
             where.append("id IN (SELECT rowid FROM tri WHERE tri MATCH ?)")
             args.append(" AND ".join(_phrase(k) for k in long))
@@ -602,7 +620,7 @@ class HistoryQueries(HistoryIndex):
     def _scan_query(self, keys: list[str], filters: tuple, limit: int,
                     offset: int) -> tuple[list[tuple[int, int]], int]:
         """The query without the index: read the whole log (when the index cannot be written)."""
-        start, end, changes_only, actor, tool, target = filters
+        start, end, changes_only, actor, tool, target, origin = filters
         with self._lock:
             size = self._size
         hits: list[tuple[float, int, int, int]] = []
@@ -623,7 +641,8 @@ class HistoryQueries(HistoryIndex):
                             and (not changes_only or rec.get("changes"))
                             and (actor is None or rec.get("actor") == actor)
                             and (tool is None or rec.get("tool") == tool)
-                            and (target is None or target in targets_of(rec))):
+                            and (target is None or target in targets_of(rec))
+                            and (origin is None or origin in senders_of(rec))):
                         text = record_search_text(rec) if keys else ""
                         if all(k in text for k in keys):
                             hits.append((at, n, off, len(line)))

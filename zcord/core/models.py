@@ -229,6 +229,9 @@ class OpRecord(Model):
     changes: list[dict[str, Any]] = Field(default_factory=list)
     result: dict[str, Any] | None = None
     recovered: bool = False
+    origin: dict[str, Any] | None = None
+    """Whose messages led to the call: {session?, senders, inferred?} or {operator: true}
+    (zcord.core.origin); None in records written before origins were kept."""
 
 
 class StateFile(Model):

@@ -18,7 +18,8 @@ normalized text (`history_index.record_search_text`), stored without the text it
 
 So every keyword is a substring of the record's text exactly when the index says so, and
 totals come from the index. `bi` also carries the operator filters as tokens (`zc`: the
-record changed something; `za…`/`zt…`/`zg…`: its actor, tool and targets, hex-encoded), and
+record changed something; `za…`/`zt…`/`zg…`/`zo…`: its actor, tool, targets and origin's
+senders, hex-encoded), and
 in a log whose times never went back (the usual case) newest first is last logged first and
 a time range is a range of rows: the full-text tables then count and page a query by
 themselves, walking their matches backwards. A log whose clock went back is queried through

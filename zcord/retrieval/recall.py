@@ -6,6 +6,7 @@ No LLM, nothing written to history, nothing persisted: recall sets live in this 
 
 from __future__ import annotations
 
+from collections.abc import Callable, Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -15,7 +16,7 @@ from ..core.errors import InvalidArgument
 from ..core.fence import FENCE, cut, cut_quoted, fenced_node, label, neutralize, one_line, quote, quoted_len
 from ..core.state import MemoryState
 from .ranking import (LIGHT_WEIGHT, MESSAGE_HMM, RECENCY_DECAY, RECENCY_MIN, SINGLE_WEIGHT, SYNONYM_WEIGHT,
-                      Ranking, Term)
+                      Hit, Ranking, Term)
 from .synonyms import Synonyms
 from ..core.text import add_user_words, analyse_cached, has_cjk, is_light, is_stopword, normalize, term_key, title_seq
 
@@ -72,6 +73,21 @@ class Retriever(Ranking):
     @property
     def state(self) -> MemoryState:
         return self._state_ref()
+
+    hidden_ids: Callable[[], AbstractSet[str]] = frozenset
+    """The ids recall and search must leave out (changes pending review); set by the service."""
+
+    def visible_hits(self, terms, keyword_equality: bool, limit: int | None, mode: str,
+                     floor: bool = True) -> list[Hit]:
+        """`hits` without the hidden ids: as many more are asked for as are hidden, so the
+        quota is filled by the next best visible memories, ranked as they would be anyway."""
+        hidden = self.hidden_ids()
+        if not hidden:
+            return self.hits(terms, keyword_equality=keyword_equality, limit=limit, mode=mode, floor=floor)
+        hits = self.hits(terms, keyword_equality=keyword_equality, mode=mode, floor=floor,
+                         limit=None if limit is None else limit + len(hidden))
+        out = [h for h in hits if h.id not in hidden]
+        return out if limit is None else out[:limit]
 
     def teach_jieba(self) -> None:
         """Make jieba keep every synonym term, node keyword and person's name whole."""
@@ -233,7 +249,7 @@ class RecallSessions:
             return []
         r = self.retriever
         words = r.words(external, mode)
-        hits = r.hits(words.terms, keyword_equality=True, limit=RECALL_QUOTA, mode=mode)
+        hits = r.visible_hits(words.terms, keyword_equality=True, limit=RECALL_QUOTA, mode=mode)
         ids = [h.id for h in hits]
         self.sets[session] = ids
         return ids
@@ -276,7 +292,11 @@ class RecallSessions:
         if budget == 0:
             return {"text": "", "ids": []}
         people = self.senders.get(session, []) if senders else []
-        text, ids = render_header(self.retriever.state, self.sets.get(session, []), budget, people)
+        ids = self.sets.get(session, [])
+        hidden = self.retriever.hidden_ids()
+        if hidden:  # held for review since the batch was recalled
+            people, ids = [p for p in people if p not in hidden], [i for i in ids if i not in hidden]
+        text, ids = render_header(self.retriever.state, ids, budget, people)
         return {"text": text, "ids": ids}
 
 

@@ -45,6 +45,12 @@ class Ctx:
     """Set by a change that cannot be replayed from its record (a revert of a restore)."""
     snapshotted: bool = False
     """The change was written to memory-state.json before its log record (restore, migration)."""
+    origin: dict[str, Any] | None = None
+    """Whose messages led to the call (zcord.core.origin); every log record carries it."""
+    hold: bool = False
+    """The origin is untrusted: a change this call commits is held for review."""
+    held: bool = False
+    """A change of this call was held for review (the result says so)."""
 
 
 def _loc(loc: tuple) -> str:

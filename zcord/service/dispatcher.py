@@ -14,6 +14,7 @@ from typing import Any
 
 from ..core.errors import InvalidArgument, MayHaveTakenEffect, StorageError, UnknownTool, ZcorError, describe_os_error
 from ..core.models import OpError, OpRecord
+from ..core import origin as O
 from ..core.oplog import OpLog
 from ..core.protocol import VIEW_TOOLS, Forbidden
 from ..core.state import MemoryState, Tx
@@ -32,6 +33,9 @@ class Dispatcher:
     oplog: OpLog
     state: MemoryState
     clock: Callable[[], datetime]
+    trust: Any  # zcord.service.trust.TrustBook
+    review: Any  # zcord.service.review.ReviewBook
+    config: Any
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
@@ -40,9 +44,11 @@ class Dispatcher:
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
         self.gate = RestoreGate()
         self.snapshots = Snapshots(self)
+        self._calling = threading.local()  # this thread's call: its origin and whether it is held
 
     def call(self, tool: str, params: Any = None, actor: str = "operator",
-             allowed: Collection[str] | None = None, view: bool = False) -> dict[str, Any]:
+             allowed: Collection[str] | None = None, view: bool = False,
+             claim: Any = O.NO_CLAIM, batch: tuple[str, list[str]] | None = None) -> dict[str, Any]:
         """Run one tool call and record it. Raises ZcorError subclasses on failure.
 
         Args:
@@ -50,19 +56,57 @@ class Dispatcher:
             view: an operator's read made only to display something (VIEW_TOOLS): answered
                 but not recorded. Asked by the model, or for another tool, it is refused (and
                 recorded).
+            claim: the origin the bot told (`_meta["zcor/origin"]`), validated here; a bad one
+                is refused (and recorded). batch: the connection's latest recall batch
+                (session, senders), the origin when the bot told none.
         """
         if params is None:
             params = {}
         spec = TOOLS.get(tool) if allowed is None or tool in allowed else None
         if spec is not None and view and actor != "model" and tool in VIEW_TOOLS:
             return self._view_call(spec, params, actor)
-        if spec is not None and spec.flow is not None and not view:
-            return spec.flow(self, spec, params, actor)  # a tool that lets the lock go while it works
-        if spec is not None and spec.reads_log:
-            self.oplog.warm(background=True)  # a large backlog is indexed by its thread, not here
-        return self.gate.writes_wait(lambda: self._call_locked(tool, spec, params, actor, view))
+        origin, refusal, hold = self.judge_origin(spec, actor, claim, batch, view)
+        self._calling.origin, self._calling.hold = origin, hold
+        try:
+            if refusal is not None:
+                return self.gate.writes_wait(lambda: self._call_locked(tool, spec, params, actor, view, refusal))
+            if spec is not None and spec.flow is not None and not view:
+                return spec.flow(self, spec, params, actor)  # a tool that lets the lock go while it works
+            if spec is not None and spec.reads_log:
+                self.oplog.warm(background=True)  # a large backlog is indexed by its thread, not here
+            return self.gate.writes_wait(lambda: self._call_locked(tool, spec, params, actor, view))
+        finally:
+            self._calling.origin = self._calling.hold = None
 
-    def _call_locked(self, tool: str, spec: ToolSpec | None, params: Any, actor: str, view: bool) -> dict[str, Any]:
+    def judge_origin(self, spec: ToolSpec | None, actor: str, claim: Any, batch: tuple[str, list[str]] | None,
+                     view: bool) -> tuple[dict[str, Any], ZcorError | None, bool]:
+        """A call's origin, and what per-sender trust says of it: (origin, the refusal or
+        None, whether its change is held for review)."""
+        try:
+            origin = O.resolve(actor, claim, batch, claim is not O.NO_CLAIM)
+        except InvalidArgument as e:
+            return O.resolve(actor, None, batch, False), e, False
+        if actor != "model" or spec is None or not spec.mutates or view:
+            return origin, None, False
+        from .review import HOLDABLE_TOOLS
+        from ..core.errors import BlockedSender, UntrustedSender
+
+        level, who = self.trust.judge(origin, self.config.default_trust)
+        named = ", ".join(who) if who else "an unknown sender (the default trust level)"
+        if level == "blocked":
+            return origin, BlockedSender(
+                f"{spec.name} was refused by the per-sender trust rule: the operator blocked {named}, so "
+                f"nothing is changed on their behalf. Do not retry; answer without changing the memory."), False
+        if level == "untrusted":
+            if spec.name in HOLDABLE_TOOLS:
+                return origin, None, True
+            return origin, UntrustedSender(
+                f"{spec.name} was refused by the per-sender trust rule: {named} is untrusted, and this kind "
+                f"of change cannot be held for an operator's review. Do not retry."), False
+        return origin, None, False
+
+    def _call_locked(self, tool: str, spec: ToolSpec | None, params: Any, actor: str, view: bool,
+                     refusal: ZcorError | None = None) -> dict[str, Any]:
         with self.lock:
             self.store.verify_lock()
             self.reconcile_or_say()  # so a history query sees changes whose log record failed
@@ -78,7 +122,13 @@ class Dispatcher:
                 if spec is None or spec.handler is None:
                     raise UnknownTool(f"Tool {tool!r} is not declared in this request; call only the "
                                       f"tools you were given.", field="name")
-                return spec.handler(self, parse_args(spec.input_model, params), ctx)
+                if refusal is not None:
+                    raise refusal
+                result = spec.handler(self, parse_args(spec.input_model, params), ctx)
+                if ctx.held:
+                    from .review import REVIEW_NOTE
+                    result = {**result, "review": "pending", "reviewNote": REVIEW_NOTE}
+                return result
 
             return self.run_logged(ctx, params, run)
 
@@ -171,7 +221,13 @@ class Dispatcher:
     def new_ctx(self, tool: str, actor: str) -> Ctx:
         """The next operation: its sequence number and time (call with the lock held)."""
         self.seq += 1
-        return Ctx(actor=actor, tool=tool, seq=self.seq, at=self.clock())
+        ctx = Ctx(actor=actor, tool=tool, seq=self.seq, at=self.clock())
+        if actor == "model":
+            ctx.origin = getattr(self._calling, "origin", None) or O.inferred(None, [])
+            ctx.hold = bool(getattr(self._calling, "hold", False))
+        else:
+            ctx.origin = dict(O.OPERATOR_ORIGIN)
+        return ctx
 
     def rollback(self, ctx: Ctx) -> None:
         if ctx.tx is not None and not ctx.committed:
@@ -192,6 +248,14 @@ class Dispatcher:
                       after={"version": 3})
             tx.changes.insert(0, tx.changes.pop())
         numbered = tx.commit_changes()
+        if ctx.hold and numbered:
+            try:
+                self.review.hold(ctx, [c.dump() for c in numbered])
+            except OSError as e:
+                tx.rollback()
+                raise StorageError(f"The change could not be held for review ({describe_os_error(e)}); nothing "
+                                   f"changed.") from None
+            ctx.held = True
         # most changes become durable with their log record (log_call); these cannot be
         # replayed from it, so the snapshot is written first, as before the journal
         if mig is not None or ctx.snapshot_first or not self.store.state_path.exists():
@@ -200,6 +264,8 @@ class Dispatcher:
                 self.snapshots.save(self.snapshots.pos())
             except OSError as e:
                 tx.rollback()
+                if ctx.held:
+                    self.review.forget(ctx.seq)
                 if e.errno in (errno.EMFILE, errno.ENFILE):
                     raise StorageError(f"The Memory could not be saved: {describe_os_error(e)}; nothing "
                                        f"changed.") from None
@@ -217,7 +283,7 @@ class Dispatcher:
             params=params if isinstance(params, dict) else {"arguments": repr(params)[:1000]},
             status="error" if error else "ok",
             error=OpError(code=error.code, message=error.message, field=error.field) if error else None,
-            changes=ctx.changes, result=ctx.log_result)
+            changes=ctx.changes, result=ctx.log_result, origin=ctx.origin)
         journal = ctx.committed and ctx.tx is not None and not ctx.snapshotted
         try:
             own = [c["changeId"] for c in ctx.changes if c.get("changeId")]
@@ -234,6 +300,8 @@ class Dispatcher:
                 ctx.tx.rollback()
                 ctx.committed = False
                 ctx.changes = []
+                if ctx.held:
+                    self.review.forget(ctx.seq)
                 err = StorageError(f"The Memory could not be saved ({describe_os_error(e)}); nothing changed. "
                                    f"Check the disk and try again.")
                 try:  # the failed call is recorded like any other, if the disk takes it

@@ -167,6 +167,9 @@ class OperatorHistoryArgs(HistoryArgs):
                     AfterValidator(_no_surrogates)] | None = Field(None, description="Only calls of this tool.")
     target: Id | None = Field(None, description="Only records whose changes target this memory id or "
                                                 "personId, or that were called with it as id / personId.")
+    origin: Annotated[str, StringConstraints(min_length=1, max_length=200), AfterValidator(_no_surrogates),
+                      AfterValidator(_not_blank)] | None = Field(
+        None, description="Only records whose origin names this sender key (e.g. qq:42).")
 
 
 class RestoreArgs(Args):

@@ -35,6 +35,8 @@ from ..retrieval.synonyms import Synonyms
 from .calls import Ctx, InternalError, RestoreInProgress
 from .dispatcher import Dispatcher
 from .rooms import backups, history, synonyms
+from .review import REVIEW_FILE, ReviewBook, WithoutHeld
+from .trust import TRUST_FILE, TrustBook
 
 __all__ = ["Ctx", "InternalError", "RestoreInProgress", "Service"]
 
@@ -55,6 +57,9 @@ class Service(Dispatcher):
         self.state = MemoryState()
         self.retriever = Retriever(lambda: self.state, self.synonyms)
         self.sessions = RecallSessions(self.retriever)
+        self.trust = TrustBook(self.dir / TRUST_FILE)
+        self.review = ReviewBook(self.dir / REVIEW_FILE, self.lock)
+        self.retriever.hidden_ids = lambda: self.review.hidden  # held changes: not recalled, not searched
         self.http_client = None  # an httpx.Client to reuse for provider calls (tests may inject one)
         self.last_bot_backup: float | None = None  # time.monotonic() of the bot's last backup
         self.is_open = False
@@ -78,6 +83,8 @@ class Service(Dispatcher):
             if replayed:  # jieba learns the keywords of the nodes as they are now, however indexed
                 self.state.pending_words[:] = self.state.indexed_keywords()
             self.snapshots.pos_offset = pos.log_offset if pos is not None and pos.log_offset <= self.oplog.size else 0
+            self.trust.load()
+            self.review.load(self.oplog.last_seq, self.find_operation)
         except BaseException:
             self.close()
             raise
@@ -208,7 +215,11 @@ class Service(Dispatcher):
     def prefix(self) -> str:
         """The system prefix, built from live state and PERSONA.md."""
         with self.lock:
-            return build_prefix(self.state, self.dir / PERSONA_FILE, self.config.relationship_memory)
+            st = self.state
+            hidden = self.review.hidden
+            if hidden and any(i in hidden for i in st.important):  # held memories wait for review
+                st = WithoutHeld(st, hidden)
+            return build_prefix(st, self.dir / PERSONA_FILE, self.config.relationship_memory)
 
     def recall(self, session: str, events: Any) -> list[str]:
         """Replace the session's recall set from a batch of events; returns it, best first."""
@@ -217,7 +228,49 @@ class Service(Dispatcher):
         parsed = parse_events(events)
         with self.lock:
             self.refresh_synonyms()
+            parsed = self._unblocked(session, parsed)
+            if parsed is None:
+                return []
             return self.sessions.recall(session, parsed, self.config.recall_budget, self.config.recall_ranking)
+
+    def _unblocked(self, session: str, events: list) -> list | None:
+        """The batch without blocked senders' external events; None (and the session's recall
+        set emptied) when every external event came from a blocked sender."""
+        default = self.config.default_trust
+        if not self.trust.levels and default != "blocked":
+            return events
+        external = [e for e in events if e.origin == "external"]
+        kept = [e for e in events if e.origin != "external"
+                or self.trust.level(e.sender_key or "", default) != "blocked"]
+        if external and not any(e.origin == "external" for e in kept):
+            self.sessions.sets[session] = []
+            self.sessions.senders[session] = []
+            return None
+        return kept
+
+    # -- per-sender trust (zcor/trust/get, zcor/trust/set) -------------------------------
+
+    def trust_get(self) -> dict[str, Any]:
+        with self.lock:
+            return self.trust.listing(self.config.default_trust)
+
+    def trust_set(self, params: Any, actor: str = "operator") -> dict[str, Any]:
+        """Give a sender a trust level (level null: back to defaultTrust); trust.json is
+        replaced atomically and the change recorded in the operation log."""
+        if not isinstance(params, dict) or set(params) - {"sender", "level"} or "sender" not in params \
+                or "level" not in params:
+            raise InvalidArgument("params must be {sender, level}: level one of trusted, normal, untrusted, "
+                                  "blocked, or null for the default", field="level" if isinstance(params, dict)
+                                  and "sender" in params else "sender")
+
+        def apply():
+            before, after = self.trust.set(params["sender"], params["level"])
+            out = {"sender": params["sender"], "level": self.trust.level(params["sender"], self.config.default_trust),
+                   "explicit": after is not None}
+            return out, ([] if before == after else
+                         [{"kind": "trust.set", "target": params["sender"], "before": before, "after": after}])
+
+        return self.operate("zcor/trust/set", dict(params), actor, apply, TRUST_FILE)
 
     def context(self, session: str) -> dict[str, Any]:
         """The context header for the session, rendered from live state now."""
@@ -257,6 +310,7 @@ class Service(Dispatcher):
             "synonymGroups": len(self.synonyms.groups),
             "personaEmpty": self.persona_get()["empty"],
             "journaledChanges": self.snapshots.changes,
+            "pendingReview": len(self.review.items),
         }
 
     def snapshot(self) -> dict[str, Any]:

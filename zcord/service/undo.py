@@ -31,6 +31,10 @@ if TYPE_CHECKING:
 
 REVERT = "zcor/history/revert"
 REINSTATE = "zcor/history/reinstate"
+REVERT_ORIGIN = "zcor/history/revertOrigin"
+REJECT = "zcor/review/reject"
+REVERTERS = (REVERT, REVERT_ORIGIN, REJECT)
+"""The operations that revert others (their log result names what they reverted)."""
 _AT_RE = re.compile(rb'"at":"([^"]+)"')
 
 
@@ -76,7 +80,7 @@ def _indexed_changes(svc: Service, target: str) -> list[dict[str, Any]] | None:
         for c in rec.get("changes", ()):
             cid = c.get("changeId")
             if cid and c.get("target") == target:
-                out[cid] = c
+                out[cid] = {**c, "origin": rec.get("origin")}
     if not _log_from_the_start(svc):
         return None
     return [out[k] for k in sorted(out)]
@@ -158,8 +162,8 @@ def versions(svc: Service, target: str) -> dict[str, Any]:
         if found is None:
             found = list(changes(svc, target))
         items = [{"at": c["at"], "actor": c["actor"], "seq": c.get("opSeq"), "changeId": c["changeId"],
-                  "kind": c["kind"], "tool": c.get("tool"), "record": c.get("after") if not c["kind"].endswith(".delete")
-                  else None}
+                  "kind": c["kind"], "tool": c.get("tool"), "origin": c.get("origin"),
+                  "record": c.get("after") if not c["kind"].endswith(".delete") else None}
                  for c in found if c["kind"].startswith(("node.", "relationship."))]
     if not items:
         raise NotFound(f"No change in the history concerns {target!r}", field="id")
@@ -259,10 +263,10 @@ def _differs(current: dict[str, Any] | None, expected: dict[str, Any] | None) ->
 class _Undo:
     """Builds one revert inside the caller's transaction, collecting conflicts."""
 
-    def __init__(self, svc: Service, ctx: Ctx, seq: int, force: bool):
+    def __init__(self, svc: Service, ctx: Ctx, seq: int, force: bool, tx: Any = None):
         self.svc, self.ctx, self.seq, self.force = svc, ctx, seq, force
         self.st = svc.state
-        self.tx = svc.begin(ctx)
+        self.tx = svc.begin(ctx) if tx is None else tx
         self.conflicts: list[dict[str, Any]] = []
         self.receipt = {"revertOf": seq}
         self.important_before: list[str] | None = None  # set when the operation changed the list
@@ -414,7 +418,7 @@ def revert(svc: Service, params: Any) -> dict[str, Any]:
     seq, force = _seq_args(params)
     if params.get("preview", False):
         return _preview(svc, seq, force)
-    return svc.run_operation(REVERT, params, lambda ctx: _revert(svc, ctx, seq, force))
+    return svc.review.settle_after(lambda: svc.run_operation(REVERT, params, lambda ctx: _revert(svc, ctx, seq, force)))
 
 
 def _preview(svc: Service, seq: int, force: bool) -> dict[str, Any]:
@@ -453,6 +457,7 @@ def _seq_args(params: Any) -> tuple[int, bool]:
 
 def _revert(svc: Service, ctx: Ctx, seq: int, force: bool) -> dict[str, Any]:
     u = _plan(svc, ctx, seq, force)
+    svc.review.start_reverting([seq], ctx.seq)  # a held operation reverted is no longer pending
     svc.commit(ctx)
     ctx.log_result = {"reverted": seq}
     return {"seq": ctx.seq, "reverted": seq, "forced": bool(u.conflicts),
@@ -470,6 +475,27 @@ def _plan(svc: Service, ctx: Ctx, seq: int, force: bool, dry: bool = False) -> _
                               f"nothing to revert", field="seq")
     u = _Undo(svc, ctx, seq, force)
     u.dry = dry
+    _undo_changes(u, own)
+    _refuse_conflicts(u, f"Operation {seq}", force)
+    if not u.tx.changes:
+        raise InvalidArgument(f"Reverting operation {seq} would change nothing: the Memory already holds what "
+                              f"was there before it", field="seq")
+    return u
+
+
+def _refuse_conflicts(u: _Undo, what: str, force: bool, field: str = "seq") -> None:
+    hard = [x for x in u.conflicts if x.get("forceable") is False]
+    if u.conflicts and (hard or not force):
+        shown = "; ".join((f"operation {x['seq']}, " if "seq" in x else "") + f"{x['target'] or 'the Memory'}: "
+                          f"{x['problem']}" + (f" ({', '.join(x['fields'])})" if x.get("fields") else "")
+                          for x in u.conflicts[:8])
+        hint = "" if hard else " Pass force to write the old values anyway, as a new change."
+        raise Conflict(f"{what} cannot be reverted: {shown}.{hint}", field=field,
+                       data={"conflicts": u.conflicts})
+
+
+def _undo_changes(u: _Undo, own: list[dict[str, Any]]) -> None:
+    """Undo one operation's changes (newest first) inside u's transaction, noting conflicts."""
     marks = [c for c in own if c["kind"].startswith("important.")]
     if marks:
         u.check_important(marks[0].get("before") or [], marks[-1].get("after") or [])
@@ -486,17 +512,6 @@ def _plan(svc: Service, ctx: Ctx, seq: int, force: bool, dry: bool = False) -> _
         elif kind == "state.restore":
             u.restore(c)
     u.finish_important()
-    hard = [x for x in u.conflicts if x.get("forceable") is False]
-    if u.conflicts and (hard or not force):
-        shown = "; ".join(f"{x['target'] or 'the Memory'}: {x['problem']}"
-                          + (f" ({', '.join(x['fields'])})" if x.get("fields") else "") for x in u.conflicts[:8])
-        hint = "" if hard else " Pass force to write the old values anyway, as a new change."
-        raise Conflict(f"Operation {seq} cannot be reverted: {shown}.{hint}", field="seq",
-                       data={"conflicts": u.conflicts})
-    if not u.tx.changes:
-        raise InvalidArgument(f"Reverting operation {seq} would change nothing: the Memory already holds what "
-                              f"was there before it", field="seq")
-    return u
 
 
 def reinstate(svc: Service, params: Any) -> dict[str, Any]:
@@ -535,3 +550,135 @@ def reinstate(svc: Service, params: Any) -> dict[str, Any]:
                 "changes": [{"kind": c["kind"], "target": c.get("target")} for c in ctx.changes]}
 
     return svc.run_operation(REINSTATE, params, run)
+
+
+# -- several operations at once: undo by origin, and the review's reject --------------------------
+
+
+def reverted_seqs(svc: Service) -> set[int]:
+    """The operations undone by a revert that is itself still in force (a revert of a revert
+    puts its operation back), from the reverting operations' log results."""
+    undone_by: dict[int, list[int]] = {}
+    for tool in REVERTERS:
+        records, _ = svc.oplog.query([], None, None, 1 << 30, 0, changes_only=True, tool=tool)
+        for rec in records:
+            got = (rec.get("result") or {}).get("reverted")
+            seqs = got if isinstance(got, list) else [got]
+            if rec.get("status") == "ok":
+                undone_by[rec["seq"]] = [x for x in seqs if isinstance(x, int)]
+    memo: dict[int, bool] = {}
+
+    def in_force(reverter: int) -> bool:  # not undone by a later revert in force
+        if reverter not in memo:
+            memo[reverter] = True  # a cycle cannot happen (reverts point back in time); be safe
+            memo[reverter] = not any(reverter in seqs and in_force(r) for r, seqs in undone_by.items() if r > reverter)
+        return memo[reverter]
+
+    return {x for r, seqs in undone_by.items() if in_force(r) for x in seqs}
+
+
+def plan_many(svc: Service, ctx: Ctx, records: list[dict[str, Any]], force: bool, what: str, field: str,
+              dry: bool = False, receipt: dict[str, Any] | None = None) -> _Undo:
+    """Undo several logged operations, newest first, in one transaction (not yet committed);
+    Conflict when refused, as `_plan` for one."""
+    records = sorted(records, key=lambda r: r["seq"], reverse=True)
+    u = _Undo(svc, ctx, records[0]["seq"], force)
+    u.dry = dry
+    for rec in records:
+        own = [c for c in rec.get("changes", []) if c.get("changeId")]
+        u.seq, u.receipt, u.important_before = rec["seq"], {"revertOf": rec["seq"], **(receipt or {})}, None
+        seen = len(u.conflicts)
+        _undo_changes(u, own)
+        for x in u.conflicts[seen:]:
+            x["seq"] = rec["seq"]
+    _refuse_conflicts(u, what, force, field)
+    if not u.tx.changes:
+        raise InvalidArgument(f"Reverting {what[0].lower() + what[1:]} would change nothing: the Memory already "
+                              f"holds what was there before", field=field)
+    return u
+
+
+def preview_many(svc: Service, name: str, plan) -> dict[str, Any]:
+    """Run plan(ctx) -> _Undo as a preview: nothing changed, logged or numbered."""
+    with svc.lock:
+        ctx = svc.new_ctx(name, "operator")
+        svc.seq -= 1  # a preview is not an operation: its number is not used
+        try:
+            u = plan(ctx)
+            planned = [c.dump() for c in u.tx.changes]
+        except Conflict as e:
+            return {"ok": False, "message": e.message, "conflicts": e.data.get("conflicts", []), "changes": []}
+        finally:
+            if ctx.tx is not None:
+                ctx.tx.rollback()
+        return {"ok": True, "forced": bool(u.conflicts), "conflicts": u.conflicts,
+                "changes": [{k: c.get(k) for k in ("kind", "target", "before", "after")} for c in planned]}
+
+
+def _origin_args(params: Any) -> tuple[str, float | None, float | None, bool, bool]:
+    from ..core.origin import MAX_SENDER
+    from .calls import parse_time_filter
+
+    if not isinstance(params, dict):
+        raise InvalidArgument("params must be an object {sender, from?, to?, force?, preview?}")
+    unknown = sorted(set(params) - {"sender", "from", "to", "force", "preview"})
+    if unknown:
+        raise InvalidArgument(f"unknown parameter {unknown[0]}", field=unknown[0])
+    sender = params.get("sender")
+    if not isinstance(sender, str) or not sender.strip() or len(sender) > MAX_SENDER:
+        raise InvalidArgument(f"sender must be a sender key (e.g. qq:42, at most {MAX_SENDER} characters)",
+                              field="sender")
+    for name in ("force", "preview"):
+        if not isinstance(params.get(name, False), bool):
+            raise InvalidArgument(f"{name} must be true or false", field=name)
+    start = parse_time_filter(params.get("from"), "from") if params.get("from") is not None else None
+    end = parse_time_filter(params.get("to"), "to") if params.get("to") is not None else None
+    for name in ("from", "to"):
+        if params.get(name) is not None and not isinstance(params[name], str):
+            raise InvalidArgument(f"{name} must be an ISO 8601 time with its UTC offset", field=name)
+    if start is not None and end is not None and start > end:
+        raise InvalidArgument("from is later than to", field="from")
+    return sender, start, end, params.get("force", False), params.get("preview", False)
+
+
+def origin_operations(svc: Service, sender: str, start: float | None, end: float | None) -> list[dict[str, Any]]:
+    """The operations in force that changed the Memory on behalf of `sender` (its origin
+    names it) in the time range, newest first."""
+    records, _ = svc.oplog.query([], start, end, 1 << 30, 0, changes_only=True, origin=sender)
+    undone = reverted_seqs(svc)
+    return [r for r in records if r.get("status") == "ok" and r["seq"] not in undone
+            and any(c.get("changeId") for c in r.get("changes", ()))]
+
+
+def revert_origin(svc: Service, params: Any) -> dict[str, Any]:
+    """Undo every change caused by one sender in a time range, newest first, as one
+    operation (operator method `zcor/history/revertOrigin`), itself revertible. Conflicts
+    and `force` / `preview` as for `revert`."""
+    if isinstance(params, dict) and isinstance(params.get("from"), (int, float)):
+        raise InvalidArgument("from must be an ISO 8601 time with its UTC offset", field="from")
+    sender, start, end, force, preview = _origin_args(params)
+
+    def plan(ctx: Ctx, dry: bool, seqs: list[int]) -> _Undo:
+        records = origin_operations(svc, sender, start, end)
+        if not records:
+            raise InvalidArgument(f"No change in force was caused by {sender} in that range; nothing to revert",
+                                  field="sender")
+        seqs.extend(r["seq"] for r in records)
+        what = f"The {len(seqs)} operation(s) caused by {sender}"
+        return plan_many(svc, ctx, records, force, what, "sender", dry, {"revertOrigin": sender})
+
+    if preview:
+        seen: list[int] = []
+        out = preview_many(svc, REVERT_ORIGIN, lambda ctx: plan(ctx, True, seen))
+        return {"sender": sender, "seqs": seen, **out}
+
+    def run(ctx: Ctx) -> dict[str, Any]:
+        seqs: list[int] = []
+        u = plan(ctx, False, seqs)
+        svc.review.start_reverting(seqs, ctx.seq)
+        svc.commit(ctx)
+        ctx.log_result = {"reverted": seqs, "sender": sender}
+        return {"seq": ctx.seq, "sender": sender, "reverted": seqs, "forced": bool(u.conflicts),
+                "changes": [{"kind": c["kind"], "target": c.get("target")} for c in ctx.changes]}
+
+    return svc.review.settle_after(lambda: svc.run_operation(REVERT_ORIGIN, params, run))

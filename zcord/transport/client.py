@@ -34,6 +34,7 @@ from typing import Any
 
 from .. import __version__
 from ..core import protocol as P
+from ..core.origin import ORIGIN_META
 from .paths import UnsafeSocket, check_client_socket, check_peer, client_socket
 
 log = logging.getLogger("zcord.client")
@@ -158,11 +159,27 @@ def tool_result(result: Any) -> dict[str, Any]:
 class _Methods:
     """Typed wrappers shared by both clients; subclasses provide `request`."""
 
-    def _call_tool_params(self, name: str, arguments: dict[str, Any] | None, view: bool = False) -> dict[str, Any]:
+    def _call_tool_params(self, name: str, arguments: dict[str, Any] | None, view: bool = False,
+                          origin: dict[str, Any] | None = None) -> dict[str, Any]:
         params: dict[str, Any] = {"name": name, "arguments": {} if arguments is None else arguments}
         if view:
             params["_meta"] = {P.VIEW_META: True}
+        if origin is not None:
+            params.setdefault("_meta", {})[ORIGIN_META] = origin
         return params
+
+    @staticmethod
+    def _revert_origin_params(sender: str, start: "str | datetime | None", end: "str | datetime | None",
+                              force: bool, preview: bool) -> dict[str, Any]:
+        params: dict[str, Any] = {"sender": sender}
+        for key, value in (("from", start), ("to", end)):
+            if value is not None:
+                params[key] = value.isoformat() if isinstance(value, datetime) else value
+        return {**params, **({"force": True} if force else {}), **({"preview": True} if preview else {})}
+
+    @staticmethod
+    def _review_params(ids: list[int], force: bool = False, preview: bool = False) -> dict[str, Any]:
+        return {"ids": list(ids), **({"force": True} if force else {}), **({"preview": True} if preview else {})}
 
     @staticmethod
     def _recall_params(session: str, events: list[dict[str, Any]] | str) -> dict[str, Any]:
@@ -197,13 +214,14 @@ class _AsyncMethods(_Methods):
         return (await self.request("tools/list"))["tools"]
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, *,
-                        timeout: float | None = None, view: bool = False) -> dict[str, Any]:
+                        timeout: float | None = None, view: bool = False,
+                        origin: dict[str, Any] | None = None) -> dict[str, Any]:
         """The tool's structured result; ToolError when the tool refuses or fails.
 
         view: (operators, read-only tools) a read made only to display something, which the
         daemon answers without recording it in the operation log.
         """
-        return tool_result(await self.request("tools/call", self._call_tool_params(name, arguments, view),
+        return tool_result(await self.request("tools/call", self._call_tool_params(name, arguments, view, origin),
                                               timeout=timeout))
 
     async def prefix(self) -> str:
@@ -272,8 +290,36 @@ class _AsyncMethods(_Methods):
 
     async def history_query(self, filters: dict[str, Any] | None = None) -> dict[str, Any]:
         """`zcor/history/query`: `{keywords?, from?, to?, limit?, offset?, changesOnly?, actor?,
-        tool?, target?}` → `{items, total, nextOffset}` (not recorded)."""
+        tool?, target?, origin?}` → `{items, total, nextOffset}` (not recorded)."""
         return await self.request("zcor/history/query", filters or {})
+
+    async def history_revert_origin(self, sender: str, start: str | datetime | None = None,
+                                    end: str | datetime | None = None, force: bool = False,
+                                    preview: bool = False) -> dict[str, Any]:
+        """Undo every change caused by `sender` (between `start` and `end`), newest first, as
+        one operation (`zcor/history/revertOrigin`); with `preview` nothing changes."""
+        return await self.request("zcor/history/revertOrigin",
+                                  self._revert_origin_params(sender, start, end, force, preview))
+
+    async def trust_get(self) -> dict[str, Any]:
+        """`zcor/trust/get` → `{default, senders: [{sender, level}]}`."""
+        return await self.request("zcor/trust/get")
+
+    async def trust_set(self, sender: str, level: str | None) -> dict[str, Any]:
+        """Give a sender a trust level (trusted, normal, untrusted, blocked; None: the default)."""
+        return await self.request("zcor/trust/set", {"sender": sender, "level": level})
+
+    async def review_list(self) -> dict[str, Any]:
+        """`zcor/review/list` → `{items: [{seq, at, tool, origin, changes}], total}`, newest first."""
+        return await self.request("zcor/review/list")
+
+    async def review_approve(self, ids: list[int]) -> dict[str, Any]:
+        """Approve held changes by their operation seqs (they are recalled from now on)."""
+        return await self.request("zcor/review/approve", self._review_params(ids))
+
+    async def review_reject(self, ids: list[int], force: bool = False, preview: bool = False) -> dict[str, Any]:
+        """Reject held changes by their operation seqs: each is reverted, as one operation."""
+        return await self.request("zcor/review/reject", self._review_params(ids, force, preview))
 
     async def subscribe(self, handler: NotificationHandler | None = None) -> None:
         """Receive `zcor/changed` after every committed change (kept across reconnects)."""
@@ -745,8 +791,9 @@ class Client(_Methods):
         return self.request("tools/list")["tools"]
 
     def call_tool(self, name: str, arguments: dict[str, Any] | None = None, *,
-                  timeout: float | None = None, view: bool = False) -> dict[str, Any]:
-        return tool_result(self.request("tools/call", self._call_tool_params(name, arguments, view),
+                  timeout: float | None = None, view: bool = False,
+                  origin: dict[str, Any] | None = None) -> dict[str, Any]:
+        return tool_result(self.request("tools/call", self._call_tool_params(name, arguments, view, origin),
                                         timeout=timeout))
 
     def prefix(self) -> str:
@@ -816,6 +863,27 @@ class Client(_Methods):
     def history_query(self, filters: dict[str, Any] | None = None) -> dict[str, Any]:
         """`zcor/history/query` (see AsyncClient.history_query)."""
         return self.request("zcor/history/query", filters or {})
+
+    def history_revert_origin(self, sender: str, start: str | datetime | None = None,
+                              end: str | datetime | None = None, force: bool = False,
+                              preview: bool = False) -> dict[str, Any]:
+        """`zcor/history/revertOrigin` (see AsyncClient.history_revert_origin)."""
+        return self.request("zcor/history/revertOrigin", self._revert_origin_params(sender, start, end, force, preview))
+
+    def trust_get(self) -> dict[str, Any]:
+        return self.request("zcor/trust/get")
+
+    def trust_set(self, sender: str, level: str | None) -> dict[str, Any]:
+        return self.request("zcor/trust/set", {"sender": sender, "level": level})
+
+    def review_list(self) -> dict[str, Any]:
+        return self.request("zcor/review/list")
+
+    def review_approve(self, ids: list[int]) -> dict[str, Any]:
+        return self.request("zcor/review/approve", self._review_params(ids))
+
+    def review_reject(self, ids: list[int], force: bool = False, preview: bool = False) -> dict[str, Any]:
+        return self.request("zcor/review/reject", self._review_params(ids, force, preview))
 
     def subscribe(self) -> None:
         self.request("zcor/subscribe")

@@ -57,6 +57,9 @@ class Connection:
         self.reading = False
         self.peer = PeerCred.of(writer.get_extra_info("socket"))
         self.daemon: "ConnectionServer | None" = None
+        self.last_batch: tuple[str, list[str]] | None = None
+        """The session and external senderKeys of this connection's latest zcor/recall batch:
+        the origin of its tool calls when the bot tells none (zcord.core.origin)."""
 
     @property
     def actor(self) -> str:

@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..core import protocol as P
+from ..core import origin as O
 from ..core.errors import InvalidArgument, ZcorError
 from ..core.store import BOT_BACKUP_RE
-from ..service import undo
+from ..service import review, undo
 from ..service.tools import TOOLS, declared_tools
 from . import mcp_extras
 from .connections import Connection
@@ -94,6 +95,8 @@ class MethodHandlers:
         arguments = params.get("arguments")
         meta = params.get("_meta")
         view = isinstance(meta, dict) and meta.get(P.VIEW_META) is True
+        claim = meta[O.ORIGIN_META] if isinstance(meta, dict) and O.ORIGIN_META in meta else O.NO_CLAIM
+        batch = conn.last_batch
         service = self.service
         actor = conn.actor
         bot = conn.role == P.BOT
@@ -102,7 +105,7 @@ class MethodHandlers:
             if conn.writer.is_closing():  # disconnected (e.g. for not reading) while this waited
                 return {}
             allowed = self._bot_tool_names(service.config.relationship_memory) if bot else None
-            return service.call(name, arguments, actor=actor, allowed=allowed, view=view)
+            return service.call(name, arguments, actor=actor, allowed=allowed, view=view, claim=claim, batch=batch)
 
         spec = TOOLS.get(name)
         runs = spec.runs if spec is not None else "worker"  # where the tool table says it runs
@@ -129,6 +132,8 @@ class MethodHandlers:
             raise P.RpcError(P.INVALID_PARAMS, "Invalid params: events must be an array of "
                                                "{text, origin, ts?, source?, senderKey?}", {"field": "events"})
         ids = await self._work(self.service.recall, session, events)
+        if any(isinstance(e, dict) and e.get("origin") == "external" for e in events):
+            conn.last_batch = (session, O.batch_senders(events))  # the origin of what the bot does next
         return {"ids": list(ids)}
 
     async def _context(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
@@ -254,6 +259,28 @@ class MethodHandlers:
         if when.tzinfo is None:
             raise InvalidArgument("time must carry its UTC offset, e.g. 2026-12-01T20:00:00+08:00", field="time")
         return await self._work(undo.state_at, self.service, when)
+
+    # -- origin, per-sender trust and review (issue 22) ------------------------------------------
+
+    async def _trust_get(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        if params:
+            raise InvalidArgument("zcor/trust/get takes no parameters")
+        return await self._work(self.service.trust_get)
+
+    async def _trust_set(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        return await self._work(self.service.trust_set, params, conn.actor)
+
+    async def _review_list(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        return await self._work(review.review_list, self.service, params)
+
+    async def _review_approve(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        return await self._work(review.approve, self.service, params)
+
+    async def _review_reject(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        return await self._work(review.reject, self.service, params)
+
+    async def _history_revert_origin(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        return await self._work(undo.revert_origin, self.service, params)
 
     async def _snapshot_method(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         return await self._work(self.service.snapshot)

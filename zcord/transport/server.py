@@ -109,6 +109,12 @@ class Daemon(MethodHandlers, ConnectionServer):
             "zcor/persona/get": (self._persona_get, True),
             "zcor/persona/set": (self._persona_set, True),
             "zcor/history/query": (self._history_query, True),
+            "zcor/trust/get": (self._trust_get, True),
+            "zcor/trust/set": (self._trust_set, True),
+            "zcor/review/list": (self._review_list, True),
+            "zcor/review/approve": (self._review_approve, True),
+            "zcor/review/reject": (self._review_reject, True),
+            "zcor/history/revertOrigin": (self._history_revert_origin, True),
             # MCP prompts and resources: recall and the prefix for hosts that speak only MCP
             "prompts/list": (self._prompts_list, False),
             "prompts/get": (self._prompts_get, False),

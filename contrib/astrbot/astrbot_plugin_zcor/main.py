@@ -18,6 +18,7 @@ it never fails the request.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import re
 from datetime import datetime, timezone
@@ -59,9 +60,11 @@ class ZcorTool(FunctionTool):
     """One of zcord's declared tools, run by the daemon as the bot."""
 
     plugin: Any = None
+    origin: Any = None
+    """The request's session and sender, sent with the call as its origin (`_meta` "zcor/origin")."""
 
     async def call(self, context: Any, **kwargs: Any) -> str:
-        return await self.plugin.run_tool(self.name, kwargs)
+        return await self.plugin.run_tool(self.name, kwargs, self.origin)
 
 
 class ZcorMemory(Star):
@@ -139,14 +142,14 @@ class ZcorMemory(Star):
             logger.warning(f"zcor: zcord at {where} is unavailable ({err}); answering without memory")
             self.down_logged = True
 
-    async def run_tool(self, name: str, arguments: dict[str, Any]) -> str:
+    async def run_tool(self, name: str, arguments: dict[str, Any], origin: dict[str, Any] | None = None) -> str:
         """Run a model's tool call through zcord; errors become a result the model can act on."""
         client = await self.daemon()
         if client is None:
             return json.dumps({"error": {"code": "unavailable",
                                          "message": "The memory is unavailable right now; answer without it."}})
         try:
-            result = await client.call_tool(name, arguments)
+            result = await client.call_tool(name, arguments, **told(client, origin))
         except ToolError as e:
             return json.dumps({"error": e.to_dict()}, ensure_ascii=False)
         except (ClientError, OSError) as e:
@@ -163,6 +166,7 @@ class ZcorMemory(Star):
         if client is None:
             return
         session = self.session_of(event)
+        origin = {"session": session, "senders": [self.sender_of(event)]}
         text = event.get_message_str() or req.prompt or ""
         try:
             if text.strip():
@@ -182,12 +186,20 @@ class ZcorMemory(Star):
         for tool in tools:
             req.func_tool.add_tool(ZcorTool(name=tool["name"], description=tool.get("description", ""),
                                             parameters=tool.get("inputSchema") or {"type": "object", "properties": {}},
-                                            handler_module_path=__name__, plugin=self))
+                                            handler_module_path=__name__, plugin=self, origin=origin))
 
     async def terminate(self) -> None:
         if self.client is not None:
             await self.client.close()
             self.client = None
+
+
+def told(client: Any, origin: dict[str, Any] | None) -> dict[str, Any]:
+    """The origin as call_tool's keyword, when this zcord client library takes one (an older
+    one does not: zcord then infers the origin from the batch the plugin delivered)."""
+    if origin is None or "origin" not in inspect.signature(client.call_tool).parameters:
+        return {}
+    return {"origin": origin}
 
 
 def add_memory(system_prompt: str, memory: str) -> str:

@@ -20,7 +20,7 @@ def history(svc: Service, a: I.HistoryArgs, ctx: Ctx) -> dict[str, Any]:
 
 def operator_query(svc: Service, params: Any) -> dict[str, Any]:
     """`zcor/history/query`: the history tool's query plus the operator's filters (changes only,
-    actor, tool, target), all applied by the index, so totals and pages are exact. Like
+    actor, tool, target, origin), all applied by the index, so totals and pages are exact. Like
     other operator displays it is not recorded."""
     a = parse_args(I.OperatorHistoryArgs, params)
     start, end = time_range(a)
@@ -30,5 +30,5 @@ def operator_query(svc: Service, params: Any) -> dict[str, Any]:
         svc.reconcile_or_say()
         items, total = svc.oplog.query(a.keywords or [], start, end, a.limit, a.offset,
                                        changes_only=a.changes_only, actor=a.actor, tool=a.tool,
-                                       target=a.target)
+                                       target=a.target, origin=a.origin)
     return {"items": items, "total": total, "nextOffset": page(total, a.offset, len(items))}

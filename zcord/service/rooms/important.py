@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ...core.errors import Superseded
+from ...core.errors import Conflict, Superseded
 from ...core.models import MAX_IMPORTANT
 from .. import inputs as I
 from ..calls import Ctx
@@ -22,6 +22,9 @@ def important(svc: Service, a: I.ImportantArgs, ctx: Ctx) -> dict[str, Any]:
         if node.superseded_by is not None:
             raise Superseded(f"Memory {a.id} was superseded by {node.superseded_by} and cannot be "
                              f"marked important; mark {node.superseded_by} instead.", field="id")
+        if a.id in svc.review.hidden:
+            raise Conflict(f"Memory {a.id} is held for an operator's review (it came from an untrusted sender) "
+                           f"and cannot be marked important until it is approved.", field="id")
         if a.id not in st.important:
             after = [*st.important, a.id]
             receipt = None

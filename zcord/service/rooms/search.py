@@ -34,8 +34,8 @@ def search(svc: Service, spec: ToolSpec, params: Any, actor: str) -> dict[str, A
             args = parse_args(spec.input_model, params)
             svc.refresh_synonyms()
             terms = sorted(svc.synonyms.classes.expand(args.keywords))
-            hits = svc.retriever.hits(terms, keyword_equality=False, limit=SEARCH_CANDIDATES,
-                                      mode=svc.config.recall_ranking, floor=False)
+            hits = svc.retriever.visible_hits(terms, keyword_equality=False, limit=SEARCH_CANDIDATES,
+                                              mode=svc.config.recall_ranking, floor=False)
             candidates = [svc.state.nodes[h.id].dump() for h in hits]
             cfg = svc.config.llm
         except ZcorError as e:

@@ -1,0 +1,177 @@
+"""Review (key 8): the changes zcord held back because an untrusted sender caused them
+(`zcor/review/list`), newest first, each with its origin and before/after; approve one
+(`a`: it is recalled from then on) or reject it (`x`: zcord's preview of the revert, then
+confirm — the revert dialog, asking about the held operation).
+
+Held changes are named by their operation's seq, the number History shows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.widgets import DataTable, Static
+
+from zcord.client import ClientError, ToolError, describe_origin
+
+from ..diff import change_view
+from ..format import change_targets, plural, when
+from ..messages import MemoryChanged
+from .base import ZcorScreen
+from .revert import RevertScreen
+
+
+class RejectScreen(RevertScreen):
+    """Preview and run `zcor/review/reject` of one held operation; dismisses with the result or None."""
+
+    def __init__(self, seq: int, record: dict[str, Any] | None = None):
+        super().__init__(seq, record)
+        self.subject = f"held operation #{seq}"
+
+    def _title(self) -> Text:
+        title = Text(f"Reject held operation #{self.seq}")
+        if self.record.get("tool"):
+            title.append(f" · {self.record['tool']}", style="bold cyan")
+        origin = describe_origin(self.record.get("origin"))
+        if origin:
+            title.append(f" {origin}", style="yellow")
+        return title
+
+    async def _request(self, **kwargs: Any) -> dict[str, Any]:
+        return await self.app.client.review_reject([self.seq], **kwargs)
+
+
+class ReviewScreen(ZcorScreen):
+    MODE = "review"
+    MAIN = "#held"
+    HELP = "Changes held back because an untrusted sender caused them: approve or reject each"
+    BINDINGS = [
+        Binding("a", "approve", "Approve", id="review.approve",
+                tooltip="Approve the selected change: it is recalled and shown to the model from now on"),
+        Binding("x", "reject", "Reject…", id="review.reject",
+                tooltip="Reject the selected change: preview its revert, then confirm"),
+        Binding("v", "toggle_view", "Unified/side", id="review.view",
+                tooltip="Show changes as a unified diff or side by side"),
+        Binding("r", "reload", "Refresh", id="review.reload", tooltip="List the held changes again"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.items: dict[str, dict[str, Any]] = {}
+        self.side_by_side = False
+
+    def compose_body(self) -> ComposeResult:
+        yield Static("", id="review-summary", classes="summary")
+        table: DataTable[Any] = DataTable(id="held", cursor_type="row", zebra_stripes=True)
+        yield table
+        with VerticalScroll(id="held-scroll"):
+            yield Static("", id="held-detail")
+
+    def on_mount(self) -> None:
+        table = self.query_one("#held", DataTable)
+        table.add_column("Seq", key="seq", width=7)
+        table.add_column("Time", key="time", width=19)
+        table.add_column("Tool", key="tool", width=24)
+        table.add_column("Target", key="target", width=12)
+        table.add_column("Origin", key="origin")
+        super().on_mount()
+
+    def reload(self, changed: MemoryChanged | None = None) -> None:
+        self.load()
+
+    def action_reload(self) -> None:
+        self.load()
+
+    @work(exclusive=True, group="review")
+    async def load(self) -> None:
+        summary = self.query_one("#review-summary", Static)
+        if not self.app.connected:
+            summary.update(Text("zcord is not connected; the status line shows when it is back", style="bold red"))
+            return
+        try:
+            listing = await self.app.client.review_list()
+        except ClientError as e:
+            summary.update(Text(getattr(e, "message", None) or str(e), style="bold red"))
+            return
+        table = self.query_one("#held", DataTable)
+        keep = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value if table.row_count else None
+        table.clear()
+        self.items = {}
+        for item in listing["items"]:
+            key = str(item["seq"])
+            self.items[key] = item
+            table.add_row(f"#{item['seq']}", when(item.get("at"))[:19], item.get("tool", ""), change_targets(item),
+                          Text(describe_origin(item.get("origin")), style="yellow"), key=key)
+        if keep in self.items:
+            table.move_cursor(row=table.get_row_index(keep))
+        total = listing["total"]
+        line = Text(plural(total, "held change"), style="bold")
+        line.append("  a approve · x reject · v: ", style="dim")
+        line.append("side by side" if self.side_by_side else "unified", style="bold")
+        summary.update(line)
+        self._show()
+
+    @property
+    def selected(self) -> dict[str, Any] | None:
+        table = self.query_one("#held", DataTable)
+        if not table.row_count:
+            return None
+        return self.items.get(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value or "")
+
+    @on(DataTable.RowHighlighted)
+    def _highlighted(self) -> None:
+        self._show()
+
+    def _show(self) -> None:
+        item = self.selected
+        detail = self.query_one("#held-detail", Static)
+        detail.update(self.render_item(item) if item is not None else
+                      Text("Nothing is held for review.", style="dim italic"))
+
+    def render_item(self, item: dict[str, Any]) -> RenderableType:
+        head = Table.grid(padding=(0, 1))
+        head.add_column(style="bold", no_wrap=True)
+        head.add_column(ratio=1)
+        head.add_row("Operation", Text.assemble((f"#{item['seq']} ", "dim"), (item.get("tool", ""), "bold cyan")))
+        head.add_row("When", when(item.get("at")))
+        head.add_row("Origin", Text(describe_origin(item.get("origin")) or "unknown", style="yellow"))
+        parts: list[RenderableType] = [head]
+        for change in item.get("changes") or ():
+            parts.append(Text(""))
+            parts.append(change_view(change, side_by_side=self.side_by_side))
+        return Group(*parts)
+
+    def action_toggle_view(self) -> None:
+        self.side_by_side = not self.side_by_side
+        self._show()
+
+    def action_approve(self) -> None:
+        item = self.selected
+        if item is None:
+            self.notify("Nothing is held for review.", severity="warning")
+            return
+        self._approve(item["seq"])
+
+    @work(exclusive=True, group="review-act")
+    async def _approve(self, seq: int) -> None:
+        try:
+            await self.app.client.review_approve([seq])
+        except (ToolError, ClientError) as e:
+            self.notify(getattr(e, "message", None) or str(e), severity="error")
+            return
+        self.notify(f"Approved held operation #{seq}: it is recalled from now on.", title="Approved")
+        self.load()
+
+    def action_reject(self) -> None:
+        item = self.selected
+        if item is None:
+            self.notify("Nothing is held for review.", severity="warning")
+            return
+        self.app.push_screen(RejectScreen(item["seq"], item), lambda _result: self.load())
