@@ -264,8 +264,9 @@ class Provider:
         return self._openai_reply(data) if self.cfg.protocol == "openai" else self._anthropic_reply(data)
 
     def _request(self, system: str, messages: list[Message], tools: list[dict[str, Any]] | None,
-                 max_tokens: int) -> tuple[str, dict[str, str], dict[str, Any]]:
-        """URL, headers and body of one request in the configured wire format."""
+                 max_tokens: int, options: dict[str, Any] | None = None) -> tuple[str, dict[str, str], dict[str, Any]]:
+        """URL, headers and body of one request in the configured wire format; `options`
+        (sampling settings already in that format) are added to the body."""
         base = self.cfg.base_url.rstrip("/")
         if self.cfg.protocol == "openai":
             headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
@@ -273,7 +274,7 @@ class Provider:
                                     "max_tokens": max_tokens}
             if tools:
                 body["tools"] = openai_tools(tools)
-            return base + "/chat/completions", headers, body
+            return base + "/chat/completions", headers, {**(options or {}), **body}
         headers = {"anthropic-version": ANTHROPIC_VERSION}
         if self.api_key:
             headers["x-api-key"] = self.api_key
@@ -282,12 +283,14 @@ class Provider:
             body["system"] = system
         if tools:
             body["tools"] = anthropic_tools(tools)
-        return base + "/messages", headers, body
+        return base + "/messages", headers, {**(options or {}), **body}
 
     def chat(self, system: str, messages: list[Message], tools: list[dict[str, Any]] | None = None,
-             max_tokens: int = DEFAULT_MAX_TOKENS, on_text: Callable[[str], None] | None = None) -> Reply:
-        """Send the conversation; with on_text, stream and hand over the text as it arrives."""
-        url, headers, body = self._request(system, messages, tools, max_tokens)
+             max_tokens: int = DEFAULT_MAX_TOKENS, on_text: Callable[[str], None] | None = None,
+             options: dict[str, Any] | None = None) -> Reply:
+        """Send the conversation; with on_text, stream and hand over the text as it arrives.
+        `options`: extra body fields in the configured wire format (temperature, top_p, …)."""
+        url, headers, body = self._request(system, messages, tools, max_tokens, options)
         deadline = time.monotonic() + self.cfg.timeout_seconds
         if on_text is not None:
             return self._stream(url, headers, body, on_text, deadline)
