@@ -52,6 +52,9 @@ SENDER_HEADER = "x-zcor-sender"
 ORIGIN_META = "zcor/origin"
 ROLES = ("system", "developer", "user", "assistant", "tool")
 MAX_HEADER_BYTES = 64 << 10
+MAX_DISCARD_BYTES = 64 << 20
+"""An over-long body up to this size is read and dropped after the 413, so the client can
+read the answer; a longer one just has its connection closed."""
 RESERVED_PREFIX = "zcor_"
 # sampling settings forwarded to the provider, by wire format (OpenAI name -> provider name)
 OPTIONS = {"openai": {"temperature": "temperature", "top_p": "top_p", "stop": "stop", "seed": "seed",
@@ -99,6 +102,9 @@ class ApiError(Exception):
         super().__init__(message)
         self.status, self.message, self.code, self.type, self.param = status, message, code, type, param
         self.headers = headers or {}
+        self.unread = 0
+        """Body bytes the client is still sending: read and dropped after the answer, so the
+        client sees the answer instead of a reset connection."""
 
     def body(self) -> dict[str, Any]:
         return {"error": {"message": self.message, "type": self.type, "code": self.code, "param": self.param}}
@@ -384,13 +390,23 @@ async def read_request(reader: asyncio.StreamReader, limits: Limits) -> Request 
     if length < 0:
         raise ApiError(400, "Content-Length is negative.", "bad_request")
     if length > limits.max_request_bytes:
-        raise ApiError(413, f"The request body is {length} bytes; the limit is {limits.max_request_bytes} "
-                            f"(serve-openai --max-request-bytes).", "request_too_large")
+        error = ApiError(413, f"The request body is {length} bytes; the limit is {limits.max_request_bytes} "
+                              f"(serve-openai --max-request-bytes).", "request_too_large")
+        error.unread = length
+        raise error
     try:
         body = await reader.readexactly(length) if length else b""
     except asyncio.IncompleteReadError:
         raise ApiError(400, "The request body is shorter than its Content-Length.", "bad_request") from None
     return Request(parts[0], parts[1].split("?", 1)[0], headers, body)
+
+
+async def _discard(reader: asyncio.StreamReader, n: int) -> None:
+    while n > 0:
+        data = await reader.read(min(n, 1 << 16))
+        if not data:
+            return
+        n -= len(data)
 
 
 def _head(status: int, headers: dict[str, str]) -> bytes:
@@ -457,6 +473,7 @@ class ProxyServer:
         self.provider = Provider(llm, api_key, client=self._http) if llm.model else None
         self.daemon = Daemon(settings.socket, self.limits.memory_timeout)
         self._busy = 0
+        self._tasks: set[asyncio.Task] = set()
         self._server: asyncio.AbstractServer | None = None
         self.port = settings.port
 
@@ -471,6 +488,9 @@ class ProxyServer:
     async def close(self) -> None:
         if self._server is not None:
             self._server.close()
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 5)
         await self.daemon.close()
@@ -479,6 +499,10 @@ class ProxyServer:
     # -- connections --
 
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
         try:
             while True:
                 try:
@@ -488,6 +512,9 @@ class ProxyServer:
                 except ApiError as e:
                     writer.write(_json_response(e.status, e.body(), False))
                     await writer.drain()
+                    if 0 < e.unread <= MAX_DISCARD_BYTES:
+                        with contextlib.suppress(asyncio.TimeoutError, asyncio.IncompleteReadError):
+                            await asyncio.wait_for(_discard(reader, e.unread), self.limits.read_timeout)
                     return
                 if req is None:
                     return
@@ -501,6 +528,8 @@ class ProxyServer:
                     return
         except (ConnectionError, OSError):
             pass  # the client went away
+        except asyncio.CancelledError:
+            pass  # the server is closing
         finally:
             writer.close()
 
