@@ -432,3 +432,35 @@ def test_the_command_serves_with_a_token_file_and_refuses_a_readable_one(daemon,
     finally:
         proc.terminate()
         proc.wait(30)
+
+
+def test_the_token_comes_from_the_file_the_credential_or_the_environment(tmp_path):
+    from zcord.bot.proxy import read_token
+
+    creds = tmp_path / "creds"
+    creds.mkdir()
+    (creds / "proxy-token").write_text("from-credential\n")
+    assert read_token(None, {"CREDENTIALS_DIRECTORY": str(creds), "ZCOR_PROXY_TOKEN": "from-env"}) == \
+        "from-credential"
+    assert read_token(None, {"ZCOR_PROXY_TOKEN": " from-env "}) == "from-env"
+    assert read_token(None, {}) is None
+    own = tmp_path / "own"
+    own.write_text("")
+    own.chmod(0o600)
+    with pytest.raises(ValueError, match="empty"):
+        read_token(str(own), {"ZCOR_PROXY_TOKEN": "from-env"})
+    with pytest.raises(ValueError, match="cannot be read"):
+        read_token(str(tmp_path / "missing"), {})
+
+
+def test_no_token_is_allowed_only_on_loopback():
+    from zcord.bot.proxy import build_parser, settings_from
+
+    args = build_parser().parse_args(["--no-token", "--host", "0.0.0.0"])
+    with pytest.raises(ValueError, match="loopback"):
+        settings_from(args, {})
+    assert settings_from(build_parser().parse_args(["--no-token"]), {}).token is None
+    with pytest.raises(ValueError, match="no bearer token"):
+        settings_from(build_parser().parse_args([]), {})
+    with pytest.raises(ValueError, match="session-from"):
+        settings_from(build_parser().parse_args(["--session-from", "cookie"]), {"ZCOR_PROXY_TOKEN": "t"})
