@@ -464,3 +464,20 @@ def test_no_token_is_allowed_only_on_loopback():
         settings_from(build_parser().parse_args([]), {})
     with pytest.raises(ValueError, match="session-from"):
         settings_from(build_parser().parse_args(["--session-from", "cookie"]), {"ZCOR_PROXY_TOKEN": "t"})
+
+
+def test_the_tool_list_follows_zcords_config(daemon, llm, proxy):
+    llm.script += [openai_text("一"), openai_text("二")]
+    client = proxy.client()
+    client.chat.completions.create(model="m", messages=ASK)
+    assert "zcor_relationship_write" in declared_sent(llm.requests[0])
+    with daemon.client("operator") as op:
+        op.config_set({"relationshipMemory": False})
+    # zcord tells its bots the list changed; the next request offers the new list
+    for _ in range(100):
+        if proxy.server.daemon._tools is None:
+            break
+        threading.Event().wait(0.05)
+    client.chat.completions.create(model="m", messages=ASK)
+    assert "zcor_relationship_write" not in declared_sent(llm.requests[1])
+    assert "zcor_memory_write" in declared_sent(llm.requests[1])

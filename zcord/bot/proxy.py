@@ -284,6 +284,7 @@ class Daemon:
         self.client: AsyncClient | None = None
         self._last_try = -1e9
         self._lock = asyncio.Lock()
+        self._tools: list[dict[str, Any]] | None = None
 
     async def connected(self) -> AsyncClient | None:
         """The client when zcord answers now; None (at once) while it is away."""
@@ -293,11 +294,24 @@ class Daemon:
             if self.client is None and time.monotonic() - self._last_try >= self.RETRY_SECONDS:
                 self._last_try = time.monotonic()
                 try:
-                    self.client = await AsyncClient(self.socket_path, role="bot", timeout=self.timeout,
-                                                    client_name="zcor-serve-openai").connect()
+                    client = AsyncClient(self.socket_path, role="bot", timeout=self.timeout,
+                                         client_name="zcor-serve-openai")
+                    # the tool list is kept until zcord says it changed (MCP's list_changed) or
+                    # the connection is made again; the prefix and context are asked each time
+                    client.on_notification("notifications/tools/list_changed", lambda _: self._forget_tools())
+                    client.on_connection_change(lambda _: self._forget_tools())
+                    self.client = await client.connect()
                 except (ClientError, OSError) as e:
                     log.warning("zcord cannot be reached (%s); answering without memory", e)
         return self.client
+
+    def _forget_tools(self) -> None:
+        self._tools = None
+
+    async def _tool_list(self, client: AsyncClient) -> list[dict[str, Any]]:
+        if self._tools is None:
+            self._tools = await client.list_tools()
+        return self._tools
 
     async def close(self) -> None:
         if self.client is not None:
@@ -308,11 +322,14 @@ class Daemon:
         if client is None:
             log.warning("zcord is not connected; session %s is answered without memory", session)
             return Memory(False)
-        try:
+
+        async def recalled() -> dict[str, Any]:
             if events:
                 await client.recall(session, events)
-            prefix, context, tools = await asyncio.gather(client.prefix(), client.context(session),
-                                                          client.list_tools())
+            return await client.context(session)
+
+        try:
+            context, prefix, tools = await asyncio.gather(recalled(), client.prefix(), self._tool_list(client))
         except ClientError as e:
             log.warning("zcord failed during recall (%s); session %s is answered without memory", e, session)
             return Memory(False)
@@ -469,7 +486,7 @@ class ProxyServer:
         self.api_key = api_key
         import httpx  # one pooled client for every upstream request (keeps connections open)
 
-        self._http = httpx.Client()
+        self._http = httpx.AsyncClient()
         self.provider = Provider(llm, api_key, client=self._http) if llm.model else None
         self.daemon = Daemon(settings.socket, self.limits.memory_timeout)
         self._busy = 0
@@ -494,7 +511,7 @@ class ProxyServer:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 5)
         await self.daemon.close()
-        self._http.close()
+        await self._http.aclose()
 
     # -- connections --
 
@@ -643,31 +660,16 @@ class ProxyServer:
 
     async def _ask(self, system: str, transcript: list[Message], tools: list[dict[str, Any]],
                    chat: ChatRequest, stream: EventStream | None, chunk) -> Reply:
-        """One provider request in a worker thread; streamed text is passed on as it comes."""
+        """One provider request on the event loop; streamed text is passed on as it comes."""
         assert self.provider is not None
-        if stream is None:
-            try:
-                return await asyncio.to_thread(self.provider.chat, system, transcript, tools, chat.max_tokens,
-                                               None, chat.options)
-            except ProviderError as e:
-                raise _upstream_error(e, self.api_key) from None
-        loop = asyncio.get_running_loop()
-        pieces: asyncio.Queue = asyncio.Queue()
-        end = object()
 
-        def run() -> Reply:
-            try:
-                return self.provider.chat(system, transcript, tools, chat.max_tokens,
-                                          lambda piece: loop.call_soon_threadsafe(pieces.put_nowait, piece),
-                                          chat.options)
-            finally:
-                loop.call_soon_threadsafe(pieces.put_nowait, end)
+        async def piece(text: str) -> None:
+            if stream is not None:
+                await stream.send(chunk({"content": text}))
 
-        task = asyncio.ensure_future(asyncio.to_thread(run))
-        while (piece := await pieces.get()) is not end:
-            await stream.send(chunk({"content": piece}))
         try:
-            return await task
+            return await self.provider.achat(system, transcript, tools, chat.max_tokens,
+                                             piece if stream is not None else None, chat.options, self._http)
         except ProviderError as e:
             raise _upstream_error(e, self.api_key) from None
 
