@@ -116,6 +116,9 @@ class FakeLLM:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+            # headers and body are separate writes: on a kept connection Nagle's algorithm
+            # would hold the body until the client's delayed ACK (40 ms)
+            disable_nagle_algorithm = keep_alive
 
             def log_message(self, *a):  # keep test output clean
                 pass

@@ -481,3 +481,17 @@ def test_the_tool_list_follows_zcords_config(daemon, llm, proxy):
     client.chat.completions.create(model="m", messages=ASK)
     assert "zcor_relationship_write" not in declared_sent(llm.requests[1])
     assert "zcor_memory_write" in declared_sent(llm.requests[1])
+
+
+def test_header_names_are_configurable():
+    from zcord.bot.proxy import build_parser, settings_from
+
+    settings = settings_from(build_parser().parse_args(
+        ["--session-header", "X-OpenWebUI-Chat-Id", "--sender-header", "X-OpenWebUI-User-Id"]), {"ZCOR_PROXY_TOKEN": "t"})
+    proxy = ProxyServer.__new__(ProxyServer)
+    proxy.settings = settings
+    chat = parse_chat(json.dumps({"messages": ASK}).encode(), "openai")
+    headers = {"x-openwebui-chat-id": "c-1", "x-openwebui-user-id": "u-9", "x-zcor-session": "ignored"}
+    assert proxy.session_of(chat, headers) == "c-1"
+    assert proxy.sender_of(None, chat, headers) == "u-9"
+    assert proxy.sender_of("Ann", chat, headers) == "openai:Ann"

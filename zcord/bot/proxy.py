@@ -91,6 +91,10 @@ class Settings:
     user (the request's `user` field), hash (the first system and user messages)."""
     fixed_session: str | None = None
     default_sender: str = "openai:user"
+    session_header: str = SESSION_HEADER
+    """The header naming the conversation (lower case)."""
+    sender_header: str = SENDER_HEADER
+    """The header naming the person, for user messages without a name (lower case)."""
     limits: Limits = field(default_factory=Limits)
 
 
@@ -590,8 +594,8 @@ class ProxyServer:
         if self.settings.fixed_session:
             return self.settings.fixed_session
         for source in self.settings.session_from:
-            if source == "header" and headers.get(SESSION_HEADER):
-                return headers[SESSION_HEADER][:200]
+            if source == "header" and headers.get(self.settings.session_header):
+                return headers[self.settings.session_header][:200]
             if source == "user" and chat.user:
                 return f"openai:user:{chat.user[:180]}"
             if source == "hash":
@@ -602,8 +606,8 @@ class ProxyServer:
     def sender_of(self, name: str | None, chat: ChatRequest, headers: dict[str, str]) -> str:
         if name:
             return f"openai:{name[:180]}"
-        if headers.get(SENDER_HEADER):
-            return headers[SENDER_HEADER][:200]
+        if headers.get(self.settings.sender_header):
+            return headers[self.settings.sender_header][:200]
         if chat.user:
             return f"openai:{chat.user[:180]}"
         return self.settings.default_sender
@@ -761,6 +765,10 @@ def build_parser() -> argparse.ArgumentParser:
                     help="where a conversation's zcor session comes from, first that applies: header "
                          "(X-Zcor-Session), user (the request's user field), hash (the first system and user "
                          "messages); default header,hash")
+    ap.add_argument("--session-header", default="X-Zcor-Session", metavar="NAME",
+                    help="the header that names the conversation (default X-Zcor-Session)")
+    ap.add_argument("--sender-header", default="X-Zcor-Sender", metavar="NAME",
+                    help="the header that names the person (default X-Zcor-Sender)")
     ap.add_argument("--session", help="one fixed zcor session for every request")
     ap.add_argument("--sender", default="openai:user", help="sender key of user messages with no name "
                                                             "(default openai:user)")
@@ -787,6 +795,7 @@ def settings_from(args: argparse.Namespace, env: dict[str, str] | None = None) -
         raise ValueError("--max-request-bytes must be ≥ 1024, --max-concurrent ≥ 1 and --read-timeout > 0")
     return Settings(host=args.host, port=args.port, socket=args.socket, token=token, session_from=sources,
                     fixed_session=args.session, default_sender=args.sender,
+                    session_header=args.session_header.lower(), sender_header=args.sender_header.lower(),
                     limits=Limits(max_request_bytes=args.max_request_bytes, read_timeout=args.read_timeout,
                                   max_concurrent=args.max_concurrent))
 
