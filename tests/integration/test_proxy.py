@@ -16,7 +16,7 @@ import threading
 import openai
 import pytest
 
-from tests.fakellm import FakeLLM, openai_text, openai_tools
+from tests.fakellm import FakeLLM, anthropic_text, anthropic_tools, openai_text, openai_tools
 from zcord.bot.proxy import Limits, ProxyServer, Settings, parse_chat, ApiError
 from zcord.core.config import LlmConfig
 
@@ -28,11 +28,11 @@ ZCOR_CMD = [sys.executable, "-c", "import sys; from zcord.cli import main; sys.e
 class Running:
     """A ProxyServer on its own event loop in a thread, on a free port of 127.0.0.1."""
 
-    def __init__(self, sock, llm: FakeLLM, timeout: float = 5, **limits):
+    def __init__(self, sock, llm: FakeLLM, timeout: float = 5, protocol: str = "openai", **limits):
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
-        cfg = LlmConfig(protocol="openai", base_url=llm.url, model="scripted", timeout_seconds=timeout)
+        cfg = LlmConfig(protocol=protocol, base_url=llm.url, model="scripted", timeout_seconds=timeout)
         settings = Settings(port=0, socket=str(sock), token=TOKEN, limits=Limits(**limits))
 
         async def make() -> ProxyServer:
@@ -495,3 +495,26 @@ def test_header_names_are_configurable():
     assert proxy.session_of(chat, headers) == "c-1"
     assert proxy.sender_of(None, chat, headers) == "u-9"
     assert proxy.sender_of("Ann", chat, headers) == "openai:Ann"
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_an_anthropic_provider_behind_the_openai_endpoint(daemon, llm, streaming):
+    running = Running(daemon.sock, llm, protocol="anthropic")
+    try:
+        seed(daemon)
+        llm.script += [anthropic_tools(("zcor_memory_write", {"title": "阿杰喜欢晒太阳", "content": "午后"})),
+                       anthropic_text("好的，记住了")]
+        out = running.client().chat.completions.create(model="m", messages=ASK, stream=streaming,
+                                                       temperature=0.3, stop=["END"])
+        text = "".join(c.choices[0].delta.content or "" for c in out) if streaming else \
+            out.choices[0].message.content
+        assert text == "好的，记住了"
+        first, second = (r["json"] for r in llm.requests)
+        assert llm.requests[0]["path"] == "/v1/messages"
+        assert llm.requests[0]["headers"]["x-api-key"] == UPSTREAM_KEY
+        assert first["system"].endswith("You are Mimi, a cheerful cat-girl.") and "主人叫阿杰" in first["system"]
+        assert (first["temperature"], first["stop_sequences"]) == (0.3, ["END"])
+        assert second["messages"][-1]["content"][0]["type"] == "tool_result"
+        assert any(r.get("actor") == "model" for r in history(daemon, tool="zcor_memory_write")["items"])
+    finally:
+        running.close()
