@@ -339,6 +339,8 @@ BAD = [
     (json.dumps({"model": "m", "messages": ASK, "n": 3}).encode(), 400, "unsupported_parameter"),
     (json.dumps({"model": "m", "messages": [{"role": "user", "content": "长" * (5 << 20)}]}).encode(),
      413, "request_too_large"),
+    (json.dumps({"model": "m", "messages": [{"role": "user", "content": "a" * 1_000_001}]}).encode(),
+     400, "message_too_long"),
 ]
 
 
@@ -518,3 +520,20 @@ def test_an_anthropic_provider_behind_the_openai_endpoint(daemon, llm, streaming
         assert any(r.get("actor") == "model" for r in history(daemon, tool="zcor_memory_write")["items"])
     finally:
         running.close()
+
+
+def test_expect_100_continue_is_answered(daemon, llm, proxy):
+    llm.script.append(openai_text("好"))
+    body = json.dumps({"model": "m", "messages": ASK}).encode()
+    with socket.create_connection(("127.0.0.1", proxy.server.port), timeout=30) as s:
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode() +
+                  b"\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nConnection: close\r\n"
+                  b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n")
+        assert s.recv(100).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+        s.sendall(body)
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 OK")
+    assert json.loads(rest)["choices"][0]["message"]["content"] == "好"

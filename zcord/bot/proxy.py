@@ -56,6 +56,8 @@ MAX_DISCARD_BYTES = 64 << 20
 """An over-long body up to this size is read and dropped after the 413, so the client can
 read the answer; a longer one just has its connection closed."""
 RESERVED_PREFIX = "zcor_"
+MAX_MESSAGE_CHARS = 1_000_000
+"""Longest message text: zcord's limit on one recall event's text."""
 # sampling settings forwarded to the provider, by wire format (OpenAI name -> provider name)
 OPTIONS = {"openai": {"temperature": "temperature", "top_p": "top_p", "stop": "stop", "seed": "seed",
                       "presence_penalty": "presence_penalty", "frequency_penalty": "frequency_penalty"},
@@ -229,6 +231,9 @@ def parse_chat(body: bytes, protocol: str) -> ChatRequest:
             raise ApiError(400, f"{where}.role {str(role)[:40]!r} is not one of {', '.join(ROLES)}.",
                            "unknown_role", param=f"{where}.role")
         text = _text_of(m.get("content"), where)
+        if len(text) > MAX_MESSAGE_CHARS:
+            raise ApiError(400, f"{where} has {len(text):,} characters; the most one message may have is "
+                                f"{MAX_MESSAGE_CHARS:,}.", "message_too_long", param=f"{where}.content")
         name = m.get("name") if isinstance(m.get("name"), str) and m.get("name") else None
         if role in ("system", "developer"):
             system.append(text)
@@ -379,7 +384,7 @@ class Request:
     body: bytes
 
 
-async def read_request(reader: asyncio.StreamReader, limits: Limits) -> Request | None:
+async def read_request(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, limits: Limits) -> Request | None:
     """One request off the connection; None when the client closed it between requests."""
     try:
         head = await reader.readuntil(b"\r\n\r\n")
@@ -415,6 +420,8 @@ async def read_request(reader: asyncio.StreamReader, limits: Limits) -> Request 
                               f"(serve-openai --max-request-bytes).", "request_too_large")
         error.unread = length
         raise error
+    if length and headers.get("expect", "").lower() == "100-continue":
+        writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
     try:
         body = await reader.readexactly(length) if length else b""
     except asyncio.IncompleteReadError:
@@ -527,7 +534,7 @@ class ProxyServer:
         try:
             while True:
                 try:
-                    req = await asyncio.wait_for(read_request(reader, self.limits), self.limits.read_timeout)
+                    req = await asyncio.wait_for(read_request(reader, writer, self.limits), self.limits.read_timeout)
                 except asyncio.TimeoutError:
                     return  # idle, or too slow to send one request: closed without an answer
                 except ApiError as e:
