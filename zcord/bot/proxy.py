@@ -458,20 +458,25 @@ class EventStream:
         self.opening = opening
         self.started = False
 
-    async def send(self, obj: Any) -> None:
-        if not self.started:
-            self.started = True
-            self.writer.write(_head(200, {"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
-                                          "Transfer-Encoding": "chunked", "Connection": "keep-alive"}))
-            await self.send(self.opening)
+    @staticmethod
+    def _event(obj: Any) -> bytes:
         data = b"data: " + (obj if isinstance(obj, bytes) else json.dumps(obj, ensure_ascii=False).encode()) + \
             b"\n\n"
-        self.writer.write(b"%x\r\n%s\r\n" % (len(data), data))
+        return b"%x\r\n%s\r\n" % (len(data), data)
+
+    async def send(self, obj: Any) -> None:
+        out = b""
+        if not self.started:  # the headers, the opening event and this one in one write
+            self.started = True
+            out = _head(200, {"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+                              "Transfer-Encoding": "chunked", "Connection": "keep-alive"}) + \
+                self._event(self.opening)
+        self.writer.write(out + self._event(obj))
         await self.writer.drain()
 
     async def end(self) -> None:
-        await self.send(b"[DONE]")
-        self.writer.write(b"0\r\n\r\n")
+        """[DONE] and the end of the chunked body (always after at least one event)."""
+        self.writer.write(self._event(b"[DONE]") + b"0\r\n\r\n")
         await self.writer.drain()
 
 
