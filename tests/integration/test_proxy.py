@@ -405,6 +405,15 @@ def test_parse_chat_names_the_field():
     assert e.value.param == "messages[1].tool_call_id"
     chat = parse_chat(json.dumps({"messages": ASK, "temperature": 0.7, "stop": "END"}).encode(), "anthropic")
     assert chat.options == {"temperature": 0.7, "stop_sequences": ["END"]}
+    # a client's earlier tool call keeps its arguments as an object (Anthropic's format needs one)
+    chat = parse_chat(json.dumps({"messages": [
+        {"role": "user", "content": "天气"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "杭州"}'}},
+            {"id": "c2", "type": "function", "function": {"name": "raw", "arguments": "not json"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "晴"}]}).encode(), "anthropic")
+    assert [c.arguments for c in chat.messages[1].tool_calls] == [{"city": "杭州"}, "not json"]
+    assert chat.new_user == []  # the last message is a tool result: no new batch for recall
 
 
 # -- the command ----------------------------------------------------------------------------------
@@ -537,3 +546,24 @@ def test_expect_100_continue_is_answered(daemon, llm, proxy):
     head, _, rest = data.partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200 OK")
     assert json.loads(rest)["choices"][0]["message"]["content"] == "好"
+
+
+def test_zcord_stopped_during_a_tool_round_the_answer_still_comes(daemon, llm, proxy, caplog):
+    caplog.set_level(logging.WARNING, logger="zcord.proxy")
+    gone = threading.Event()
+    llm.script += [("wait", gone, openai_tools(("zcor_memory_write", {"title": "没写成", "content": "x"}))),
+                   openai_text("我现在记不住，但我听到了")]
+    answer: list = []
+    t = threading.Thread(target=lambda: answer.append(
+        proxy.client().chat.completions.create(model="m", messages=ASK)))
+    t.start()
+    assert llm.arrived.wait(30)  # recall and the prefix went through; the model is "thinking"
+    daemon.stop()
+    gone.set()
+    t.join(60)
+    assert answer[0].choices[0].message.content == "我现在记不住，但我听到了"
+    result = json.loads(llm.requests[1]["json"]["messages"][-1]["content"])
+    assert result["error"]["code"] == "unavailable"
+    # the second round still offers zcor's tools and prefix: the transcript holds a call to one
+    assert "zcor_memory_write" in declared_sent(llm.requests[1])
+    assert any(r.levelno == logging.WARNING for r in caplog.records)

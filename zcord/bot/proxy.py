@@ -173,7 +173,11 @@ def _tool_calls(raw: Any, where: str) -> list[ToolCall]:
             raise ApiError(400, f"{where}.tool_calls[{i}] needs an id and a function with a name.",
                            "invalid_messages", param=f"{where}.tool_calls[{i}]")
         args = fn.get("arguments", "{}")
-        calls.append(ToolCall(c["id"], fn["name"], args if isinstance(args, str) else json.dumps(args)))
+        try:  # an object when it is one (Anthropic's wire format needs it), else the text as sent
+            parsed = json.loads(args) if isinstance(args, str) else args
+        except (ValueError, RecursionError):
+            parsed = args
+        calls.append(ToolCall(c["id"], fn["name"], parsed if isinstance(parsed, dict) else args))
     return calls
 
 
@@ -662,8 +666,9 @@ class ProxyServer:
                     return
                 transcript.append(Message("assistant", reply.text, tool_calls=ours))
                 transcript += results
-                if memory.available:
-                    memory = await self.daemon.memory(session, [])  # the context after the tools ran
+                fresh = await self.daemon.memory(session, []) if memory.available else memory
+                if fresh.available:  # the context after the tools ran (kept as it was if zcord went away)
+                    memory = fresh
                     system = memory.system + ("\n\n" + chat.system if memory.system and chat.system
                                               else chat.system)
             raise ApiError(502, f"The model kept calling zcor's tools for {self.limits.max_rounds} rounds without "
