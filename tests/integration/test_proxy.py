@@ -440,9 +440,12 @@ def test_the_command_serves_with_a_token_file_and_refuses_a_readable_one(daemon,
         client = openai.OpenAI(base_url=url, api_key=TOKEN, max_retries=0, timeout=30)
         assert client.chat.completions.create(model="m", messages=ASK).choices[0].message.content == "喵"
         assert llm.requests[0]["headers"]["Authorization"] == f"Bearer {UPSTREAM_KEY}"
-    finally:
         proc.terminate()
-        proc.wait(30)
+        assert proc.wait(30) == 0  # SIGTERM is a clean stop
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
 
 
 def test_the_token_comes_from_the_file_the_credential_or_the_environment(tmp_path):

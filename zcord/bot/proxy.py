@@ -27,6 +27,7 @@ import json
 import logging
 import os
 import secrets
+import signal
 import stat
 import sys
 import time
@@ -825,8 +826,13 @@ async def serve(settings: Settings) -> None:
         log.warning("no LLM provider is configured; chat completions are refused until one is (restart after)")
     print(f"zcor serve-openai: listening on http://{settings.host}:{server.port}/v1", file=sys.stderr, flush=True)
     notify("READY=1", f"STATUS=listening on {settings.host}:{server.port}")
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        asyncio.get_running_loop().add_signal_handler(sig, stop.set)
     try:
-        await asyncio.Event().wait()
+        await stop.wait()
+        log.info("stopping")
+        notify("STOPPING=1")
     finally:
         await server.close()
 
