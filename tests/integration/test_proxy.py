@@ -570,3 +570,29 @@ def test_zcord_stopped_during_a_tool_round_the_answer_still_comes(daemon, llm, p
     # the second round still offers zcor's tools and prefix: the transcript holds a call to one
     assert "zcor_memory_write" in declared_sent(llm.requests[1])
     assert any(r.levelno == logging.WARNING for r in caplog.records)
+
+
+def test_a_client_that_stops_reading_loses_its_connection_and_frees_its_slot(daemon, llm):
+    running = Running(daemon.sock, llm, read_timeout=0.5, max_concurrent=1)
+    try:
+        llm.script.append(openai_text("长" * (2 << 20)))  # a 6 MB answer: more than the socket buffers hold
+        body = json.dumps({"model": "m", "messages": ASK}).encode()
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect(("127.0.0.1", running.server.port))
+            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nAuthorization: Bearer " + TOKEN.encode() +
+                      b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            for _ in range(600):  # the proxy gives up on the writer and lets the slot go
+                if running.server._busy == 0 and len(llm.requests) == 1:
+                    break
+                threading.Event().wait(0.05)
+            assert running.server._busy == 0
+            s.settimeout(30)
+            received = 0
+            while chunk := s.recv(1 << 16):
+                received += len(chunk)
+            assert received < 6 << 20  # closed before the whole answer went out
+        llm.script.append(openai_text("下一位"))
+        assert running.client().chat.completions.create(model="m", messages=ASK).choices[0].message.content == "下一位"
+    finally:
+        running.close()

@@ -72,8 +72,8 @@ class Limits:
     max_request_bytes: int = 4 << 20
     """Largest request body; a longer one is refused (413) before it is read."""
     read_timeout: float = 30.0
-    """Seconds a connection has to send one whole request (headers and body), and the most a
-    kept-alive connection may stay idle."""
+    """Seconds a connection has to send one whole request (headers and body), the most a
+    kept-alive connection may stay idle, and the most a client may go without reading."""
     max_concurrent: int = 8
     """Chat completions answered at once; one more is refused at once with 429."""
     max_rounds: int = DEFAULT_MAX_ROUNDS
@@ -454,13 +454,27 @@ def _json_response(status: int, obj: Any, keep_alive: bool, extra: dict[str, str
     return _head(status, headers) + data
 
 
+class SlowReader(ConnectionError):
+    """The client did not take the answer within the timeout; its connection is closed."""
+
+
+async def drain(writer: asyncio.StreamWriter, timeout: float) -> None:
+    """Wait until the client has taken what was written, at most `timeout` seconds (a client
+    that stops reading would otherwise hold its completion slot for ever)."""
+    try:
+        await asyncio.wait_for(writer.drain(), timeout)
+    except asyncio.TimeoutError:
+        raise SlowReader(f"the client read nothing for {timeout:g} s") from None
+
+
 class EventStream:
     """A server-sent event response, chunked so the connection can be kept; the headers go
     out with the first event, so an error before any text is still a plain HTTP error."""
 
-    def __init__(self, writer: asyncio.StreamWriter, opening: Any):
+    def __init__(self, writer: asyncio.StreamWriter, opening: Any, timeout: float):
         self.writer = writer
         self.opening = opening
+        self.timeout = timeout
         self.started = False
 
     @staticmethod
@@ -477,12 +491,12 @@ class EventStream:
                               "Transfer-Encoding": "chunked", "Connection": "keep-alive"}) + \
                 self._event(self.opening)
         self.writer.write(out + self._event(obj))
-        await self.writer.drain()
+        await drain(self.writer, self.timeout)
 
     async def end(self) -> None:
         """[DONE] and the end of the chunked body (always after at least one event)."""
         self.writer.write(self._event(b"[DONE]") + b"0\r\n\r\n")
-        await self.writer.drain()
+        await drain(self.writer, self.timeout)
 
 
 # -- the endpoint ---------------------------------------------------------------------------------
@@ -536,6 +550,10 @@ class ProxyServer:
 
     # -- connections --
 
+    async def _send(self, writer: asyncio.StreamWriter, data: bytes) -> None:
+        writer.write(data)
+        await drain(writer, self.limits.read_timeout)
+
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         if task is not None:
@@ -548,8 +566,7 @@ class ProxyServer:
                 except asyncio.TimeoutError:
                     return  # idle, or too slow to send one request: closed without an answer
                 except ApiError as e:
-                    writer.write(_json_response(e.status, e.body(), False))
-                    await writer.drain()
+                    await self._send(writer, _json_response(e.status, e.body(), False))
                     if 0 < e.unread <= MAX_DISCARD_BYTES:
                         with contextlib.suppress(asyncio.TimeoutError, asyncio.IncompleteReadError):
                             await asyncio.wait_for(_discard(reader, e.unread), self.limits.read_timeout)
@@ -560,10 +577,11 @@ class ProxyServer:
                 try:
                     await self._route(req, writer, keep)
                 except ApiError as e:
-                    writer.write(_json_response(e.status, e.body(), keep, e.headers))
-                    await writer.drain()
+                    await self._send(writer, _json_response(e.status, e.body(), keep, e.headers))
                 if not keep:
                     return
+        except SlowReader:
+            writer.transport.abort()  # drop what it did not take instead of flushing it at close
         except (ConnectionError, OSError):
             pass  # the client went away
         except asyncio.CancelledError:
@@ -591,9 +609,8 @@ class ProxyServer:
         self._authorize(req)
         if req.path == "/v1/models":
             name = self.llm.model or "zcor"
-            writer.write(_json_response(200, {"object": "list", "data": [
+            await self._send(writer, _json_response(200, {"object": "list", "data": [
                 {"id": name, "object": "model", "created": 0, "owned_by": "zcor"}]}, keep))
-            await writer.drain()
             return
         if self._busy >= self.limits.max_concurrent:
             raise ApiError(429, f"{self._busy} requests are being answered, the most at once "
@@ -651,7 +668,7 @@ class ProxyServer:
             return {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
                     "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
 
-        stream = EventStream(writer, chunk({"role": "assistant", "content": ""})) if chat.stream else None
+        stream = EventStream(writer, chunk({"role": "assistant", "content": ""}), self.limits.read_timeout) if chat.stream else None
 
         transcript = list(chat.messages)
         system = memory.system + ("\n\n" + chat.system if memory.system and chat.system else chat.system)
@@ -716,8 +733,7 @@ class ProxyServer:
         usage = reply.raw.get("usage") if isinstance(reply.raw, dict) else None
         if isinstance(usage, dict) and "prompt_tokens" in usage:
             body["usage"] = usage
-        writer.write(_json_response(200, body, keep))
-        await writer.drain()
+        await self._send(writer, _json_response(200, body, keep))
 
 
 # -- the command --------------------------------------------------------------------------------
