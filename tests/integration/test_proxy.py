@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import io
 import json
 import logging
 import os
@@ -30,6 +31,8 @@ class Running:
 
     def __init__(self, sock, llm: FakeLLM, timeout: float = 5, protocol: str = "openai", **limits):
         self.loop = asyncio.new_event_loop()
+        self.crashes: list[dict] = []  # anything the loop had to report (a task that failed unseen)
+        self.loop.set_exception_handler(lambda loop, context: self.crashes.append(context))
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
         cfg = LlmConfig(protocol=protocol, base_url=llm.url, model="scripted", timeout_seconds=timeout)
@@ -54,10 +57,18 @@ class Running:
         return resp, resp.read(), conn
 
     def close(self) -> None:
-        asyncio.run_coroutine_threadsafe(self.server.close(), self.loop).result(30)
+        fut = asyncio.run_coroutine_threadsafe(self.server.close(), self.loop)
+        try:
+            fut.result(30)
+        except TimeoutError:  # say where the endpoint is stuck
+            out = io.StringIO()
+            for t in asyncio.all_tasks(self.loop):
+                t.print_stack(file=out)
+            raise AssertionError("the endpoint did not close:\n" + out.getvalue()) from None
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
         self.loop.close()
+        assert self.crashes == [], self.crashes
 
 
 @pytest.fixture
@@ -592,6 +603,27 @@ def test_a_client_that_stops_reading_loses_its_connection_and_frees_its_slot(dae
             while chunk := s.recv(1 << 16):
                 received += len(chunk)
             assert received < 6 << 20  # closed before the whole answer went out
+        llm.script.append(openai_text("下一位"))
+        assert running.client().chat.completions.create(model="m", messages=ASK).choices[0].message.content == "下一位"
+    finally:
+        running.close()
+
+
+def test_a_client_that_hangs_up_mid_stream_frees_its_slot(daemon, llm):
+    running = Running(daemon.sock, llm, max_concurrent=1)
+    try:
+        llm.script.append(openai_text("长" * (2 << 20)))
+        body = json.dumps({"model": "m", "stream": True, "messages": ASK}).encode()
+        with socket.create_connection(("127.0.0.1", running.server.port), timeout=30) as s:
+            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nAuthorization: Bearer " + TOKEN.encode() +
+                      b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            assert s.recv(4096).startswith(b"HTTP/1.1 200 OK")
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")  # reset
+        for _ in range(600):
+            if running.server._busy == 0:
+                break
+            threading.Event().wait(0.05)
+        assert running.server._busy == 0
         llm.script.append(openai_text("下一位"))
         assert running.client().chat.completions.create(model="m", messages=ASK).choices[0].message.content == "下一位"
     finally:

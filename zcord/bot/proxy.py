@@ -462,8 +462,9 @@ async def drain(writer: asyncio.StreamWriter, timeout: float) -> None:
     """Wait until the client has taken what was written, at most `timeout` seconds (a client
     that stops reading would otherwise hold its completion slot for ever)."""
     try:
-        await asyncio.wait_for(writer.drain(), timeout)
-    except asyncio.TimeoutError:
+        async with asyncio.timeout(timeout):
+            await writer.drain()
+    except TimeoutError:
         raise SlowReader(f"the client read nothing for {timeout:g} s") from None
 
 
@@ -542,7 +543,8 @@ class ProxyServer:
             self._server.close()
             for task in list(self._tasks):
                 task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            if self._tasks:
+                await asyncio.wait(list(self._tasks), timeout=5)
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), 5)
         await self.daemon.close()
@@ -562,14 +564,16 @@ class ProxyServer:
         try:
             while True:
                 try:
-                    req = await asyncio.wait_for(read_request(reader, writer, self.limits), self.limits.read_timeout)
-                except asyncio.TimeoutError:
+                    async with asyncio.timeout(self.limits.read_timeout):
+                        req = await read_request(reader, writer, self.limits)
+                except TimeoutError:
                     return  # idle, or too slow to send one request: closed without an answer
                 except ApiError as e:
                     await self._send(writer, _json_response(e.status, e.body(), False))
                     if 0 < e.unread <= MAX_DISCARD_BYTES:
-                        with contextlib.suppress(asyncio.TimeoutError, asyncio.IncompleteReadError):
-                            await asyncio.wait_for(_discard(reader, e.unread), self.limits.read_timeout)
+                        with contextlib.suppress(TimeoutError, asyncio.IncompleteReadError):
+                            async with asyncio.timeout(self.limits.read_timeout):
+                                await _discard(reader, e.unread)
                     return
                 if req is None:
                     return
