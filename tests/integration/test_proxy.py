@@ -352,6 +352,8 @@ BAD = [
      413, "request_too_large"),
     (json.dumps({"model": "m", "messages": [{"role": "user", "content": "a" * 1_000_001}]}).encode(),
      400, "message_too_long"),
+    (json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi", "name": "a\u0007b"}]}).encode(),
+     400, "invalid_name"),
 ]
 
 
@@ -628,3 +630,11 @@ def test_a_client_that_hangs_up_mid_stream_frees_its_slot(daemon, llm):
         assert running.client().chat.completions.create(model="m", messages=ASK).choices[0].message.content == "下一位"
     finally:
         running.close()
+
+
+def test_a_session_header_with_a_control_character_is_refused(daemon, llm, proxy):
+    resp, data, conn = proxy.raw("POST", "/v1/chat/completions", json.dumps({"model": "m", "messages": ASK}).encode(),
+                                 {"X-Zcor-Session": "room\x01one"})
+    conn.close()
+    assert resp.status == 400 and json.loads(data)["error"]["code"] == "invalid_header"
+    assert llm.requests == []

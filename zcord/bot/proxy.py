@@ -31,6 +31,7 @@ import signal
 import stat
 import sys
 import time
+import unicodedata
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from pathlib import Path
@@ -137,6 +138,16 @@ class ChatRequest:
     user: str | None
 
 
+def _key_problem(value: str) -> str | None:
+    """Why a session or sender key from the client cannot be used, or None (zcord refuses
+    control characters and blank keys in an origin)."""
+    if not value.strip():
+        return "is blank"
+    if any(unicodedata.category(ch) in ("Cc", "Cs", "Zl", "Zp") for ch in value):
+        return "holds a control character or a line break"
+    return None
+
+
 def _text_of(content: Any, where: str) -> str:
     """A message's text: a string, null, or an array of text parts. Other parts (images,
     audio, files) are refused: the provider layer carries text only."""
@@ -240,6 +251,9 @@ def parse_chat(body: bytes, protocol: str) -> ChatRequest:
             raise ApiError(400, f"{where} has {len(text):,} characters; the most one message may have is "
                                 f"{MAX_MESSAGE_CHARS:,}.", "message_too_long", param=f"{where}.content")
         name = m.get("name") if isinstance(m.get("name"), str) and m.get("name") else None
+        if name is not None and _key_problem(name):
+            raise ApiError(400, f"{where}.name {_key_problem(name)}; it names the sender.", "invalid_name",
+                           param=f"{where}.name")
         if role in ("system", "developer"):
             system.append(text)
             first.setdefault("system", text)
@@ -656,11 +670,15 @@ class ProxyServer:
                                 "Memory's config.json, or ZCOR_LLM_MODEL and ZCOR_LLM_BASE_URL.",
                            "provider_not_configured", type="server_error")
         chat = parse_chat(req.body, self.llm.protocol)
+        for header in (self.settings.session_header, self.settings.sender_header):
+            if header in req.headers and _key_problem(req.headers[header]):
+                raise ApiError(400, f"The header {header} {_key_problem(req.headers[header])}.", "invalid_header",
+                               param=header)
         session = self.session_of(chat, req.headers)
         now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         events = [{"text": text, "origin": "external", "senderKey": self.sender_of(name, chat, req.headers),
                    "source": session, "ts": now[:-2] + ":" + now[-2:]} for text, name in chat.new_user if text]
-        origin = {"session": session, "senders": sorted({e["senderKey"] for e in events})}
+        origin = {"session": session, "senders": list(dict.fromkeys(e["senderKey"] for e in events))[-50:]}
         memory = await self.daemon.memory(session, events)
         declared = {t["name"] for t in memory.tools}
         client_tools = {t["name"] for t in chat.tools}
