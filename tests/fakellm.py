@@ -100,9 +100,13 @@ def sse_events(reply: dict[str, Any]) -> list[tuple[str | None, dict[str, Any] |
 class FakeLLM:
     """Start with `with FakeLLM() as llm:`; llm.url is the base URL (…/v1)."""
 
-    def __init__(self) -> None:
+    def __init__(self, keep_alive: bool = False) -> None:
+        """keep_alive: answer in HTTP/1.1 and keep the connection for the next request (as real
+        providers do); by default each answer closes it (HTTP/1.0)."""
         self.script: list[Any] = []
         self.requests: list[dict[str, Any]] = []
+        self.default: Any = None
+        """The entry answered when the script is empty (None: a 500 "script empty")."""
         self.closing = threading.Event()
         self.arrived = threading.Event()
         """Set when a request has come in."""
@@ -111,6 +115,11 @@ class FakeLLM:
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+            # headers and body are separate writes: on a kept connection Nagle's algorithm
+            # would hold the body until the client's delayed ACK (40 ms)
+            disable_nagle_algorithm = keep_alive
+
             def log_message(self, *a):  # keep test output clean
                 pass
 
@@ -123,7 +132,8 @@ class FakeLLM:
                     parsed = None
                 outer.requests.append({"path": self.path, "headers": dict(self.headers), "json": parsed})
                 outer.arrived.set()
-                entry = outer.script.pop(0) if outer.script else ("status", 500, {"error": "script empty"})
+                entry = outer.script.pop(0) if outer.script else \
+                    outer.default if outer.default is not None else ("status", 500, {"error": "script empty"})
                 if isinstance(entry, tuple) and entry[0] == "sleep":
                     time.sleep(entry[1])
                     entry = entry[2]

@@ -337,6 +337,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("mcp", parents=[common],
                        help="bridge stdin/stdout to zcord for an MCP host (the host is the bot)")
     p.set_defaults(func=cmd_mcp)
+
+    p = sub.add_parser("serve-openai", parents=[common], add_help=False,
+                       help="an OpenAI-compatible endpoint that adds zcor's memory to any chat front end; "
+                            "`zcor serve-openai --help` for its options")
+    p.set_defaults(func=None)
     return parser
 
 
@@ -348,11 +353,21 @@ def cmd_chat(args: argparse.Namespace, rest: list[str]) -> int:
     return chat_main(rest)
 
 
+def cmd_serve_openai(args: argparse.Namespace, rest: list[str]) -> int:
+    from .bot.proxy import main as proxy_main  # the HTTP server only when serving
+
+    if args.socket and "--socket" not in rest:
+        rest = ["--socket", args.socket, *rest]
+    return proxy_main(rest)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
     if args.command == "chat":
         return cmd_chat(args, rest)  # its own options (--session, --sender, --help) pass through
+    if args.command == "serve-openai":
+        return cmd_serve_openai(args, rest)
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:

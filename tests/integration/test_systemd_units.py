@@ -79,3 +79,45 @@ def test_readme_installs_into_the_venv_the_units_run():
     # the wheel name in the README is the one `make dist` builds
     from zcord import __version__
     assert f"zcor-{__version__}-py3-none-any.whl" in readme
+
+
+# -- zcor-openai.service (zcor serve-openai) ------------------------------------------------------
+
+PROXY_UNIT = "zcor-openai.service"
+PROXY_INSTALLED = "/opt/zcor/bin/zcor"
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None,
+                    reason="systemd-analyze is not installed (Debian/Ubuntu package: systemd)")
+def test_proxy_unit_passes_systemd_analyze_verify(tmp_path):
+    text = (UNITS / PROXY_UNIT).read_text()
+    assert f"ExecStart={PROXY_INSTALLED} serve-openai " in text
+    near = Path(sys.executable).parent / "zcor"
+    (tmp_path / PROXY_UNIT).write_text(text.replace(PROXY_INSTALLED, str(near) if near.exists() else "/bin/true"))
+    out = subprocess.run(["systemd-analyze", "verify", "--man=no", f"./{PROXY_UNIT}"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    problems = [line for line in out.stderr.splitlines()
+                if PROXY_UNIT in line and ("ignoring" in line.lower() or "invalid" in line.lower()
+                                           or "unknown" in line.lower())]
+    assert out.returncode == 0, out.stderr
+    assert problems == []
+
+
+def test_proxy_unit_is_hardened_off_by_default_and_reads_its_token_from_a_credential():
+    text = (UNITS / PROXY_UNIT).read_text()
+    lines = {line.strip() for line in text.splitlines()}
+    for required in ["Type=notify", "Restart=on-failure", "DynamicUser=yes", "SupplementaryGroups=zcor",
+                     "LoadCredential=proxy-token:/etc/zcor/proxy-token",
+                     "LoadCredential=llm-api-key:/etc/zcor/llm-api-key",
+                     "LoadCredential=llm-base-url:/etc/zcor/llm-base-url", "NoNewPrivileges=yes",
+                     "ProtectSystem=strict", "PrivateTmp=yes", "ProtectHome=yes", "CapabilityBoundingSet=",
+                     "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6", "SystemCallFilter=@system-service",
+                     "MemoryDenyWriteExecute=yes", "After=zcord.service network.target"]:
+        assert required in lines, required
+    exec_start = [line for line in lines if line.startswith("ExecStart=")]
+    assert exec_start == [f"ExecStart={PROXY_INSTALLED} serve-openai --socket /run/zcor/default/zcord.sock "
+                          f"--host 127.0.0.1 --port 8765"]
+    # the token is never on the command line nor in the environment of the unit
+    assert "ZCOR_PROXY_TOKEN" not in text and "--no-token" not in text
+    # no fallback credential for the token: without /etc/zcor/proxy-token the unit does not start
+    assert not any(line.startswith("SetCredential=proxy-token") for line in lines)

@@ -14,12 +14,14 @@ caller passed (see zcord.core.config.api_key_for) and never appears in an error 
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import json
 import queue
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 import contextlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -36,6 +38,7 @@ DEFAULT_MAX_TOKENS = 1024
 MAX_RESPONSE_BYTES = 8 << 20
 """Largest provider answer accepted (a filter reply is a few hundred bytes; a chat reply
 a few kilobytes)."""
+_TOO_LARGE = f"The LLM provider's answer is larger than {MAX_RESPONSE_BYTES >> 20} MiB; it was cut off."
 
 
 @dataclass
@@ -264,8 +267,9 @@ class Provider:
         return self._openai_reply(data) if self.cfg.protocol == "openai" else self._anthropic_reply(data)
 
     def _request(self, system: str, messages: list[Message], tools: list[dict[str, Any]] | None,
-                 max_tokens: int) -> tuple[str, dict[str, str], dict[str, Any]]:
-        """URL, headers and body of one request in the configured wire format."""
+                 max_tokens: int, options: dict[str, Any] | None = None) -> tuple[str, dict[str, str], dict[str, Any]]:
+        """URL, headers and body of one request in the configured wire format; `options`
+        (sampling settings already in that format) are added to the body."""
         base = self.cfg.base_url.rstrip("/")
         if self.cfg.protocol == "openai":
             headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
@@ -273,7 +277,7 @@ class Provider:
                                     "max_tokens": max_tokens}
             if tools:
                 body["tools"] = openai_tools(tools)
-            return base + "/chat/completions", headers, body
+            return base + "/chat/completions", headers, {**(options or {}), **body}
         headers = {"anthropic-version": ANTHROPIC_VERSION}
         if self.api_key:
             headers["x-api-key"] = self.api_key
@@ -282,12 +286,14 @@ class Provider:
             body["system"] = system
         if tools:
             body["tools"] = anthropic_tools(tools)
-        return base + "/messages", headers, body
+        return base + "/messages", headers, {**(options or {}), **body}
 
     def chat(self, system: str, messages: list[Message], tools: list[dict[str, Any]] | None = None,
-             max_tokens: int = DEFAULT_MAX_TOKENS, on_text: Callable[[str], None] | None = None) -> Reply:
-        """Send the conversation; with on_text, stream and hand over the text as it arrives."""
-        url, headers, body = self._request(system, messages, tools, max_tokens)
+             max_tokens: int = DEFAULT_MAX_TOKENS, on_text: Callable[[str], None] | None = None,
+             options: dict[str, Any] | None = None) -> Reply:
+        """Send the conversation; with on_text, stream and hand over the text as it arrives.
+        `options`: extra body fields in the configured wire format (temperature, top_p, …)."""
+        url, headers, body = self._request(system, messages, tools, max_tokens, options)
         deadline = time.monotonic() + self.cfg.timeout_seconds
         if on_text is not None:
             return self._stream(url, headers, body, on_text, deadline)
@@ -311,19 +317,89 @@ class Provider:
                     on_text(reply.text)
                 return reply
             for line in self._capped_lines(chunks):
-                if not line.startswith("data:"):
-                    continue
-                payload = line[5:].strip()
-                if payload == "[DONE]":
+                piece = self._sse_piece(line, state)
+                if piece is None:
                     break
-                try:
-                    event = json.loads(payload)
-                except ValueError:
-                    raise ProviderError(f"The LLM provider streamed a malformed event: {payload[:200]!r}") from None
-                piece = state.feed(event)
                 if piece:
                     on_text(piece)
         return state.reply()
+
+    @staticmethod
+    def _sse_piece(line: str, state: "_OpenAIStream | _AnthropicStream") -> str | None:
+        """The text of one server-sent event line ("" when it has none); None at [DONE]."""
+        if not line.startswith("data:"):
+            return ""
+        payload = line[5:].strip()
+        if payload == "[DONE]":
+            return None
+        try:
+            event = json.loads(payload)
+        except ValueError:
+            raise ProviderError(f"The LLM provider streamed a malformed event: {payload[:200]!r}") from None
+        return state.feed(event)
+
+    # -- asyncio callers (zcord.bot.proxy) ---------------------------------------------------
+
+    async def achat(self, system: str, messages: list[Message], tools: list[dict[str, Any]] | None = None,
+                    max_tokens: int = DEFAULT_MAX_TOKENS,
+                    on_text: Callable[[str], Awaitable[None] | None] | None = None,
+                    options: dict[str, Any] | None = None, client: httpx.AsyncClient | None = None) -> Reply:
+        """chat() for asyncio callers, on the event loop itself (no helper thread): the same
+        wire formats, the same deadline over the whole request and the same size cap.
+        on_text may be a coroutine function; it is awaited for each piece."""
+        import httpx
+
+        url, headers, body = self._request(system, messages, tools, max_tokens, options)
+        if on_text is not None:
+            body = {**body, "stream": True}
+        http = client or httpx.AsyncClient()
+        timeout = self.cfg.timeout_seconds
+        what = ["did not answer"]
+
+        async def hand(piece: str) -> None:
+            out = on_text(piece) if on_text is not None else None
+            if inspect.isawaitable(out):
+                await out
+
+        try:
+            async with asyncio.timeout(timeout), \
+                    http.stream("POST", url, headers=headers, json=body, timeout=timeout) as resp:
+                what[0] = "did not finish its answer"
+                if on_text is None or resp.status_code >= 400 or \
+                        "text/event-stream" not in resp.headers.get("content-type", ""):
+                    raw = bytearray()
+                    async for chunk in resp.aiter_bytes():
+                        raw += chunk
+                        if len(raw) > MAX_RESPONSE_BYTES:
+                            raise ProviderError(_TOO_LARGE)
+                    reply = self._parse_body(resp, bytes(raw))
+                    if reply.text:
+                        await hand(reply.text)
+                    return reply
+                state = _OpenAIStream() if self.cfg.protocol == "openai" else _AnthropicStream()
+                received, pending = 0, b""
+                async for chunk in resp.aiter_bytes():
+                    received += len(chunk)
+                    if received > MAX_RESPONSE_BYTES:
+                        raise ProviderError(_TOO_LARGE)
+                    *lines, pending = (pending + chunk).split(b"\n")
+                    for line in lines:
+                        piece = self._sse_piece(line.rstrip(b"\r").decode("utf-8", "replace"), state)
+                        if piece is None:
+                            return state.reply()
+                        if piece:
+                            await hand(piece)
+                piece = self._sse_piece(pending.rstrip(b"\r").decode("utf-8", "replace"), state)
+                if piece:
+                    await hand(piece)
+                return state.reply()
+        except (TimeoutError, httpx.TimeoutException):
+            raise ProviderError(f"The LLM provider at {self.cfg.base_url} {what[0]} within {timeout:g} s.") from None
+        except httpx.HTTPError as e:
+            raise ProviderError(f"The LLM provider at {self.cfg.base_url} could not be reached: {e}") from None
+        finally:
+            if client is None:
+                await http.aclose()
 
     @staticmethod
     def _openai_reply(data: dict[str, Any]) -> Reply:

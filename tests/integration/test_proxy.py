@@ -1,0 +1,641 @@
+"""`zcor serve-openai` against a real daemon, real clients (the official `openai` package and
+a raw HTTP/SSE client) and a scripted provider on 127.0.0.1 (tests/fakellm.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import io
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+
+import openai
+import pytest
+
+from tests.fakellm import FakeLLM, anthropic_text, anthropic_tools, openai_text, openai_tools
+from zcord.bot.proxy import Limits, ProxyServer, Settings, parse_chat, ApiError
+from zcord.core.config import LlmConfig
+
+TOKEN = "tok-secret-123"
+UPSTREAM_KEY = "sk-upstream-key-789"
+ZCOR_CMD = [sys.executable, "-c", "import sys; from zcord.cli import main; sys.exit(main())"]
+
+
+class Running:
+    """A ProxyServer on its own event loop in a thread, on a free port of 127.0.0.1."""
+
+    def __init__(self, sock, llm: FakeLLM, timeout: float = 5, protocol: str = "openai", **limits):
+        self.loop = asyncio.new_event_loop()
+        self.crashes: list[dict] = []  # anything the loop had to report (a task that failed unseen)
+        self.loop.set_exception_handler(lambda loop, context: self.crashes.append(context))
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        cfg = LlmConfig(protocol=protocol, base_url=llm.url, model="scripted", timeout_seconds=timeout)
+        settings = Settings(port=0, socket=str(sock), token=TOKEN, limits=Limits(**limits))
+
+        async def make() -> ProxyServer:
+            server = ProxyServer(settings, cfg, UPSTREAM_KEY)
+            await server.start()
+            return server
+
+        self.server = asyncio.run_coroutine_threadsafe(make(), self.loop).result(30)
+        self.url = f"http://127.0.0.1:{self.server.port}/v1"
+
+    def client(self, token: str = TOKEN, **kw) -> openai.OpenAI:
+        return openai.OpenAI(base_url=self.url, api_key=token, max_retries=0, timeout=30, **kw)
+
+    def raw(self, method: str, path: str, body: bytes | None = None, headers: dict[str, str] | None = None):
+        conn = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=30)
+        conn.request(method, path, body=body, headers={"Authorization": f"Bearer {TOKEN}",
+                                                        "Content-Type": "application/json", **(headers or {})})
+        resp = conn.getresponse()
+        return resp, resp.read(), conn
+
+    def close(self) -> None:
+        fut = asyncio.run_coroutine_threadsafe(self.server.close(), self.loop)
+        try:
+            fut.result(30)
+        except TimeoutError:  # say where the endpoint is stuck
+            out = io.StringIO()
+            for t in asyncio.all_tasks(self.loop):
+                t.print_stack(file=out)
+            raise AssertionError("the endpoint did not close:\n" + out.getvalue()) from None
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
+        assert self.crashes == [], self.crashes
+
+
+@pytest.fixture
+def llm():
+    with FakeLLM() as server:
+        yield server
+
+
+@pytest.fixture
+def proxy(daemon, llm):
+    running = Running(daemon.sock, llm)
+    yield running
+    running.close()
+
+
+def history(daemon, **filters):
+    with daemon.client("operator") as op:
+        return op.request("zcor/history/query", {"changesOnly": True, **filters})
+
+
+def seed(daemon) -> str:
+    with daemon.client("operator") as op:
+        imp = op.call_tool("zcor_memory_write", {"title": "我是小助手的主人", "content": "主人叫阿杰，住在杭州"})
+        op.call_tool("zcor_memory_important", {"id": imp["id"], "important": True})
+        cat = op.call_tool("zcor_memory_write", {"title": "阿杰的猫叫团子", "content": "橘猫，怕洗澡"})
+    return cat["id"]
+
+
+def system_sent(req) -> str:
+    first = req["json"]["messages"][0]
+    return first["content"] if first["role"] == "system" else ""
+
+
+def declared_sent(req) -> set[str]:
+    return {t["function"]["name"] for t in req["json"].get("tools", [])}
+
+
+ASK = [{"role": "system", "content": "You are Mimi, a cheerful cat-girl."},
+       {"role": "user", "content": "团子今天怎么样"}]
+
+
+# -- real clients --------------------------------------------------------------------------------
+
+
+def test_openai_client_gets_an_answer_with_memory_in_front_of_its_own_system_prompt(daemon, llm, proxy):
+    cat = seed(daemon)
+    llm.script.append(openai_text("团子在睡觉"))
+    out = proxy.client().chat.completions.create(model="my-front-end-model", messages=ASK)
+    assert out.choices[0].message.content == "团子在睡觉"
+    assert out.model == "my-front-end-model"
+    assert out.choices[0].finish_reason == "stop"
+    (req,) = llm.requests
+    assert req["json"]["model"] == "scripted"  # the deployment's model, not the client's name
+    assert req["headers"]["Authorization"] == f"Bearer {UPSTREAM_KEY}"
+    system = system_sent(req)
+    # the prefix (persona rules + the important memory) and the recall header come first,
+    # then the client's own system prompt
+    assert "主人叫阿杰" in system and cat in system
+    assert system.index(cat) < system.index("You are Mimi")
+    assert system.endswith("You are Mimi, a cheerful cat-girl.")
+    assert "zcor_memory_write" in declared_sent(req)
+    assert [m["role"] for m in req["json"]["messages"]] == ["system", "user"]
+    assert UPSTREAM_KEY not in out.model_dump_json()
+
+
+def test_openai_client_streams_the_answer(daemon, llm, proxy):
+    seed(daemon)
+    llm.script.append(openai_text("团子在窗台上晒太阳"))
+    stream = proxy.client().chat.completions.create(model="mine", messages=ASK, stream=True)
+    chunks = list(stream)
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == "团子在窗台上晒太阳"
+    assert len([c for c in chunks if c.choices[0].delta.content]) == 2  # the upstream's two pieces, as they came
+    assert {c.model for c in chunks} == {"mine"}
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    assert llm.requests[0]["json"]["stream"] is True
+
+
+def test_raw_sse_client_sees_chunked_events_ending_in_done(daemon, llm, proxy):
+    llm.script.append(openai_text("你好呀"))
+    body = json.dumps({"model": "x", "stream": True, "messages": [{"role": "user", "content": "在吗"}]}).encode()
+    resp, data, conn = proxy.raw("POST", "/v1/chat/completions", body)
+    assert resp.status == 200
+    assert resp.getheader("Content-Type") == "text/event-stream"
+    assert resp.getheader("Transfer-Encoding") == "chunked"
+    events = [line[len("data: "):] for line in data.decode().split("\n") if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    parsed = [json.loads(e) for e in events[:-1]]
+    assert parsed[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert "".join(p["choices"][0]["delta"].get("content") or "" for p in parsed) == "你好呀"
+    assert all(p["object"] == "chat.completion.chunk" and p["model"] == "x" for p in parsed)
+    # the connection is kept: a second request on it is answered
+    llm.script.append(openai_text("还在"))
+    conn.request("POST", "/v1/chat/completions", body=body.replace(b'"stream": true', b'"stream": false'),
+                 headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"})
+    again = conn.getresponse()
+    assert json.loads(again.read())["choices"][0]["message"]["content"] == "还在"
+    conn.close()
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_the_model_calls_a_zcor_tool_which_the_proxy_runs_and_history_shows(daemon, llm, proxy, streaming):
+    llm.script += [openai_tools(("zcor_memory_write", {"title": "阿杰养了一只猫", "content": "橘猫，叫团子"})),
+                   openai_text("记住啦")]
+    client = proxy.client()
+    messages = [{"role": "user", "content": "我养了一只橘猫叫团子", "name": "ajie"}]
+    if streaming:
+        text = "".join(c.choices[0].delta.content or "" for c in
+                       client.chat.completions.create(model="m", messages=messages, stream=True,
+                                                      extra_headers={"X-Zcor-Session": "st:room1"}))
+    else:
+        text = client.chat.completions.create(model="m", messages=messages,
+                                              extra_headers={"X-Zcor-Session": "st:room1"}).choices[0].message.content
+    assert text == "记住啦"
+    # the second upstream request carries the call and zcor's result; the client never saw them
+    second = llm.requests[1]["json"]["messages"]
+    assert second[-2]["tool_calls"][0]["function"]["name"] == "zcor_memory_write"
+    result = json.loads(second[-1]["content"])
+    assert result["title"] == "阿杰养了一只猫"
+    records = history(daemon, tool="zcor_memory_write")["items"]
+    (record,) = [r for r in records if r.get("actor") == "model"]
+    assert result["id"] in json.dumps(record, ensure_ascii=False)
+    # ORIGIN: enable this line when merging into a main that has the origin branch (it passed in a
+    # scratch merge with main at db6f6d70); on this branch alone zcord does not record origins yet
+    # assert record["origin"] == {"session": "st:room1", "senders": ["openai:ajie"]}
+
+
+def test_a_client_tool_call_is_passed_back_untouched_and_its_result_forwarded(daemon, llm, proxy):
+    weather = {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city",
+                                                "parameters": {"type": "object",
+                                                               "properties": {"city": {"type": "string"}}}}}
+    llm.script.append(openai_tools(("get_weather", {"city": "杭州"})))
+    client = proxy.client()
+    messages = [{"role": "user", "content": "杭州天气怎么样"}]
+    out = client.chat.completions.create(model="m", messages=messages, tools=[weather])
+    msg = out.choices[0].message
+    assert out.choices[0].finish_reason == "tool_calls"
+    (call,) = msg.tool_calls
+    assert (call.id, call.function.name, json.loads(call.function.arguments)) == ("call_0", "get_weather",
+                                                                                   {"city": "杭州"})
+    assert {"get_weather", "zcor_memory_write"} <= declared_sent(llm.requests[0])
+    # the client runs its tool and sends the result back; it reaches the model as it was
+    llm.script.append(openai_text("杭州晴"))
+    messages += [msg.model_dump(exclude_none=True),
+                 {"role": "tool", "tool_call_id": "call_0", "content": "晴，25度"}]
+    out = client.chat.completions.create(model="m", messages=messages, tools=[weather])
+    assert out.choices[0].message.content == "杭州晴"
+    sent = llm.requests[1]["json"]["messages"]
+    assert sent[-1] == {"role": "tool", "tool_call_id": "call_0", "content": "晴，25度"}
+    assert sent[-2]["tool_calls"][0]["function"] == {"name": "get_weather", "arguments": call.function.arguments}
+
+
+def test_a_client_tool_call_streams_back_too(daemon, llm, proxy):
+    weather = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
+    llm.script.append(openai_tools(("get_weather", {"city": "杭州"})))
+    chunks = list(proxy.client().chat.completions.create(model="m", stream=True, tools=[weather],
+                                                         messages=[{"role": "user", "content": "天气"}]))
+    calls = [tc for c in chunks for tc in (c.choices[0].delta.tool_calls or [])]
+    assert [(tc.id, tc.function.name, json.loads(tc.function.arguments)) for tc in calls] == \
+        [("call_0", "get_weather", {"city": "杭州"})]
+    assert chunks[-1].choices[0].finish_reason == "tool_calls"
+
+
+def test_models_lists_the_deployment_model(proxy):
+    assert [m.id for m in proxy.client().models.list()] == ["scripted"]
+
+
+def test_the_session_comes_from_the_header_and_the_sender_from_the_name(daemon, llm, proxy):
+    seed(daemon)
+    llm.script.append(openai_text("嗯"))
+    proxy.client().chat.completions.create(model="m", extra_headers={"X-Zcor-Session": "st:room2"},
+                                           messages=[{"role": "user", "content": "团子呢", "name": "ajie"}])
+    with daemon.client() as bot:
+        assert "阿杰的猫叫团子" in bot.context("st:room2")["text"]
+        assert bot.context("st:other")["text"] == ""
+
+
+def test_session_hash_is_stable_across_turns_and_differs_between_chats(tmp_path):
+    proxy = ProxyServer.__new__(ProxyServer)
+    proxy.settings = Settings(token="t")
+    turn1 = parse_chat(json.dumps({"messages": ASK}).encode(), "openai")
+    turn2 = parse_chat(json.dumps({"messages": ASK + [{"role": "assistant", "content": "喵"},
+                                                      {"role": "user", "content": "再说说"}]}).encode(), "openai")
+    other = parse_chat(json.dumps({"messages": [ASK[0], {"role": "user", "content": "你好"}]}).encode(), "openai")
+    assert proxy.session_of(turn1, {}) == proxy.session_of(turn2, {})
+    assert proxy.session_of(turn1, {}) != proxy.session_of(other, {})
+    assert proxy.session_of(turn1, {"x-zcor-session": "h"}) == "h"
+    assert [t for t, _ in turn2.new_user] == ["再说说"]  # only the new message is the recall batch
+    proxy.settings = Settings(token="t", session_from=("user", "hash"))
+    with_user = parse_chat(json.dumps({"messages": ASK, "user": "u1"}).encode(), "openai")
+    assert proxy.session_of(with_user, {"x-zcor-session": "h"}) == "openai:user:u1"
+
+
+def test_zcord_stopped_mid_conversation_the_answer_still_comes_without_memory(daemon, llm, proxy, caplog):
+    seed(daemon)
+    llm.script += [openai_text("团子在睡觉"), openai_text("还是在睡觉")]
+    client = proxy.client()
+    client.chat.completions.create(model="m", messages=ASK)
+    assert "主人叫阿杰" in system_sent(llm.requests[0])
+    daemon.stop()
+    caplog.set_level(logging.WARNING, logger="zcord.proxy")
+    out = client.chat.completions.create(model="m", messages=ASK + [{"role": "assistant", "content": "团子在睡觉"},
+                                                                   {"role": "user", "content": "团子呢"}])
+    assert out.choices[0].message.content == "还是在睡觉"
+    assert system_sent(llm.requests[1]) == "You are Mimi, a cheerful cat-girl."
+    assert "zcor_memory_write" not in declared_sent(llm.requests[1])
+    assert any("without memory" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
+
+
+# -- access ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("token", [None, "wrong-token"])
+def test_requests_without_the_token_are_refused(daemon, llm, proxy, token):
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+    conn = http.client.HTTPConnection("127.0.0.1", proxy.server.port, timeout=30)
+    conn.request("POST", "/v1/chat/completions", body=json.dumps({"model": "m", "messages": ASK}), headers=headers)
+    resp = conn.getresponse()
+    body = json.loads(resp.read())
+    assert resp.status == 401
+    assert body["error"]["code"] == "invalid_api_key" and "Bearer" in body["error"]["message"]
+    with pytest.raises(openai.AuthenticationError):
+        proxy.client(token="nope").models.list()
+    assert llm.requests == []
+
+
+def test_past_the_concurrency_cap_a_request_gets_429(daemon, llm):
+    running = Running(daemon.sock, llm, max_concurrent=1)
+    try:
+        release = threading.Event()
+        llm.script.append(("wait", release, openai_text("慢慢来")))
+        first: list = []
+        t = threading.Thread(target=lambda: first.append(
+            running.client().chat.completions.create(model="m", messages=ASK)))
+        t.start()
+        assert llm.arrived.wait(30)
+        with pytest.raises(openai.RateLimitError) as e:
+            running.client().chat.completions.create(model="m", messages=ASK)
+        assert e.value.response.headers["Retry-After"] == "1"
+        assert e.value.body["code"] == "too_many_requests"
+        release.set()
+        t.join(30)
+        assert first[0].choices[0].message.content == "慢慢来"
+    finally:
+        running.close()
+
+
+def test_a_connection_that_does_not_finish_its_request_is_closed(daemon, llm):
+    running = Running(daemon.sock, llm, read_timeout=0.3)
+    try:
+        with socket.create_connection(("127.0.0.1", running.server.port), timeout=30) as s:
+            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 100\r\n")
+            assert s.recv(100) == b""  # closed by the proxy, without an answer
+    finally:
+        running.close()
+
+
+def test_the_upstream_key_never_reaches_the_client_even_when_the_upstream_echoes_it(daemon, llm, proxy):
+    llm.script.append(("status", 401, {"error": {"message": f"Incorrect API key provided: {UPSTREAM_KEY}"}}))
+    with pytest.raises(openai.APIStatusError) as e:
+        proxy.client().chat.completions.create(model="m", messages=ASK)
+    assert e.value.status_code == 502
+    assert UPSTREAM_KEY not in e.value.response.text and "[redacted]" in e.value.response.text
+
+
+# -- bad input: a clear error object, nothing written ---------------------------------------------
+
+
+BAD = [
+    (b"{not json", 400, "invalid_json"),
+    (b"[1, 2]", 400, "invalid_json"),
+    (json.dumps({"model": "m", "messages": []}).encode(), 400, "invalid_messages"),
+    (json.dumps({"model": "m", "messages": [{"role": "narrator", "content": "x"}]}).encode(), 400, "unknown_role"),
+    (json.dumps({"model": "m", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "看这张图"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}]}).encode(),
+     400, "unsupported_content"),
+    (json.dumps({"model": "m", "messages": [{"role": "user", "content": 42}]}).encode(), 400, "invalid_content"),
+    (json.dumps({"model": "m", "messages": ASK, "tools": [
+        {"type": "function", "function": {"name": "zcor_memory_write"}}]}).encode(), 400, "tool_name_reserved"),
+    (json.dumps({"model": "m", "messages": ASK, "n": 3}).encode(), 400, "unsupported_parameter"),
+    (json.dumps({"model": "m", "messages": [{"role": "user", "content": "长" * (5 << 20)}]}).encode(),
+     413, "request_too_large"),
+    (json.dumps({"model": "m", "messages": [{"role": "user", "content": "a" * 1_000_001}]}).encode(),
+     400, "message_too_long"),
+    (json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi", "name": "a\u0007b"}]}).encode(),
+     400, "invalid_name"),
+]
+
+
+@pytest.mark.parametrize("body,status,code", BAD, ids=[b[2] + str(i) for i, b in enumerate(BAD)])
+def test_bad_input_gets_an_openai_error_object_and_changes_nothing(daemon, llm, proxy, body, status, code):
+    before = history(daemon)["total"]
+    resp, data, conn = proxy.raw("POST", "/v1/chat/completions", body)
+    conn.close()
+    error = json.loads(data)["error"]
+    assert resp.status == status
+    assert error["code"] == code and error["type"] and error["message"]
+    assert llm.requests == []
+    assert history(daemon)["total"] == before
+    with daemon.client() as bot:
+        assert bot.context("st:any")["text"] == ""
+
+
+def test_text_parts_are_joined_and_forwarded(daemon, llm, proxy):
+    llm.script.append(openai_text("好"))
+    proxy.client().chat.completions.create(model="m", messages=[{"role": "user", "content": [
+        {"type": "text", "text": "第一段"}, {"type": "text", "text": "第二段"}]}])
+    assert llm.requests[0]["json"]["messages"][-1] == {"role": "user", "content": "第一段\n第二段"}
+
+
+def test_unknown_route_and_method(proxy):
+    resp, data, conn = proxy.raw("GET", "/v1/embeddings")
+    assert resp.status == 404 and json.loads(data)["error"]["code"] == "not_found"
+    resp, data, conn = proxy.raw("GET", "/v1/chat/completions")
+    assert resp.status == 405 and resp.getheader("Allow") == "POST"
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_an_upstream_that_errors_is_a_502_error_object_and_nothing_is_written(daemon, llm, proxy, streaming):
+    before = history(daemon)["total"]
+    llm.script.append(("status", 500, {"error": {"message": "model overloaded"}}))
+    with pytest.raises(openai.APIStatusError) as e:
+        out = proxy.client().chat.completions.create(model="m", messages=ASK, stream=streaming)
+        list(out) if streaming else None
+    assert e.value.status_code == 502
+    assert e.value.body["code"] == "upstream_error" and "model overloaded" in e.value.body["message"]
+    assert history(daemon)["total"] == before
+
+
+def test_an_upstream_that_trickles_is_a_504_error_object(daemon, llm):
+    running = Running(daemon.sock, llm, timeout=0.5)
+    try:
+        before = history(daemon)["total"]
+        llm.script.append(("drip", 0.05))
+        with pytest.raises(openai.APIStatusError) as e:
+            running.client().chat.completions.create(model="m", messages=ASK)
+        assert e.value.status_code == 504
+        assert e.value.body["code"] == "upstream_timeout" and "within" in e.value.body["message"]
+        assert history(daemon)["total"] == before
+    finally:
+        running.close()
+
+
+def test_parse_chat_names_the_field():
+    with pytest.raises(ApiError) as e:
+        parse_chat(json.dumps({"messages": [{"role": "user", "content": "a"}, {"role": "tool", "content": "x"}]})
+                   .encode(), "openai")
+    assert e.value.param == "messages[1].tool_call_id"
+    chat = parse_chat(json.dumps({"messages": ASK, "temperature": 0.7, "stop": "END"}).encode(), "anthropic")
+    assert chat.options == {"temperature": 0.7, "stop_sequences": ["END"]}
+    # a client's earlier tool call keeps its arguments as an object (Anthropic's format needs one)
+    chat = parse_chat(json.dumps({"messages": [
+        {"role": "user", "content": "天气"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "杭州"}'}},
+            {"id": "c2", "type": "function", "function": {"name": "raw", "arguments": "not json"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "晴"}]}).encode(), "anthropic")
+    assert [c.arguments for c in chat.messages[1].tool_calls] == [{"city": "杭州"}, "not json"]
+    assert chat.new_user == []  # the last message is a tool result: no new batch for recall
+
+
+# -- the command ----------------------------------------------------------------------------------
+
+
+def test_the_command_serves_with_a_token_file_and_refuses_a_readable_one(daemon, llm, tmp_path):
+    token = tmp_path / "token"
+    token.write_text(TOKEN + "\n")
+    token.chmod(0o644)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZCOR_")}
+    env.update(ZCOR_LLM_BASE_URL=llm.url, ZCOR_LLM_MODEL="scripted", ZCOR_LLM_API_KEY=UPSTREAM_KEY)
+    args = ZCOR_CMD + ["serve-openai", "--socket", str(daemon.sock), "--port", "0", "--token-file", str(token)]
+    out = subprocess.run(args, env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "chmod 600" in out.stderr
+    token.chmod(0o600)
+    proc = subprocess.Popen(args, env=env, stderr=subprocess.PIPE, text=True)
+    try:
+        line = ""
+        while "listening on" not in line:
+            line = proc.stderr.readline()
+            assert line, "serve-openai exited before listening"
+        url = line.split("listening on ")[1].strip()
+        llm.script.append(openai_text("喵"))
+        client = openai.OpenAI(base_url=url, api_key=TOKEN, max_retries=0, timeout=30)
+        assert client.chat.completions.create(model="m", messages=ASK).choices[0].message.content == "喵"
+        assert llm.requests[0]["headers"]["Authorization"] == f"Bearer {UPSTREAM_KEY}"
+        proc.terminate()
+        assert proc.wait(30) == 0  # SIGTERM is a clean stop
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+
+
+def test_the_token_comes_from_the_file_the_credential_or_the_environment(tmp_path):
+    from zcord.bot.proxy import read_token
+
+    creds = tmp_path / "creds"
+    creds.mkdir()
+    (creds / "proxy-token").write_text("from-credential\n")
+    assert read_token(None, {"CREDENTIALS_DIRECTORY": str(creds), "ZCOR_PROXY_TOKEN": "from-env"}) == \
+        "from-credential"
+    assert read_token(None, {"ZCOR_PROXY_TOKEN": " from-env "}) == "from-env"
+    assert read_token(None, {}) is None
+    own = tmp_path / "own"
+    own.write_text("")
+    own.chmod(0o600)
+    with pytest.raises(ValueError, match="empty"):
+        read_token(str(own), {"ZCOR_PROXY_TOKEN": "from-env"})
+    with pytest.raises(ValueError, match="cannot be read"):
+        read_token(str(tmp_path / "missing"), {})
+
+
+def test_no_token_is_allowed_only_on_loopback():
+    from zcord.bot.proxy import build_parser, settings_from
+
+    args = build_parser().parse_args(["--no-token", "--host", "0.0.0.0"])
+    with pytest.raises(ValueError, match="loopback"):
+        settings_from(args, {})
+    assert settings_from(build_parser().parse_args(["--no-token"]), {}).token is None
+    with pytest.raises(ValueError, match="no bearer token"):
+        settings_from(build_parser().parse_args([]), {})
+    with pytest.raises(ValueError, match="session-from"):
+        settings_from(build_parser().parse_args(["--session-from", "cookie"]), {"ZCOR_PROXY_TOKEN": "t"})
+
+
+def test_the_tool_list_follows_zcords_config(daemon, llm, proxy):
+    llm.script += [openai_text("一"), openai_text("二")]
+    client = proxy.client()
+    client.chat.completions.create(model="m", messages=ASK)
+    assert "zcor_relationship_write" in declared_sent(llm.requests[0])
+    with daemon.client("operator") as op:
+        op.config_set({"relationshipMemory": False})
+    # zcord tells its bots the list changed; the next request offers the new list
+    for _ in range(100):
+        if proxy.server.daemon._tools is None:
+            break
+        threading.Event().wait(0.05)
+    client.chat.completions.create(model="m", messages=ASK)
+    assert "zcor_relationship_write" not in declared_sent(llm.requests[1])
+    assert "zcor_memory_write" in declared_sent(llm.requests[1])
+
+
+def test_header_names_are_configurable():
+    from zcord.bot.proxy import build_parser, settings_from
+
+    settings = settings_from(build_parser().parse_args(
+        ["--session-header", "X-OpenWebUI-Chat-Id", "--sender-header", "X-OpenWebUI-User-Id"]), {"ZCOR_PROXY_TOKEN": "t"})
+    proxy = ProxyServer.__new__(ProxyServer)
+    proxy.settings = settings
+    chat = parse_chat(json.dumps({"messages": ASK}).encode(), "openai")
+    headers = {"x-openwebui-chat-id": "c-1", "x-openwebui-user-id": "u-9", "x-zcor-session": "ignored"}
+    assert proxy.session_of(chat, headers) == "c-1"
+    assert proxy.sender_of(None, chat, headers) == "u-9"
+    assert proxy.sender_of("Ann", chat, headers) == "openai:Ann"
+
+
+@pytest.mark.parametrize("streaming", [False, True])
+def test_an_anthropic_provider_behind_the_openai_endpoint(daemon, llm, streaming):
+    running = Running(daemon.sock, llm, protocol="anthropic")
+    try:
+        seed(daemon)
+        llm.script += [anthropic_tools(("zcor_memory_write", {"title": "阿杰喜欢晒太阳", "content": "午后"})),
+                       anthropic_text("好的，记住了")]
+        out = running.client().chat.completions.create(model="m", messages=ASK, stream=streaming,
+                                                       temperature=0.3, stop=["END"])
+        text = "".join(c.choices[0].delta.content or "" for c in out) if streaming else \
+            out.choices[0].message.content
+        assert text == "好的，记住了"
+        first, second = (r["json"] for r in llm.requests)
+        assert llm.requests[0]["path"] == "/v1/messages"
+        assert llm.requests[0]["headers"]["x-api-key"] == UPSTREAM_KEY
+        assert first["system"].endswith("You are Mimi, a cheerful cat-girl.") and "主人叫阿杰" in first["system"]
+        assert (first["temperature"], first["stop_sequences"]) == (0.3, ["END"])
+        assert second["messages"][-1]["content"][0]["type"] == "tool_result"
+        assert any(r.get("actor") == "model" for r in history(daemon, tool="zcor_memory_write")["items"])
+    finally:
+        running.close()
+
+
+def test_expect_100_continue_is_answered(daemon, llm, proxy):
+    llm.script.append(openai_text("好"))
+    body = json.dumps({"model": "m", "messages": ASK}).encode()
+    with socket.create_connection(("127.0.0.1", proxy.server.port), timeout=30) as s:
+        s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + TOKEN.encode() +
+                  b"\r\nContent-Type: application/json\r\nExpect: 100-continue\r\nConnection: close\r\n"
+                  b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n")
+        assert s.recv(100).startswith(b"HTTP/1.1 100 Continue\r\n\r\n")
+        s.sendall(body)
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    head, _, rest = data.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200 OK")
+    assert json.loads(rest)["choices"][0]["message"]["content"] == "好"
+
+
+def test_zcord_stopped_during_a_tool_round_the_answer_still_comes(daemon, llm, proxy, caplog):
+    caplog.set_level(logging.WARNING, logger="zcord.proxy")
+    gone = threading.Event()
+    llm.script += [("wait", gone, openai_tools(("zcor_memory_write", {"title": "没写成", "content": "x"}))),
+                   openai_text("我现在记不住，但我听到了")]
+    answer: list = []
+    t = threading.Thread(target=lambda: answer.append(
+        proxy.client().chat.completions.create(model="m", messages=ASK)))
+    t.start()
+    assert llm.arrived.wait(30)  # recall and the prefix went through; the model is "thinking"
+    daemon.stop()
+    gone.set()
+    t.join(60)
+    assert answer[0].choices[0].message.content == "我现在记不住，但我听到了"
+    result = json.loads(llm.requests[1]["json"]["messages"][-1]["content"])
+    assert result["error"]["code"] == "unavailable"
+    # the second round still offers zcor's tools and prefix: the transcript holds a call to one
+    assert "zcor_memory_write" in declared_sent(llm.requests[1])
+    assert any(r.levelno == logging.WARNING for r in caplog.records)
+
+
+def test_a_client_that_stops_reading_loses_its_connection_and_frees_its_slot(daemon, llm):
+    running = Running(daemon.sock, llm, read_timeout=0.5, max_concurrent=1)
+    try:
+        llm.script.append(openai_text("长" * (2 << 20)))  # a 6 MB answer: more than the socket buffers hold
+        body = json.dumps({"model": "m", "messages": ASK}).encode()
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            s.connect(("127.0.0.1", running.server.port))
+            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nAuthorization: Bearer " + TOKEN.encode() +
+                      b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            for _ in range(600):  # the proxy gives up on the writer and lets the slot go
+                if running.server._busy == 0 and len(llm.requests) == 1:
+                    break
+                threading.Event().wait(0.05)
+            assert running.server._busy == 0
+            s.settimeout(30)
+            received = 0
+            while chunk := s.recv(1 << 16):
+                received += len(chunk)
+            assert received < 6 << 20  # closed before the whole answer went out
+        llm.script.append(openai_text("下一位"))
+        assert running.client().chat.completions.create(model="m", messages=ASK).choices[0].message.content == "下一位"
+    finally:
+        running.close()
+
+
+def test_a_client_that_hangs_up_mid_stream_frees_its_slot(daemon, llm):
+    running = Running(daemon.sock, llm, max_concurrent=1)
+    try:
+        llm.script.append(openai_text("长" * (2 << 20)))
+        body = json.dumps({"model": "m", "stream": True, "messages": ASK}).encode()
+        with socket.create_connection(("127.0.0.1", running.server.port), timeout=30) as s:
+            s.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nAuthorization: Bearer " + TOKEN.encode() +
+                      b"\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            assert s.recv(4096).startswith(b"HTTP/1.1 200 OK")
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")  # reset
+        for _ in range(600):
+            if running.server._busy == 0:
+                break
+            threading.Event().wait(0.05)
+        assert running.server._busy == 0
+        llm.script.append(openai_text("下一位"))
+        assert running.client().chat.completions.create(model="m", messages=ASK).choices[0].message.content == "下一位"
+    finally:
+        running.close()
+
+
+def test_a_session_header_with_a_control_character_is_refused(daemon, llm, proxy):
+    resp, data, conn = proxy.raw("POST", "/v1/chat/completions", json.dumps({"model": "m", "messages": ASK}).encode(),
+                                 {"X-Zcor-Session": "room\x01one"})
+    conn.close()
+    assert resp.status == 400 and json.loads(data)["error"]["code"] == "invalid_header"
+    assert llm.requests == []
