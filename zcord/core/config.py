@@ -63,8 +63,12 @@ class Config(_Base):
     bot_backup_interval_seconds: int = Field(600, ge=0, le=7 * 86400)
     """The bot may call zcor_memory_backup at most once per this many seconds."""
     max_bot_backups: int = Field(20, ge=1, le=10_000)
-    """Backups made for the bot (its backups and its pre-restore copies) kept; older ones are
-    deleted. Operators' backups are never deleted automatically."""
+    """Backups the bot made with zcor_memory_backup kept; older ones are deleted. The copies
+    taken before a restore (the way back) and operators' backups are never deleted
+    automatically."""
+    bot_restore_interval_seconds: int = Field(600, ge=0, le=7 * 86400)
+    """The bot may call zcor_memory_restore at most once per this many seconds (each restore
+    keeps a pre-restore copy of the whole Memory, which is never pruned)."""
     max_restore_bytes: int = Field(512 << 20, ge=1, le=1 << 40)
     """A backup file larger than this is refused before it is read."""
     max_restore_nodes: int = Field(200_000, ge=0, le=100_000_000)

@@ -11,6 +11,7 @@ recall, context), none of which are tool calls.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -26,7 +27,7 @@ from ..core.journal import read_pos, replay
 from ..core.models import now
 from ..core.oplog import OpLog
 from ..core.state import MemoryState
-from ..core.store import BOT_BACKUP_RE, CONFIG_FILE, OPLOG_FILE, PERSONA_FILE, SYNONYMS_FILE, Store
+from ..core.store import BOT_BACKUP_RE, CONFIG_FILE, OPLOG_FILE, PERSONA_FILE, PRE_RESTORE_RE, SYNONYMS_FILE, Store
 from ..core.text import tokenizer
 from ..core.persona import persona_text
 from ..retrieval.prefix import build_prefix
@@ -57,6 +58,7 @@ class Service(Dispatcher):
         self.sessions = RecallSessions(self.retriever)
         self.http_client = None  # an httpx.Client to reuse for provider calls (tests may inject one)
         self.last_bot_backup: float | None = None  # time.monotonic() of the bot's last backup
+        self.last_bot_restore: float | None = None  # and of its last restore
         self.is_open = False
 
     # -- lifetime ---------------------------------------------------------------------
@@ -82,14 +84,15 @@ class Service(Dispatcher):
         self.seq = max([self.oplog.last_seq, *ops[-1:]])
         self.reconcile()
         self.last_bot_backup = self._bot_backup_clock()
+        self.last_bot_restore = self._bot_backup_clock(PRE_RESTORE_RE)
         return self
 
-    def _bot_backup_clock(self) -> float | None:
-        """The bot's last backup on the monotonic clock, from the newest bot backup file (so
-        a restart does not reset the bot's backup interval)."""
+    def _bot_backup_clock(self, pattern: re.Pattern[str] = BOT_BACKUP_RE) -> float | None:
+        """The bot's last backup (or restore) on the monotonic clock, from the newest file of
+        the pattern (so a restart does not reset the bot's interval)."""
         try:
             newest = max((e.stat(follow_symlinks=False).st_mtime for e in os.scandir(self.store.backups)
-                          if BOT_BACKUP_RE.match(e.name)), default=None)
+                          if pattern.match(e.name)), default=None)
         except OSError:
             return None
         if newest is None:

@@ -1,0 +1,114 @@
+"""The second red-team round (issue 23): the bot role, nothing more, cannot destroy the way
+back, lock others out, starve the worker, grow the daemon or the disk without bound, or
+make time travel lie. Each test runs the attack as a hostile member of the socket's group
+would, against a real daemon over a real socket, then checks the outcome now."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pytest
+
+from tests.fault.test_limits import configured
+from zcord.client import ToolError
+
+pytestmark = pytest.mark.fault
+
+
+def _write(c, title: str, content: str = "x") -> str:
+    return c.call_tool("zcor_memory_write", {"title": title, "content": content})["id"]
+
+
+def _restores(op) -> list[int]:
+    items = op.history_query({"tool": "zcor_memory_restore", "limit": 100})["items"]
+    return sorted(i["seq"] for i in items if i["status"] == "ok")
+
+
+# -- 1. the way back --------------------------------------------------------------------------
+
+
+def test_the_bots_restores_never_prune_the_way_back(make_daemon):
+    """The attack: back up a nearly empty Memory, let real memories accumulate, restore the
+    empty backup, then restore it again and again so pruning deletes the pre-restore copy
+    that held the real Memory. Now: pre-restore copies are never pruned, and the bot's
+    restores are rate-limited on their own."""
+    d = configured(make_daemon, {"botBackupIntervalSeconds": 0, "botRestoreIntervalSeconds": 0,
+                                 "maxBotBackups": 2})
+    backups = d.memdir / "backups"
+    with d.client() as bot, d.client("operator") as op:
+        empty = bot.call_tool("zcor_memory_backup")["backupFile"]
+        real = [_write(bot, f"真的记忆{i}") for i in range(5)]
+        first = bot.call_tool("zcor_memory_restore", {"backupFile": empty})["backupFile"]
+        for _ in range(5):
+            bot.call_tool("zcor_memory_restore", {"backupFile": empty})
+        for _ in range(3):
+            bot.call_tool("zcor_memory_backup")  # the bot's own backups are pruned as before
+        names = os.listdir(backups)
+        assert first in names, "the copy holding the real Memory was pruned"
+        assert sum(1 for n in names if n.endswith("-bot-prerestore.json")) == 6
+        assert sum(1 for n in names if n.endswith("-bot.json")) == 2
+        listed = {b["backupFile"]: b for b in op.backups()}
+        assert listed[first]["bot"] is False  # not one the pruning touches
+        # the operator takes the first restore back (forced past the later ones)
+        seq = _restores(op)[0]
+        op.history_revert(seq, force=True)
+        assert {n["id"] for n in op.call_tool("zcor_memory_children")["items"]} == set(real)
+
+
+def test_revert_and_time_travel_across_a_restore_work_when_its_backup_is_gone(make_daemon):
+    """The pre-restore copy deleted by hand: the history holds every change, so the Memory
+    before the restore is rebuilt from it."""
+    d = configured(make_daemon, {"botRestoreIntervalSeconds": 0})
+    with d.client() as bot, d.client("operator") as op:
+        empty = op.call_tool("zcor_memory_backup")["backupFile"]
+        a = _write(bot, "第一条")
+        b = _write(bot, "第二条")
+        bot.call_tool("zcor_memory_write", {"id": a, "title": "第一条改", "content": "y"})
+        op.call_tool("zcor_relationship_write", {"personId": "qq:1", "name": "小明", "relationship": "朋友",
+                                                 "affinity": 5, "reason": "r", "memoryNodeId": b})
+        op.call_tool("zcor_memory_important", {"id": b, "important": True})
+        before = op.history_at(time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(time.time() + 1)))
+        time.sleep(1.2)
+        gone = bot.call_tool("zcor_memory_restore", {"backupFile": empty})["backupFile"]
+        _write(bot, "恢复之后")
+        os.unlink(d.memdir / "backups" / gone)
+
+        at = op.history_at(before["at"])  # time travel to before the restore
+        assert at["nodes"] == before["nodes"] and at["important"] == [b]
+        assert [r["personId"] for r in at["relationships"]] == ["qq:1"]
+
+        seq = _restores(op)[0]
+        with pytest.raises(ToolError) as refused:  # the later write is a conflict, as before
+            op.history_revert(seq)
+        assert refused.value.code == "conflict"
+        seq2 = op.history_revert(seq, force=True)["seq"]
+        nodes = {n["id"]: n for n in op.history_at(time.strftime(
+            "%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(time.time() + 1)))["nodes"]}
+        assert nodes[a]["title"] == "第一条改" and set(nodes) == {a, b}
+        assert op.call_tool("zcor_relationship_read", {"personId": "qq:1"})["memoryNodeId"] == b
+        # and that revert can be reverted in turn, then time travel still crosses both
+        os.unlink(d.memdir / "backups" / empty)  # what the first restore read is gone too now
+        op.history_revert(seq2, force=True)
+        assert [n["title"] for n in op.call_tool("zcor_memory_children")["items"]] == ["恢复之后"]
+        assert op.history_at(before["at"])["nodes"] == before["nodes"]
+
+
+def test_the_bots_restores_are_rate_limited(make_daemon):
+    d = configured(make_daemon, {})  # the default interval: 600 s
+    with d.client() as bot, d.client("operator") as op:
+        empty = op.call_tool("zcor_memory_backup")["backupFile"]
+        bot.call_tool("zcor_memory_restore", {"backupFile": empty})
+        with pytest.raises(ToolError) as limited:
+            bot.call_tool("zcor_memory_restore", {"backupFile": empty})
+        assert limited.value.code == "rate_limited" and "botRestoreIntervalSeconds" in limited.value.message
+        assert limited.value.data["retryAfterSeconds"] > 0
+        op.call_tool("zcor_memory_restore", {"backupFile": empty})  # operators are not limited
+        op.call_tool("zcor_memory_restore", {"backupFile": empty})
+    assert d.stop() == 0
+    d.start()  # the interval survives a restart
+    with d.client() as bot:
+        with pytest.raises(ToolError) as again:
+            bot.call_tool("zcor_memory_restore", {"backupFile": empty})
+        assert again.value.code == "rate_limited"
