@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import time
 
 import pytest
@@ -112,3 +113,96 @@ def test_the_bots_restores_are_rate_limited(make_daemon):
         with pytest.raises(ToolError) as again:
             bot.call_tool("zcor_memory_restore", {"backupFile": empty})
         assert again.value.code == "rate_limited"
+
+
+# -- 2. connection lockout ----------------------------------------------------------------------
+
+MEMBER, OTHER_BOT, GROUP = 40003, 40004, 40100
+
+
+def _hoarder(path, uid: int, gid_groups: list[int], most: int = 40):
+    """A forked process as uid that opens and initializes connections until refused and then
+    holds them, idle; returns (pid, how many it got, the refusal, release): release() ends it."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no pytest, only sockets
+        import socket as so
+
+        try:
+            os.close(r)
+            os.setgroups(gid_groups)
+            os.setgid(gid_groups[0])
+            os.setuid(uid)
+            held, refusal = [], None
+            for n in range(most):
+                s = so.socket(so.AF_UNIX, so.SOCK_STREAM)
+                s.settimeout(10)
+                s.connect(str(path))
+                f = s.makefile("rwb")
+                f.write(json.dumps({"jsonrpc": "2.0", "id": n, "method": "initialize",
+                                    "params": {"protocolVersion": "2025-06-18", "capabilities": {}}}).encode() + b"\n")
+                f.flush()
+                reply = json.loads(f.readline())
+                if "error" in reply:
+                    refusal = reply["error"]
+                    break
+                held.append((s, f))
+            os.write(w, json.dumps({"count": len(held), "refusal": refusal}).encode())
+            os.close(w)
+            while True:
+                time.sleep(60)  # until released (killed)
+        except BaseException as e:
+            os.write(w, json.dumps({"exception": repr(e)}).encode())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        out = json.loads(f.read())
+
+    def release() -> None:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+
+    return pid, out, release
+
+
+def _try(path, uid: int, groups: list[int]) -> dict:
+    pid, out, release = _hoarder(path, uid, groups, most=1)
+    release()
+    return out
+
+
+def test_one_bot_cannot_lock_out_the_operator_or_other_bots(make_daemon):
+    """The attack: one bot process opens every connection, initializes each (so the
+    initialize timeout does not apply) and stays idle. Now: per-process and per-uid limits
+    and slots kept for operators refuse it, naming the rule, and its idle connections are
+    closed, oldest first, when another client needs the room."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to act as other users (fork + setuid)")
+    d = configured(make_daemon, {"maxConnections": 24, "operatorConnections": 4, "maxConnectionsPerUid": 20,
+                                 "maxConnectionsPerPid": 8})
+    os.chmod(d.root, 0o755)  # so that only zcord's own modes decide
+    for p in (d.sock.parent, d.sock):
+        os.chown(p, 0, GROUP)
+    releases = []
+    try:
+        got = []
+        for _ in range(3):
+            _pid, out, release = _hoarder(d.sock, MEMBER, [MEMBER, GROUP])
+            releases.append(release)
+            got.append(out)
+        assert [g.get("count") for g in got] == [8, 8, 4], got
+        rules = [g["refusal"]["data"]["rule"] for g in got]
+        assert rules == ["maxConnectionsPerPid", "maxConnectionsPerPid", "maxConnectionsPerUid"]
+        assert "maxConnectionsPerUid is 20" in got[2]["refusal"]["message"]
+        # the operator still gets in at once: slots are kept for it
+        with d.client("operator") as op:
+            assert op.status()["connections"] >= 21
+            # another bot (another uid) right now: the bots' share is in use, none of it idle yet
+            now = _try(d.sock, OTHER_BOT, [OTHER_BOT, GROUP])
+            assert now["refusal"]["data"]["rule"] == "operatorConnections", now
+            time.sleep(5.5)  # the hoarded connections are idle now: the oldest one makes room
+            later = _try(d.sock, OTHER_BOT, [OTHER_BOT, GROUP])
+            assert later["count"] == 1 and later["refusal"] is None, later
+    finally:
+        for release in releases:
+            release()

@@ -58,6 +58,13 @@ class Config(_Base):
     the deployment (config.json or ZCOR_OPERATOR_GROUP), never over the socket."""
     max_connections: int = Field(256, ge=1, le=100_000)
     """Clients connected at once; one more is told so and disconnected."""
+    operator_connections: int = Field(16, ge=0, le=100_000)
+    """Of maxConnections, this many are kept for clients that may be the operator (zcord's
+    user, root, the operator group): the others share the rest."""
+    max_connections_per_uid: int = Field(128, ge=1, le=100_000)
+    """Connections at once from one uid that may not be the operator."""
+    max_connections_per_pid: int = Field(32, ge=1, le=100_000)
+    """Connections at once from one process that may not be the operator."""
     init_timeout_seconds: float = Field(10.0, gt=0, le=3600)
     """A connection that has not sent initialize by then is closed."""
     bot_backup_interval_seconds: int = Field(600, ge=0, le=7 * 86400)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ..core import protocol as P
 from ..core.errors import ZcorError
 from ..service.calls import RestoreInProgress
-from .peers import PeerCred
+from .peers import PeerCred, operator_refusal
 
 if TYPE_CHECKING:
     from ..service.service import Service
@@ -35,6 +35,9 @@ MAX_TOTAL_OUTPUT = 128 << 20
 TOTAL_CHECK_FROM = 1 << 20
 """A connection's buffer below this cannot push the total over (checked only above it)."""
 ACCEPT_ERROR_LOG_INTERVAL = 1.0
+IDLE_CLOSE_AFTER = 5.0
+"""A bot's connection with nothing in flight for this long may be closed to make room for a
+new client when a connection limit is reached (the oldest idle first)."""
 BEFORE_INITIALIZE = frozenset({"initialize", "ping"})
 
 
@@ -57,6 +60,8 @@ class Connection:
         self.reading = False
         self.peer = PeerCred.of(writer.get_extra_info("socket"))
         self.daemon: "ConnectionServer | None" = None
+        self.may_operate = False  # the peer could be the operator: it may use the kept slots
+        self.last_active = time.monotonic()
 
     @property
     def actor(self) -> str:
@@ -203,12 +208,63 @@ class ConnectionServer:
             sizes.remove((size, slowest))
             total -= size
 
-    def _refuse_connection(self, writer: asyncio.StreamWriter) -> None:
+    def _connection_rules(self, conn: Connection) -> list[tuple[str, int, Callable[[Connection], bool], str]]:
+        """The limits a new connection is counted against, most specific first: (setting,
+        limit, which open connections count, what the refusal says)."""
+        cfg = self.service.config
+        rules: list[tuple[str, int, Callable[[Connection], bool], str]] = []
+        peer = conn.peer
+        if not conn.may_operate:
+            if peer is not None:
+                rules.append(("maxConnectionsPerPid", cfg.max_connections_per_pid,
+                              lambda c: not c.may_operate and c.peer is not None and c.peer.pid == peer.pid
+                              and c.peer.uid == peer.uid, f"process {peer.pid} already has"))
+                rules.append(("maxConnectionsPerUid", cfg.max_connections_per_uid,
+                              lambda c: not c.may_operate and c.peer is not None and c.peer.uid == peer.uid,
+                              f"uid {peer.uid} already has"))
+            rules.append(("operatorConnections", max(0, cfg.max_connections - cfg.operator_connections),
+                          lambda c: not c.may_operate,
+                          f"the clients that may not be the operator already have (the last "
+                          f"{cfg.operator_connections} of maxConnections are kept for operators)"))
+        rules.append(("maxConnections", cfg.max_connections, lambda c: True, "zcord is serving"))
+        return rules
+
+    def _admit(self, conn: Connection) -> tuple[str, str] | None:
+        """None when the new connection may stay, else (setting, sentence) naming the limit
+        that refuses it. At a limit, the bot connection counted against it that has been idle
+        longest (nothing in flight for IDLE_CLOSE_AFTER seconds) is closed to make room."""
+        conn.may_operate = operator_refusal(conn.peer, self.service.config.operator_group) is None
+        now = time.monotonic()
+        for setting, limit, counts, who in self._connection_rules(conn):
+            members = [c for c in self.conns if counts(c)]
+            if len(members) < limit:
+                continue
+            idle = [c for c in members if c.role != P.OPERATOR and c.initialized and not c.tasks
+                    and not c.subscribed and now - c.last_active >= IDLE_CLOSE_AFTER]
+            if not idle:
+                return setting, f"{who} {len(members)} connections, the limit ({setting} is {limit}); " \
+                                f"close some or try again later"
+            self._close_idle(min(idle, key=lambda c: c.last_active), setting)
+        return None
+
+    def _close_idle(self, conn: Connection, setting: str) -> None:
+        log.info("connection %d idle for %.0fs closed to make room for a new client (%s)", conn.id,
+                 time.monotonic() - conn.last_active, setting)
+        conn.send(P.notification("notifications/message", {
+            "level": "warning", "logger": "zcord",
+            "data": f"zcord closed this idle connection to make room for a new client ({setting}); "
+                    f"connect again when needed"}))
+        self.conns.discard(conn)
+        conn.writer.transport.close()
+
+    def _refuse_connection(self, writer: asyncio.StreamWriter, refusal: tuple[str, str] | None = None) -> None:
         limit = self.service.config.max_connections
-        err = P.RpcError(P.ZCOR_ERROR, f"zcord is serving its limit of {limit} connections "
-                                       f"(maxConnections); try again later",
-                         {"code": "too_many_connections", "message": f"zcord is serving its limit of {limit} "
-                          f"connections (maxConnections); try again later"})
+        setting, sentence = refusal or ("maxConnections", f"zcord is serving its limit of {limit} connections "
+                                                          f"(maxConnections); try again later")
+        if refusal is not None:
+            sentence = f"zcord refused this connection: {sentence}"
+        err = P.RpcError(P.ZCOR_ERROR, sentence,
+                         {"code": "too_many_connections", "rule": setting, "message": sentence})
         try:
             writer.write(P.encode(P.error_response(None, err)))
             writer.transport.close()  # after the line is out; never waits on the client
@@ -226,14 +282,15 @@ class ConnectionServer:
         conn.writer.transport.close()
 
     async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if len(self.conns) >= self.service.config.max_connections:
+        conn = Connection(reader, writer)
+        refusal = self._admit(conn)
+        if refusal is not None:
             now = time.monotonic()
             if now - self._last_accept_error >= ACCEPT_ERROR_LOG_INTERVAL:
                 self._last_accept_error = now
-                log.warning("connection refused: already %d connections (maxConnections)", len(self.conns))
-            self._refuse_connection(writer)
+                log.warning("connection refused: %s (%d connections)", refusal[0], len(self.conns))
+            self._refuse_connection(writer, refusal)
             return
-        conn = Connection(reader, writer)
         conn.daemon = self
         conn.task = asyncio.current_task()
         self.conns.add(conn)
@@ -323,6 +380,7 @@ class ConnectionServer:
         if not msg.is_request:
             return  # notifications (initialized, cancelled, …) need no answer
         await conn.slots.acquire()
+        conn.last_active = time.monotonic()
         task = asyncio.create_task(self._handle(conn, msg))
         conn.tasks.add(task)
         task.add_done_callback(conn.tasks.discard)
@@ -352,6 +410,7 @@ class ConnectionServer:
             conn.send(P.error_response(msg.id, P.RpcError(
                 P.INTERNAL_ERROR, f"Internal error in {msg.method}: {type(e).__name__}: {e}")))
         finally:
+            conn.last_active = time.monotonic()
             conn.slots.release()
 
     async def _work(self, fn: Callable[..., Any], *args: Any) -> Any:
