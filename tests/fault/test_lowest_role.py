@@ -206,3 +206,93 @@ def test_one_bot_cannot_lock_out_the_operator_or_other_bots(make_daemon):
     finally:
         for release in releases:
             release()
+
+
+# -- 5. recall starving everyone and the watchdog ------------------------------------------------
+
+CHAT = "我们今天在公园里散步然后去吃了火锅，大家都很开心。"
+
+
+def _recall_line(n: int, text: str) -> bytes:
+    return (json.dumps({"jsonrpc": "2.0", "id": n, "method": "zcor/recall", "params": {
+        "session": "s", "events": [{"text": text, "origin": "external"}]}}, ensure_ascii=False) + "\n").encode()
+
+
+def _answered(w) -> int:
+    """How many replies w has received so far (without waiting)."""
+    w.sock.setblocking(False)
+    try:
+        while True:
+            chunk = w.sock.recv(1 << 16)
+            if not chunk:
+                break
+            w.buf += chunk
+    except BlockingIOError:
+        pass
+    w.sock.setblocking(True)
+    return w.buf.count(b"\n")
+
+
+def test_pipelined_huge_recalls_starve_neither_clients_nor_the_watchdog(make_daemon):
+    """The attack: 16 pipelined recalls of ~1 MiB of CJK each on one connection. Now each
+    reads at most RECALL_TEXT_CHARS of its batch, the worker takes turns between
+    connections, and the watchdog's probe goes ahead of queued calls."""
+    from tests.fault.wire import Wire
+
+    d = make_daemon().start(env={"WATCHDOG_USEC": "200000"})
+    with d.client("operator") as op:
+        op.call_tool("zcor_memory_write", {"title": "火锅聚会", "content": "x", "keywords": ["火锅"]})
+    attacker = Wire(d.sock, "bot", timeout=300)
+    other = Wire(d.sock, "bot", timeout=300)
+    big = CHAT * (330_000 // len(CHAT))  # ~1 MiB of UTF-8 on the line
+    d.notify.setblocking(False)  # forget the pings sent before the attack
+    try:
+        while True:
+            d.notify.recv(4096)
+    except BlockingIOError:
+        d.notify.setblocking(True)
+    d.messages.clear()
+    attacker.sock.sendall(b"".join(_recall_line(100 + i, big) for i in range(16)))
+    # another client's read goes ahead of most of the attacker's queue
+    got = other.call("tools/call", {"name": "zcor_memory_read", "arguments": {"id": "m1"}}, timeout=300)
+    assert got["result"]["structuredContent"]["title"] == "火锅聚会"
+    assert _answered(attacker) < 16, "the other client waited behind the whole pipelined queue"
+    d.wait_for("WATCHDOG=1", timeout=60)  # pinged while the queue is long
+    assert _answered(attacker) < 16, "no watchdog ping until the queue was done"
+    replies = [attacker.reply(100 + i, timeout=300) for i in range(16)]
+    assert all(r["result"]["ids"] == ["m1"] for r in replies)  # the newest text is read
+    attacker.close()
+    other.close()
+
+
+def test_recall_reads_the_newest_part_of_a_long_batch(make_daemon):
+    d = make_daemon().start()
+    with d.client("operator") as op:
+        old = op.call_tool("zcor_memory_write", {"title": "登山旅行", "content": "x", "keywords": ["登山"]})["id"]
+        new = op.call_tool("zcor_memory_write", {"title": "火锅聚会", "content": "x", "keywords": ["火锅"]})["id"]
+    with d.client() as bot:
+        filler = "嗯" * 30_000
+        # a long batch: the newest message counts; a word only 30,000 characters back does not
+        ids = bot.recall("s", [{"text": "我们去登山吧", "origin": "external"},
+                               {"text": filler, "origin": "external"},
+                               {"text": "晚上吃火锅", "origin": "external"}])
+        assert ids == [new]
+        assert bot.recall("s", [{"text": "登山" + filler + "火锅", "origin": "external"}]) == [new]
+        assert bot.recall("s", [{"text": "登山", "origin": "external"}]) == [old]  # short: as before
+
+
+def test_the_segmentation_cache_is_bounded_by_characters(monkeypatch):
+    from zcord.core import text
+
+    monkeypatch.setattr(text, "ANALYSE_CACHE_CHARS", 20_000)  # the same rule at a tenth of the scale
+    monkeypatch.setattr(text, "ANALYSE_CACHE_TEXT", 3_000)
+    text.analyse_cached.cache_clear()
+    for i in range(60):
+        text.analyse_cached(f"{i}" + CHAT * 60, True, True)  # ~1,500 characters each
+    assert 18_000 < text.analyse_cached.chars <= 20_000
+    assert len(text.analyse_cached) < 60
+    newest = f"59{CHAT * 60}"
+    assert (newest, True, True) in text.analyse_cached._items  # the least recently used went first
+    text.analyse_cached(CHAT * 200, True, True)  # over ANALYSE_CACHE_TEXT: cut, never kept
+    assert (CHAT * 200, True, True) not in text.analyse_cached._items
+    text.analyse_cached.cache_clear()

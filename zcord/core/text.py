@@ -12,7 +12,7 @@ it cuts text into words:
 
 from __future__ import annotations
 
-import functools
+import collections
 import logging
 import re
 import threading
@@ -316,12 +316,55 @@ def analyse(text: str, guess: bool = True, hmm: bool = True) -> tuple[list[str],
     return list(dict.fromkeys(w for _, w in found)), list(singles)
 
 
-@functools.lru_cache(maxsize=4096)
-def analyse_cached(text: str, guess: bool, hmm: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
+ANALYSE_CACHE_ENTRIES = 4096
+ANALYSE_CACHE_CHARS = 2_000_000
+"""The segmentation cache keeps at most this many characters of text in all (its answers
+take a few times more), the least recently used dropped first."""
+ANALYSE_CACHE_TEXT = 32_768
+"""A text longer than this is cut every time, never kept (a bot's messages are shorter)."""
+
+
+class _AnalyseCache:
     """`analyse` with its answers kept for recently seen texts: a bot's batches repeat the
-    dialogue so far, so most messages have been cut before. Cleared when jieba learns a word."""
-    words, singles = analyse(text, guess, hmm)
-    return tuple(words), tuple(singles)
+    dialogue so far, so most messages have been cut before. Bounded by count and by the
+    characters it holds; cleared when jieba learns a word."""
+
+    def __init__(self) -> None:
+        self._items: collections.OrderedDict[tuple[str, bool, bool], tuple[tuple[str, ...], tuple[str, ...]]] = \
+            collections.OrderedDict()
+        self.chars = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, text: str, guess: bool, hmm: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        key = (text, guess, hmm)
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+                return found
+        words, singles = analyse(text, guess, hmm)
+        out = (tuple(words), tuple(singles))
+        if len(text) > ANALYSE_CACHE_TEXT:
+            return out
+        with self._lock:
+            if key not in self._items:
+                self._items[key] = out
+                self.chars += len(text)
+                while self._items and (len(self._items) > ANALYSE_CACHE_ENTRIES or self.chars > ANALYSE_CACHE_CHARS):
+                    (old, _, _), _ = self._items.popitem(last=False)
+                    self.chars -= len(old)
+        return out
+
+    def cache_clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self.chars = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+analyse_cached = _AnalyseCache()
 
 
 def segment(text: str, hmm: bool = True) -> list[str]:

@@ -49,6 +49,25 @@ def parse_events(events: Any) -> list[Event]:
     return out
 
 
+RECALL_TEXT_CHARS = 20_000
+"""Auto-recall reads at most this many characters of a batch's external text: the newest
+messages, the oldest one it reaches cut to its end. A longer batch is not an error."""
+
+
+def recent_text(texts: list[str], limit: int = RECALL_TEXT_CHARS) -> list[str]:
+    """The newest texts (oldest first) holding at most limit characters in all; the oldest
+    one kept is cut to its last characters when it does not fit whole."""
+    out: list[str] = []
+    left = limit
+    for text in reversed(texts):
+        if left <= 0:
+            break
+        out.append(text if len(text) <= left else text[len(text) - left:])
+        left -= len(text)
+    out.reverse()
+    return out
+
+
 @dataclass
 class Words:
     """What was taken from a text: its words, synonym terms found inside, their expansion."""
@@ -231,7 +250,7 @@ class RecallSessions:
             self.sets[session] = []
             return []
         r = self.retriever
-        words = r.words(external, mode)
+        words = r.words(recent_text(external), mode)
         hits = r.hits(words.terms, keyword_equality=True, limit=RECALL_QUOTA, mode=mode)
         ids = [h.id for h in hits]
         self.sets[session] = ids
@@ -243,7 +262,7 @@ class RecallSessions:
         hit's score and, per matched term, where it matched and what it weighed; and, for a
         sender key, whose relationship the header would show."""
         r = self.retriever
-        words = r.words(text, mode)
+        words = r.words(recent_text([text] if isinstance(text, str) else text), mode)
         hits = r.hits(words.terms, keyword_equality=True, limit=RECALL_QUOTA, explain=True, mode=mode)
         st = r.state
         by_key = {t.key: t for t in words.terms}

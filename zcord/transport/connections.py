@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextvars
 import errno
 import logging
 import threading
@@ -87,8 +88,14 @@ class Connection:
 Handler = Callable[[Connection, dict[str, Any]], Awaitable[Any]]
 
 
+CALLER: contextvars.ContextVar[int | None] = contextvars.ContextVar("zcord_caller", default=None)
+"""The connection a request is being handled for: the worker takes turns between them."""
+
+
 class Worker:
-    """The one thread that runs Service calls, in submission order.
+    """The one thread that runs Service calls: each connection's in submission order, the
+    connections taking turns (one call each, round robin), so one client's pipelined queue
+    cannot starve the others; an urgent job (the watchdog's probe) goes first.
 
     Like ThreadPoolExecutor(max_workers=1), but results travel back to the event loop in
     batches: one loop wake-up delivers every result finished meanwhile, which matters when
@@ -97,7 +104,8 @@ class Worker:
 
     def __init__(self, loop: asyncio.AbstractEventLoop):
         self.loop = loop
-        self._jobs: collections.deque = collections.deque()
+        self._jobs: collections.deque = collections.deque()  # urgent ones
+        self._queues: dict[Any, collections.deque] = {}  # caller -> jobs; dict order is the turn order
         self._cv = threading.Condition(threading.Lock())
         self._done: list[tuple[asyncio.Future, bool, Any]] = []
         self._done_lock = threading.Lock()
@@ -106,14 +114,34 @@ class Worker:
         self._thread = threading.Thread(target=self._run, name="zcord-worker", daemon=True)
         self._thread.start()
 
-    def submit(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future:
+    def submit(self, fn: Callable[..., Any], *args: Any, caller: Any = None, urgent: bool = False) -> asyncio.Future:
         fut = self.loop.create_future()
         with self._cv:
             if self._stopping:
                 raise RuntimeError("the worker has stopped")
-            self._jobs.append((fut, fn, args))
+            if urgent:
+                self._jobs.append((fut, fn, args))
+            else:
+                queue = self._queues.get(caller)
+                if queue is None:
+                    queue = self._queues[caller] = collections.deque()
+                queue.append((fut, fn, args))
             self._cv.notify()
         return fut
+
+    def _next_job(self) -> tuple[asyncio.Future, Callable[..., Any], tuple] | None:
+        """The urgent job, else the next caller's oldest job (that caller goes to the end of
+        the turn order); called with the condition held."""
+        if self._jobs:
+            return self._jobs.popleft()
+        if not self._queues:
+            return None
+        caller = next(iter(self._queues))
+        queue = self._queues.pop(caller)
+        job = queue.popleft()
+        if queue:
+            self._queues[caller] = queue
+        return job
 
     def stop(self, timeout: float | None = None) -> None:
         """Run what was submitted, then end the thread."""
@@ -125,18 +153,17 @@ class Worker:
     def _run(self) -> None:
         while True:
             with self._cv:
-                while not self._jobs and not self._stopping:
+                while not self._jobs and not self._queues and not self._stopping:
                     self._cv.wait()
-                if not self._jobs:
+                job = self._next_job()
+                if job is None:
                     return
-                batch = list(self._jobs)
-                self._jobs.clear()
-            for fut, fn, args in batch:
-                try:
-                    ok, value = True, fn(*args)
-                except BaseException as e:  # handed to the awaiting request
-                    ok, value = False, e
-                self._finish(fut, ok, value)
+            fut, fn, args = job
+            try:
+                ok, value = True, fn(*args)
+            except BaseException as e:  # handed to the awaiting request
+                ok, value = False, e
+            self._finish(fut, ok, value)
 
     def _finish(self, fut: asyncio.Future, ok: bool, value: Any) -> None:
         with self._done_lock:
@@ -386,6 +413,7 @@ class ConnectionServer:
         task.add_done_callback(conn.tasks.discard)
 
     async def _handle(self, conn: Connection, msg: P.Message) -> None:
+        CALLER.set(conn.id)  # this task's own context: its worker calls take this connection's turn
         try:
             entry = self.methods.get(msg.method)
             if entry is None:
@@ -413,14 +441,15 @@ class ConnectionServer:
             conn.last_active = time.monotonic()
             conn.slots.release()
 
-    async def _work(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run fn in the one worker thread (every Service call goes through here). A change
-        that meets a restore in its slow phase waits here, off the worker, and runs again
-        once the restore is over, so reads queued behind it are not held."""
+    async def _work(self, fn: Callable[..., Any], *args: Any, urgent: bool = False) -> Any:
+        """Run fn in the one worker thread (every Service call goes through here), taking
+        turns with the other connections' calls. A change that meets a restore in its slow
+        phase waits here, off the worker, and runs again once the restore is over, so reads
+        queued behind it are not held."""
         assert self.worker is not None
         while True:
             try:
-                return await self.worker.submit(fn, *args)
+                return await self.worker.submit(fn, *args, caller=CALLER.get(), urgent=urgent)
             except RestoreInProgress:
                 await self._restore_over()
 
