@@ -296,3 +296,49 @@ def test_the_segmentation_cache_is_bounded_by_characters(monkeypatch):
     text.analyse_cached(CHAT * 200, True, True)  # over ANALYSE_CACHE_TEXT: cut, never kept
     assert (CHAT * 200, True, True) not in text.analyse_cached._items
     text.analyse_cached.cache_clear()
+
+
+# -- 4. recall sessions --------------------------------------------------------------------------
+
+
+def _rss_kib(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
+def test_recall_sessions_are_capped_in_name_and_number(make_daemon, monkeypatch):
+    """The attack: recalls under ever new ~1 MiB session names grew the daemon for good.
+    Now a name over 1,024 characters is refused, naming the field, and at most
+    MAX_SESSIONS are kept (the least recently used forgotten)."""
+    from tests.fault.wire import Wire
+    from zcord.retrieval import recall
+
+    d = make_daemon().start()
+    with d.client("operator") as op:
+        op.call_tool("zcor_memory_write", {"title": "火锅聚会", "content": "x", "keywords": ["火锅"]})
+    bot = Wire(d.sock, "bot")
+    event = [{"text": "吃火锅", "origin": "external"}]
+    before = _rss_kib(d.proc.pid)
+    for i in range(20):
+        reply = bot.call("zcor/recall", {"session": f"{i}" + "x" * 900_000, "events": event})
+        assert reply["error"]["data"]["code"] == "invalid_argument", reply
+        assert reply["error"]["data"]["field"] == "session" and "1024" in reply["error"]["message"]
+    assert _rss_kib(d.proc.pid) - before < 40 * 1024
+    assert bot.call("zcor/recall", {"session": "q" * 1024, "events": event})["result"]["ids"] == ["m1"]
+    with d.client("operator") as op:
+        assert op.status()["recallSessions"] == 1
+    bot.close()
+
+    # the count: in-process, with a small cap (the same code)
+    from zcord.service import Service
+
+    monkeypatch.setattr(recall, "MAX_SESSIONS", 3)
+    with Service(d.memdir.parent / "mem2") as svc:
+        svc.call("zcor_memory_write", {"title": "火锅聚会", "content": "x", "keywords": ["火锅"]})
+        for name in ("a", "b", "c"):
+            assert svc.recall(name, event) == ["m1"]
+        assert svc.context("a")["ids"] == ["m1"]  # "a" used again: "b" is the least recently used
+        svc.recall("d", event)
+        assert svc.status()["recallSessions"] == 3
+        assert svc.context("b")["ids"] == [] and svc.context("a")["ids"] == ["m1"]
+        assert svc.context("c")["ids"] == ["m1"] and svc.context("d")["ids"] == ["m1"]

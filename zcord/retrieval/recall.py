@@ -6,6 +6,7 @@ No LLM, nothing written to history, nothing persisted: recall sets live in this 
 
 from __future__ import annotations
 
+import collections
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -217,13 +218,40 @@ class Retriever(Ranking):
         return [kw for kw in self.state.mixed_keywords if kw in norm]
 
 
+MAX_SESSION_CHARS = 1024
+"""Longest session name zcor/recall and zcor/context accept."""
+MAX_SESSIONS = 10_000
+"""Sessions whose recall sets are kept; past it the least recently used one is forgotten
+(as after a restart: no recall set until its next external batch)."""
+
+
+def check_session(session: Any) -> str:
+    if not isinstance(session, str) or not session:
+        raise InvalidArgument("session must be a non-empty string", field="session")
+    if len(session) > MAX_SESSION_CHARS:
+        raise InvalidArgument(f"session must be at most {MAX_SESSION_CHARS} characters (got {len(session)}); "
+                              f"use a short key such as 'qq:group:123'", field="session")
+    return session
+
+
 class RecallSessions:
-    """Per-session recall sets and speakers (in memory only) and the context header."""
+    """Per-session recall sets and speakers (in memory only) and the context header; at
+    most MAX_SESSIONS, the least recently used forgotten first."""
 
     def __init__(self, retriever: Retriever):
         self.retriever = retriever
-        self.sets: dict[str, list[str]] = {}
+        self.sets: collections.OrderedDict[str, list[str]] = collections.OrderedDict()
         self.senders: dict[str, list[str]] = {}  # personIds of the batch's known speakers
+
+    def _touch(self, session: str) -> None:
+        """Mark the session used now; forget the least recently used beyond MAX_SESSIONS."""
+        if session in self.sets:
+            self.sets.move_to_end(session)
+        else:
+            self.sets[session] = []
+        while len(self.sets) > MAX_SESSIONS:
+            old, _ = self.sets.popitem(last=False)
+            self.senders.pop(old, None)
 
     def speakers(self, events: list[Event]) -> list[str]:
         """personIds of the relationships whose personId or an alias is a sender of the
@@ -245,6 +273,7 @@ class RecallSessions:
         external = [e.text for e in events if e.origin == "external"]
         if not external:
             return list(self.sets.get(session, []))
+        self._touch(session)
         self.senders[session] = self.speakers(events)
         if budget == 0:
             self.sets[session] = []
@@ -293,6 +322,8 @@ class RecallSessions:
     def context(self, session: str, budget: int, senders: bool = True) -> dict[str, Any]:
         if budget == 0:
             return {"text": "", "ids": []}
+        if session in self.sets:
+            self.sets.move_to_end(session)
         people = self.senders.get(session, []) if senders else []
         text, ids = render_header(self.retriever.state, self.sets.get(session, []), budget, people)
         return {"text": text, "ids": ids}

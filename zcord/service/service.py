@@ -31,7 +31,7 @@ from ..core.store import BOT_BACKUP_RE, CONFIG_FILE, OPLOG_FILE, PERSONA_FILE, P
 from ..core.text import tokenizer
 from ..core.persona import persona_text
 from ..retrieval.prefix import build_prefix
-from ..retrieval.recall import RecallSessions, Retriever, parse_events
+from ..retrieval.recall import RecallSessions, Retriever, check_session, parse_events
 from ..retrieval.synonyms import Synonyms
 from .calls import Ctx, InternalError, RestoreInProgress
 from .dispatcher import Dispatcher
@@ -208,8 +208,7 @@ class Service(Dispatcher):
 
     def recall(self, session: str, events: Any) -> list[str]:
         """Replace the session's recall set from a batch of events; returns it, best first."""
-        if not isinstance(session, str) or not session:
-            raise InvalidArgument("session must be a non-empty string", field="session")
+        check_session(session)
         parsed = parse_events(events)
         with self.lock:
             self.refresh_synonyms()
@@ -217,8 +216,7 @@ class Service(Dispatcher):
 
     def context(self, session: str) -> dict[str, Any]:
         """The context header for the session, rendered from live state now."""
-        if not isinstance(session, str) or not session:
-            raise InvalidArgument("session must be a non-empty string", field="session")
+        check_session(session)
         with self.lock:
             return self.sessions.context(session, self.config.recall_budget, self._senders_on())
 
@@ -253,6 +251,7 @@ class Service(Dispatcher):
             "synonymGroups": len(self.synonyms.groups),
             "personaEmpty": self.persona_get()["empty"],
             "journaledChanges": self.snapshots.changes,
+            "recallSessions": len(self.sessions.sets),
         }
 
     def snapshot(self) -> dict[str, Any]:
