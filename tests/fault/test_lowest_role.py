@@ -342,3 +342,44 @@ def test_recall_sessions_are_capped_in_name_and_number(make_daemon, monkeypatch)
         assert svc.status()["recallSessions"] == 3
         assert svc.context("b")["ids"] == [] and svc.context("a")["ids"] == ["m1"]
         assert svc.context("c")["ids"] == ["m1"] and svc.context("d")["ids"] == ["m1"]
+
+
+# -- 7. the disk through the log ---------------------------------------------------------------
+
+
+def test_refused_calls_and_bulk_bot_reads_cannot_fill_the_disk_through_the_log(make_daemon):
+    """The attack: refused writes with 900 kB titles, and valid queries with 50 keywords of
+    100 characters, each recorded whole. Now a refused call's record keeps its parameters
+    cut (with a `_truncated` marker), and past botLogBytesPerMinute the bot's reads keep
+    only the marker; every call is still answered and recorded."""
+    from tests.fault.wire import Wire
+
+    d = configured(make_daemon, {"botLogBytesPerMinute": 50_000})
+    log = d.memdir / "operations.jsonl"
+    bot = Wire(d.sock, "bot", timeout=120)
+    start = log.stat().st_size
+    for i in range(30):
+        reply = bot.call("tools/call", {"name": "zcor_memory_write",
+                                        "arguments": {"title": f"{i}" + "标" * 300_000, "content": "x"}})
+        assert reply["result"]["isError"] is True
+    grown = log.stat().st_size - start
+    assert grown < 30 * 6_000, grown  # was 30 × ~900 kB
+    records = [json.loads(x) for x in log.read_bytes().splitlines()[-30:]]
+    assert all(r["status"] == "error" and r["params"]["_truncated"]["bytes"] > 900_000 for r in records)
+    assert records[0]["params"]["title"].startswith("0标标")  # what it was, in part
+
+    keywords = [f"{k:03d}" + "字" * 97 for k in range(50)]
+    start = log.stat().st_size
+    for _ in range(200):
+        reply = bot.call("tools/call", {"name": "zcor_memory_query", "arguments": {"keywords": keywords}})
+        assert reply["result"]["structuredContent"]["total"] == 0  # answered
+    grown = log.stat().st_size - start
+    assert grown < 50_000 + 200 * 400, grown  # was 200 × ~16 kB
+    records = [json.loads(x) for x in log.read_bytes().splitlines()[-200:]]
+    assert [r["tool"] for r in records] == ["zcor_memory_query"] * 200  # every call still recorded
+    assert records[-1]["params"] == {"_truncated": {"bytes": records[-1]["params"]["_truncated"]["bytes"],
+                                                    "reason": "botLogBytesPerMinute"}}
+    with d.client("operator") as op:  # an operator's reads are recorded whole
+        op.call_tool("zcor_memory_query", {"keywords": keywords})
+    assert json.loads(log.read_bytes().splitlines()[-1])["params"]["keywords"] == keywords
+    bot.close()

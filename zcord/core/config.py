@@ -76,6 +76,10 @@ class Config(_Base):
     bot_restore_interval_seconds: int = Field(600, ge=0, le=7 * 86400)
     """The bot may call zcor_memory_restore at most once per this many seconds (each restore
     keeps a pre-restore copy of the whole Memory, which is never pruned)."""
+    bot_log_bytes_per_minute: int = Field(1 << 20, ge=0, le=1 << 40)
+    """Bytes of parameters the bot's calls that change nothing (reads, queries, refused
+    calls) may add to operations.jsonl per minute; past it their records keep only a marker
+    (the calls are still answered and recorded)."""
     max_restore_bytes: int = Field(512 << 20, ge=1, le=1 << 40)
     """A backup file larger than this is refused before it is read."""
     max_restore_nodes: int = Field(200_000, ge=0, le=100_000_000)

@@ -19,6 +19,7 @@ from ..core.protocol import VIEW_TOOLS, Forbidden
 from ..core.state import MemoryState, Tx
 from ..core.store import Store
 from .calls import Ctx, InternalError, RestoreInProgress, loggable, parse_args
+from . import logbudget
 from .gate import RestoreGate
 from .snapshots import Snapshots
 from .tools import TOOLS, ToolSpec
@@ -38,6 +39,7 @@ class Dispatcher:
         self.seq = 0
         """The last operation's sequence number (unique across restarts)."""
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
+        self.log_budget = logbudget.LogBudget()  # the bot's log bytes for calls that change nothing
         self.gate = RestoreGate()
         self.snapshots = Snapshots(self)
 
@@ -212,11 +214,15 @@ class Dispatcher:
         ctx.changes = [c.dump() for c in numbered]
 
     def log_call(self, ctx: Ctx, params: Any, error: ZcorError | None = None) -> None:
+        params = logbudget.bounded_params(
+            params if isinstance(params, dict) else {"arguments": repr(params)[:1000]}, error is not None,
+            ctx.actor == "model" and not ctx.changes, self.log_budget, self.config.bot_log_bytes_per_minute)
         record = OpRecord(
             seq=ctx.seq, at=ctx.at, actor=ctx.actor, tool=ctx.tool,
-            params=params if isinstance(params, dict) else {"arguments": repr(params)[:1000]},
+            params=params,
             status="error" if error else "ok",
-            error=OpError(code=error.code, message=error.message, field=error.field) if error else None,
+            error=OpError(code=error.code, message=logbudget.cut_message(error.message), field=error.field)
+            if error else None,
             changes=ctx.changes, result=ctx.log_result)
         journal = ctx.committed and ctx.tx is not None and not ctx.snapshotted
         try:
