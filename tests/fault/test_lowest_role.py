@@ -383,3 +383,58 @@ def test_refused_calls_and_bulk_bot_reads_cannot_fill_the_disk_through_the_log(m
         op.call_tool("zcor_memory_query", {"keywords": keywords})
     assert json.loads(log.read_bytes().splitlines()[-1])["params"]["keywords"] == keywords
     bot.close()
+
+
+# -- 8. replies too big to deliver -------------------------------------------------------------
+
+
+def test_a_huge_page_is_cut_to_fit_never_a_disconnect(make_daemon):
+    """The attack: memories of control characters (6 bytes each in JSON, 13 in a tool result)
+    make a page of 100 larger than the unread-output cap, and the caller was disconnected.
+    Now the page is cut to fit, with nextOffset pointing at the rest; an operator method
+    whose whole answer is too large gets a clear error; the connection lives on."""
+    from tests.fault.wire import Wire
+
+    d = make_daemon().start()
+    bot = Wire(d.sock, "bot", timeout=120)
+    content = "\x01" * 20_000
+    for i in range(150):
+        r = bot.call("tools/call", {"name": "zcor_memory_write",
+                                    "arguments": {"title": f"控制{i}", "content": content}})
+        assert r["result"]["isError"] is False
+    seen: list[str] = []
+    offset = 0
+    while offset is not None:
+        r = bot.call("tools/call", {"name": "zcor_memory_query", "arguments": {"limit": 100, "offset": offset}})
+        page = r["result"]["structuredContent"]
+        assert page["total"] == 150 and len(page["items"]) < 100
+        assert page.get("truncated") is True or page["nextOffset"] is None or len(page["items"]) == 100
+        seen += [m["id"] for m in page["items"]]
+        offset = page["nextOffset"]
+    assert len(seen) == 150 == len(set(seen))
+    assert "result" in bot.call("ping")  # still connected
+    op = Wire(d.sock, "operator", timeout=120)
+    at = op.call("zcor/history/at", {"time": "2999-01-01T00:00:00+00:00"})
+    assert at["error"]["data"]["code"] == "reply_too_large" and "MiB" in at["error"]["message"]
+    assert "result" in op.call("ping")
+    bot.close()
+    op.close()
+
+
+def test_children_and_trace_page(make_daemon):
+    d = make_daemon().start()
+    with d.client() as bot:
+        root = bot.call_tool("zcor_memory_write", {"title": "根", "content": "x"})["id"]
+        kids = [bot.call_tool("zcor_memory_write", {"title": f"子{i}", "content": "x", "parentId": root})["id"]
+                for i in range(5)]
+        whole = bot.call_tool("zcor_memory_children", {"parentId": root})
+        assert [k["id"] for k in whole["items"]] == kids and whole["total"] == 5 and whole["nextOffset"] is None
+        page = bot.call_tool("zcor_memory_children", {"parentId": root, "limit": 2, "offset": 2})
+        assert [k["id"] for k in page["items"]] == kids[2:4] and page["nextOffset"] == 4
+        trace = bot.call_tool("zcor_memory_trace", {"id": root, "limit": 3})
+        assert [k["id"] for k in trace["children"]] == kids[:3] and trace["childrenNextOffset"] == 3
+        assert trace["childrenTotal"] == 5
+        assert len(bot.call_tool("zcor_memory_trace", {"id": root})["children"]) == 5  # as before
+        with pytest.raises(ToolError) as bad:
+            bot.call_tool("zcor_memory_children", {"limit": 0})
+        assert bad.value.field == "limit"

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from ..core import protocol as P
 from ..core.errors import ZcorError
 from ..service.calls import RestoreInProgress
+from . import replies
 from .peers import PeerCred, operator_refusal
 
 if TYPE_CHECKING:
@@ -428,7 +429,10 @@ class ConnectionServer:
                     f'(initialize with capabilities.experimental.zcor.role = "operator").'))
             params = P.object_params(msg.params)
             result = await handler(conn, params)
-            conn.send_bytes(P.encode_response(msg.id, result))
+            data = P.encode_response(msg.id, result)
+            if len(data) > replies.MAX_REPLY_BYTES:  # a clear error, not a disconnect for unread output
+                raise P.app_error(replies.ReplyTooLarge(replies.too_large(len(data), msg.method)))
+            conn.send_bytes(data)
         except P.RpcError as e:
             conn.send(P.error_response(msg.id, e))
         except ZcorError as e:

@@ -18,7 +18,7 @@ from ..core.errors import InvalidArgument, ZcorError
 from ..core.store import BOT_BACKUP_RE
 from ..service import undo
 from ..service.tools import TOOLS, declared_tools
-from . import mcp_extras
+from . import mcp_extras, replies
 from .connections import Connection
 from .peers import operator_refusal
 
@@ -115,7 +115,7 @@ class MethodHandlers:
                 result = await self._work(run)
         except ZcorError as e:
             return P.tool_failure(e)
-        return P.tool_success_raw(result)
+        return replies.fit_tool_result(result, name)
 
     # -- zcor/ methods for the bot -------------------------------------------------------------
 
