@@ -171,9 +171,16 @@ class Dispatcher:
         return result
 
     def new_ctx(self, tool: str, actor: str) -> Ctx:
-        """The next operation: its sequence number and time (call with the lock held)."""
+        """The next operation: its sequence number and time (call with the lock held). The
+        time never goes below the last one recorded: a wall clock stepped back (NTP, a VM
+        snapshot) repeats that instant instead of writing times out of order."""
         self.seq += 1
-        return Ctx(actor=actor, tool=tool, seq=self.seq, at=self.clock())
+        at = self.clock()
+        last = getattr(self, "last_at", None)
+        if last is not None and at < last:
+            at = last
+        self.last_at = at
+        return Ctx(actor=actor, tool=tool, seq=self.seq, at=at)
 
     def rollback(self, ctx: Ctx) -> None:
         if ctx.tx is not None and not ctx.committed:

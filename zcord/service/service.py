@@ -22,7 +22,7 @@ from typing import Any
 from ..core import nodecache
 from ..core.config import Config, ConfigFile, api_key, key_withheld_reason
 from ..core.errors import InvalidArgument, ZcorError
-from ..core.fsutil import atomic_write
+from ..core.fsutil import atomic_write, reverse_lines
 from ..core.journal import read_pos, replay
 from ..core.models import now
 from ..core.oplog import OpLog
@@ -85,7 +85,29 @@ class Service(Dispatcher):
         self.reconcile()
         self.last_bot_backup = self._bot_backup_clock()
         self.last_bot_restore = self._bot_backup_clock(PRE_RESTORE_RE)
+        self.last_at = self._last_recorded_at()
         return self
+
+    def _last_recorded_at(self) -> datetime | None:
+        """The time of the newest change or logged operation (the operation clock never goes
+        below it, see Dispatcher.new_ctx)."""
+        times = [self.state.history[-1].at] if self.state.history else []
+        try:
+            fd = os.open(self.oplog.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return max(times, default=None)
+        try:
+            for _offset, line in reverse_lines(fd, os.fstat(fd).st_size):
+                m = re.search(rb'"at":"([^"]+)"', line[:400])
+                if m:
+                    try:
+                        times.append(datetime.fromisoformat(m.group(1).decode()))
+                    except ValueError:
+                        pass
+                    break
+        finally:
+            os.close(fd)
+        return max(times, default=None)
 
     def _bot_backup_clock(self, pattern: re.Pattern[str] = BOT_BACKUP_RE) -> float | None:
         """The bot's last backup (or restore) on the monotonic clock, from the newest file of

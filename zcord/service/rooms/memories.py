@@ -78,7 +78,8 @@ def write(svc: Service, a: I.WriteArgs, ctx: Ctx) -> dict[str, Any]:
         if old.superseded_by is not None:
             raise Superseded(f"Memory {a.id} was superseded by {old.superseded_by} and cannot be "
                              f"updated; update {old.superseded_by} instead.", field="id")
-        update: dict[str, Any] = {"title": a.title, "content": a.content, "updated_at": ctx.at}
+        update: dict[str, Any] = {"title": a.title, "content": a.content,
+                                  "updated_at": max(ctx.at, old.created_at)}  # never before its creation
         if a.given("parent_id"):
             if a.parent_id is not None:
                 check_parent(svc, a.parent_id, a.id)
