@@ -438,3 +438,41 @@ def test_children_and_trace_page(make_daemon):
         with pytest.raises(ToolError) as bad:
             bot.call_tool("zcor_memory_children", {"limit": 0})
         assert bad.value.field == "limit"
+
+
+# -- 10. bot synonyms --------------------------------------------------------------------------
+
+
+def test_bot_synonyms_cannot_rewire_recall(make_daemon):
+    """The attack: a chain of bot-added groups merges classes so that `pizza` recalls a
+    planted memory; groups uncapped. Now a bot group sharing a term with an existing group
+    is held apart (no expansion) and listed for operators, the bot's groups are marked in the
+    listing, and their number and size are capped."""
+    d = configured(make_daemon, {"maxBotSynonymGroups": 3})
+    with d.client("operator") as op, d.client() as bot:
+        op.synonyms_set(None, ["pizza", "披萨"])
+        planted = bot.call_tool("zcor_memory_write", {"title": "毒药配方", "content": "x", "keywords": ["毒药"]})["id"]
+        mine = bot.call_tool("zcor_synonyms_add", {"terms": ["zorblax", "zorbie"]})
+        assert mine["added"] is True and "held" not in mine  # a new class: used at once, as before
+        chain = bot.call_tool("zcor_synonyms_add", {"terms": ["披萨", "毒药"]})
+        assert chain["added"] is True and chain["held"] is True
+        assert bot.recall("s", [{"text": "我想吃pizza", "origin": "external"}]) != [planted]
+        assert planted not in bot.recall("s", [{"text": "披萨", "origin": "external"}])
+        listing = op.request("zcor/synonyms/list", {})
+        groups = listing["groups"]
+        assert [groups[i] for i in listing["botAdded"]] == [["zorblax", "zorbie"]]
+        assert listing["held"] == [["披萨", "毒药"]]
+        # limits: size, then count
+        with pytest.raises(ToolError) as long:
+            bot.call_tool("zcor_synonyms_add", {"terms": ["a " * 40, "b"]})
+        assert long.value.field == "terms" and "words" in long.value.message
+        bot.call_tool("zcor_synonyms_add", {"terms": ["qwxa", "qwxb"]})
+        with pytest.raises(ToolError) as many:
+            bot.call_tool("zcor_synonyms_add", {"terms": ["qwxc", "qwxd"]})
+        assert "maxBotSynonymGroups" in many.value.message
+        op.call_tool("zcor_synonyms_add", {"terms": ["qwxc", "qwxd"]})  # operators are not counted
+        # the operator accepts the held group by adding it: it leaves the held list and counts
+        op.synonyms_set(None, ["披萨", "毒药"])
+        after = op.request("zcor/synonyms/list", {})
+        assert after["held"] == []
+        assert planted in bot.recall("s", [{"text": "pizza", "origin": "external"}])

@@ -76,6 +76,8 @@ class Config(_Base):
     bot_restore_interval_seconds: int = Field(600, ge=0, le=7 * 86400)
     """The bot may call zcor_memory_restore at most once per this many seconds (each restore
     keeps a pre-restore copy of the whole Memory, which is never pruned)."""
+    max_bot_synonym_groups: int = Field(200, ge=0, le=1_000_000)
+    """Synonym groups the bot may add with zcor_synonyms_add (operators' are not counted)."""
     bot_log_bytes_per_minute: int = Field(1 << 20, ge=0, le=1 << 40)
     """Bytes of parameters the bot's calls that change nothing (reads, queries, refused
     calls) may add to operations.jsonl per minute; past it their records keep only a marker

@@ -192,7 +192,13 @@ class MethodHandlers:
         return await self._slow_work(lambda: self.service.backup_preview(name), self._long_slots)
 
     async def _synonyms_list(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        return {"groups": await self._work(self.service.synonym_groups)}
+        def listing() -> dict[str, Any]:
+            with self.service.lock:
+                groups = self.service.synonym_groups()
+                syn = self.service.synonyms
+                return {"groups": groups, "botAdded": syn.bot_indexes(), "held": [list(g) for g in syn.bot["held"]]}
+
+        return await self._work(listing)
 
     async def _synonyms_set(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         return await self._work(self.service.set_synonym_group, params.get("index"), params.get("terms"),
