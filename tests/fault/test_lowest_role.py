@@ -139,10 +139,13 @@ def _hoarder(path, uid: int, gid_groups: list[int], most: int = 40):
                 s.settimeout(10)
                 s.connect(str(path))
                 f = s.makefile("rwb")
-                f.write(json.dumps({"jsonrpc": "2.0", "id": n, "method": "initialize",
-                                    "params": {"protocolVersion": "2025-06-18", "capabilities": {}}}).encode() + b"\n")
-                f.flush()
-                reply = json.loads(f.readline())
+                try:
+                    f.write(json.dumps({"jsonrpc": "2.0", "id": n, "method": "initialize", "params": {
+                        "protocolVersion": "2025-06-18", "capabilities": {}}}).encode() + b"\n")
+                    f.flush()
+                except (BrokenPipeError, ConnectionResetError):
+                    pass  # refused at once: the reason is already waiting to be read
+                reply = json.loads(s.makefile("rb").readline())
                 if "error" in reply:
                     refusal = reply["error"]
                     break
