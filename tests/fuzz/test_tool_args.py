@@ -38,7 +38,7 @@ def svc(tmp_path_factory):
     s = Service(memdir, clock=FakeClock()).open()
     # the bot's backup interval is not an argument's fault: off here (tests/fault/test_limits.py covers it)
     s.update_config({"llm": {"baseUrl": "http://127.0.0.1:9/v1", "model": "none", "timeoutSeconds": 2},
-                     "botBackupIntervalSeconds": 0})
+                     "botBackupIntervalSeconds": 0, "botRestoreIntervalSeconds": 0})
     for i in range(1, 9):
         s.call("zcor_memory_write", {"title": f"记忆{i} 猫咪", "content": f"内容{i}", "keywords": ["记忆"],
                                      **({"parentId": f"m{i // 2}"} if i > 1 else {})})

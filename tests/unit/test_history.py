@@ -276,22 +276,31 @@ def test_default_limit_is_20(t):
     assert len(r["items"]) == 20 and r["total"] == 25 and r["nextOffset"] == 20
 
 
-def test_clock_going_backwards_still_orders_by_time(t, clock):
+def unclamped(svc) -> None:
+    """Let the next operation take the clock's time even if it is earlier than the last
+    recorded one, as zcord did before it clamped the operation clock (issue 23 item 9): logs
+    written then are not in time order, and the history must still read them right."""
+    svc.last_at = None
+
+
+def test_clock_going_backwards_still_orders_by_time(t, svc, clock):
     clock.set(T0 + timedelta(hours=2))
     t.write(title="late", content="x")
     clock.set(T0 + timedelta(hours=1))
+    unclamped(svc)
     t.write(title="early", content="x")
     clock.set(T0 + timedelta(hours=3))
     items = t.history()["items"]
     assert titles(items) == ["late", "early"]
 
 
-def test_clock_going_backwards_after_index_built(t, clock):
+def test_clock_going_backwards_after_index_built(t, svc, clock):
     clock.set(T0)
     t.write(title="first", content="x")
     clock.set(T0 + timedelta(hours=5))
     t.history()  # builds the index; logged at T0+5h
     clock.set(T0 + timedelta(hours=2))
+    unclamped(svc)
     t.write(title="second-but-earlier", content="x")
     clock.set(T0 + timedelta(hours=9))
     items = t.history()["items"]
@@ -310,6 +319,7 @@ def test_clock_backwards_order_survives_reopen(memdir, clock):
         clock.set(T0 + timedelta(hours=2))
         s.call("zcor_memory_write", {"title": "late", "content": "x"})
         clock.set(T0)
+        unclamped(s)
         s.call("zcor_memory_write", {"title": "early", "content": "x"})
     clock.set(T0 + timedelta(hours=4))
     with Service(memdir, clock=clock) as s:

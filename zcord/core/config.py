@@ -58,13 +58,30 @@ class Config(_Base):
     the deployment (config.json or ZCOR_OPERATOR_GROUP), never over the socket."""
     max_connections: int = Field(256, ge=1, le=100_000)
     """Clients connected at once; one more is told so and disconnected."""
+    operator_connections: int = Field(16, ge=0, le=100_000)
+    """Of maxConnections, this many are kept for clients that may be the operator (zcord's
+    user, root, the operator group): the others share the rest."""
+    max_connections_per_uid: int = Field(128, ge=1, le=100_000)
+    """Connections at once from one uid that may not be the operator."""
+    max_connections_per_pid: int = Field(32, ge=1, le=100_000)
+    """Connections at once from one process that may not be the operator."""
     init_timeout_seconds: float = Field(10.0, gt=0, le=3600)
     """A connection that has not sent initialize by then is closed."""
     bot_backup_interval_seconds: int = Field(600, ge=0, le=7 * 86400)
     """The bot may call zcor_memory_backup at most once per this many seconds."""
     max_bot_backups: int = Field(20, ge=1, le=10_000)
-    """Backups made for the bot (its backups and its pre-restore copies) kept; older ones are
-    deleted. Operators' backups are never deleted automatically."""
+    """Backups the bot made with zcor_memory_backup kept; older ones are deleted. The copies
+    taken before a restore (the way back) and operators' backups are never deleted
+    automatically."""
+    bot_restore_interval_seconds: int = Field(600, ge=0, le=7 * 86400)
+    """The bot may call zcor_memory_restore at most once per this many seconds (each restore
+    keeps a pre-restore copy of the whole Memory, which is never pruned)."""
+    max_bot_synonym_groups: int = Field(200, ge=0, le=1_000_000)
+    """Synonym groups the bot may add with zcor_synonyms_add (operators' are not counted)."""
+    bot_log_bytes_per_minute: int = Field(1 << 20, ge=0, le=1 << 40)
+    """Bytes of parameters the bot's calls that change nothing (reads, queries, refused
+    calls) may add to operations.jsonl per minute; past it their records keep only a marker
+    (the calls are still answered and recorded)."""
     max_restore_bytes: int = Field(512 << 20, ge=1, le=1 << 40)
     """A backup file larger than this is refused before it is read."""
     max_restore_nodes: int = Field(200_000, ge=0, le=100_000_000)

@@ -51,7 +51,9 @@ _SEGMENT_RE = re.compile(r"^changes-(\d{9})-(\d{9})\.jsonl$")
 
 _NODE_ID_RE = re.compile(r"^m(\d+)$")
 BOT_BACKUP_RE = re.compile(r"^memory-state-.+-bot(-\d+)?\.json$")
-"""Backups made for the bot (its zcor_memory_backup calls, its pre-restore copies): pruned."""
+"""Backups made by the bot's zcor_memory_backup calls: pruned."""
+PRE_RESTORE_RE = re.compile(r"^memory-state-.+-bot-prerestore(-\d+)?\.json$")
+"""The copy taken before a restore the bot asked for: never pruned (it is the way back)."""
 
 
 
@@ -1070,13 +1072,14 @@ class Store:
                                f"neither reads nor writes backups through it. Make it a plain directory.")
 
     def write_backup(self, state: MemoryState | StateView, at: datetime, bot: bool = False,
-                     private: bool = False) -> str:
-        """Write a backup; bot=True names it as one of the bot's (pruned by prune_bot_backups);
-        private: as for write_snapshot."""
+                     private: bool = False, pre_restore: bool = False) -> str:
+        """Write a backup; bot=True names it as one of the bot's (pruned by prune_bot_backups),
+        unless pre_restore (the copy before the bot's restore: `-bot-prerestore`, never
+        pruned); private: as for write_snapshot."""
         self.verify_lock()
         self._check_backups_dir()
         stamp = at.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%S.%f")[:-3] + "Z"
-        tag = "-bot" if bot else ""
+        tag = ("-bot-prerestore" if pre_restore else "-bot") if bot else ""
         name = f"memory-state-{stamp}{tag}.json"
         n = 2
         with self._naming:  # backups may be written by more than one thread at once

@@ -12,7 +12,7 @@ it cuts text into words:
 
 from __future__ import annotations
 
-import functools
+import collections
 import json
 import logging
 import os
@@ -437,8 +437,13 @@ _PIECES = re.compile(" +|[^ ]+")
 RUN_CUTS_MAX = 50_000
 """CJK runs whose cut is kept (a dialogue repeats its phrases; cutting one costs about 2 µs
 per character in jieba's Python code)."""
+RUN_CUTS_CHARS = 2_000_000
+"""The kept runs hold at most this many characters in all (a bot cannot grow it without bound)."""
+RUN_CUT_TEXT = 4_096
+"""A run longer than this is cut every time, never kept."""
 _run_cuts: dict[str, list[str]] = {}
 _run_cuts_for: tuple[int, int, int] | None = None
+_run_cuts_chars = 0
 
 
 def _cut(tok, masked: str) -> list[str]:
@@ -447,11 +452,12 @@ def _cut(tok, masked: str) -> list[str]:
     run cut alone gives the words it gives inside the text. The kept cuts belong to the
     dictionary as it was (which one, its total and size): when jieba learns a word they are
     dropped."""
-    global _run_cuts_for
+    global _run_cuts_for, _run_cuts_chars
     generation = (id(tok.FREQ), tok.total, len(tok.FREQ))
     cache = _run_cuts
     if generation != _run_cuts_for:
         cache.clear()
+        _run_cuts_chars = 0
         _run_cuts_for = generation
     out: list[str] = []
     for m in _PIECES.finditer(masked):
@@ -462,20 +468,65 @@ def _cut(tok, masked: str) -> list[str]:
         words = cache.get(piece)
         if words is None:
             words = tok.lcut(piece, HMM=False)
-            if (id(tok.FREQ), tok.total, len(tok.FREQ)) == generation:
-                if len(cache) >= RUN_CUTS_MAX:
+            if len(piece) <= RUN_CUT_TEXT and (id(tok.FREQ), tok.total, len(tok.FREQ)) == generation:
+                if len(cache) >= RUN_CUTS_MAX or _run_cuts_chars + len(piece) > RUN_CUTS_CHARS:
                     cache.clear()
+                    _run_cuts_chars = 0
                 cache[piece] = words
+                _run_cuts_chars += len(piece)
         out.extend(words)
     return out
 
 
-@functools.lru_cache(maxsize=4096)
-def analyse_cached(text: str, guess: bool, hmm: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
+ANALYSE_CACHE_ENTRIES = 4096
+ANALYSE_CACHE_CHARS = 2_000_000
+"""The segmentation cache keeps at most this many characters of text in all (its answers
+take a few times more), the least recently used dropped first."""
+ANALYSE_CACHE_TEXT = 32_768
+"""A text longer than this is cut every time, never kept (a bot's messages are shorter)."""
+
+
+class _AnalyseCache:
     """`analyse` with its answers kept for recently seen texts: a bot's batches repeat the
-    dialogue so far, so most messages have been cut before. Cleared when jieba learns a word."""
-    words, singles = analyse(text, guess, hmm)
-    return tuple(words), tuple(singles)
+    dialogue so far, so most messages have been cut before. Bounded by count and by the
+    characters it holds; cleared when jieba learns a word."""
+
+    def __init__(self) -> None:
+        self._items: collections.OrderedDict[tuple[str, bool, bool], tuple[tuple[str, ...], tuple[str, ...]]] = \
+            collections.OrderedDict()
+        self.chars = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, text: str, guess: bool, hmm: bool) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        key = (text, guess, hmm)
+        with self._lock:
+            found = self._items.get(key)
+            if found is not None:
+                self._items.move_to_end(key)
+                return found
+        words, singles = analyse(text, guess, hmm)
+        out = (tuple(words), tuple(singles))
+        if len(text) > ANALYSE_CACHE_TEXT:
+            return out
+        with self._lock:
+            if key not in self._items:
+                self._items[key] = out
+                self.chars += len(text)
+                while self._items and (len(self._items) > ANALYSE_CACHE_ENTRIES or self.chars > ANALYSE_CACHE_CHARS):
+                    (old, _, _), _ = self._items.popitem(last=False)
+                    self.chars -= len(old)
+        return out
+
+    def cache_clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self.chars = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+analyse_cached = _AnalyseCache()
 
 
 def segment(text: str, hmm: bool = True) -> list[str]:

@@ -6,6 +6,7 @@ No LLM, nothing written to history, nothing persisted: recall sets live in this 
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Callable, Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -48,6 +49,25 @@ def parse_events(events: Any) -> list[Event]:
             loc = ".".join(str(p) for p in first["loc"])
             raise InvalidArgument(f"events[{i}].{loc}: {first['msg']}" if loc else f"events[{i}]: {first['msg']}",
                                   field=f"events[{i}]") from None
+    return out
+
+
+RECALL_TEXT_CHARS = 20_000
+"""Auto-recall reads at most this many characters of a batch's external text: the newest
+messages, the oldest one it reaches cut to its end. A longer batch is not an error."""
+
+
+def recent_text(texts: list[str], limit: int = RECALL_TEXT_CHARS) -> list[str]:
+    """The newest texts (oldest first) holding at most limit characters in all; the oldest
+    one kept is cut to its last characters when it does not fit whole."""
+    out: list[str] = []
+    left = limit
+    for text in reversed(texts):
+        if left <= 0:
+            break
+        out.append(text if len(text) <= left else text[len(text) - left:])
+        left -= len(text)
+    out.reverse()
     return out
 
 
@@ -215,13 +235,40 @@ class Retriever(Ranking):
         return [kw for kw in self.state.mixed_keywords if kw in norm]
 
 
+MAX_SESSION_CHARS = 1024
+"""Longest session name zcor/recall and zcor/context accept."""
+MAX_SESSIONS = 10_000
+"""Sessions whose recall sets are kept; past it the least recently used one is forgotten
+(as after a restart: no recall set until its next external batch)."""
+
+
+def check_session(session: Any) -> str:
+    if not isinstance(session, str) or not session:
+        raise InvalidArgument("session must be a non-empty string", field="session")
+    if len(session) > MAX_SESSION_CHARS:
+        raise InvalidArgument(f"session must be at most {MAX_SESSION_CHARS} characters (got {len(session)}); "
+                              f"use a short key such as 'qq:group:123'", field="session")
+    return session
+
+
 class RecallSessions:
-    """Per-session recall sets and speakers (in memory only) and the context header."""
+    """Per-session recall sets and speakers (in memory only) and the context header; at
+    most MAX_SESSIONS, the least recently used forgotten first."""
 
     def __init__(self, retriever: Retriever):
         self.retriever = retriever
-        self.sets: dict[str, list[str]] = {}
+        self.sets: collections.OrderedDict[str, list[str]] = collections.OrderedDict()
         self.senders: dict[str, list[str]] = {}  # personIds of the batch's known speakers
+
+    def _touch(self, session: str) -> None:
+        """Mark the session used now; forget the least recently used beyond MAX_SESSIONS."""
+        if session in self.sets:
+            self.sets.move_to_end(session)
+        else:
+            self.sets[session] = []
+        while len(self.sets) > MAX_SESSIONS:
+            old, _ = self.sets.popitem(last=False)
+            self.senders.pop(old, None)
 
     def speakers(self, events: list[Event]) -> list[str]:
         """personIds of the relationships whose personId or an alias is a sender of the
@@ -243,12 +290,13 @@ class RecallSessions:
         external = [e.text for e in events if e.origin == "external"]
         if not external:
             return list(self.sets.get(session, []))
+        self._touch(session)
         self.senders[session] = self.speakers(events)
         if budget == 0:
             self.sets[session] = []
             return []
         r = self.retriever
-        words = r.words(external, mode)
+        words = r.words(recent_text(external), mode)
         hits = r.visible_hits(words.terms, keyword_equality=True, limit=RECALL_QUOTA, mode=mode)
         ids = [h.id for h in hits]
         self.sets[session] = ids
@@ -260,7 +308,7 @@ class RecallSessions:
         hit's score and, per matched term, where it matched and what it weighed; and, for a
         sender key, whose relationship the header would show."""
         r = self.retriever
-        words = r.words(text, mode)
+        words = r.words(recent_text([text] if isinstance(text, str) else text), mode)
         hits = r.hits(words.terms, keyword_equality=True, limit=RECALL_QUOTA, explain=True, mode=mode)
         st = r.state
         by_key = {t.key: t for t in words.terms}
@@ -291,6 +339,8 @@ class RecallSessions:
     def context(self, session: str, budget: int, senders: bool = True) -> dict[str, Any]:
         if budget == 0:
             return {"text": "", "ids": []}
+        if session in self.sets:
+            self.sets.move_to_end(session)
         people = self.senders.get(session, []) if senders else []
         ids = self.sets.get(session, [])
         hidden = self.retriever.hidden_ids()

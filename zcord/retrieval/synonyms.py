@@ -16,9 +16,31 @@ from ..core.fsutil import atomic_write, read_plain_file
 from ..core.text import normalize
 
 
-def encode_groups(groups: list[list[str]]) -> bytes:
+def encode_groups(groups: list[list[str]], extra: dict[str, list[list[str]]] | None = None) -> bytes:
+    """The file; extra: the bot's lists (`botAdded`, `held`), written only when not empty."""
     lines = ",\n".join("    " + json.dumps(g, ensure_ascii=False) for g in groups)
-    return ('{\n  "version": 1,\n  "groups": [\n' + lines + "\n  ]\n}\n").encode()
+    more = "".join(f',\n  "{k}": [\n' + ",\n".join("    " + json.dumps(g, ensure_ascii=False) for g in v) + "\n  ]"
+                   for k, v in (extra or {}).items() if v)
+    return ('{\n  "version": 1,\n  "groups": [\n' + lines + "\n  ]" + more + "\n}\n").encode()
+
+
+BOT_KEYS = ("botAdded", "held")
+"""synonyms.json's lists of the bot's additions: `botAdded`, the groups among `groups` the
+bot added (so operators see which); `held`, groups the bot added that share a term with an
+existing group: kept apart (not used for expansion) until an operator adds them."""
+
+
+def parse_bot_lists(raw: bytes) -> dict[str, list[list[str]]]:
+    try:
+        doc = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return {k: [] for k in BOT_KEYS}
+    out = {}
+    for k in BOT_KEYS:
+        v = doc.get(k) if isinstance(doc, dict) else None
+        out[k] = [list(g) for g in v if isinstance(g, list) and all(isinstance(t, str) for t in g)] \
+            if isinstance(v, list) else []
+    return out
 
 
 def parse_groups(raw: bytes, name: str) -> list[list[str]]:
@@ -81,6 +103,7 @@ class Synonyms:
         self.groups: list[list[str]] = []
         self.classes = SynonymClasses([])
         self._stamp: tuple[int, int] | None = None
+        self.bot: dict[str, list[list[str]]] = {k: [] for k in BOT_KEYS}
 
     def _file_stamp(self) -> tuple[int, int] | None:
         try:
@@ -91,7 +114,9 @@ class Synonyms:
 
     def load(self) -> None:
         stamp = self._file_stamp()
-        groups = parse_groups(read_plain_file(self.path), self.path.name) if stamp else []
+        raw = read_plain_file(self.path) if stamp else b""
+        groups = parse_groups(raw, self.path.name) if stamp else []
+        self.bot = parse_bot_lists(raw) if stamp else {k: [] for k in BOT_KEYS}
         self.groups = groups
         self.classes = SynonymClasses(groups)
         self._stamp = stamp
@@ -108,7 +133,7 @@ class Synonyms:
 
     def replace_groups(self, groups: list[list[str]]) -> None:
         """Write a new list of groups atomically, then use it."""
-        atomic_write(self.path, encode_groups(groups))
+        atomic_write(self.path, encode_groups(groups, self.bot))
         self.groups = [list(g) for g in groups]
         self.classes = SynonymClasses(self.groups)
         self._stamp = self._file_stamp()
@@ -120,3 +145,26 @@ class Synonyms:
             return False
         self.replace_groups(self.groups + [list(terms)])
         return True
+
+    def bot_indexes(self) -> list[int]:
+        """Indexes of the groups the bot added (as listed in `botAdded`)."""
+        mine = {frozenset(normalize(t) for t in g) for g in self.bot["botAdded"]}
+        return [i for i, g in enumerate(self.groups) if frozenset(normalize(t) for t in g) in mine]
+
+    def add_bot_group(self, terms: list[str]) -> tuple[bool, bool]:
+        """The bot's add: (added, held). A group sharing a term with an existing group is held
+        apart (not merged into anyone's class) until an operator adds it."""
+        key = frozenset(normalize(t) for t in terms)
+        if any(frozenset(normalize(t) for t in g) == key for g in [*self.groups, *self.bot["held"]]):
+            return False, False
+        if any(t in self.classes.of for t in key):
+            self.bot = {**self.bot, "held": [*self.bot["held"], list(terms)]}
+            self.replace_groups(self.groups)
+            return True, True
+        self.bot = {**self.bot, "botAdded": [*self.bot["botAdded"], list(terms)]}
+        self.replace_groups(self.groups + [list(terms)])
+        return True, False
+
+    def bot_count(self) -> int:
+        return len(self.bot["botAdded"]) + len(self.bot["held"])
+

@@ -20,6 +20,7 @@ from ..core.protocol import VIEW_TOOLS, Forbidden
 from ..core.state import MemoryState, Tx
 from ..core.store import Store
 from .calls import Ctx, InternalError, RestoreInProgress, loggable, parse_args
+from . import logbudget
 from .gate import RestoreGate
 from .snapshots import Snapshots
 from .tools import TOOLS, ToolSpec
@@ -42,6 +43,7 @@ class Dispatcher:
         self.seq = 0
         """The last operation's sequence number (unique across restarts)."""
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
+        self.log_budget = logbudget.LogBudget()  # the bot's log bytes for calls that change nothing
         self.gate = RestoreGate()
         self.snapshots = Snapshots(self)
         self._calling = threading.local()  # this thread's call: its origin and whether it is held
@@ -219,9 +221,16 @@ class Dispatcher:
         return result
 
     def new_ctx(self, tool: str, actor: str) -> Ctx:
-        """The next operation: its sequence number and time (call with the lock held)."""
+        """The next operation: its sequence number and time (call with the lock held). The
+        time never goes below the last one recorded: a wall clock stepped back (NTP, a VM
+        snapshot) repeats that instant instead of writing times out of order."""
         self.seq += 1
-        ctx = Ctx(actor=actor, tool=tool, seq=self.seq, at=self.clock())
+        at = self.clock()
+        last = getattr(self, "last_at", None)
+        if last is not None and at < last:
+            at = last
+        self.last_at = at
+        ctx = Ctx(actor=actor, tool=tool, seq=self.seq, at=at)
         if actor == "model":
             ctx.origin = getattr(self._calling, "origin", None) or O.inferred(None, [])
             ctx.hold = bool(getattr(self._calling, "hold", False))
@@ -278,11 +287,15 @@ class Dispatcher:
         ctx.changes = [c.dump() for c in numbered]
 
     def log_call(self, ctx: Ctx, params: Any, error: ZcorError | None = None) -> None:
+        params = logbudget.bounded_params(
+            params if isinstance(params, dict) else {"arguments": repr(params)[:1000]}, error is not None,
+            ctx.actor == "model" and not ctx.changes, self.log_budget, self.config.bot_log_bytes_per_minute)
         record = OpRecord(
             seq=ctx.seq, at=ctx.at, actor=ctx.actor, tool=ctx.tool,
-            params=params if isinstance(params, dict) else {"arguments": repr(params)[:1000]},
+            params=params,
             status="error" if error else "ok",
-            error=OpError(code=error.code, message=error.message, field=error.field) if error else None,
+            error=OpError(code=error.code, message=logbudget.cut_message(error.message), field=error.field)
+            if error else None,
             changes=ctx.changes, result=ctx.log_result, origin=ctx.origin)
         journal = ctx.committed and ctx.tx is not None and not ctx.snapshotted
         try:

@@ -86,8 +86,18 @@ class IdArgs(Args):
     id: Id = Field(description="Node id, e.g. m17.")
 
 
+PageLimit = Annotated[StrictInt, Field(ge=1, le=100_000)]
+
+
 class ChildrenArgs(Args):
     parent_id: Id | None = Field(None, description="Omit (or null) for the root nodes.")
+    limit: PageLimit | None = Field(None, description="At most this many (1..100000); omit for all.")
+    offset: Offset = Field(0, description="Skip this many (paging), default 0.")
+
+
+class TraceArgs(IdArgs):
+    limit: PageLimit | None = Field(None, description="At most this many children (1..100000); omit for all.")
+    offset: Offset = Field(0, description="Skip this many children (paging), default 0.")
 
 
 class ImportantArgs(Args):

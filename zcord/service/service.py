@@ -11,6 +11,7 @@ recall, context), none of which are tool calls.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -21,16 +22,16 @@ from typing import Any
 from ..core import indexcache, nodecache
 from ..core.config import Config, ConfigFile, api_key, key_withheld_reason
 from ..core.errors import InvalidArgument, ZcorError
-from ..core.fsutil import atomic_write
+from ..core.fsutil import atomic_write, reverse_lines
 from ..core.journal import read_pos, replay
 from ..core.models import now
 from ..core.oplog import OpLog
 from ..core.state import MemoryState
-from ..core.store import BOT_BACKUP_RE, CONFIG_FILE, OPLOG_FILE, PERSONA_FILE, SYNONYMS_FILE, Store
+from ..core.store import BOT_BACKUP_RE, CONFIG_FILE, OPLOG_FILE, PERSONA_FILE, PRE_RESTORE_RE, SYNONYMS_FILE, Store
 from ..core.text import tokenizer
 from ..core.persona import persona_text
 from ..retrieval.prefix import build_prefix
-from ..retrieval.recall import RecallSessions, Retriever, parse_events
+from ..retrieval.recall import RecallSessions, Retriever, check_session, parse_events
 from ..retrieval.synonyms import Synonyms
 from .calls import Ctx, InternalError, RestoreInProgress
 from .dispatcher import Dispatcher
@@ -62,6 +63,7 @@ class Service(Dispatcher):
         self.retriever.hidden_ids = lambda: self.review.hidden  # held changes: not recalled, not searched
         self.http_client = None  # an httpx.Client to reuse for provider calls (tests may inject one)
         self.last_bot_backup: float | None = None  # time.monotonic() of the bot's last backup
+        self.last_bot_restore: float | None = None  # and of its last restore
         self.is_open = False
         self.index_cache_used = False
         """Whether the last open loaded the retrieval indexes from memory-state.recall.cache."""
@@ -96,14 +98,37 @@ class Service(Dispatcher):
         self.seq = max([self.oplog.last_seq, *ops[-1:]])
         self.reconcile()
         self.last_bot_backup = self._bot_backup_clock()
+        self.last_bot_restore = self._bot_backup_clock(PRE_RESTORE_RE)
+        self.last_at = self._last_recorded_at()
         return self
 
-    def _bot_backup_clock(self) -> float | None:
-        """The bot's last backup on the monotonic clock, from the newest bot backup file (so
-        a restart does not reset the bot's backup interval)."""
+    def _last_recorded_at(self) -> datetime | None:
+        """The time of the newest change or logged operation (the operation clock never goes
+        below it, see Dispatcher.new_ctx)."""
+        times = [self.state.history[-1].at] if self.state.history else []
+        try:
+            fd = os.open(self.oplog.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            return max(times, default=None)
+        try:
+            for _offset, line in reverse_lines(fd, os.fstat(fd).st_size):
+                m = re.search(rb'"at":"([^"]+)"', line[:400])
+                if m:
+                    try:
+                        times.append(datetime.fromisoformat(m.group(1).decode()))
+                    except ValueError:
+                        pass
+                    break
+        finally:
+            os.close(fd)
+        return max(times, default=None)
+
+    def _bot_backup_clock(self, pattern: re.Pattern[str] = BOT_BACKUP_RE) -> float | None:
+        """The bot's last backup (or restore) on the monotonic clock, from the newest file of
+        the pattern (so a restart does not reset the bot's interval)."""
         try:
             newest = max((e.stat(follow_symlinks=False).st_mtime for e in os.scandir(self.store.backups)
-                          if BOT_BACKUP_RE.match(e.name)), default=None)
+                          if pattern.match(e.name)), default=None)
         except OSError:
             return None
         if newest is None:
@@ -223,8 +248,7 @@ class Service(Dispatcher):
 
     def recall(self, session: str, events: Any) -> list[str]:
         """Replace the session's recall set from a batch of events; returns it, best first."""
-        if not isinstance(session, str) or not session:
-            raise InvalidArgument("session must be a non-empty string", field="session")
+        check_session(session)
         parsed = parse_events(events)
         with self.lock:
             self.refresh_synonyms()
@@ -274,8 +298,7 @@ class Service(Dispatcher):
 
     def context(self, session: str) -> dict[str, Any]:
         """The context header for the session, rendered from live state now."""
-        if not isinstance(session, str) or not session:
-            raise InvalidArgument("session must be a non-empty string", field="session")
+        check_session(session)
         with self.lock:
             return self.sessions.context(session, self.config.recall_budget, self._senders_on())
 
@@ -311,6 +334,7 @@ class Service(Dispatcher):
             "personaEmpty": self.persona_get()["empty"],
             "journaledChanges": self.snapshots.changes,
             "pendingReview": len(self.review.items),
+            "recallSessions": len(self.sessions.sets),
         }
 
     def snapshot(self) -> dict[str, Any]:

@@ -73,7 +73,7 @@ _TABLE = [
              I.ChildrenArgs, memories.children),
     ToolSpec("zcor_memory_trace",
              "Show where a memory sits: the path from its root down to it, and its direct children.",
-             I.IdArgs, memories.trace),
+             I.TraceArgs, memories.trace),
     ToolSpec("zcor_memory_important",
              "Mark (important=true) or unmark a memory as important. Important memories are shown to "
              "you in every conversation. At most 5: a 6th mark unmarks the earliest one and tells you "

@@ -22,7 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import Conflict, InvalidArgument, NotFound, ZcorError
 from ..core.fsutil import reverse_lines
+from ..core.journal import apply_change
 from ..core.models import Node, Relationship, format_time
+from ..core.state import MemoryState
 from ..core.store import HISTORY_DIR, RestoreLimits
 
 if TYPE_CHECKING:
@@ -149,6 +151,53 @@ except ImportError:  # pragma: no cover - orjson is a dependency; json is the fa
 _KEY_RE = re.compile(rb'"kind":"([a-z.]+)","target":(null|"(?:[^"\\]|\\.)*")')
 
 
+# -- the Memory before a restore -----------------------------------------------------------------
+
+
+def before_restore(svc: Service, change: dict[str, Any], view: Any = None) -> MemoryState:
+    """The Memory just before a restore: its pre-restore backup, or, when that file is gone
+    (pruned, deleted by hand), rebuilt from the change history (which holds every change)."""
+    name = (change.get("before") or {}).get("backupFile")
+    try:
+        return svc.store.read_backup(name, RestoreLimits.of(svc.config))
+    except (ZcorError, OSError):
+        return _rebuilt_before(svc, change["changeId"], view if view is not None else svc)
+
+
+def _rebuilt_before(svc: Service, change_id: int, view: Any) -> MemoryState:
+    """Replay every change before change_id onto an empty Memory. A restore on the way
+    brings in the backup it read (or, for a revert that was itself rebuilt, the Memory
+    before the restore it reverted). Conflict when the history cannot say (a Memory
+    migrated from an old format started with memories no change created)."""
+    state = MemoryState()
+    for c in changes(view):
+        cid, kind = c["changeId"], c["kind"]
+        if cid >= change_id:
+            break
+        if kind == "state.restore":
+            after = c.get("after") or {}
+            if isinstance(after.get("rebuiltBefore"), int):
+                state = _rebuilt_before(svc, after["rebuiltBefore"], view)
+                continue
+            try:
+                state = svc.store.read_backup(after.get("restoredFrom"), RestoreLimits.of(svc.config))
+            except (ZcorError, OSError) as e:
+                raise Conflict(f"The Memory before change {change_id} cannot be rebuilt: its pre-restore backup "
+                               f"is gone, and so is {after.get('restoredFrom')!r}, restored by change {cid} "
+                               f"({getattr(e, 'message', e)})") from None
+        elif kind == "state.migrate":
+            raise Conflict(f"The Memory before change {change_id} cannot be rebuilt: its pre-restore backup is "
+                           f"gone, and the history starts from a Memory migrated from an old format") from None
+        else:
+            try:
+                apply_change(state, c)
+            except ZcorError as e:
+                raise Conflict(f"The Memory before change {change_id} cannot be rebuilt from the history: "
+                               f"{e.message}") from None
+        state.history.clear()
+    return state
+
+
 # -- versions and time travel -------------------------------------------------------------------
 
 
@@ -209,12 +258,7 @@ def state_at(svc: Service, when: datetime) -> dict[str, Any]:
         key = ("important", None) if kind.startswith("important.") else (kind.split(".")[0], target)
         firsts.setdefault(key, c)
     if restore is not None:
-        name = (restore.get("before") or {}).get("backupFile")
-        try:
-            old = svc.store.read_backup(name)
-        except Exception as e:
-            raise Conflict(f"The Memory before the restore of {restore['at']} cannot be shown: its pre-restore "
-                           f"backup {name!r} cannot be read ({getattr(e, 'message', e)})") from None
+        old = before_restore(svc, restore, view)
         nodes, rels, important = dict(old.nodes), dict(old.relationships), list(old.important)
         count = sum(1 for _ in _walk_after(view, t))
     for (what, target), c in firsts.items():
@@ -397,7 +441,8 @@ class _Undo:
         if later > 0 and self.conflict(None, f"{later} change(s) were made after the restore"):
             return
         name = (change.get("before") or {}).get("backupFile")
-        incoming = self.svc.store.read_backup(name, RestoreLimits.of(self.svc.config))
+        incoming = before_restore(self.svc, change)
+        rebuilt = {} if os.path.exists(self.svc.store.backups / str(name)) else {"rebuiltBefore": change["changeId"]}
         auto = "(a backup written when the revert runs)" if self.dry else \
             self.svc.store.write_backup(self.st, self.ctx.at, bot=False)
 
@@ -405,7 +450,7 @@ class _Undo:
             return {"nodes": len(s.nodes), "relationships": len(s.relationships), "important": list(s.important)}
 
         self.record("state.restore", None, before={"backupFile": auto, **summary(self.st)},
-                    after={"restoredFrom": name, **summary(incoming)})
+                    after={"restoredFrom": name, **rebuilt, **summary(incoming)})
         self.tx.replace_all(incoming)
         self.ctx.snapshot_first = True
 

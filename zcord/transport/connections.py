@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextvars
 import errno
 import logging
 import threading
@@ -17,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from ..core import protocol as P
 from ..core.errors import ZcorError
 from ..service.calls import RestoreInProgress
-from .peers import PeerCred
+from . import replies
+from .peers import PeerCred, operator_refusal
 
 if TYPE_CHECKING:
     from ..service.service import Service
@@ -35,6 +37,9 @@ MAX_TOTAL_OUTPUT = 128 << 20
 TOTAL_CHECK_FROM = 1 << 20
 """A connection's buffer below this cannot push the total over (checked only above it)."""
 ACCEPT_ERROR_LOG_INTERVAL = 1.0
+IDLE_CLOSE_AFTER = 5.0
+"""A bot's connection with nothing in flight for this long may be closed to make room for a
+new client when a connection limit is reached (the oldest idle first)."""
 BEFORE_INITIALIZE = frozenset({"initialize", "ping"})
 
 
@@ -60,6 +65,8 @@ class Connection:
         self.last_batch: tuple[str, list[str]] | None = None
         """The session and external senderKeys of this connection's latest zcor/recall batch:
         the origin of its tool calls when the bot tells none (zcord.core.origin)."""
+        self.may_operate = False  # the peer could be the operator: it may use the kept slots
+        self.last_active = time.monotonic()
 
     @property
     def actor(self) -> str:
@@ -85,8 +92,14 @@ class Connection:
 Handler = Callable[[Connection, dict[str, Any]], Awaitable[Any]]
 
 
+CALLER: contextvars.ContextVar[int | None] = contextvars.ContextVar("zcord_caller", default=None)
+"""The connection a request is being handled for: the worker takes turns between them."""
+
+
 class Worker:
-    """The one thread that runs Service calls, in submission order.
+    """The one thread that runs Service calls: each connection's in submission order, the
+    connections taking turns (one call each, round robin), so one client's pipelined queue
+    cannot starve the others; an urgent job (the watchdog's probe) goes first.
 
     Like ThreadPoolExecutor(max_workers=1), but results travel back to the event loop in
     batches: one loop wake-up delivers every result finished meanwhile, which matters when
@@ -95,7 +108,8 @@ class Worker:
 
     def __init__(self, loop: asyncio.AbstractEventLoop):
         self.loop = loop
-        self._jobs: collections.deque = collections.deque()
+        self._jobs: collections.deque = collections.deque()  # urgent ones
+        self._queues: dict[Any, collections.deque] = {}  # caller -> jobs; dict order is the turn order
         self._cv = threading.Condition(threading.Lock())
         self._done: list[tuple[asyncio.Future, bool, Any]] = []
         self._done_lock = threading.Lock()
@@ -104,14 +118,34 @@ class Worker:
         self._thread = threading.Thread(target=self._run, name="zcord-worker", daemon=True)
         self._thread.start()
 
-    def submit(self, fn: Callable[..., Any], *args: Any) -> asyncio.Future:
+    def submit(self, fn: Callable[..., Any], *args: Any, caller: Any = None, urgent: bool = False) -> asyncio.Future:
         fut = self.loop.create_future()
         with self._cv:
             if self._stopping:
                 raise RuntimeError("the worker has stopped")
-            self._jobs.append((fut, fn, args))
+            if urgent:
+                self._jobs.append((fut, fn, args))
+            else:
+                queue = self._queues.get(caller)
+                if queue is None:
+                    queue = self._queues[caller] = collections.deque()
+                queue.append((fut, fn, args))
             self._cv.notify()
         return fut
+
+    def _next_job(self) -> tuple[asyncio.Future, Callable[..., Any], tuple] | None:
+        """The urgent job, else the next caller's oldest job (that caller goes to the end of
+        the turn order); called with the condition held."""
+        if self._jobs:
+            return self._jobs.popleft()
+        if not self._queues:
+            return None
+        caller = next(iter(self._queues))
+        queue = self._queues.pop(caller)
+        job = queue.popleft()
+        if queue:
+            self._queues[caller] = queue
+        return job
 
     def stop(self, timeout: float | None = None) -> None:
         """Run what was submitted, then end the thread."""
@@ -123,18 +157,17 @@ class Worker:
     def _run(self) -> None:
         while True:
             with self._cv:
-                while not self._jobs and not self._stopping:
+                while not self._jobs and not self._queues and not self._stopping:
                     self._cv.wait()
-                if not self._jobs:
+                job = self._next_job()
+                if job is None:
                     return
-                batch = list(self._jobs)
-                self._jobs.clear()
-            for fut, fn, args in batch:
-                try:
-                    ok, value = True, fn(*args)
-                except BaseException as e:  # handed to the awaiting request
-                    ok, value = False, e
-                self._finish(fut, ok, value)
+            fut, fn, args = job
+            try:
+                ok, value = True, fn(*args)
+            except BaseException as e:  # handed to the awaiting request
+                ok, value = False, e
+            self._finish(fut, ok, value)
 
     def _finish(self, fut: asyncio.Future, ok: bool, value: Any) -> None:
         with self._done_lock:
@@ -206,12 +239,63 @@ class ConnectionServer:
             sizes.remove((size, slowest))
             total -= size
 
-    def _refuse_connection(self, writer: asyncio.StreamWriter) -> None:
+    def _connection_rules(self, conn: Connection) -> list[tuple[str, int, Callable[[Connection], bool], str]]:
+        """The limits a new connection is counted against, most specific first: (setting,
+        limit, which open connections count, what the refusal says)."""
+        cfg = self.service.config
+        rules: list[tuple[str, int, Callable[[Connection], bool], str]] = []
+        peer = conn.peer
+        if not conn.may_operate:
+            if peer is not None:
+                rules.append(("maxConnectionsPerPid", cfg.max_connections_per_pid,
+                              lambda c: not c.may_operate and c.peer is not None and c.peer.pid == peer.pid
+                              and c.peer.uid == peer.uid, f"process {peer.pid} already has"))
+                rules.append(("maxConnectionsPerUid", cfg.max_connections_per_uid,
+                              lambda c: not c.may_operate and c.peer is not None and c.peer.uid == peer.uid,
+                              f"uid {peer.uid} already has"))
+            rules.append(("operatorConnections", max(0, cfg.max_connections - cfg.operator_connections),
+                          lambda c: not c.may_operate,
+                          f"the clients that may not be the operator already have (the last "
+                          f"{cfg.operator_connections} of maxConnections are kept for operators)"))
+        rules.append(("maxConnections", cfg.max_connections, lambda c: True, "zcord is serving"))
+        return rules
+
+    def _admit(self, conn: Connection) -> tuple[str, str] | None:
+        """None when the new connection may stay, else (setting, sentence) naming the limit
+        that refuses it. At a limit, the bot connection counted against it that has been idle
+        longest (nothing in flight for IDLE_CLOSE_AFTER seconds) is closed to make room."""
+        conn.may_operate = operator_refusal(conn.peer, self.service.config.operator_group) is None
+        now = time.monotonic()
+        for setting, limit, counts, who in self._connection_rules(conn):
+            members = [c for c in self.conns if counts(c)]
+            if len(members) < limit:
+                continue
+            idle = [c for c in members if c.role != P.OPERATOR and c.initialized and not c.tasks
+                    and not c.subscribed and now - c.last_active >= IDLE_CLOSE_AFTER]
+            if not idle:
+                return setting, f"{who} {len(members)} connections, the limit ({setting} is {limit}); " \
+                                f"close some or try again later"
+            self._close_idle(min(idle, key=lambda c: c.last_active), setting)
+        return None
+
+    def _close_idle(self, conn: Connection, setting: str) -> None:
+        log.info("connection %d idle for %.0fs closed to make room for a new client (%s)", conn.id,
+                 time.monotonic() - conn.last_active, setting)
+        conn.send(P.notification("notifications/message", {
+            "level": "warning", "logger": "zcord",
+            "data": f"zcord closed this idle connection to make room for a new client ({setting}); "
+                    f"connect again when needed"}))
+        self.conns.discard(conn)
+        conn.writer.transport.close()
+
+    def _refuse_connection(self, writer: asyncio.StreamWriter, refusal: tuple[str, str] | None = None) -> None:
         limit = self.service.config.max_connections
-        err = P.RpcError(P.ZCOR_ERROR, f"zcord is serving its limit of {limit} connections "
-                                       f"(maxConnections); try again later",
-                         {"code": "too_many_connections", "message": f"zcord is serving its limit of {limit} "
-                          f"connections (maxConnections); try again later"})
+        setting, sentence = refusal or ("maxConnections", f"zcord is serving its limit of {limit} connections "
+                                                          f"(maxConnections); try again later")
+        if refusal is not None:
+            sentence = f"zcord refused this connection: {sentence}"
+        err = P.RpcError(P.ZCOR_ERROR, sentence,
+                         {"code": "too_many_connections", "rule": setting, "message": sentence})
         try:
             writer.write(P.encode(P.error_response(None, err)))
             writer.transport.close()  # after the line is out; never waits on the client
@@ -229,14 +313,15 @@ class ConnectionServer:
         conn.writer.transport.close()
 
     async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if len(self.conns) >= self.service.config.max_connections:
+        conn = Connection(reader, writer)
+        refusal = self._admit(conn)
+        if refusal is not None:
             now = time.monotonic()
             if now - self._last_accept_error >= ACCEPT_ERROR_LOG_INTERVAL:
                 self._last_accept_error = now
-                log.warning("connection refused: already %d connections (maxConnections)", len(self.conns))
-            self._refuse_connection(writer)
+                log.warning("connection refused: %s (%d connections)", refusal[0], len(self.conns))
+            self._refuse_connection(writer, refusal)
             return
-        conn = Connection(reader, writer)
         conn.daemon = self
         conn.task = asyncio.current_task()
         self.conns.add(conn)
@@ -326,11 +411,13 @@ class ConnectionServer:
         if not msg.is_request:
             return  # notifications (initialized, cancelled, …) need no answer
         await conn.slots.acquire()
+        conn.last_active = time.monotonic()
         task = asyncio.create_task(self._handle(conn, msg))
         conn.tasks.add(task)
         task.add_done_callback(conn.tasks.discard)
 
     async def _handle(self, conn: Connection, msg: P.Message) -> None:
+        CALLER.set(conn.id)  # this task's own context: its worker calls take this connection's turn
         try:
             entry = self.methods.get(msg.method)
             if entry is None:
@@ -345,7 +432,10 @@ class ConnectionServer:
                     f'(initialize with capabilities.experimental.zcor.role = "operator").'))
             params = P.object_params(msg.params)
             result = await handler(conn, params)
-            conn.send_bytes(P.encode_response(msg.id, result))
+            data = P.encode_response(msg.id, result)
+            if len(data) > replies.MAX_REPLY_BYTES:  # a clear error, not a disconnect for unread output
+                raise P.app_error(replies.ReplyTooLarge(replies.too_large(len(data), msg.method)))
+            conn.send_bytes(data)
         except P.RpcError as e:
             conn.send(P.error_response(msg.id, e))
         except ZcorError as e:
@@ -355,16 +445,18 @@ class ConnectionServer:
             conn.send(P.error_response(msg.id, P.RpcError(
                 P.INTERNAL_ERROR, f"Internal error in {msg.method}: {type(e).__name__}: {e}")))
         finally:
+            conn.last_active = time.monotonic()
             conn.slots.release()
 
-    async def _work(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """Run fn in the one worker thread (every Service call goes through here). A change
-        that meets a restore in its slow phase waits here, off the worker, and runs again
-        once the restore is over, so reads queued behind it are not held."""
+    async def _work(self, fn: Callable[..., Any], *args: Any, urgent: bool = False) -> Any:
+        """Run fn in the one worker thread (every Service call goes through here), taking
+        turns with the other connections' calls. A change that meets a restore in its slow
+        phase waits here, off the worker, and runs again once the restore is over, so reads
+        queued behind it are not held."""
         assert self.worker is not None
         while True:
             try:
-                return await self.worker.submit(fn, *args)
+                return await self.worker.submit(fn, *args, caller=CALLER.get(), urgent=urgent)
             except RestoreInProgress:
                 await self._restore_over()
 

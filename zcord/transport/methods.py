@@ -19,7 +19,7 @@ from ..core.errors import InvalidArgument, ZcorError
 from ..core.store import BOT_BACKUP_RE
 from ..service import review, undo
 from ..service.tools import TOOLS, declared_tools
-from . import mcp_extras
+from . import mcp_extras, replies
 from .connections import Connection
 from .peers import operator_refusal
 
@@ -118,7 +118,7 @@ class MethodHandlers:
                 result = await self._work(run)
         except ZcorError as e:
             return P.tool_failure(e)
-        return P.tool_success_raw(result)
+        return replies.fit_tool_result(result, name)
 
     # -- zcor/ methods for the bot -------------------------------------------------------------
 
@@ -197,7 +197,13 @@ class MethodHandlers:
         return await self._slow_work(lambda: self.service.backup_preview(name), self._long_slots)
 
     async def _synonyms_list(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        return {"groups": await self._work(self.service.synonym_groups)}
+        def listing() -> dict[str, Any]:
+            with self.service.lock:
+                groups = self.service.synonym_groups()
+                syn = self.service.synonyms
+                return {"groups": groups, "botAdded": syn.bot_indexes(), "held": [list(g) for g in syn.bot["held"]]}
+
+        return await self._work(listing)
 
     async def _synonyms_set(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         return await self._work(self.service.set_synonym_group, params.get("index"), params.get("terms"),

@@ -202,7 +202,9 @@ class Daemon(MethodHandlers, ConnectionServer):
         """Ping systemd while the worker still answers; a stuck worker lets the watchdog fire."""
         while True:
             try:
-                await asyncio.wait_for(self._work(lambda: None), timeout=max(interval, 0.05))
+                # urgent: ahead of queued calls, so only one call running longer than the
+                # interval (a stuck worker) skips the ping, never a long queue
+                await asyncio.wait_for(self._work(lambda: None, urgent=True), timeout=max(interval, 0.05))
                 systemd.notify("WATCHDOG=1")
             except asyncio.TimeoutError:
                 log.warning("worker busy for more than %.1fs; watchdog ping skipped", interval)

@@ -54,6 +54,18 @@ def bot_backup_allowed(svc: Service, now: float) -> None:
             f"{math.ceil(interval - (now - last))} s.", data={"retryAfterSeconds": math.ceil(interval - (now - last))})
 
 
+def bot_restore_allowed(svc: Service, now: float) -> None:
+    """RateLimited unless the bot's last restore is at least botRestoreIntervalSeconds old:
+    each restore keeps a copy of the whole Memory that is never pruned (the way back)."""
+    interval = svc.config.bot_restore_interval_seconds
+    last = svc.last_bot_restore
+    if last is not None and now - last < interval:
+        wait = math.ceil(interval - (now - last))
+        raise RateLimited(
+            f"The bot may restore a backup at most once every {interval} s (botRestoreIntervalSeconds); the "
+            f"last restore was {int(now - last)} s ago. Try again in {wait} s.", data={"retryAfterSeconds": wait})
+
+
 def backup_flow(svc: Service, spec: ToolSpec, params: Any, actor: str) -> dict[str, Any]:
     """zcor_memory_backup: a copy of the state taken with the lock (dicts of immutable
     records: quick), encoded and written without it, so reads and writes go on
@@ -115,7 +127,8 @@ def restore_flow(svc: Service, spec: ToolSpec, params: Any, actor: str) -> dict[
     3. with the lock: switch the live state to the new one and record the call.
     Reads meanwhile see the old state, and from the switch the new one."""
     with svc.gate.one_at_a_time:
-        preloaded = _preload(svc, spec, params)  # parsing a large backup must not hold the lock
+        # parsing a large backup must not hold the lock (nor run for a refused bot restore)
+        preloaded = None if actor == "model" and _bot_restore_refused(svc) else _preload(svc, spec, params)
         with svc.lock:
             svc.store.verify_lock()
             svc.reconcile_or_say()
@@ -127,6 +140,8 @@ def restore_flow(svc: Service, spec: ToolSpec, params: Any, actor: str) -> dict[
             ctx = svc.new_ctx(spec.name, actor)
             try:
                 a = parse_args(spec.input_model, params)
+                if actor == "model":
+                    bot_restore_allowed(svc, time.monotonic())
                 incoming = preloaded[1] if preloaded is not None and preloaded[0] == a.backup_file \
                     else svc.store.read_backup(a.backup_file, RestoreLimits.of(svc.config))
                 if isinstance(incoming, ZcorError):
@@ -141,6 +156,14 @@ def restore_flow(svc: Service, spec: ToolSpec, params: Any, actor: str) -> dict[
             with svc.lock:
                 waiters = svc.gate.set(False) if svc.gate.restoring else []
             svc.gate.wake(waiters)
+
+
+def _bot_restore_refused(svc: Service) -> bool:
+    try:
+        bot_restore_allowed(svc, time.monotonic())
+    except RateLimited:
+        return True
+    return False
 
 
 def _preload(svc: Service, spec: ToolSpec, params: Any) -> tuple[str, Any] | None:
@@ -168,7 +191,7 @@ def _restore_slow(svc: Service, ctx: Ctx, params: Any, name: str, incoming: Memo
             svc.snapshots.settle()
             old = StateView.of(svc.state)
         try:
-            auto = svc.store.write_backup(old, ctx.at, bot=bot, private=True)
+            auto = svc.store.write_backup(old, ctx.at, bot=bot, private=True, pre_restore=True)
         except OSError as e:
             raise StorageError(f"The pre-restore backup could not be written ({describe_os_error(e)}); "
                                f"nothing was restored.") from None
@@ -208,7 +231,7 @@ def _restore_slow(svc: Service, ctx: Ctx, params: Any, name: str, incoming: Memo
         ctx.changes = [change.dump()]
         ctx.log_result = {"restoredFrom": name, "backupFile": auto}
         if bot:
-            prune_bot_backups(svc, ctx)
+            svc.last_bot_restore = time.monotonic()
         result = {"restoredFrom": name, "backupFile": auto, **_summary(svc.state)}
         try:
             svc.log_call(ctx, params)
@@ -227,8 +250,10 @@ def restore(svc: Service, a: I.RestoreArgs, ctx: Ctx) -> dict[str, Any]:
     else:
         incoming = svc.store.read_backup(a.backup_file, RestoreLimits.of(svc.config))
     bot = ctx.actor == "model"
+    if bot:
+        bot_restore_allowed(svc, time.monotonic())
     try:
-        auto = svc.store.write_backup(st, ctx.at, bot=bot)
+        auto = svc.store.write_backup(st, ctx.at, bot=bot, pre_restore=True)
     except OSError as e:
         raise StorageError(f"The pre-restore backup could not be written ({describe_os_error(e)}); "
                            f"nothing was restored.") from None
@@ -241,7 +266,7 @@ def restore(svc: Service, a: I.RestoreArgs, ctx: Ctx) -> dict[str, Any]:
     svc.commit(ctx)
     ctx.log_result = {"restoredFrom": a.backup_file, "backupFile": auto}
     if bot:
-        prune_bot_backups(svc, ctx)
+        svc.last_bot_restore = time.monotonic()
     return {"restoredFrom": a.backup_file, "backupFile": auto, **_summary(st)}
 
 

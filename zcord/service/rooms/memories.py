@@ -78,7 +78,8 @@ def write(svc: Service, a: I.WriteArgs, ctx: Ctx) -> dict[str, Any]:
         if old.superseded_by is not None:
             raise Superseded(f"Memory {a.id} was superseded by {old.superseded_by} and cannot be "
                              f"updated; update {old.superseded_by} instead.", field="id")
-        update: dict[str, Any] = {"title": a.title, "content": a.content, "updated_at": ctx.at}
+        update: dict[str, Any] = {"title": a.title, "content": a.content,
+                                  "updated_at": max(ctx.at, old.created_at)}  # never before its creation
         if a.given("parent_id"):
             if a.parent_id is not None:
                 check_parent(svc, a.parent_id, a.id)
@@ -138,16 +139,27 @@ def delete(svc: Service, a: I.IdArgs, ctx: Ctx) -> dict[str, Any]:
     return {"id": a.id, "deleted": True, "wasImportant": was_important}
 
 
+def _page(ids: list[str], limit: int | None, offset: int) -> tuple[list[str], int | None]:
+    """The ids of one page, and the offset of the next (None at the end)."""
+    end = len(ids) if limit is None else min(len(ids), offset + limit)
+    return ids[offset:end], (end if end < len(ids) else None)
+
+
 def children(svc: Service, a: I.ChildrenArgs, ctx: Ctx) -> dict[str, Any]:
     if a.parent_id is not None:
         find_node(svc, a.parent_id, "parentId")
-    return {"parentId": a.parent_id, "items": [item(svc, i) for i in svc.state.child_ids(a.parent_id)]}
+    ids = svc.state.child_ids(a.parent_id)
+    page, nxt = _page(ids, a.limit, a.offset)
+    return {"parentId": a.parent_id, "items": [item(svc, i) for i in page], "total": len(ids), "nextOffset": nxt}
 
 
-def trace(svc: Service, a: I.IdArgs, ctx: Ctx) -> dict[str, Any]:
+def trace(svc: Service, a: I.TraceArgs, ctx: Ctx) -> dict[str, Any]:
     find_node(svc, a.id)
     path = [{"id": i, "title": svc.state.nodes[i].title} for i in reversed(svc.state.ancestors(a.id))]
-    return {"id": a.id, "path": path, "children": [item(svc, i) for i in svc.state.child_ids(a.id)]}
+    ids = svc.state.child_ids(a.id)
+    page, nxt = _page(ids, a.limit, a.offset)
+    return {"id": a.id, "path": path, "children": [item(svc, i) for i in page], "childrenTotal": len(ids),
+            "childrenNextOffset": nxt}
 
 
 def query(svc: Service, a: I.QueryArgs, ctx: Ctx) -> dict[str, Any]:

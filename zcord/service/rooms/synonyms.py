@@ -13,20 +13,61 @@ if TYPE_CHECKING:
     from ..service import Service
 
 
+BOT_TERMS = 10
+"""Terms in one group the bot adds."""
+BOT_TERM_CHARS = 32
+BOT_TERM_WORDS = 4
+"""Characters and words of one term the bot adds (a long multi-word term costs recall time
+on every batch)."""
+
+
+def _bot_limits(svc: Service, terms: list[str]) -> None:
+    if len(terms) > BOT_TERMS:
+        raise InvalidArgument(f"the bot may add groups of at most {BOT_TERMS} terms (got {len(terms)})",
+                              field="terms")
+    for t in terms:
+        if len(t) > BOT_TERM_CHARS or len(t.split()) > BOT_TERM_WORDS:
+            raise InvalidArgument(f"the bot may add terms of at most {BOT_TERM_CHARS} characters and "
+                                  f"{BOT_TERM_WORDS} words; {t[:40]!r} is longer", field="terms")
+    cap = svc.config.max_bot_synonym_groups
+    if svc.synonyms.bot_count() >= cap:
+        raise InvalidArgument(f"the bot has added {svc.synonyms.bot_count()} synonym groups, the limit "
+                              f"(maxBotSynonymGroups is {cap}); an operator can add more", field="terms")
+
+
 def add(svc: Service, a: I.SynonymsAddArgs, ctx: Ctx) -> dict[str, Any]:
     terms = synonym_terms(a)
+    bot = ctx.actor == "model"
+    held = False
     try:
         svc.synonyms.reload_if_changed()
-        added = svc.synonyms.add_group(terms)
+        if bot:
+            _bot_limits(svc, terms)
+            added, held = svc.synonyms.add_bot_group(terms)
+        else:
+            added = svc.synonyms.add_group(terms)
+            _accept_held(svc, terms)
         svc.retriever.teach_jieba()
     except OSError as e:
         raise StorageError(f"synonyms.json could not be saved ({describe_os_error(e)}); nothing changed.") \
             from None
     if added:
         ctx.committed = True
-        ctx.changes = [{"kind": "synonyms.add", "before": None, "after": terms}]
-    cls = sorted(svc.synonyms.classes.of[normalize(terms[0])])
-    return {"terms": terms, "added": added, "class": cls}
+        ctx.changes = [{"kind": "synonyms.add", "before": None, "after": terms, **({"held": True} if held else {})}]
+    cls = sorted(svc.synonyms.classes.of.get(normalize(terms[0]), frozenset([normalize(terms[0])])))
+    return {"terms": terms, "added": added, "class": cls, **({"held": True} if held else {})}
+
+
+def _accept_held(svc: Service, terms: list[str] | None) -> None:
+    """An operator adding a group the bot's held list has accepts it: it leaves the list."""
+    if not terms:
+        return
+    key = frozenset(normalize(t) for t in terms)
+    held = svc.synonyms.bot["held"]
+    rest = [g for g in held if frozenset(normalize(t) for t in g) != key]
+    if len(rest) != len(held):
+        svc.synonyms.bot = {**svc.synonyms.bot, "held": rest}
+        svc.synonyms.replace_groups(svc.synonyms.groups)
 
 
 def set_group(svc: Service, index: int | None, terms: list[str] | None,
@@ -58,6 +99,7 @@ def set_group(svc: Service, index: int | None, terms: list[str] | None,
         else:
             new[index] = clean
         svc.synonyms.replace_groups(new)
+        _accept_held(svc, clean)
         svc.retriever.teach_jieba()
         kind = "synonyms.add" if before is None else ("synonyms.remove" if clean is None else "synonyms.update")
         return {"groups": len(new)}, [{"kind": kind, "before": before, "after": clean}]
