@@ -120,3 +120,18 @@ def test_kept_cuts_are_dropped_when_jieba_learns_a_word(jieba_words):
     jieba_words("嘎嘣脆鸡")
     after = text._cut(tok, masked)
     assert "嘎嘣脆鸡" in after and after == tok.lcut(masked, HMM=False)
+
+
+def test_kept_cuts_are_bounded_by_characters(monkeypatch):
+    """A bot sending ever new long runs cannot grow the kept cuts without bound: a run over
+    RUN_CUT_TEXT is never kept, and the kept ones hold at most RUN_CUTS_CHARS characters."""
+    tok = text.tokenizer()
+    monkeypatch.setattr(text, "RUN_CUTS_CHARS", 1_000)
+    rng = __import__("random").Random(7)
+    long_run = "".join(rng.choice(SAMPLE_CHARS[:30]) for _ in range(text.RUN_CUT_TEXT + 1))
+    assert text._cut(tok, long_run) == tok.lcut(long_run, HMM=False)
+    assert long_run not in text._run_cuts
+    for _ in range(200):
+        run = "".join(rng.choice(SAMPLE_CHARS[:30]) for _ in range(40))
+        assert text._cut(tok, run) == tok.lcut(run, HMM=False)
+        assert sum(map(len, text._run_cuts)) == text._run_cuts_chars <= 1_000
