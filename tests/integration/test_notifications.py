@@ -19,9 +19,11 @@ async def test_subscribed_operator_receives_changes(shared_daemon):
         unheard: list = []
         quiet.on_notification("zcor/changed", unheard.append)
 
-        node = await bot.call_tool("zcor_memory_write", {"title": "订阅测试", "content": "x"})
+        node = await bot.call_tool("zcor_memory_write", {"title": "订阅测试", "content": "x"},
+                                   origin={"session": "qq:group:7", "senders": ["qq:42"]})
         ev = await asyncio.wait_for(events.get(), 10)
         assert ev["tool"] == "zcor_memory_write" and ev["actor"] == "model"
+        assert ev["origin"] == {"session": "qq:group:7", "senders": ["qq:42"]}
         assert {"kind": "node.create", "target": node["id"]} in ev["changes"]
         assert isinstance(ev["seq"], int)
 
@@ -36,6 +38,7 @@ async def test_subscribed_operator_receives_changes(shared_daemon):
         await op.config_set({"recallBudget": 5000})
         ev = await asyncio.wait_for(events.get(), 10)
         assert ev["tool"] == "zcor/config/set" and ev["actor"] == "operator"
+        assert ev["origin"] == {"operator": True}
         await op.config_set({"recallBudget": 6000})
         await asyncio.wait_for(events.get(), 10)
 

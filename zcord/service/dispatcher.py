@@ -374,7 +374,7 @@ class Dispatcher:
 
     def notify(self, ctx: Ctx) -> None:
         """Tell listeners (the daemon's subscribers) what a committed call changed."""
-        event = {"tool": ctx.tool, "actor": ctx.actor, "seq": ctx.seq,
+        event = {"tool": ctx.tool, "actor": ctx.actor, "seq": ctx.seq, "origin": ctx.origin,
                  "changes": [{"kind": c["kind"], "target": c.get("target")} for c in ctx.changes]}
         for listener in list(self.listeners):
             try:
