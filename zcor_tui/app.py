@@ -19,12 +19,16 @@ from typing import Any
 from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.color import Color
+from textual.filter import LineFilter
 from textual.reactive import reactive
 from textual.screen import ModalScreen, Screen
 from textual.signal import Signal
 from textual.widgets import Checkbox, Input, Select, Switch, TextArea
 
-from zcord.client import VIEW_TOOLS, AsyncClient, ClientError, ToolError, for_operator
+from rich.segment import Segment
+
+from zcord.client import UNSAFE, VIEW_TOOLS, AsyncClient, ClientError, ToolError, for_operator, shown
 
 from .messages import ConnectionChanged, MemoryChanged, NodeRequested
 from .screens.backups import BackupsScreen
@@ -48,6 +52,18 @@ SCREENS_IN_ORDER: list[tuple[str, str, type[ZcorScreen]]] = [
 ]
 REL_PAGE = 100
 FORM_FIELDS = (Input, TextArea, Select, Switch, Checkbox)
+
+
+class NoTerminalControls(LineFilter):
+    """The last guard between Memory text and the terminal: a control character or bidi
+    override that reached a drawn line anyway (every screen shows Memory text through
+    `format.shown` first, which makes them visible) is dropped. They take no cells, so the
+    line keeps its width."""
+
+    def apply(self, segments: list[Segment], background: Color) -> list[Segment]:
+        if not any(not seg.control and UNSAFE.search(seg.text) for seg in segments):
+            return segments
+        return [seg if seg.control else Segment(UNSAFE.sub("", seg.text), seg.style) for seg in segments]
 
 
 class ZcorApp(App[None]):
@@ -79,6 +95,7 @@ class ZcorApp(App[None]):
             close_client: close the client when the app exits.
         """
         super().__init__()
+        self._filters.append(NoTerminalControls())
         self.client = client
         self.close_client = close_client
         self.memory_changed: Signal[MemoryChanged] = Signal(self, "memory-changed")
@@ -142,6 +159,13 @@ class ZcorApp(App[None]):
             if not quiet:
                 self.show_error(e, method)
             return None
+
+    def notify(self, message: str, *, title: str = "", severity: Any = "information", timeout: float | None = None,
+               markup: bool = False) -> None:
+        """A toast whose text is never read as markup (messages quote Memory text: a title
+        with `[/]` would crash the app) and never carries a terminal control."""
+        super().notify(shown(message), title=shown(title, lines=False), severity=severity, timeout=timeout,
+                       markup=False)
 
     def show_error(self, err: ClientError, what: str) -> None:
         if isinstance(err, ToolError):

@@ -22,7 +22,7 @@ from textual.widgets.option_list import Option
 
 from zcord.client import ClientError, ToolError, for_operator
 
-from ..format import one_line, split_keywords, split_terms
+from ..format import one_line, plain, shown, split_keywords, split_terms
 
 if TYPE_CHECKING:
     from ..app import ZcorApp
@@ -45,7 +45,7 @@ class ConfirmDialog(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="small"):
-            yield Static(self.question, id="dialog-question")
+            yield Static(shown(self.question), id="dialog-question", markup=False)
             with Horizontal(id="dialog-buttons"):
                 yield Button(f"{self.yes} (y)", variant="error", id="yes", compact=True)
                 yield Button("No (n)", id="no", compact=True)
@@ -74,7 +74,7 @@ class PromptDialog(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="small"):
-            yield Static(self.question, id="dialog-title")
+            yield Static(shown(self.question), id="dialog-title", markup=False)
             yield Input(self.value, placeholder=self.placeholder, id="prompt")
 
     @on(Input.Submitted)
@@ -112,7 +112,7 @@ class FormDialog(ModalScreen[Any]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="compact-rows" if self.COMPACT else ""):
-            yield Static(self.form_title, id="dialog-title")
+            yield Static(shown(self.form_title), id="dialog-title", markup=False)
             with VerticalScroll(id="dialog-fields"):
                 yield from self.compose_fields()
             yield Static("", id="dialog-error")
@@ -160,7 +160,7 @@ class FormDialog(ModalScreen[Any]):
 
     def show_error(self, message: str, field: str | None = None) -> None:
         error = self.query_one("#dialog-error", Static)
-        error.update(Text(message, style="bold red"))
+        error.update(plain(message, style="bold red"))
         error.display = bool(message)
         target = self.FIELDS.get(field or "")
         if target:
@@ -442,7 +442,7 @@ class NodePicker(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Static(self.picker_title, id="dialog-title")
+            yield Static(shown(self.picker_title), id="dialog-title", markup=False)
             yield Input(placeholder="keywords in title or content (all must occur)", id="picker-query", compact=True)
             yield OptionList(id="picker-options")
             yield Static("Enter picks the highlighted entry · ↓ moves into the list · Esc cancels", classes="hint")

@@ -17,7 +17,7 @@ from textual.widgets import DataTable, Input, Static
 
 from zcord.client import ToolError, for_operator
 
-from ..format import affinity_bar, one_line, split_keywords, when
+from ..format import affinity_bar, one_line, plain, shown_id, split_keywords, when
 from ..messages import MemoryChanged, NodeRequested
 from .base import ZcorScreen
 from .dialogs import ConfirmDialog, NodePicker, RelationshipForm
@@ -59,7 +59,7 @@ class RelationshipsScreen(ZcorScreen):
 
     def on_mount(self) -> None:
         table = self.query_one("#rels", DataTable)
-        table.add_column("Person", key="person", width=12)
+        table.add_column("Person", key="person")  # as wide as the longest id: ids are never cut
         table.add_column("Name", key="name", width=10)
         table.add_column("Affinity", key="affinity", width=25)
         table.add_column("Relationship", key="relationship", width=18)
@@ -102,8 +102,8 @@ class RelationshipsScreen(ZcorScreen):
         for rel in page["items"]:
             self.rels[rel["personId"]] = rel
             node = rel.get("memoryNodeId")
-            table.add_row(Text(rel["personId"], style="cyan"), rel.get("name", ""),
-                          affinity_bar(rel.get("affinity", 0)), one_line(rel.get("relationship"), 60),
+            table.add_row(shown_id(rel["personId"]), Text(one_line(rel.get("name"), 60)),
+                          affinity_bar(rel.get("affinity", 0)), Text(one_line(rel.get("relationship"), 60)),
                           Text(node, style="cyan") if node else Text("—", style="dim"), key=rel["personId"])
         total = page["total"]
         summary = Text()
@@ -136,12 +136,13 @@ class RelationshipsScreen(ZcorScreen):
         grid = Table.grid(padding=(0, 1))
         grid.add_column(style="bold", no_wrap=True)
         grid.add_column(ratio=1)
-        grid.add_row("Person", Text(rel["personId"], style="cyan"))
-        grid.add_row("Name", rel.get("name", ""))
-        grid.add_row("Aliases", " · ".join(rel.get("aliases") or []) or Text("—", style="dim"))
-        grid.add_row("Relationship", rel.get("relationship", ""))
+        grid.add_row("Person", shown_id(rel["personId"]))
+        grid.add_row("Name", plain(rel.get("name", "")))
+        grid.add_row("Aliases", plain(" · ".join(rel.get("aliases") or [])) if rel.get("aliases")
+                     else Text("—", style="dim"))
+        grid.add_row("Relationship", plain(rel.get("relationship", "")))
         grid.add_row("Affinity", affinity_bar(rel.get("affinity", 0)))
-        grid.add_row("Reason", rel.get("reason", ""))
+        grid.add_row("Reason", plain(rel.get("reason", "")))
         node = rel.get("memoryNodeId")
         grid.add_row("Memory", Text(f"{node} (o opens it)", style="cyan") if node else Text("not linked (l links)",
                                                                                               style="dim"))

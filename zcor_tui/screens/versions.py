@@ -112,7 +112,7 @@ class VersionsScreen(Screen[None]):
             kind = str(v.get("kind", ""))
             table.add_row(mark, when(v.get("at"))[:19],
                           Text(v.get("actor", ""), style="magenta" if v.get("actor") == "model" else ""),
-                          Text(kind, style="red" if kind.endswith(".delete") else ""), v.get("tool") or "",
+                          Text(kind, style="red" if kind.endswith(".delete") else ""), Text(v.get("tool") or ""),
                           f"#{v['seq']}" if v.get("seq") else "", key=str(v["changeId"]))
         if self.items:
             row = next((n for n, v in enumerate(self.items) if v["changeId"] == keep), len(self.items) - 1)
