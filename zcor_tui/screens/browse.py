@@ -20,7 +20,7 @@ from zcord.client import ToolError, for_operator
 
 from ..format import one_line
 from ..messages import MemoryChanged
-from ..widgets.memory_tree import Item, MemoryTree, More, Slot
+from ..widgets.memory_tree import DEEP, LEVELS_ABOVE, Item, MemoryTree, More, Slot
 from ..widgets.node_detail import NodeDetail
 from .base import ZcorScreen
 from .dialogs import ConfirmDialog, MergeForm, NodeForm, NodePicker, PromptDialog, SupersedeForm
@@ -55,6 +55,8 @@ class BrowseScreen(ZcorScreen):
         Binding("r", "reload", "Refresh", show=False, id="browse.reload", tooltip="Reload the tree"),
         Binding("h", "versions", "Versions", show=False, id="browse.versions",
                 tooltip="Every version of the selected memory: diffs between any two, restore one"),
+        Binding("backspace", "up", "Up a level", show=False, id="browse.up",
+                tooltip="After a deep memory was shown: start the tree one level higher"),
         Binding("T", "time_travel", "Time travel", show=False, id="browse.time_travel",
                 tooltip="The tree as it was at an instant you give (read-only)"),
     ]
@@ -223,10 +225,11 @@ class BrowseScreen(ZcorScreen):
         if trace is None:
             return
         tree = self.tree
+        path = trace["path"]
+        start = self._base_for(path)
         parent: TreeNode[Any] = tree.root
         target: TreeNode[Any] | None = None
-        path = trace["path"]
-        for n, step in enumerate(path):
+        for n, step in enumerate(path[start:], start):
             if not parent.data.loaded and not await self.load_children(parent):
                 return
             target = tree.ensure_shown(parent, step["id"])
@@ -247,6 +250,39 @@ class BrowseScreen(ZcorScreen):
             tree.go_to(target)
             tree.focus()
             self.load_detail(node_id, delay=0)
+
+    def _base_for(self, path: list[dict[str, Any]]) -> int:
+        """Where in `path` the tree must start so that no more than DEEP levels are open:
+        the current start when the memory is not too far below it, else a few levels above
+        the memory (or the roots for a shallow one). Returns the index of the first step
+        the tree shows as a top line."""
+        tree = self.tree
+        base = tree.base
+        at = next((n for n, step in enumerate(path[:-1]) if base is not None and step["id"] == base.id), None)
+        if at is not None and len(path) - at <= DEEP:
+            return at + 1
+        if len(path) <= DEEP:
+            tree.set_base(None)
+            return 0
+        n = len(path) - 1 - LEVELS_ABOVE
+        tree.set_base(Item(path[n]["id"], str(path[n].get("title", "")), child_count=1), depth=n)
+        return n + 1
+
+    @work(exclusive=True, group="reveal")
+    async def action_up(self) -> None:
+        """The tree starts one level higher (after a deep memory was shown)."""
+        base = self.tree.base
+        if base is None:
+            return
+        trace = await self.app.tool("zcor_memory_trace", {"id": base.id})
+        if trace is None:
+            return
+        path = trace["path"]
+        above = path[-2] if len(path) > 1 else None
+        current = self.tree.cursor_item
+        self.tree.set_base(Item(above["id"], str(above.get("title", "")), child_count=1) if above else None,
+                           depth=len(path) - 2)
+        self.reveal(current.id if current is not None else base.id)
 
     # -- actions ----------------------------------------------------------------------------
 

@@ -13,6 +13,8 @@ from textual.widgets import Static
 from ..format import SUPERSEDED_MARK, affinity_bar, one_line, plain, shown, shown_id, when
 
 MAX_CHILDREN_SHOWN = 12
+PATH_SHOWN = 10
+"""Steps of a path shown in full; a deeper one shows its first two and its last eight."""
 
 
 class NodeDetail(Static):
@@ -35,6 +37,9 @@ class NodeDetail(Static):
             path = Text("", style="dim")
             if len(steps) > 1:
                 path.append(f"level {len(steps)}: ", style="italic")
+            if len(steps) > PATH_SHOWN:  # a deep path: its ends, and how many levels between
+                skipped = len(steps) - PATH_SHOWN
+                steps = [*steps[:2], {"id": "", "title": f"… {skipped:,} levels …"}, *steps[-(PATH_SHOWN - 2):]]
             for n, step in enumerate(steps):
                 if n:
                     path.append(" › ", style="dim")
