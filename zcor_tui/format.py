@@ -226,4 +226,4 @@ def change_targets(record: dict[str, Any]) -> str:
         ids = params.get("ids")
         if isinstance(ids, list):
             targets.extend(str(i) for i in ids)
-    return shown(", ".join(targets), lines=False)
+    return ", ".join(invisible_marked(t) for t in targets)

@@ -118,6 +118,8 @@ async def test_every_screen_shows_hostile_memory_text_as_text(make_daemon, app_f
         await pilot.press("escape", "3")
         await settle(pilot)
         table = app.screen.query_one("#records", DataTable)
+        text = assert_clean(app, "History")
+        assert "qq:1000⟨U+20" in text and "⟨U+FF51⟩⟨U+" in text  # look-alike targets told apart
         table.focus()
         for _ in range(table.row_count):
             assert_clean(app, f"History row {table.cursor_row}")

@@ -22,7 +22,7 @@ from textual.widgets.option_list import Option
 
 from zcord.client import ClientError, ToolError, for_operator
 
-from ..format import one_line, plain, shown, split_keywords, split_terms
+from ..format import invisible_marked, one_line, plain, shown, split_keywords, split_terms
 
 if TYPE_CHECKING:
     from ..app import ZcorApp
@@ -331,7 +331,8 @@ class RelationshipForm(FormDialog):
               "affinity": "affinity", "reason": "reason", "memoryNodeId": "node"}
 
     def __init__(self, submit: Submit, rel: dict[str, Any] | None = None):
-        super().__init__(f"Edit relationship {rel['personId']}" if rel else "New relationship", submit)
+        super().__init__(f"Edit relationship {invisible_marked(rel['personId'])}" if rel else "New relationship",
+                         submit)
         self.rel = rel
 
     def compose_fields(self) -> ComposeResult:

@@ -17,7 +17,7 @@ from textual.widgets import DataTable, Input, Static
 
 from zcord.client import ToolError, for_operator
 
-from ..format import affinity_bar, one_line, plain, shown_id, split_keywords, when
+from ..format import affinity_bar, invisible_marked, one_line, plain, shown_id, split_keywords, when
 from ..messages import MemoryChanged, NodeRequested
 from .base import ZcorScreen
 from .dialogs import ConfirmDialog, NodePicker, RelationshipForm
@@ -162,7 +162,7 @@ class RelationshipsScreen(ZcorScreen):
     def _after_write(self, result: dict[str, Any] | None) -> None:
         if result:
             self.selected = result["personId"]
-            self.notify(f"{'Created' if result.get('created') else 'Saved'} {result['personId']}.")
+            self.notify(f"{'Created' if result.get('created') else 'Saved'} {invisible_marked(result['personId'])}.")
 
     def action_new(self) -> None:
         self.app.push_screen(RelationshipForm(self._write), self._after_write)
@@ -178,11 +178,11 @@ class RelationshipsScreen(ZcorScreen):
         if rel is None:
             return
         if not await self.app.push_screen_wait(ConfirmDialog(
-                f"Delete the relationship {rel['personId']} ({rel.get('name', '')})?\nThe history keeps a copy.",
+                f"Delete the relationship {invisible_marked(rel['personId'])} ({rel.get('name', '')})?\nThe history keeps a copy.",
                 yes="Delete")):
             return
         if await self.app.tool("zcor_relationship_delete", {"personId": rel["personId"]}):
-            self.notify(f"Deleted {rel['personId']}.")
+            self.notify(f"Deleted {invisible_marked(rel['personId'])}.")
 
     def _keep_fields(self, rel: dict[str, Any]) -> dict[str, Any]:
         return {k: rel[k] for k in ("personId", "name", "relationship", "affinity", "reason")}
@@ -192,12 +192,12 @@ class RelationshipsScreen(ZcorScreen):
         rel = self._current()
         if rel is None:
             return
-        node_id = await self.app.push_screen_wait(NodePicker(f"Link {rel['personId']} ({rel.get('name', '')}) to…"))
+        node_id = await self.app.push_screen_wait(NodePicker(f"Link {invisible_marked(rel['personId'])} ({rel.get('name', '')}) to…"))
         if not node_id:
             return
         result = await self.app.tool("zcor_relationship_write", {**self._keep_fields(rel), "memoryNodeId": node_id})
         if result:
-            self.notify(f"{rel['personId']} is linked to {node_id}.")
+            self.notify(f"{invisible_marked(rel['personId'])} is linked to {node_id}.")
 
     @work(exclusive=True, group="action")
     async def action_unlink(self) -> None:
@@ -205,10 +205,10 @@ class RelationshipsScreen(ZcorScreen):
         if rel is None:
             return
         if not rel.get("memoryNodeId"):
-            self.notify(f"{rel['personId']} is not linked to a memory.", severity="warning")
+            self.notify(f"{invisible_marked(rel['personId'])} is not linked to a memory.", severity="warning")
             return
         if await self.app.tool("zcor_relationship_write", {**self._keep_fields(rel), "memoryNodeId": None}):
-            self.notify(f"{rel['personId']} is no longer linked to {rel['memoryNodeId']}.")
+            self.notify(f"{invisible_marked(rel['personId'])} is no longer linked to {rel['memoryNodeId']}.")
 
     def action_open(self) -> None:
         rel = self._current()
@@ -217,7 +217,7 @@ class RelationshipsScreen(ZcorScreen):
         if rel.get("memoryNodeId"):
             self.post_message(NodeRequested(rel["memoryNodeId"]))
         else:
-            self.notify(f"{rel['personId']} is not linked to a memory.", severity="warning")
+            self.notify(f"{invisible_marked(rel['personId'])} is not linked to a memory.", severity="warning")
 
     def action_page(self, step: int) -> None:
         if step > 0 and self.next_offset is not None:
@@ -230,7 +230,7 @@ class RelationshipsScreen(ZcorScreen):
         rel = self.rels.get(self.selected or "")
         if rel is None:
             return
-        pid = rel["personId"]
+        pid = invisible_marked(rel["personId"])
         yield SystemCommand(f"Edit relationship {pid}", rel.get("name", ""), self.action_edit)
         yield SystemCommand(f"Delete relationship {pid}", rel.get("name", ""), self.action_delete)
         yield SystemCommand(f"Link {pid} to a memory", "Pick the person memory", self.action_link)
