@@ -259,6 +259,8 @@ class ZcorApp(App[None]):
     def show_node(self, node_id: str) -> None:
         """Switch to Browse and reveal the memory there."""
         self.pending_reveal = node_id
+        if self.current_mode == "browse":
+            self.drop_detail_screens()
         if self.current_mode == "browse" and isinstance(self.screen, BrowseScreen):
             self.screen.take_pending_reveal()
         else:
@@ -266,6 +268,21 @@ class ZcorApp(App[None]):
 
     def action_screen_key(self, mode: str) -> None:
         self.switch_mode(mode)
+
+    def drop_detail_screens(self) -> None:
+        """Close the detail screens (Versions, Time travel) stacked on the current main screen."""
+        while len(self.screen_stack) > 1 and not isinstance(self.screen, (ModalScreen, ZcorScreen)):
+            self.pop_screen()
+
+    def switch_mode(self, mode: str) -> Any:
+        """Go to a main screen; a number key, the bar or the palette always lands on the screen
+        named, never on a Versions screen left stacked on it (of another memory, by now)."""
+        self.drop_detail_screens()
+        if mode == self.current_mode:
+            return None
+        result = super().switch_mode(mode)
+        self.drop_detail_screens()
+        return result
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """The number keys switch screens, except while a dialog is open or a form field has

@@ -3,11 +3,14 @@ do not go stale, 80×24, the smaller frictions, affinity over time."""
 
 from __future__ import annotations
 
-from textual.widgets import Input
+from textual.widgets import DataTable, Input
 
 from zcor_tui.screens.dialogs import ConfirmDialog, NodeForm, SynonymForm
 
-from .conftest import settle
+from zcor_tui.screens.browse import BrowseScreen
+from zcor_tui.screens.versions import VersionsScreen
+
+from .conftest import settle, text_of, until
 
 
 async def test_prefilled_fields_keep_their_value_and_take_keys_at_the_end(memory, app_for):
@@ -39,3 +42,47 @@ async def test_prefilled_fields_keep_their_value_and_take_keys_at_the_end(memory
         await pilot.press("d")
         assert terms.value == before + "d"
         await pilot.press("escape")
+
+
+async def test_number_keys_go_to_the_screen_named_and_versions_follow_a_restore(memory, app_for):
+    d, ids = memory
+    with d.client("operator") as op:
+        op.call_tool("zcor_memory_write", {"id": ids["dad"], "title": "老爸", "content": "爸爸退休了。"})
+    app = app_for(d)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        app.show_node(ids["dad"])
+        await settle(pilot)
+        await pilot.press("h")
+        await settle(pilot)
+        assert isinstance(app.screen, VersionsScreen)
+        await pilot.press("5", "1")  # Synonyms, then Browse: the tree, not the Versions screen again
+        await settle(pilot)
+        assert isinstance(app.screen, BrowseScreen)
+        await pilot.press("h")
+        await settle(pilot)
+        await pilot.press("4")
+        await settle(pilot)
+        app.show_node(ids["mom"])  # Relationships' `o` and friends: Browse, no leftover Versions
+        await settle(pilot)
+        assert isinstance(app.screen, BrowseScreen) and app.screen.tree.cursor_item.id == ids["mom"]
+
+        app.show_node(ids["dad"])
+        await settle(pilot)
+        await pilot.press("h")
+        await settle(pilot)
+        screen = app.screen
+        assert "老爸" in text_of(screen.query_one("#versions-title").content)
+        table = screen.query_one("#versions", DataTable)
+        table.move_cursor(row=0)  # the first version: 爸爸
+        await settle(pilot)
+        await pilot.press("R")
+        await settle(pilot)
+        await pilot.press("y")
+        await settle(pilot)
+        await until(pilot, lambda: "爸爸" in text_of(screen.query_one("#versions-title").content)
+                    and "老爸" not in text_of(screen.query_one("#versions-title").content), what="the new title")
+        assert table.cursor_row == table.row_count - 1  # on the new current version
+        await pilot.press("R")  # so a second R is not refused as "already is that version"
+        await settle(pilot)
+        assert "current version already" in app.noted("warning")
