@@ -202,6 +202,10 @@ class ZcorApp(App[None]):
             except ClientError:
                 await asyncio.sleep(0.5)
 
+    def on_resize(self) -> None:
+        # a short terminal (24 rows): one-line filter fields, so tables keep their rows (app.tcss)
+        self.set_class(self.size.height < 30, "-short")
+
     def on_connection_changed(self, message: ConnectionChanged) -> None:
         if message.connected:
             self.link_state = "connected"

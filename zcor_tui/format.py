@@ -152,8 +152,9 @@ def affinity_bar(value: int, half: int = 10) -> Text:
 
 
 def node_label(node_id: str, title: str, *, superseded: bool = False, important: bool = False,
-               marked: bool = False, child_count: int = 0) -> Text:
-    """The tree's line for one memory."""
+               marked: bool = False, child_count: int = 0, width: int | None = None) -> Text:
+    """The tree's line for one memory; with `width` (cells), the title is cut to fit and the
+    id stays whole (`★ Mike (friend from college) m1` must not lose the `1` and read as m1…)."""
     label = Text(no_wrap=True, overflow="ellipsis")
     if marked:
         label.append("✓ ", style="bold magenta")
@@ -161,12 +162,19 @@ def node_label(node_id: str, title: str, *, superseded: bool = False, important:
         label.append("★ ", style="bold yellow")
     if superseded:
         label.append(SUPERSEDED_MARK, style="bold red")
-    label.append(one_line(title), style="dim" if superseded else "")
-    label.append(f" {node_id}", style="dim")
+    tail = Text()
+    tail.append(f" {node_id}", style="dim")
     if superseded:
-        label.append(" superseded", style="italic red")
+        tail.append(" superseded", style="italic red")
     if child_count:
-        label.append(f" ({child_count})", style="dim cyan")
+        tail.append(f" ({child_count})", style="dim cyan")
+    name = Text(one_line(title), style="dim" if superseded else "")
+    if width is not None:
+        room = max(2, width - label.cell_len - tail.cell_len)
+        if name.cell_len > room:
+            name.truncate(room, overflow="ellipsis")
+    label.append_text(name)
+    label.append_text(tail)
     return label
 
 

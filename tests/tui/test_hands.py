@@ -3,14 +3,18 @@ do not go stale, 80×24, the smaller frictions, affinity over time."""
 
 from __future__ import annotations
 
+import re
+
 from textual.widgets import DataTable, Input
+
+from zcord.service import Service
 
 from zcor_tui.screens.dialogs import ConfirmDialog, NodeForm, SynonymForm
 
 from zcor_tui.screens.browse import BrowseScreen
 from zcor_tui.screens.versions import VersionsScreen
 
-from .conftest import settle, text_of, until
+from .conftest import screen_text, settle, text_of, until
 
 
 async def test_prefilled_fields_keep_their_value_and_take_keys_at_the_end(memory, app_for):
@@ -86,3 +90,26 @@ async def test_number_keys_go_to_the_screen_named_and_versions_follow_a_restore(
         await pilot.press("R")  # so a second R is not refused as "already is that version"
         await settle(pilot)
         assert "current version already" in app.noted("warning")
+
+
+async def test_80x24_keeps_ids_whole_and_the_essential_keys(make_daemon, app_for):
+    d = make_daemon()
+    with Service(d.memdir) as svc:
+        first = svc.call("zcor_memory_write", {"title": "Mike (friend from college) who moved to Berlin and "
+                                                        "now teaches physics at a school", "content": "x"})["id"]
+        svc.call("zcor_memory_important", {"id": first, "important": True})
+        for n in range(11):
+            svc.call("zcor_memory_write", {"title": f"note {n} " + "long words " * 8, "content": "x"})
+    d.start()
+    app = app_for(d)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        lines = screen_text(app).splitlines()
+        mike = next(line for line in lines if "★ Mike" in line)
+        assert re.search(r"… m1\b", mike), mike  # the title is cut, the id whole
+        assert all(re.search(rf"… m{n}\b", "\n".join(lines)) for n in range(2, 13))
+        footer = lines[-1]
+        assert all(key in footer for key in ("S Supersede", "g Go to", "f1 Help", "q Quit")), footer
+        await pilot.press("3")
+        await settle(pilot)
+        assert app.screen.query_one("#records", DataTable).size.height >= 7  # was 3 rows at 80×24

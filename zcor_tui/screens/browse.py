@@ -39,14 +39,15 @@ class BrowseScreen(ZcorScreen):
     HELP = "The memory tree and the selected memory"
     BINDINGS = [
         Binding("n", "new_child", "New", id="browse.new_child", tooltip="New memory under the selected one"),
-        Binding("N", "new_root", "New root", id="browse.new_root", tooltip="New memory at the top level"),
+        # the footer keeps to what fits 80 columns; N, M and the rest are in Help (f1) and the palette
+        Binding("N", "new_root", "New root", show=False, id="browse.new_root", tooltip="New memory at the top level"),
         Binding("e", "edit", "Edit", id="browse.edit", tooltip="Edit title, content, keywords, parent, source"),
         Binding("m", "move", "Move", id="browse.move", tooltip="Give the selected memory another parent"),
         Binding("d,delete", "delete", "Delete", id="browse.delete",
                 tooltip="Delete (a memory with children: says so and keeps it; zcord refuses while people link it)"),
         Binding("i", "important", "★", id="browse.important", tooltip="Mark or unmark important (max 5)"),
-        Binding("x", "mark", "Mark", id="browse.mark", tooltip="Mark memories to merge or supersede"),
-        Binding("M", "merge", "Merge", id="browse.merge", tooltip="Merge the marked memories into a new one"),
+        Binding("x", "mark", "Mark", show=False, id="browse.mark", tooltip="Mark memories to merge or supersede"),
+        Binding("M", "merge", "Merge", show=False, id="browse.merge", tooltip="Merge the marked memories into a new one"),
         Binding("S", "supersede", "Supersede", id="browse.supersede",
                 tooltip="Mark the marked memories as replaced by another"),
         Binding("g", "goto", "Go to", id="browse.goto", tooltip="Show a memory by its id"),

@@ -126,9 +126,21 @@ class MemoryTree(Tree[Any]):
 
     # -- labels -------------------------------------------------------------------------
 
-    def label_for(self, item: Item) -> Text:
+    def label_for(self, item: Item, width: int | None = None) -> Text:
         return node_label(item.id, item.title, superseded=item.superseded, important=item.id in self.important,
-                          marked=item.id in self.marked, child_count=item.child_count)
+                          marked=item.id in self.marked, child_count=item.child_count, width=width)
+
+    def render_label(self, node: TreeNode[Any], base_style: Style, style: Style) -> Text:
+        """The label cut to the tree's width at its title, so that the id is always whole."""
+        slot = node.data
+        if isinstance(slot, Slot) and slot.item is not None and node is not self.root and self.size.width:
+            levels = 1 if self.show_root else 0
+            parent = node.parent
+            while parent is not None and parent is not self.root and levels < MAX_INDENT:
+                levels += 1
+                parent = parent.parent
+            node._label = self.label_for(slot.item, self.size.width - levels * self.guide_depth - 3)
+        return super().render_label(node, base_style, style)
 
     def relabel(self) -> None:
         """Redraw every loaded label (after the important list or the marks changed)."""
