@@ -51,6 +51,8 @@ SCREENS_IN_ORDER: list[tuple[str, str, type[ZcorScreen]]] = [
     ("backups", "Backups", BackupsScreen),
 ]
 REL_PAGE = 100
+TOAST_SECONDS = 8.0
+"""The longest a toast stays (app.tcss keeps toasts above the status line and the footer)."""
 FORM_FIELDS = (Input, TextArea, Select, Switch, Checkbox)
 
 
@@ -164,8 +166,8 @@ class ZcorApp(App[None]):
                markup: bool = False) -> None:
         """A toast whose text is never read as markup (messages quote Memory text: a title
         with `[/]` would crash the app) and never carries a terminal control."""
-        super().notify(shown(message), title=shown(title, lines=False), severity=severity, timeout=timeout,
-                       markup=False)
+        super().notify(shown(message), title=shown(title, lines=False), severity=severity,
+                       timeout=min(timeout, TOAST_SECONDS) if timeout else None, markup=False)
 
     def show_error(self, err: ClientError, what: str) -> None:
         if isinstance(err, ToolError):
@@ -301,7 +303,8 @@ class ZcorApp(App[None]):
             self.push_screen(HelpScreen())
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
+        # Textual's own, but "Screenshot": it writes an SVG into whatever directory zcor-tui ran in
+        yield from (c for c in super().get_system_commands(screen) if c.title != "Screenshot")
         for mode, title, cls in SCREENS_IN_ORDER:
             if mode != self.current_mode:
                 yield SystemCommand(f"Go to {title}", cls.HELP, partial(self.switch_mode, mode))

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import re
 
-from textual.widgets import DataTable, Input
+from textual.widgets import Button, DataTable, Input
 
 from zcord.service import Service
 
 from zcor_tui.screens.dialogs import ConfirmDialog, NodeForm, SynonymForm
 
+from zcor_tui.app import TOAST_SECONDS
 from zcor_tui.screens.browse import BrowseScreen
+from zcor_tui.screens.revert import RevertScreen
 from zcor_tui.screens.versions import VersionsScreen
 
 from .conftest import screen_text, settle, text_of, until
@@ -113,3 +115,41 @@ async def test_80x24_keeps_ids_whole_and_the_essential_keys(make_daemon, app_for
         await pilot.press("3")
         await settle(pilot)
         assert app.screen.query_one("#records", DataTable).size.height >= 7  # was 3 rows at 80×24
+
+
+async def test_the_smaller_frictions(memory, app_for, make_daemon):
+    """Issue 27.9: linked memories say so before the question; Force only on a conflict;
+    short toasts; no Screenshot in the palette; no daemon says how to start one."""
+    d, ids = memory
+    with d.client("operator") as op:
+        op.call_tool("zcor_memory_write", {"id": ids["dad"], "title": "爸爸", "content": "爸爸退休了。"})
+        seq = op.call_tool("zcor_memory_history", {"limit": 1})["items"][0]["seq"]
+    app = app_for(d)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        app.show_node(ids["colleague"])  # qq:10001 links to it
+        await settle(pilot)
+        await pilot.press("d")
+        await settle(pilot)
+        assert not isinstance(app.screen, ConfirmDialog)
+        assert "linked from qq:10001" in app.noted("warning") and "Relationships (4)" in app.noted("warning")
+
+        app.push_screen(RevertScreen(seq))  # nothing changed it since: no Force offered
+        await settle(pilot)
+        force = app.screen.query_one("#force", Button)
+        assert not force.display and "Force" not in screen_text(app).splitlines()[-1]
+        await pilot.press("escape")
+        await settle(pilot)
+
+        app.notify("a long one", timeout=600)
+        assert max(n.timeout for n in app._notifications) <= TOAST_SECONDS
+        titles = [c.title for c in app.get_system_commands(app.screen)]
+        assert "Screenshot" not in titles and "Quit" in titles
+
+    nobody = make_daemon()  # never started: nothing answers on its socket
+    app = app_for(nobody)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: app.link_state == "unreachable", what="the first failed connect")
+        await pilot.pause(0.1)
+        status = text_of(app.screen.query_one("#status").content)
+        assert "zcor-tui --with-daemon" in status and "systemctl start zcord" in status

@@ -18,7 +18,7 @@ from textual.widgets.tree import TreeNode
 
 from zcord.client import ToolError, for_operator
 
-from ..format import one_line
+from ..format import invisible_marked, one_line
 from ..messages import MemoryChanged
 from ..widgets.memory_tree import DEEP, LEVELS_ABOVE, Item, MemoryTree, More, Slot
 from ..widgets.node_detail import NodeDetail
@@ -362,6 +362,13 @@ class BrowseScreen(ZcorScreen):
                         f"{'child' if len(kids) == 1 else 'children'}: {shown}{more}. Move (m) or delete them "
                         f"first; zcord deletes only memories without children.",
                         title="Not deleted", severity="warning", timeout=15)
+            return
+        links = self.app.links_for(item.id)
+        if links:  # zcord refuses the delete: say so before asking
+            people = ", ".join(f"{invisible_marked(r['personId'])} ({one_line(r.get('name'), 20)})" for r in links[:5])
+            self.notify(f"{item.id} “{one_line(item.title, 30)}” is linked from {people}. Unlink it in "
+                        f"Relationships (4) first; zcord deletes only memories no relationship links to.",
+                        title="Not deleted", severity="warning", timeout=10)
             return
         neighbour = self._neighbour(item.id)
         if not await self.app.push_screen_wait(ConfirmDialog(

@@ -174,8 +174,16 @@ class RevertScreen(ModalScreen[dict[str, Any] | None]):
 
     def _set_buttons(self) -> None:
         self.query_one("#confirm", Button).disabled = self.busy or not self.clean
-        self.query_one("#force", Button).disabled = self.busy or not (
+        force = self.query_one("#force", Button)
+        force.disabled = self.busy or not (
             self.forced_possible and self.forced_preview is not None and self.forced_preview.get("ok"))
+        force.display = self.forced_possible  # offered only when there is a conflict force can write over
+        self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "revert" and parameters == (True,) and not self.forced_possible:
+            return False  # no Force in the footer either
+        return super().check_action(action, parameters)
 
     def _show_preview(self) -> None:
         self._set_buttons()
