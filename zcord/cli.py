@@ -24,6 +24,7 @@ from .core import protocol as P
 from .transport.client import Client, ClientError, ConnectionLost, DaemonUnavailable, RequestTimeout, RpcError, ToolError
 from .transport.paths import UnsafeSocket, check_client_socket, check_peer, client_socket, daemon_socket, memory_dir
 from .transport.wording import for_operator, human_size
+from .transport.affinity import affinity_series, sparkline
 from .transport.shown import json_shown, shown
 
 EXIT_OK = 0
@@ -130,6 +131,21 @@ def cmd_recall(args: argparse.Namespace) -> int:
 def cmd_context(args: argparse.Namespace) -> int:
     with _client(args) as c:
         print(shown(c.context(args.session)["text"]))
+    return EXIT_OK
+
+
+def cmd_relationship_history(args: argparse.Namespace) -> int:
+    """A person's affinity over time with the reason at each change (from the history)."""
+    with _client(args) as c:
+        points = affinity_series(c.history_versions(args.person_id))
+    if args.json:
+        _print_json({"personId": args.person_id, "items": points})
+        return EXIT_OK
+    print(shown(f"{args.person_id}  {sparkline([p['affinity'] for p in points])}  (−100 ▁ … █ +100)"))
+    for p in points:
+        value = "deleted" if p["deleted"] else f"{p['affinity']:+d}" if p["affinity"] else "0"
+        print(shown(f"{local_time(p['at'])}  {value:>7}  {p.get('actor') or '':<8}  {p.get('reason') or ''}",
+                    lines=False))
     return EXIT_OK
 
 
@@ -318,6 +334,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("context", parents=[common], help="print a session's context header")
     p.add_argument("session")
     p.set_defaults(func=cmd_context)
+
+    p = sub.add_parser("relationship-history", parents=[common],
+                       help="a person's affinity over time, with the reason at each change")
+    p.add_argument("person_id", metavar="PERSONID")
+    p.add_argument("--json", action="store_true", help="print the series as JSON")
+    p.set_defaults(func=cmd_relationship_history)
 
     p = sub.add_parser("backup", parents=[common], help="write a backup and print its file name")
     p.add_argument("--list", action="store_true", help="list the backups (name, size, time) instead")

@@ -153,3 +153,27 @@ async def test_the_smaller_frictions(memory, app_for, make_daemon):
         await pilot.pause(0.1)
         status = text_of(app.screen.query_one("#status").content)
         assert "zcor-tui --with-daemon" in status and "systemctl start zcord" in status
+
+
+async def test_relationships_draw_affinity_over_time_with_the_reasons(memory, app_for):
+    d, ids = memory
+    with d.client("bot") as bot:
+        for affinity, reason in ((10, "吵了一架"), (-30, "背后说坏话")):
+            bot.call_tool("zcor_relationship_write", {"personId": "qq:10001", "name": "小王", "relationship": "同事",
+                                                      "affinity": affinity, "reason": reason})
+    app = app_for(d)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await pilot.press("4")
+        await settle(pilot)
+        table = app.screen.query_one("#rels", DataTable)
+        table.move_cursor(row=table.get_row_index("qq:10001"))
+        await settle(pilot)
+        await until(pilot, lambda: "Affinity over time" in text_of(app.screen.query_one("#rel-series").content),
+                    what="the series")
+        series = text_of(app.screen.query_one("#rel-series").content)
+        assert "Affinity over time ▆▅▃" in series and "3 changes" in series
+        lines = [line for line in series.splitlines() if "█" in line or "│" in line]
+        assert "+40" in lines[0] and "经常一起吃午饭" in lines[0]
+        assert "+10" in lines[1] and "吵了一架" in lines[1]
+        assert "-30" in lines[2] and "背后说坏话" in lines[2] and "model" in lines[2]

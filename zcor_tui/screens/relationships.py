@@ -15,14 +15,35 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Input, Static
 
-from zcord.client import ToolError, for_operator
+from zcord.client import ToolError, affinity_series, for_operator, sparkline
 
-from ..format import affinity_bar, invisible_marked, one_line, plain, shown_id, split_keywords, when
+from ..format import (affinity_bar, invisible_marked, one_line, plain, shown, shown_id, split_keywords, when,
+                      when_short)
 from ..messages import MemoryChanged, NodeRequested
 from .base import ZcorScreen
 from .dialogs import ConfirmDialog, NodePicker, RelationshipForm
 
 PAGE_SIZE = 100
+
+
+def series_text(points: list[dict[str, Any]]) -> Text:
+    """`Affinity over time ▆▄▂` and one line per change: when, the value as a bar, who, why."""
+    out = Text()
+    out.append("Affinity over time ", style="bold")
+    if not points:
+        out.append("(no change in the history)", style="dim")
+        return out
+    out.append(sparkline([p["affinity"] for p in points]), style="cyan")
+    out.append(f"  {len(points)} change{'s' if len(points) != 1 else ''}, oldest first", style="dim")
+    for p in points:
+        out.append(f"\n{when_short(p.get('at'))}  ", style="dim")
+        if p.get("deleted"):
+            out.append("deleted", style="red")
+            continue
+        out.append_text(affinity_bar(p.get("affinity") or 0, half=5))
+        out.append(f"  {p.get('actor') or ''}  ", style="magenta" if p.get("actor") == "model" else "dim")
+        out.append(shown(p.get("reason") or "", lines=False))
+    return out
 
 
 class RelationshipsScreen(ZcorScreen):
@@ -56,6 +77,7 @@ class RelationshipsScreen(ZcorScreen):
         yield table
         with VerticalScroll(id="rel-scroll"):
             yield Static("", id="rel-detail")
+            yield Static("", id="rel-series")
 
     def on_mount(self) -> None:
         table = self.query_one("#rels", DataTable)
@@ -149,6 +171,20 @@ class RelationshipsScreen(ZcorScreen):
         grid.add_row("Updated", when(rel.get("updatedAt")))
         grid.add_row("Created", when(rel.get("createdAt")))
         self.query_one("#rel-detail", Static).update(grid)
+        self.load_series(rel["personId"], rel.get("updatedAt"))
+
+    @work(exclusive=True, group="rel-series")
+    async def load_series(self, person_id: str, updated: str | None) -> None:
+        """The person's affinity over time, from the change history, under the record."""
+        out = self.query_one("#rel-series", Static)
+        if getattr(self, "_series_for", None) != (person_id, updated):
+            out.update("")
+        await asyncio.sleep(0.1)  # the cursor is still moving: read only where it rests
+        versions = await self.app.rpc("history_versions", person_id, quiet=True)
+        if self.selected != person_id:
+            return
+        self._series_for = (person_id, updated)
+        out.update(series_text(affinity_series(versions or {})))
 
     def _current(self) -> dict[str, Any] | None:
         rel = self.rels.get(self.selected or "")
