@@ -21,6 +21,7 @@ from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.color import Color
 from textual.filter import LineFilter
+from textual.markup import escape as escape_markup
 from textual.reactive import reactive
 from textual.screen import ModalScreen, Screen
 from textual.signal import Signal
@@ -303,6 +304,12 @@ class ZcorApp(App[None]):
             self.push_screen(HelpScreen())
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        # the palette reads a command's title and help as markup: both may quote Memory text
+        for command in self._system_commands(screen):
+            yield command._replace(title=escape_markup(shown(command.title, lines=False)),
+                                   help=escape_markup(shown(command.help, lines=False)))
+
+    def _system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         # Textual's own, but "Screenshot": it writes an SVG into whatever directory zcor-tui ran in
         yield from (c for c in super().get_system_commands(screen) if c.title != "Screenshot")
         for mode, title, cls in SCREENS_IN_ORDER:

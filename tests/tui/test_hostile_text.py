@@ -138,6 +138,13 @@ async def test_every_screen_shows_hostile_memory_text_as_text(make_daemon, app_f
         assert "name [/]" in text and "reason [/]" in text and "alias [/]" in text
         # look-alike ids are told apart
         assert "qq:1000⟨U+200B⟩1" in text and "⟨U+FF51⟩⟨U+FF51⟩:10001" in text
+        await pilot.press("ctrl+p")  # the palette: "Edit relationship …" with the name as its help
+        await settle(pilot)
+        await pilot.press(*"relationship")
+        await settle(pilot)
+        assert "name [/]" in assert_clean(app, "Relationships palette")
+        await pilot.press("escape")
+        await settle(pilot)
         await pilot.press("d")
         await settle(pilot)
         assert isinstance(app.screen, ConfirmDialog)
