@@ -2,7 +2,10 @@
 of roots, a jump to a node, a search page and a history page take, headless, against a
 real zcord. Prints a table; never asserts times.
 
-Usage: python bench/bench_tui.py [--sizes 10000,50000]
+Then `g` to the end of one long chain (issue 23.12: the deepest memory of a 20,000-deep
+chain), from pressing Enter until the cursor is on it and the app is idle.
+
+Usage: python bench/bench_tui.py [--sizes 10000,50000] [--depths 1000,20000]
 """
 
 from __future__ import annotations
@@ -16,7 +19,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import build_memory, table  # noqa: E402
+from common import build_chain, build_memory, table  # noqa: E402
+
+from textual.screen import ModalScreen  # noqa: E402
 
 from zcord.client import AsyncClient  # noqa: E402
 from zcor_tui.app import ZcorApp  # noqa: E402
@@ -86,10 +91,44 @@ async def measure(sock: Path) -> dict[str, str]:
     return out
 
 
+async def measure_deep(sock: Path, depth: int) -> str:
+    app = ZcorApp(AsyncClient(sock, role="operator"))
+    async with app.run_test(size=(120, 40)) as pilot:
+        tree = app.screen.query_one(MemoryTree)
+        while not tree.root.data.loaded:
+            await pilot.pause(0.005)
+        await idle(pilot)
+        await pilot.press("g")
+        while not isinstance(app.screen, ModalScreen):
+            await pilot.pause(0.005)
+        await pilot.press(*str(depth))
+        t = time.perf_counter()
+        await pilot.press("enter")
+        while tree.cursor_item is None or tree.cursor_item.id != f"m{depth}":
+            await pilot.pause(0.005)
+        await idle(pilot)
+        return f"{(time.perf_counter() - t) * 1000:.0f} ms"
+
+
+def deep(depths: list[int]) -> None:
+    rows = []
+    for depth in depths:
+        with tempfile.TemporaryDirectory(dir=os.environ.get("ZCOR_BENCH_DIR", "/tmp")) as tmp:
+            memdir, sock = Path(tmp) / "memory", Path(tmp) / "zcord.sock"
+            build_chain(memdir, depth)
+            with running_daemon(memdir, sock):
+                rows.append([f"{depth:,}", asyncio.run(measure_deep(sock, depth))])
+    print(table(rows, ["chain depth", "g to the deepest memory"]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sizes", default="10000")
+    parser.add_argument("--depths", default="1000,20000")
     args = parser.parse_args()
+    deep([int(s) for s in args.depths.split(",") if s])
+    if not args.sizes:
+        return
     rows = []
     headers = ["nodes"]
     for size in (int(s) for s in args.sizes.split(",")):

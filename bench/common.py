@@ -101,6 +101,25 @@ def build_memory(memdir: Path, nodes: int, history: int, oplog: int, seed: int =
             f.write(rec.model_dump_json(by_alias=True).encode() + b"\n")
 
 
+def build_chain(memdir: Path, depth: int) -> None:
+    """A Memory that is one chain m1 › m2 › … › m{depth} (each memory the child of the one
+    before), written directly like build_memory."""
+    t0 = datetime(2026, 1, 1, tzinfo=timezone(timedelta(hours=8)))
+    store = Store(memdir)
+    store.open()
+    st = MemoryState()
+    parent = None
+    for n in range(1, depth + 1):
+        at = t0 + timedelta(seconds=n)
+        node = Node(id=f"m{n}", title=f"层{n}", content="x", keywords=["层"], parent_id=parent, created_at=at,
+                    updated_at=at)
+        st._put_node(node)
+        parent = node.id
+    st.next_id = depth + 1
+    store.save(st)
+    store.close()
+
+
 def timed(fn, samples: int, between=None) -> list[float]:
     """Seconds each of `samples` calls of fn took (between, if given, runs untimed after each)."""
     out = []
@@ -126,4 +145,4 @@ def table(rows: list[list[str]], headers: list[str]) -> str:
     return "\n".join(out)
 
 
-__all__ = ["FILLER", "build_memory", "ms", "pct", "table", "json", "statistics", "THINGS", "VERBS", "title", "content"]
+__all__ = ["FILLER", "build_chain", "build_memory", "ms", "pct", "table", "json", "statistics", "THINGS", "VERBS", "title", "content"]

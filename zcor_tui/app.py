@@ -19,12 +19,17 @@ from typing import Any
 from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
+from textual.color import Color
+from textual.filter import LineFilter
+from textual.markup import escape as escape_markup
 from textual.reactive import reactive
 from textual.screen import ModalScreen, Screen
 from textual.signal import Signal
 from textual.widgets import Checkbox, Input, Select, Switch, TextArea
 
-from zcord.client import VIEW_TOOLS, AsyncClient, ClientError, ToolError, for_operator
+from rich.segment import Segment
+
+from zcord.client import UNSAFE, VIEW_TOOLS, AsyncClient, ClientError, ToolError, for_operator, shown
 
 from .messages import ConnectionChanged, MemoryChanged, NodeRequested
 from .screens.backups import BackupsScreen
@@ -48,7 +53,21 @@ SCREENS_IN_ORDER: list[tuple[str, str, type[ZcorScreen]]] = [
     ("backups", "Backups", BackupsScreen),
 ]
 REL_PAGE = 100
+TOAST_SECONDS = 8.0
+"""The longest a toast stays (app.tcss keeps toasts above the status line and the footer)."""
 FORM_FIELDS = (Input, TextArea, Select, Switch, Checkbox)
+
+
+class NoTerminalControls(LineFilter):
+    """The last guard between Memory text and the terminal: a control character or bidi
+    override that reached a drawn line anyway (every screen shows Memory text through
+    `format.shown` first, which makes them visible) is dropped. They take no cells, so the
+    line keeps its width."""
+
+    def apply(self, segments: list[Segment], background: Color) -> list[Segment]:
+        if not any(not seg.control and UNSAFE.search(seg.text) for seg in segments):
+            return segments
+        return [seg if seg.control else Segment(UNSAFE.sub("", seg.text), seg.style) for seg in segments]
 
 
 class ZcorApp(App[None]):
@@ -82,6 +101,7 @@ class ZcorApp(App[None]):
             close_client: close the client when the app exits.
         """
         super().__init__()
+        self._filters.append(NoTerminalControls())
         self.client = client
         self.close_client = close_client
         self.memory_changed: Signal[MemoryChanged] = Signal(self, "memory-changed")
@@ -146,6 +166,13 @@ class ZcorApp(App[None]):
                 self.show_error(e, method)
             return None
 
+    def notify(self, message: str, *, title: str = "", severity: Any = "information", timeout: float | None = None,
+               markup: bool = False) -> None:
+        """A toast whose text is never read as markup (messages quote Memory text: a title
+        with `[/]` would crash the app) and never carries a terminal control."""
+        super().notify(shown(message), title=shown(title, lines=False), severity=severity,
+                       timeout=min(timeout, TOAST_SECONDS) if timeout else None, markup=False)
+
     def show_error(self, err: ClientError, what: str) -> None:
         if isinstance(err, ToolError):
             self.notify(for_operator(err.code, err.message), title=f"{what}: {err.code}", severity="error",
@@ -180,6 +207,10 @@ class ZcorApp(App[None]):
                 return
             except ClientError:
                 await asyncio.sleep(0.5)
+
+    def on_resize(self) -> None:
+        # a short terminal (24 rows): one-line filter fields, so tables keep their rows (app.tcss)
+        self.set_class(self.size.height < 30, "-short")
 
     def on_connection_changed(self, message: ConnectionChanged) -> None:
         if message.connected:
@@ -238,6 +269,8 @@ class ZcorApp(App[None]):
     def show_node(self, node_id: str) -> None:
         """Switch to Browse and reveal the memory there."""
         self.pending_reveal = node_id
+        if self.current_mode == "browse":
+            self.drop_detail_screens()
         if self.current_mode == "browse" and isinstance(self.screen, BrowseScreen):
             self.screen.take_pending_reveal()
         else:
@@ -245,6 +278,21 @@ class ZcorApp(App[None]):
 
     def action_screen_key(self, mode: str) -> None:
         self.switch_mode(mode)
+
+    def drop_detail_screens(self) -> None:
+        """Close the detail screens (Versions, Time travel) stacked on the current main screen."""
+        while len(self.screen_stack) > 1 and not isinstance(self.screen, (ModalScreen, ZcorScreen)):
+            self.pop_screen()
+
+    def switch_mode(self, mode: str) -> Any:
+        """Go to a main screen; a number key, the bar or the palette always lands on the screen
+        named, never on a Versions screen left stacked on it (of another memory, by now)."""
+        self.drop_detail_screens()
+        if mode == self.current_mode:
+            return None
+        result = super().switch_mode(mode)
+        self.drop_detail_screens()
+        return result
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """The number keys switch screens, except while a dialog is open or a form field has
@@ -259,7 +307,14 @@ class ZcorApp(App[None]):
             self.push_screen(HelpScreen())
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
+        # the palette reads a command's title and help as markup: both may quote Memory text
+        for command in self._system_commands(screen):
+            yield command._replace(title=escape_markup(shown(command.title, lines=False)),
+                                   help=escape_markup(shown(command.help, lines=False)))
+
+    def _system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        # Textual's own, but "Screenshot": it writes an SVG into whatever directory zcor-tui ran in
+        yield from (c for c in super().get_system_commands(screen) if c.title != "Screenshot")
         for mode, title, cls in SCREENS_IN_ORDER:
             if mode != self.current_mode:
                 yield SystemCommand(f"Go to {title}", cls.HELP, partial(self.switch_mode, mode))

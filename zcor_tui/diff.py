@@ -16,6 +16,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from zcord.client import shown
+
 REMOVED = "bold #ffffff on #8b1a1a"
 ADDED = "bold #000000 on #5fd75f"
 REMOVED_LINE = "red"
@@ -30,7 +32,12 @@ def tokens(text: str) -> list[str]:
 
 
 def as_text(value: Any) -> str:
-    """A field value as diffable text: strings as they are, lists one-per-comma, None as ∅."""
+    """A field value as diffable text: strings as they are (terminal controls made visible),
+    lists one-per-comma, None as ∅."""
+    return shown(_as_text(value))
+
+
+def _as_text(value: Any) -> str:
     if value is None:
         return NOTHING
     if isinstance(value, str):
@@ -162,7 +169,7 @@ def change_view(change: dict[str, Any], *, side_by_side: bool) -> RenderableType
         head.append(f"change {change['changeId']} · ", style="dim")
     head.append(kind, style="bold cyan")
     if change.get("target"):
-        head.append(f" · {change['target']}", style="bold")
+        head.append(shown(f" · {change['target']}", lines=False), style="bold")
     parts.append(head)
     if kind.endswith(".delete") and isinstance(before, dict):
         parts.append(Text("Deleted. The full record before the delete:", style="bold red"))
@@ -187,7 +194,7 @@ def change_view(change: dict[str, Any], *, side_by_side: bool) -> RenderableType
         replaced = receipt.get("replaced") or {}
         note = Text("Receipt: ", style="bold yellow")
         if replaced:
-            note.append(f"{replaced.get('id')} ({replaced.get('title')}) is no longer important. ")
-        note.append(str(receipt.get("reminder", "")))
+            note.append(shown(f"{replaced.get('id')} ({replaced.get('title')}) is no longer important. "))
+        note.append(shown(receipt.get("reminder", "")))
         parts.append(note)
     return Group(*parts)

@@ -10,9 +10,12 @@ import re
 from datetime import datetime, time, timedelta
 from typing import Any
 
+from rich.markup import escape as rich_escape
 from rich.text import Text
 
 from zcord.client import human_size  # noqa: F401  (one rule for the CLI and the TUI)
+from zcord.client import invisible_marked, json_shown, shown  # noqa: F401  (one rule for the CLI and the TUI)
+from zcord.client import describe_origin
 
 DATE_FORMS = ("%Y-%m-%d", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S",
               "%Y/%m/%d", "%Y/%m/%d %H:%M")
@@ -150,8 +153,9 @@ def affinity_bar(value: int, half: int = 10) -> Text:
 
 
 def node_label(node_id: str, title: str, *, superseded: bool = False, important: bool = False,
-               marked: bool = False, child_count: int = 0) -> Text:
-    """The tree's line for one memory."""
+               marked: bool = False, child_count: int = 0, width: int | None = None) -> Text:
+    """The tree's line for one memory; with `width` (cells), the title is cut to fit and the
+    id stays whole (`★ Mike (friend from college) m1` must not lose the `1` and read as m1…)."""
     label = Text(no_wrap=True, overflow="ellipsis")
     if marked:
         label.append("✓ ", style="bold magenta")
@@ -159,21 +163,57 @@ def node_label(node_id: str, title: str, *, superseded: bool = False, important:
         label.append("★ ", style="bold yellow")
     if superseded:
         label.append(SUPERSEDED_MARK, style="bold red")
-    label.append(one_line(title), style="dim" if superseded else "")
-    label.append(f" {node_id}", style="dim")
+    tail = Text()
+    tail.append(f" {node_id}", style="dim")
     if superseded:
-        label.append(" superseded", style="italic red")
+        tail.append(" superseded", style="italic red")
     if child_count:
-        label.append(f" ({child_count})", style="dim cyan")
+        tail.append(f" ({child_count})", style="dim cyan")
+    name = Text(one_line(title), style="dim" if superseded else "")
+    if width is not None:
+        room = max(2, width - label.cell_len - tail.cell_len)
+        if name.cell_len > room:
+            name.truncate(room, overflow="ellipsis")
+    label.append_text(name)
+    label.append_text(tail)
     return label
 
 
 def one_line(text: str | None, limit: int = 200) -> str:
-    """First line of text, trimmed to `limit` characters."""
+    """First line of text, trimmed to `limit` characters, terminal controls made visible."""
     if not text:
         return ""
     line = text.strip().splitlines()[0] if text.strip() else ""
-    return line if len(line) <= limit else line[:limit - 1] + "…"
+    line = line if len(line) <= limit else line[:limit - 1] + "…"
+    return shown(line, lines=False)
+
+
+def origin_text(origin: Any) -> str:
+    """Who caused a change ("from qq:42 in qq:group:1"), its sender keys and session (the
+    bot's words) with terminal controls and bidi overrides made visible; "" for none."""
+    return shown(describe_origin(origin), lines=False)
+
+
+def plain(text: Any, style: str = "", *, lines: bool = True) -> Text:
+    """Memory text as a Rich Text: never read as markup, terminal controls made visible.
+
+    Every text that came from the Memory reaches a widget through this (or `one_line`,
+    `shown_id`): a title with `[/]` would crash a DataTable cell or a Static read as
+    markup, and an escape sequence would act on the operator's terminal.
+    """
+    return Text(shown(text, lines=lines), style=style)
+
+
+def cell(text: Any) -> str:
+    """Memory text for a DataTable cell that stays a plain string (tests and sorting read
+    it): one line, controls marked, markup escaped (a `str` cell is read as Rich markup)."""
+    return rich_escape(shown(text, lines=False))
+
+
+def shown_id(pid: Any, style: str = "cyan") -> Text:
+    """A personId with its invisible and compatibility characters marked (`qq:1⟨U+200B⟩0`):
+    ids that differ only by them are separate records and must not look identical."""
+    return Text(invisible_marked(str(pid)), style=style)
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:
@@ -181,7 +221,7 @@ def plural(n: int, word: str, many: str | None = None) -> str:
 
 
 def compact_json(value: Any, limit: int = 1000) -> str:
-    text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    text = json_shown(json.dumps(value, ensure_ascii=False, separators=(", ", ": ")))
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
@@ -201,4 +241,4 @@ def change_targets(record: dict[str, Any]) -> str:
         ids = params.get("ids")
         if isinstance(ids, list):
             targets.extend(str(i) for i in ids)
-    return ", ".join(targets)
+    return ", ".join(invisible_marked(t) for t in targets)

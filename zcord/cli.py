@@ -24,6 +24,8 @@ from .core import protocol as P
 from .transport.client import Client, ClientError, ConnectionLost, DaemonUnavailable, RequestTimeout, RpcError, ToolError
 from .transport.paths import UnsafeSocket, check_client_socket, check_peer, client_socket, daemon_socket, memory_dir
 from .transport.wording import for_operator, human_size
+from .transport.affinity import affinity_series, sparkline
+from .transport.shown import json_shown, shown
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
@@ -56,7 +58,7 @@ def daemon_main(argv: list[str] | None = None) -> int:
 
 
 def _print_json(value: Any) -> None:
-    print(json.dumps(value, ensure_ascii=False, indent=2))
+    print(json_shown(json.dumps(value, ensure_ascii=False, indent=2)))
 
 
 def _usage(message: str) -> SystemExit:
@@ -96,7 +98,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
         width = max((len(t["name"]) for t in tools), default=0)
         for t in tools:
             first = re.split(r"(?<!e\.g)(?<!i\.e)\. ", t.get("description", ""))[0].rstrip(".")
-            print(f"{t['name']:<{width}}  {first}")
+            print(shown(f"{t['name']:<{width}}  {first}"))
     return EXIT_OK
 
 
@@ -111,7 +113,7 @@ def cmd_call(args: argparse.Namespace) -> int:
 
 def cmd_prefix(args: argparse.Namespace) -> int:
     with _client(args) as c:
-        print(c.prefix())
+        print(shown(c.prefix()))
     return EXIT_OK
 
 
@@ -120,7 +122,7 @@ def cmd_recall(args: argparse.Namespace) -> int:
     with _client(args) as c:
         ids = c.recall(args.session, [{"text": text, "origin": "external"}])
         if args.context:
-            print(c.context(args.session)["text"])
+            print(shown(c.context(args.session)["text"]))
         else:
             _print_json({"ids": ids})
     return EXIT_OK
@@ -128,7 +130,22 @@ def cmd_recall(args: argparse.Namespace) -> int:
 
 def cmd_context(args: argparse.Namespace) -> int:
     with _client(args) as c:
-        print(c.context(args.session)["text"])
+        print(shown(c.context(args.session)["text"]))
+    return EXIT_OK
+
+
+def cmd_relationship_history(args: argparse.Namespace) -> int:
+    """A person's affinity over time with the reason at each change (from the history)."""
+    with _client(args) as c:
+        points = affinity_series(c.history_versions(args.person_id))
+    if args.json:
+        _print_json({"personId": args.person_id, "items": points})
+        return EXIT_OK
+    print(shown(f"{args.person_id}  {sparkline([p['affinity'] for p in points])}  (−100 ▁ … █ +100)"))
+    for p in points:
+        value = "deleted" if p["deleted"] else f"{p['affinity']:+d}" if p["affinity"] else "0"
+        print(shown(f"{local_time(p['at'])}  {value:>7}  {p.get('actor') or '':<8}  {p.get('reason') or ''}",
+                    lines=False))
     return EXIT_OK
 
 
@@ -318,6 +335,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("session")
     p.set_defaults(func=cmd_context)
 
+    p = sub.add_parser("relationship-history", parents=[common],
+                       help="a person's affinity over time, with the reason at each change")
+    p.add_argument("person_id", metavar="PERSONID")
+    p.add_argument("--json", action="store_true", help="print the series as JSON")
+    p.set_defaults(func=cmd_relationship_history)
+
     p = sub.add_parser("backup", parents=[common], help="write a backup and print its file name")
     p.add_argument("--list", action="store_true", help="list the backups (name, size, time) instead")
     p.set_defaults(func=cmd_backup)
@@ -373,10 +396,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except ToolError as e:
-        print(f"zcor: {for_operator(e.code, e.message, 'cli')}", file=sys.stderr)
+        print(shown(f"zcor: {for_operator(e.code, e.message, 'cli')}"), file=sys.stderr)
         return EXIT_REFUSED
     except RpcError as e:
-        print(f"zcor: zcord refused the request ({e.code}): {e.message}", file=sys.stderr)
+        print(shown(f"zcor: zcord refused the request ({e.code}): {e.message}"), file=sys.stderr)
         return EXIT_REFUSED
     except (DaemonUnavailable, ConnectionLost, RequestTimeout) as e:
         print(f"zcor: {e}", file=sys.stderr)

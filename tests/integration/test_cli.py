@@ -153,3 +153,29 @@ def test_status_warns_about_an_empty_persona_until_one_is_written(daemon):
     out = daemon.zcor("status")
     assert json.loads(out.stdout)["personaEmpty"] is False and out.stderr == ""
     assert daemon.zcor("prefix").stdout.startswith("你是阿澈，一个沉默寡言的剑客。\n")
+
+
+def test_relationship_history_shows_affinity_over_time_with_the_reasons(daemon):
+    """Issue 27.10: the series comes from the change history (every relationship write is in it)."""
+    with daemon.client("bot") as bot:
+        for affinity, reason in ((40, "经常一起吃午饭"), (40, "经常一起吃午饭"), (-10, "借钱不还"), (-60, "又借钱不还")):
+            bot.call_tool("zcor_relationship_write", {"personId": "qq:777", "name": "小李", "relationship": "同事",
+                                                      "affinity": affinity, "reason": reason})
+        bot.call_tool("zcor_relationship_write", {"personId": "qq:777", "name": "小李", "relationship": "前同事",
+                                                  "affinity": -60, "reason": "又借钱不还"})  # no affinity change
+    out = daemon.zcor("relationship-history", "qq:777", "--json")
+    assert out.returncode == 0, out.stderr
+    series = json.loads(out.stdout)
+    assert series["personId"] == "qq:777"
+    assert [(p["affinity"], p["reason"]) for p in series["items"]] == [
+        (40, "经常一起吃午饭"), (-10, "借钱不还"), (-60, "又借钱不还")]
+    assert all(p["actor"] == "model" and p["at"] and not p["deleted"] for p in series["items"])
+
+    out = daemon.zcor("relationship-history", "qq:777")
+    assert out.returncode == 0
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("qq:777  ▆▄▂")
+    assert "-10" in lines[2] and "借钱不还" in lines[2] and "+40" in lines[1]
+
+    out = daemon.zcor("relationship-history", "qq:nobody")
+    assert out.returncode == 1 and "qq:nobody" in out.stderr and out.stdout == ""

@@ -8,7 +8,7 @@ from zcord.service import Service
 
 from zcor_tui.screens.browse import BrowseScreen
 from zcor_tui.screens.dialogs import ConfirmDialog, NodeForm, NodePicker
-from zcor_tui.widgets.memory_tree import MemoryTree, Slot
+from zcor_tui.widgets.memory_tree import LEVELS_ABOVE, MemoryTree, Slot
 
 from .conftest import screen_text, settle, text_of, until
 
@@ -370,3 +370,47 @@ async def test_the_more_line_shows_the_next_page(make_daemon, app_for):
         await settle(pilot)
         assert len(tree.root.children) == 230 and isinstance(tree.root.children[-1].data, Slot)
         assert tree.cursor_item.id == "m201"
+
+
+async def test_a_very_deep_memory_opens_with_a_few_calls_and_a_short_tree(make_daemon, app_for):
+    """Issue 23.12: `g` to the end of a long chain. The tree starts a few levels above the
+    memory (Textual's Tree holds each line's whole path: 20,000 open levels cost 20,000²),
+    so opening it costs one trace and a few children lists, whatever the depth."""
+    depth = 300
+    d = make_daemon()
+    with Service(d.memdir) as svc:
+        parent = None
+        for n in range(depth):
+            parent = svc.call("zcor_memory_write", {"title": f"层{n}", "content": "x", "parentId": parent,
+                                                    "keywords": ["层"]})["id"]
+    d.start()
+    app = app_for(d)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        calls: list[str] = []
+        real_call = app.client.call_tool
+
+        async def counted(name, args=None, **kw):
+            calls.append(name)
+            return await real_call(name, args, **kw)
+
+        app.client.call_tool = counted
+        await pilot.press("g", *str(depth), "enter")
+        await settle(pilot)
+        tree = app.screen.query_one(MemoryTree)
+        assert tree.cursor_item.id == f"m{depth}"
+        assert len(calls) < 15, calls  # not one call per level
+        assert len(tree.nodes_by_id) <= LEVELS_ABOVE + 2
+        assert tree.base.id == f"m{depth - LEVELS_ABOVE}" and tree.base_depth == depth - LEVELS_ABOVE - 1
+        text = screen_text(app)
+        assert f"⋮ {depth - LEVELS_ABOVE - 1:,} levels above" in text and f"层{depth - 1} m{depth}" in text
+        detail = text_of(app.screen.query_one("#detail").content)
+        assert f"level {depth}:" in detail and f"… {depth - 10:,} levels …" in detail
+
+        await pilot.press("backspace")  # one level up; the cursor stays on the memory
+        await settle(pilot)
+        assert tree.base.id == f"m{depth - LEVELS_ABOVE - 1}" and tree.cursor_item.id == f"m{depth}"
+
+        await pilot.press("g", "1", "enter")  # a root: the tree starts at the roots again
+        await settle(pilot)
+        assert tree.base is None and tree.cursor_item.id == "m1" and not tree.show_root

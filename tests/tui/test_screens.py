@@ -298,6 +298,9 @@ async def test_config_says_the_key_is_withheld_from_a_base_url_the_deployment_di
 
 
 async def test_config_starts_in_its_first_field_and_digits_stay_in_the_form(memory, app_for):
+    """Issue 27.3 changed the entry: the form has the focus, not the budget, so a screen
+    number pressed on arrival switches screens instead of turning 6000 into 7; a changed
+    field marks the form unapplied (and an old "Applied" line goes)."""
     d, ids = memory
     app = app_for(d)
     async with app.run_test(size=(100, 30)) as pilot:
@@ -306,11 +309,24 @@ async def test_config_starts_in_its_first_field_and_digits_stay_in_the_form(memo
         await settle(pilot)
         screen = app.screen
         budget = screen.query_one("#budget", Input)
-        assert app.focused is budget
+        assert app.focused is not budget
         await until(pilot, lambda: budget.value == "6000", what="the config")
-        await pilot.press("end", "3")
+        await pilot.press("7")
+        await settle(pilot)
+        assert app.current_mode == "backups"
+        await pilot.press("6")
+        await settle(pilot)
+        assert budget.value == "6000" and "not applied" not in text_of(screen.query_one("#config-note").content)
+        budget.focus()
+        await pilot.press("3")  # the value stays, the cursor at its end
         await settle(pilot)
         assert app.screen is screen and budget.value == "60003"
+        assert "Changed, not applied" in text_of(screen.query_one("#config-note").content)
+        await pilot.press("backspace")
+        await settle(pilot)
+        assert "not applied" not in text_of(screen.query_one("#config-note").content)
+        await pilot.press("3")
+        await settle(pilot)
         screen.query_one("#relationships", Switch).focus()  # a switch takes no digits: still no switching
         await pilot.press("3")
         await settle(pilot)
@@ -320,7 +336,7 @@ async def test_config_starts_in_its_first_field_and_digits_stay_in_the_form(memo
         assert app.current_mode == "history"
         await pilot.press("escape", "6")  # History's keyword box has the focus on entry too: leave it first
         await settle(pilot)
-        assert app.focused is app.screen.query_one("#budget", Input)  # again on every entry
+        assert app.focused is app.screen.query_one("#config-body")  # again on every entry
 
 
 async def test_help_and_palette_commands(memory, app_for):

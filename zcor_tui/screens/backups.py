@@ -97,7 +97,7 @@ class BackupsScreen(ZcorScreen):
         for b in items:
             table.add_row(when(b.get("modifiedAt")), Text(human_size(b.get("size", 0)), justify="right"),
                           Text("bot", style="yellow") if b.get("bot") else Text("operator", style="dim"),
-                          b["backupFile"], key=b["backupFile"])
+                          Text(b["backupFile"]), key=b["backupFile"])
         if keep in self.items:
             table.move_cursor(row=table.get_row_index(keep))
         if not items:

@@ -46,7 +46,8 @@ class ZcorScreen(Screen[None]):
         yield NavBar(self.MODE)
         yield from self.compose_body()
         yield StatusLine(id="status")
-        yield Footer()
+        # the screen's keys first: ^p (the palette) is in Help and needs no room at 80 columns
+        yield Footer(show_command_palette=False)
 
     def compose_body(self) -> ComposeResult:
         yield from ()

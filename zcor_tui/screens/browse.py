@@ -18,9 +18,9 @@ from textual.widgets.tree import TreeNode
 
 from zcord.client import ToolError, for_operator
 
-from ..format import one_line
+from ..format import invisible_marked, one_line
 from ..messages import MemoryChanged
-from ..widgets.memory_tree import Item, MemoryTree, More, Slot
+from ..widgets.memory_tree import DEEP, LEVELS_ABOVE, Item, MemoryTree, More, Slot
 from ..widgets.node_detail import NodeDetail
 from .base import ZcorScreen
 from .dialogs import ConfirmDialog, MergeForm, NodeForm, NodePicker, PromptDialog, SupersedeForm
@@ -39,14 +39,15 @@ class BrowseScreen(ZcorScreen):
     HELP = "The memory tree and the selected memory"
     BINDINGS = [
         Binding("n", "new_child", "New", id="browse.new_child", tooltip="New memory under the selected one"),
-        Binding("N", "new_root", "New root", id="browse.new_root", tooltip="New memory at the top level"),
+        # the footer keeps to what fits 80 columns; N, M and the rest are in Help (f1) and the palette
+        Binding("N", "new_root", "New root", show=False, id="browse.new_root", tooltip="New memory at the top level"),
         Binding("e", "edit", "Edit", id="browse.edit", tooltip="Edit title, content, keywords, parent, source"),
         Binding("m", "move", "Move", id="browse.move", tooltip="Give the selected memory another parent"),
         Binding("d,delete", "delete", "Delete", id="browse.delete",
                 tooltip="Delete (a memory with children: says so and keeps it; zcord refuses while people link it)"),
         Binding("i", "important", "★", id="browse.important", tooltip="Mark or unmark important (max 5)"),
-        Binding("x", "mark", "Mark", id="browse.mark", tooltip="Mark memories to merge or supersede"),
-        Binding("M", "merge", "Merge", id="browse.merge", tooltip="Merge the marked memories into a new one"),
+        Binding("x", "mark", "Mark", show=False, id="browse.mark", tooltip="Mark memories to merge or supersede"),
+        Binding("M", "merge", "Merge", show=False, id="browse.merge", tooltip="Merge the marked memories into a new one"),
         Binding("S", "supersede", "Supersede", id="browse.supersede",
                 tooltip="Mark the marked memories as replaced by another"),
         Binding("g", "goto", "Go to", id="browse.goto", tooltip="Show a memory by its id"),
@@ -55,6 +56,8 @@ class BrowseScreen(ZcorScreen):
         Binding("r", "reload", "Refresh", show=False, id="browse.reload", tooltip="Reload the tree"),
         Binding("h", "versions", "Versions", show=False, id="browse.versions",
                 tooltip="Every version of the selected memory: diffs between any two, restore one"),
+        Binding("backspace", "up", "Up a level", show=False, id="browse.up",
+                tooltip="After a deep memory was shown: start the tree one level higher"),
         Binding("T", "time_travel", "Time travel", show=False, id="browse.time_travel",
                 tooltip="The tree as it was at an instant you give (read-only)"),
     ]
@@ -223,10 +226,11 @@ class BrowseScreen(ZcorScreen):
         if trace is None:
             return
         tree = self.tree
+        path = trace["path"]
+        start = self._base_for(path)
         parent: TreeNode[Any] = tree.root
         target: TreeNode[Any] | None = None
-        path = trace["path"]
-        for n, step in enumerate(path):
+        for n, step in enumerate(path[start:], start):
             if not parent.data.loaded and not await self.load_children(parent):
                 return
             target = tree.ensure_shown(parent, step["id"])
@@ -247,6 +251,39 @@ class BrowseScreen(ZcorScreen):
             tree.go_to(target)
             tree.focus()
             self.load_detail(node_id, delay=0)
+
+    def _base_for(self, path: list[dict[str, Any]]) -> int:
+        """Where in `path` the tree must start so that no more than DEEP levels are open:
+        the current start when the memory is not too far below it, else a few levels above
+        the memory (or the roots for a shallow one). Returns the index of the first step
+        the tree shows as a top line."""
+        tree = self.tree
+        base = tree.base
+        at = next((n for n, step in enumerate(path[:-1]) if base is not None and step["id"] == base.id), None)
+        if at is not None and len(path) - at <= DEEP:
+            return at + 1
+        if len(path) <= DEEP:
+            tree.set_base(None)
+            return 0
+        n = len(path) - 1 - LEVELS_ABOVE
+        tree.set_base(Item(path[n]["id"], str(path[n].get("title", "")), child_count=1), depth=n)
+        return n + 1
+
+    @work(exclusive=True, group="reveal")
+    async def action_up(self) -> None:
+        """The tree starts one level higher (after a deep memory was shown)."""
+        base = self.tree.base
+        if base is None:
+            return
+        trace = await self.app.tool("zcor_memory_trace", {"id": base.id})
+        if trace is None:
+            return
+        path = trace["path"]
+        above = path[-2] if len(path) > 1 else None
+        current = self.tree.cursor_item
+        self.tree.set_base(Item(above["id"], str(above.get("title", "")), child_count=1) if above else None,
+                           depth=len(path) - 2)
+        self.reveal(current.id if current is not None else base.id)
 
     # -- actions ----------------------------------------------------------------------------
 
@@ -325,6 +362,13 @@ class BrowseScreen(ZcorScreen):
                         f"{'child' if len(kids) == 1 else 'children'}: {shown}{more}. Move (m) or delete them "
                         f"first; zcord deletes only memories without children.",
                         title="Not deleted", severity="warning", timeout=15)
+            return
+        links = self.app.links_for(item.id)
+        if links:  # zcord refuses the delete: say so before asking
+            people = ", ".join(f"{invisible_marked(r['personId'])} ({one_line(r.get('name'), 20)})" for r in links[:5])
+            self.notify(f"{item.id} “{one_line(item.title, 30)}” is linked from {people}. Unlink it in "
+                        f"Relationships (4) first; zcord deletes only memories no relationship links to.",
+                        title="Not deleted", severity="warning", timeout=10)
             return
         neighbour = self._neighbour(item.id)
         if not await self.app.push_screen_wait(ConfirmDialog(

@@ -16,6 +16,7 @@ from textual.widgets import Button, Input, Label, Select, Static, Switch
 from zcord.client import ClientError, ToolError, for_operator
 
 from ..messages import MemoryChanged
+from ..widgets.field import Field
 from .base import ZcorScreen
 from .dialogs import PersonaForm
 
@@ -54,6 +55,7 @@ class ConfigScreen(ZcorScreen):
     def __init__(self) -> None:
         super().__init__()
         self.config: dict[str, Any] | None = None
+        self.unapplied = False
 
     def compose_body(self) -> ComposeResult:
         with VerticalScroll(id="config-body"):
@@ -61,7 +63,7 @@ class ConfigScreen(ZcorScreen):
             yield row("PERSONA.md", Static("", id="persona-state"),
                       Button("Edit (^e)", id="edit-persona", compact=True))
             yield Static("Auto-recall", classes="section")
-            yield row("Recall budget", Input("", id="budget", type="integer", compact=True),
+            yield row("Recall budget", Field("", id="budget", type="integer", compact=True),
                       hint="characters of the context header; 0 turns auto-recall off")
             yield row("Ranking", Select(RANKINGS, id="ranking", allow_blank=False, compact=True),
                       hint="how recall and search order memories")
@@ -71,9 +73,9 @@ class ConfigScreen(ZcorScreen):
                       hint="the header starts with each speaker's relationship (needs relationships on)")
             yield Static("LLM provider (zcor_memory_search and zcor chat)", classes="section")
             yield row("Protocol", Select(PROTOCOLS, id="protocol", allow_blank=False, compact=True))
-            yield row("Base URL", Input("", id="base-url", compact=True))
-            yield row("Model", Input("", id="model", compact=True, placeholder="empty: not configured"))
-            yield row("Timeout", Input("", id="timeout", type="number", compact=True), hint="seconds per request")
+            yield row("Base URL", Field("", id="base-url", compact=True))
+            yield row("Model", Field("", id="model", compact=True, placeholder="empty: not configured"))
+            yield row("Timeout", Field("", id="timeout", type="number", compact=True), hint="seconds per request")
             yield row("API key", Static("", id="api-key"))
             with Horizontal(id="config-buttons"):
                 yield Button("Apply (^s)", id="apply", variant="primary", compact=True)
@@ -85,7 +87,31 @@ class ConfigScreen(ZcorScreen):
         self.fetch()
 
     def on_screen_resume(self) -> None:
-        self.query_one("#budget", Input).focus()  # the first field: typing goes into the form
+        # the form, not a field: a screen-number key pressed on arrival switches screens
+        # instead of being typed into the budget (Tab or a click enters the fields)
+        self.query_one("#config-body").focus()
+
+    UNAPPLIED = "Changed, not applied: ^s applies · ^z reverts to zcord's values."
+
+    @on(Input.Changed)
+    @on(Switch.Changed)
+    @on(Select.Changed)
+    def _edited(self) -> None:
+        """Mark the form changed and unapplied as soon as a field differs from zcord's value
+        (an "Applied …" line from before must not stand under new, unsaved values)."""
+        if self.config is None:
+            return
+        note = self.query_one("#config-note", Static)
+        try:
+            changed = bool(self.patch())
+        except ValueError:
+            changed = True
+        if changed:
+            note.update(Text(self.UNAPPLIED, style="bold yellow"))
+            self.unapplied = True
+        elif self.unapplied:
+            note.update("")
+            self.unapplied = False
 
     @work(exclusive=True, group="config")
     async def fetch(self) -> None:
@@ -190,6 +216,7 @@ class ConfigScreen(ZcorScreen):
     def action_revert(self) -> None:
         if self.config is not None:
             self.show(self.config)
+            self.unapplied = False
             self.query_one("#config-note", Static).update(Text("Reverted to zcord's values.", style="dim"))
 
     @on(Button.Pressed, "#reload-files")
@@ -224,6 +251,7 @@ class ConfigScreen(ZcorScreen):
             note.update(Text(f"Not applied: {e}", style="bold red"))
             return
         self.show(config)
+        self.unapplied = False
         changed = ", ".join(k if k != "llm" else "provider" for k in patch)
         note.update(Text(f"Applied ({changed}); zcord uses the new values from now on.", style="green"))
         self.notify(f"Config applied: {changed}.")

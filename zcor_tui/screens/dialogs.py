@@ -22,7 +22,8 @@ from textual.widgets.option_list import Option
 
 from zcord.client import ClientError, ToolError, for_operator
 
-from ..format import one_line, split_keywords, split_terms
+from ..format import invisible_marked, one_line, plain, shown, split_keywords, split_terms
+from ..widgets.field import Field
 
 if TYPE_CHECKING:
     from ..app import ZcorApp
@@ -45,7 +46,7 @@ class ConfirmDialog(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="small"):
-            yield Static(self.question, id="dialog-question")
+            yield Static(shown(self.question), id="dialog-question", markup=False)
             with Horizontal(id="dialog-buttons"):
                 yield Button(f"{self.yes} (y)", variant="error", id="yes", compact=True)
                 yield Button("No (n)", id="no", compact=True)
@@ -74,8 +75,8 @@ class PromptDialog(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="small"):
-            yield Static(self.question, id="dialog-title")
-            yield Input(self.value, placeholder=self.placeholder, id="prompt")
+            yield Static(shown(self.question), id="dialog-title", markup=False)
+            yield Field(self.value, placeholder=self.placeholder, id="prompt")
 
     @on(Input.Submitted)
     def _submitted(self, event: Input.Submitted) -> None:
@@ -112,7 +113,7 @@ class FormDialog(ModalScreen[Any]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog", classes="compact-rows" if self.COMPACT else ""):
-            yield Static(self.form_title, id="dialog-title")
+            yield Static(shown(self.form_title), id="dialog-title", markup=False)
             with VerticalScroll(id="dialog-fields"):
                 yield from self.compose_fields()
             yield Static("", id="dialog-error")
@@ -160,7 +161,7 @@ class FormDialog(ModalScreen[Any]):
 
     def show_error(self, message: str, field: str | None = None) -> None:
         error = self.query_one("#dialog-error", Static)
-        error.update(Text(message, style="bold red"))
+        error.update(plain(message, style="bold red"))
         error.display = bool(message)
         target = self.FIELDS.get(field or "")
         if target:
@@ -211,12 +212,12 @@ class NodeForm(FormDialog):
 
     def compose_fields(self) -> ComposeResult:
         node = self.node or {}
-        yield field_row("Title", Input(node.get("title", ""), id="title", compact=True,
+        yield field_row("Title", Field(node.get("title", ""), id="title", compact=True,
                                        placeholder="required, at most 200 characters"))
         yield field_row("Content", TextArea(node.get("content", ""), id="content", compact=True, soft_wrap=True))
-        yield field_row("Keywords", Input(self.keywords_text, id="keywords", compact=True,
+        yield field_row("Keywords", Field(self.keywords_text, id="keywords", compact=True,
                                           placeholder="comma-separated; empty on create: from the title"))
-        yield field_row("Parent", Input(self.parent_id or "", id="parent", compact=True,
+        yield field_row("Parent", Field(self.parent_id or "", id="parent", compact=True,
                                         placeholder="a memory id; empty: a root"))
         yield field_row("Source", TextArea(node.get("sourceMessage") or "", id="source", compact=True,
                                            soft_wrap=True))
@@ -263,12 +264,12 @@ class MergeForm(FormDialog):
         self.ids, self.title_text, self.content_text = ids, title, content
 
     def compose_fields(self) -> ComposeResult:
-        yield field_row("Merge ids", Input(", ".join(self.ids), id="ids", compact=True,
+        yield field_row("Merge ids", Field(", ".join(self.ids), id="ids", compact=True,
                                            placeholder="two or more current memories"))
-        yield field_row("Title", Input(self.title_text, id="title", compact=True))
+        yield field_row("Title", Field(self.title_text, id="title", compact=True))
         yield field_row("Content", TextArea(self.content_text, id="content", compact=True, soft_wrap=True))
-        yield field_row("Keywords", Input("", id="keywords", compact=True, placeholder="empty: from the title"))
-        yield field_row("Reason", Input("", id="reason", compact=True, placeholder="why they are one memory"))
+        yield field_row("Keywords", Field("", id="keywords", compact=True, placeholder="empty: from the title"))
+        yield field_row("Reason", Field("", id="reason", compact=True, placeholder="why they are one memory"))
 
     def on_mount(self) -> None:
         self.query_one("#dialog-error").display = False
@@ -297,11 +298,11 @@ class SupersedeForm(FormDialog):
         self.ids, self.replacement = ids, replacement
 
     def compose_fields(self) -> ComposeResult:
-        yield field_row("Replace ids", Input(", ".join(self.ids), id="ids", compact=True))
+        yield field_row("Replace ids", Field(", ".join(self.ids), id="ids", compact=True))
         yield Horizontal(Label("By", classes="field-label"),
-                         Input(self.replacement, id="replacement", compact=True, placeholder="the replacing memory id"),
+                         Field(self.replacement, id="replacement", compact=True, placeholder="the replacing memory id"),
                          Button("Pick…", id="pick", compact=True), classes="field-row")
-        yield field_row("Reason", Input("", id="reason", compact=True, placeholder="why they are replaced"))
+        yield field_row("Reason", Field("", id="reason", compact=True, placeholder="why they are replaced"))
 
     def on_mount(self) -> None:
         self.query_one("#dialog-error").display = False
@@ -331,23 +332,24 @@ class RelationshipForm(FormDialog):
               "affinity": "affinity", "reason": "reason", "memoryNodeId": "node"}
 
     def __init__(self, submit: Submit, rel: dict[str, Any] | None = None):
-        super().__init__(f"Edit relationship {rel['personId']}" if rel else "New relationship", submit)
+        super().__init__(f"Edit relationship {invisible_marked(rel['personId'])}" if rel else "New relationship",
+                         submit)
         self.rel = rel
 
     def compose_fields(self) -> ComposeResult:
         rel = self.rel or {}
-        yield field_row("Person id", Input(rel.get("personId", ""), id="person", compact=True, disabled=bool(rel),
+        yield field_row("Person id", Field(rel.get("personId", ""), id="person", compact=True, disabled=bool(rel),
                                            placeholder="stable id, e.g. qq:12345"))
-        yield field_row("Name", Input(rel.get("name", ""), id="name", compact=True))
-        yield field_row("Aliases", Input(", ".join(rel.get("aliases") or []), id="aliases", compact=True,
+        yield field_row("Name", Field(rel.get("name", ""), id="name", compact=True))
+        yield field_row("Aliases", Field(", ".join(rel.get("aliases") or []), id="aliases", compact=True,
                                          placeholder="comma-separated"))
-        yield field_row("Relation", Input(rel.get("relationship", ""), id="relationship", compact=True,
+        yield field_row("Relation", Field(rel.get("relationship", ""), id="relationship", compact=True,
                                           placeholder="free text, e.g. classmate, close friend"))
-        yield field_row("Affinity", Input(str(rel.get("affinity", 0)), id="affinity", compact=True,
+        yield field_row("Affinity", Field(str(rel.get("affinity", 0)), id="affinity", compact=True,
                                           type="integer", placeholder="-100 … 100"))
-        yield field_row("Reason", Input(rel.get("reason", ""), id="reason", compact=True,
+        yield field_row("Reason", Field(rel.get("reason", ""), id="reason", compact=True,
                                         placeholder="the evidence for this affinity"))
-        yield field_row("Memory", Input(rel.get("memoryNodeId") or "", id="node", compact=True,
+        yield field_row("Memory", Field(rel.get("memoryNodeId") or "", id="node", compact=True,
                                         placeholder="linked person memory id (optional)"))
 
     def on_mount(self) -> None:
@@ -381,7 +383,7 @@ class SynonymForm(FormDialog):
         self.terms = terms or []
 
     def compose_fields(self) -> ComposeResult:
-        yield field_row("Terms", Input(", ".join(self.terms), id="terms", compact=True,
+        yield field_row("Terms", Field(", ".join(self.terms), id="terms", compact=True,
                                        placeholder="two or more, comma-separated: 猫, 猫咪, cat"))
         yield Static("Groups that share a term are one class: every term expands to all of them.",
                      classes="hint")
@@ -442,8 +444,8 @@ class NodePicker(ModalScreen[str | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Static(self.picker_title, id="dialog-title")
-            yield Input(placeholder="keywords in title or content (all must occur)", id="picker-query", compact=True)
+            yield Static(shown(self.picker_title), id="dialog-title", markup=False)
+            yield Field(placeholder="keywords in title or content (all must occur)", id="picker-query", compact=True)
             yield OptionList(id="picker-options")
             yield Static("Enter picks the highlighted entry · ↓ moves into the list · Esc cancels", classes="hint")
 

@@ -23,10 +23,10 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Checkbox, DataTable, Input, Select, Static
 
-from zcord.client import ClientError, describe_origin
+from zcord.client import ClientError
 
 from ..diff import change_view
-from ..format import change_targets, compact_json, when
+from ..format import cell, change_targets, compact_json, origin_text, plain, when
 from ..messages import MemoryChanged, NodeRequested
 from .base import ZcorScreen
 from .origin_revert import RevertOriginScreen
@@ -197,7 +197,7 @@ class HistoryScreen(ZcorScreen):
                               style="cyan")
             table.add_row(when(record.get("at"))[:19], Text(record.get("actor", ""),
                                                             style="magenta" if record.get("actor") == "model" else ""),
-                          record.get("tool", ""), change_targets(record), status, key=key)
+                          cell(record.get("tool", "")), Text(change_targets(record)), status, key=key)
         if keep is not None and str(keep) in self.records:
             table.move_cursor(row=table.get_row_index(str(keep)))
         summary = Text()
@@ -234,15 +234,15 @@ class HistoryScreen(ZcorScreen):
         head.add_row("Operation", Text.assemble((f"#{record['seq']} ", "dim"), (record.get("tool", ""), "bold cyan"),
                                                 ("  (recovered)" if record.get("recovered") else "", "yellow")))
         head.add_row("When", when(record.get("at")))
-        head.add_row("Actor", record.get("actor", ""))
-        origin = describe_origin(record.get("origin"))
+        head.add_row("Actor", Text(record.get("actor", "")))
+        origin = origin_text(record.get("origin"))
         if origin:
             head.add_row("Origin", Text(origin, style="yellow" if record["origin"].get("inferred") else ""))
         if record.get("status") == "ok":
             head.add_row("Status", Text("ok", style="green"))
         else:
             error = record.get("error") or {}
-            head.add_row("Status", Text(f"error {error.get('code', '')}: {error.get('message', '')}", style="red"))
+            head.add_row("Status", plain(f"error {error.get('code', '')}: {error.get('message', '')}", style="red"))
         head.add_row("Params", Text(compact_json(record.get("params") or {}, 2000)))
         if record.get("result"):
             head.add_row("Result", Text(compact_json(record["result"], 600)))

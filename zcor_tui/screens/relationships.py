@@ -15,14 +15,35 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Input, Static
 
-from zcord.client import ToolError, for_operator
+from zcord.client import ToolError, affinity_series, for_operator, sparkline
 
-from ..format import affinity_bar, one_line, split_keywords, when
+from ..format import (affinity_bar, invisible_marked, one_line, plain, shown, shown_id, split_keywords, when,
+                      when_short)
 from ..messages import MemoryChanged, NodeRequested
 from .base import ZcorScreen
 from .dialogs import ConfirmDialog, NodePicker, RelationshipForm
 
 PAGE_SIZE = 100
+
+
+def series_text(points: list[dict[str, Any]]) -> Text:
+    """`Affinity over time ▆▄▂` and one line per change: when, the value as a bar, who, why."""
+    out = Text()
+    out.append("Affinity over time ", style="bold")
+    if not points:
+        out.append("(no change in the history)", style="dim")
+        return out
+    out.append(sparkline([p["affinity"] for p in points]), style="cyan")
+    out.append(f"  {len(points)} change{'s' if len(points) != 1 else ''}, oldest first", style="dim")
+    for p in points:
+        out.append(f"\n{when_short(p.get('at'))}  ", style="dim")
+        if p.get("deleted"):
+            out.append("deleted", style="red")
+            continue
+        out.append_text(affinity_bar(p.get("affinity") or 0, half=5))
+        out.append(f"  {p.get('actor') or ''}  ", style="magenta" if p.get("actor") == "model" else "dim")
+        out.append(shown(p.get("reason") or "", lines=False))
+    return out
 
 
 class RelationshipsScreen(ZcorScreen):
@@ -58,10 +79,11 @@ class RelationshipsScreen(ZcorScreen):
         yield table
         with VerticalScroll(id="rel-scroll"):
             yield Static("", id="rel-detail")
+            yield Static("", id="rel-series")
 
     def on_mount(self) -> None:
         table = self.query_one("#rels", DataTable)
-        table.add_column("Person", key="person", width=12)
+        table.add_column("Person", key="person")  # as wide as the longest id: ids are never cut
         table.add_column("Name", key="name", width=10)
         table.add_column("Affinity", key="affinity", width=25)
         table.add_column("Relationship", key="relationship", width=18)
@@ -104,8 +126,8 @@ class RelationshipsScreen(ZcorScreen):
         for rel in page["items"]:
             self.rels[rel["personId"]] = rel
             node = rel.get("memoryNodeId")
-            table.add_row(Text(rel["personId"], style="cyan"), rel.get("name", ""),
-                          affinity_bar(rel.get("affinity", 0)), one_line(rel.get("relationship"), 60),
+            table.add_row(shown_id(rel["personId"]), Text(one_line(rel.get("name"), 60)),
+                          affinity_bar(rel.get("affinity", 0)), Text(one_line(rel.get("relationship"), 60)),
                           Text(node, style="cyan") if node else Text("—", style="dim"), key=rel["personId"])
         total = page["total"]
         summary = Text()
@@ -138,18 +160,33 @@ class RelationshipsScreen(ZcorScreen):
         grid = Table.grid(padding=(0, 1))
         grid.add_column(style="bold", no_wrap=True)
         grid.add_column(ratio=1)
-        grid.add_row("Person", Text(rel["personId"], style="cyan"))
-        grid.add_row("Name", rel.get("name", ""))
-        grid.add_row("Aliases", " · ".join(rel.get("aliases") or []) or Text("—", style="dim"))
-        grid.add_row("Relationship", rel.get("relationship", ""))
+        grid.add_row("Person", shown_id(rel["personId"]))
+        grid.add_row("Name", plain(rel.get("name", "")))
+        grid.add_row("Aliases", plain(" · ".join(rel.get("aliases") or [])) if rel.get("aliases")
+                     else Text("—", style="dim"))
+        grid.add_row("Relationship", plain(rel.get("relationship", "")))
         grid.add_row("Affinity", affinity_bar(rel.get("affinity", 0)))
-        grid.add_row("Reason", rel.get("reason", ""))
+        grid.add_row("Reason", plain(rel.get("reason", "")))
         node = rel.get("memoryNodeId")
         grid.add_row("Memory", Text(f"{node} (o opens it)", style="cyan") if node else Text("not linked (l links)",
                                                                                               style="dim"))
         grid.add_row("Updated", when(rel.get("updatedAt")))
         grid.add_row("Created", when(rel.get("createdAt")))
         self.query_one("#rel-detail", Static).update(grid)
+        self.load_series(rel["personId"], rel.get("updatedAt"))
+
+    @work(exclusive=True, group="rel-series")
+    async def load_series(self, person_id: str, updated: str | None) -> None:
+        """The person's affinity over time, from the change history, under the record."""
+        out = self.query_one("#rel-series", Static)
+        if getattr(self, "_series_for", None) != (person_id, updated):
+            out.update("")
+        await asyncio.sleep(0.1)  # the cursor is still moving: read only where it rests
+        versions = await self.app.rpc("history_versions", person_id, quiet=True)
+        if self.selected != person_id:
+            return
+        self._series_for = (person_id, updated)
+        out.update(series_text(affinity_series(versions or {})))
 
     def _current(self) -> dict[str, Any] | None:
         rel = self.rels.get(self.selected or "")
@@ -163,7 +200,7 @@ class RelationshipsScreen(ZcorScreen):
     def _after_write(self, result: dict[str, Any] | None) -> None:
         if result:
             self.selected = result["personId"]
-            self.notify(f"{'Created' if result.get('created') else 'Saved'} {result['personId']}.")
+            self.notify(f"{'Created' if result.get('created') else 'Saved'} {invisible_marked(result['personId'])}.")
 
     def action_new(self) -> None:
         self.app.push_screen(RelationshipForm(self._write), self._after_write)
@@ -179,11 +216,11 @@ class RelationshipsScreen(ZcorScreen):
         if rel is None:
             return
         if not await self.app.push_screen_wait(ConfirmDialog(
-                f"Delete the relationship {rel['personId']} ({rel.get('name', '')})?\nThe history keeps a copy.",
+                f"Delete the relationship {invisible_marked(rel['personId'])} ({rel.get('name', '')})?\nThe history keeps a copy.",
                 yes="Delete")):
             return
         if await self.app.tool("zcor_relationship_delete", {"personId": rel["personId"]}):
-            self.notify(f"Deleted {rel['personId']}.")
+            self.notify(f"Deleted {invisible_marked(rel['personId'])}.")
 
     def _keep_fields(self, rel: dict[str, Any]) -> dict[str, Any]:
         return {k: rel[k] for k in ("personId", "name", "relationship", "affinity", "reason")}
@@ -193,12 +230,12 @@ class RelationshipsScreen(ZcorScreen):
         rel = self._current()
         if rel is None:
             return
-        node_id = await self.app.push_screen_wait(NodePicker(f"Link {rel['personId']} ({rel.get('name', '')}) to…"))
+        node_id = await self.app.push_screen_wait(NodePicker(f"Link {invisible_marked(rel['personId'])} ({rel.get('name', '')}) to…"))
         if not node_id:
             return
         result = await self.app.tool("zcor_relationship_write", {**self._keep_fields(rel), "memoryNodeId": node_id})
         if result:
-            self.notify(f"{rel['personId']} is linked to {node_id}.")
+            self.notify(f"{invisible_marked(rel['personId'])} is linked to {node_id}.")
 
     @work(exclusive=True, group="action")
     async def action_unlink(self) -> None:
@@ -206,10 +243,10 @@ class RelationshipsScreen(ZcorScreen):
         if rel is None:
             return
         if not rel.get("memoryNodeId"):
-            self.notify(f"{rel['personId']} is not linked to a memory.", severity="warning")
+            self.notify(f"{invisible_marked(rel['personId'])} is not linked to a memory.", severity="warning")
             return
         if await self.app.tool("zcor_relationship_write", {**self._keep_fields(rel), "memoryNodeId": None}):
-            self.notify(f"{rel['personId']} is no longer linked to {rel['memoryNodeId']}.")
+            self.notify(f"{invisible_marked(rel['personId'])} is no longer linked to {rel['memoryNodeId']}.")
 
     def action_open(self) -> None:
         rel = self._current()
@@ -218,7 +255,7 @@ class RelationshipsScreen(ZcorScreen):
         if rel.get("memoryNodeId"):
             self.post_message(NodeRequested(rel["memoryNodeId"]))
         else:
-            self.notify(f"{rel['personId']} is not linked to a memory.", severity="warning")
+            self.notify(f"{invisible_marked(rel['personId'])} is not linked to a memory.", severity="warning")
 
     def action_page(self, step: int) -> None:
         if step > 0 and self.next_offset is not None:
@@ -231,7 +268,7 @@ class RelationshipsScreen(ZcorScreen):
         rel = self.rels.get(self.selected or "")
         if rel is None:
             return
-        pid = rel["personId"]
+        pid = invisible_marked(rel["personId"])
         yield SystemCommand(f"Edit relationship {pid}", rel.get("name", ""), self.action_edit)
         yield SystemCommand(f"Delete relationship {pid}", rel.get("name", ""), self.action_delete)
         yield SystemCommand(f"Link {pid} to a memory", "Pick the person memory", self.action_link)

@@ -23,7 +23,7 @@ from textual.widgets import Button, Static
 from zcord.client import ClientError, ToolError
 
 from ..diff import change_view, changed_fields
-from ..format import plural, when
+from ..format import plural, shown, when
 
 if TYPE_CHECKING:
     from ..app import ZcorApp
@@ -36,8 +36,8 @@ def conflict_text(conflicts: list[dict[str, Any]]) -> Text:
         if n:
             out.append("\n")
         out.append("• ", style="bold red")
-        out.append(c.get("target") or "the Memory", style="bold")
-        out.append(f": {c.get('problem', '')}")
+        out.append(shown(c.get("target") or "the Memory", lines=False), style="bold")
+        out.append(shown(f": {c.get('problem', '')}"))
         if c.get("fields"):
             out.append(f" ({', '.join(c['fields'])})", style="yellow")
         if c.get("forceable") is False:
@@ -52,7 +52,7 @@ def change_line(change: dict[str, Any]) -> Text:
     out = Text("• ", style="dim")
     out.append(kind, style="bold red" if kind.endswith(".delete") else "bold cyan")
     if change.get("target"):
-        out.append(f" · {change['target']}", style="bold")
+        out.append(shown(f" · {change['target']}", lines=False), style="bold")
     if kind.endswith(".delete"):
         out.append(" — removed", style="red")
     elif kind.endswith(".create") and before is None:
@@ -66,7 +66,7 @@ def restore_note(change: dict[str, Any]) -> Text:
     """What undoing a restore does to the whole Memory, in counts."""
     before, after = change.get("before") or {}, change.get("after") or {}
     note = Text("The whole Memory is replaced by the backup ", style="bold yellow")
-    note.append(str(after.get("restoredFrom", "?")), style="bold")
+    note.append(shown(after.get("restoredFrom", "?"), lines=False), style="bold")
     note.append(f": {after.get('nodes', '?')} memories, {after.get('relationships', '?')} relationships, important "
                 f"{', '.join(after.get('important') or []) or 'none'} (now {before.get('nodes', '?')}, "
                 f"{before.get('relationships', '?')}, {', '.join(before.get('important') or []) or 'none'}). "
@@ -179,8 +179,16 @@ class RevertScreen(ModalScreen[dict[str, Any] | None]):
 
     def _set_buttons(self) -> None:
         self.query_one("#confirm", Button).disabled = self.busy or not self.clean
-        self.query_one("#force", Button).disabled = self.busy or not (
+        force = self.query_one("#force", Button)
+        force.disabled = self.busy or not (
             self.forced_possible and self.forced_preview is not None and self.forced_preview.get("ok"))
+        force.display = self.forced_possible  # offered only when there is a conflict force can write over
+        self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "revert" and parameters == (True,) and not self.forced_possible:
+            return False  # no Force in the footer either
+        return super().check_action(action, parameters)
 
     def _show_preview(self) -> None:
         self._set_buttons()

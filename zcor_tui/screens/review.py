@@ -19,10 +19,10 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
-from zcord.client import ClientError, ToolError, describe_origin
+from zcord.client import ClientError, ToolError
 
 from ..diff import change_view
-from ..format import change_targets, plural, when
+from ..format import change_targets, origin_text, plural, when
 from ..messages import MemoryChanged
 from .base import ZcorScreen
 from .revert import RevertScreen
@@ -39,7 +39,7 @@ class RejectScreen(RevertScreen):
         title = Text(f"Reject held operation #{self.seq}")
         if self.record.get("tool"):
             title.append(f" · {self.record['tool']}", style="bold cyan")
-        origin = describe_origin(self.record.get("origin"))
+        origin = origin_text(self.record.get("origin"))
         if origin:
             title.append(f" {origin}", style="yellow")
         return title
@@ -108,7 +108,7 @@ class ReviewScreen(ZcorScreen):
             key = str(item["seq"])
             self.items[key] = item
             table.add_row(f"#{item['seq']}", when(item.get("at"))[:19], item.get("tool", ""), change_targets(item),
-                          Text(describe_origin(item.get("origin")), style="yellow"), key=key)
+                          Text(origin_text(item.get("origin")), style="yellow"), key=key)
         if keep in self.items:
             table.move_cursor(row=table.get_row_index(keep))
         total = listing["total"]
@@ -141,7 +141,7 @@ class ReviewScreen(ZcorScreen):
         head.add_column(ratio=1)
         head.add_row("Operation", Text.assemble((f"#{item['seq']} ", "dim"), (item.get("tool", ""), "bold cyan")))
         head.add_row("When", when(item.get("at")))
-        head.add_row("Origin", Text(describe_origin(item.get("origin")) or "unknown", style="yellow"))
+        head.add_row("Origin", Text(origin_text(item.get("origin")) or "unknown", style="yellow"))
         parts: list[RenderableType] = [head]
         for change in item.get("changes") or ():
             parts.append(Text(""))

@@ -18,7 +18,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Input, Static
 
-from ..format import one_line
+from ..format import one_line, plain, shown
 from ..messages import MemoryChanged
 from .base import ZcorScreen
 from .dialogs import ConfirmDialog, SynonymForm
@@ -90,15 +90,15 @@ class SynonymsScreen(ZcorScreen):
         table = self.query_one("#groups", DataTable)
         keep = self.selected
         table.clear()
-        shown = 0
+        matching = 0
         for index, terms in enumerate(self.groups):
             if needle and not any(needle in fold(t) for t in terms):
                 continue
-            shown += 1
-            table.add_row(Text(str(index), style="dim"), " · ".join(terms), key=str(index))
+            matching += 1
+            table.add_row(Text(str(index), style="dim"), plain(" · ".join(terms), lines=False), key=str(index))
         summary = Text(f"{len(self.groups):,} groups", style="bold")
         if needle:
-            summary.append(f" · {shown:,} match")
+            summary.append(f" · {matching:,} match")
         self.query_one("#syn-summary", Static).update(summary)
         if keep is not None and str(keep) in table.rows:
             table.move_cursor(row=table.get_row_index(str(keep)))
@@ -149,7 +149,7 @@ class SynonymsScreen(ZcorScreen):
             return
         terms = self.groups[index]
         if not await self.app.push_screen_wait(ConfirmDialog(
-                f"Remove synonym group {index}: {' · '.join(terms)}?", yes="Remove")):
+                f"Remove synonym group {index}: {shown(' · '.join(terms), lines=False)}?", yes="Remove")):
             return
         if await self.app.rpc("synonyms_set", index, None) is not None:
             self.selected = None
@@ -185,7 +185,7 @@ class SynonymsScreen(ZcorScreen):
         def terms(label: str, values: list[str]) -> Text:
             line = Text()
             line.append(f"{label}: ", style="bold")
-            line.append(" · ".join(values) if values else "—", style="" if values else "dim")
+            line.append(shown(" · ".join(values), lines=False) if values else "—", style="" if values else "dim")
             return line
 
         parts: list[RenderableType] = [
@@ -207,7 +207,7 @@ class SynonymsScreen(ZcorScreen):
             for m in hit.get("matches") or ():
                 via = f" ← {m['from']}" if m.get("from") and m["from"] != m["term"] else ""
                 weight = f" {m['weight']:g}" if m.get("weight") is not None else ""
-                line.append(f"\n    {m['term']}{via} ({m.get('where')}{weight})", style="dim")
+                line.append(shown(f"\n    {m['term']}{via} ({m.get('where')}{weight})"), style="dim")
             parts.append(line)
         header = ex.get("header") or ""
         budget_text = f"budget {budget:,} chars" if budget is not None else "budget"
@@ -215,13 +215,14 @@ class SynonymsScreen(ZcorScreen):
         if budget == 0:
             parts.append(Text("Auto-recall is off (budget 0).", style="dim italic"))
         else:
-            parts.append(Text(header or "(empty)", style="" if header else "dim"))
+            parts.append(plain(header or "(empty)", style="" if header else "dim"))
         return Group(*parts)
 
     def palette_commands(self) -> Iterable[SystemCommand]:
         yield SystemCommand("Add synonym group", "Two or more terms that mean the same", self.action_add)
         if self.selected is not None and 0 <= self.selected < len(self.groups):
-            yield SystemCommand(f"Edit synonym group {self.selected}", " · ".join(self.groups[self.selected]),
+            yield SystemCommand(f"Edit synonym group {self.selected}", shown(" · ".join(self.groups[self.selected]), lines=False),
                                 self.action_edit)
-            yield SystemCommand(f"Remove synonym group {self.selected}", " · ".join(self.groups[self.selected]),
+            yield SystemCommand(f"Remove synonym group {self.selected}",
+                                shown(" · ".join(self.groups[self.selected]), lines=False),
                                 self.action_remove)

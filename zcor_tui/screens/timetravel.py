@@ -21,6 +21,7 @@ from textual.widgets.tree import TreeNode
 
 from ..format import node_label, parse_instant, plural, when
 from ..widgets.node_detail import NodeDetail
+from ..widgets.field import Field
 
 if TYPE_CHECKING:
     from ..app import ZcorApp
@@ -87,7 +88,7 @@ class TimeTravelScreen(Screen[None]):
         yield Static(Text(" PAST · READ-ONLY · pick an instant to see the Memory as it was then ",
                           style="bold"), id="past-banner")
         with Horizontal(id="past-form", classes="form-bar"):
-            yield Input(self.initial, placeholder="2026-01-31 20:00 · 2026-01-31T20:00:00+08:00 · -2h · -3d",
+            yield Field(self.initial, placeholder="2026-01-31 20:00 · 2026-01-31T20:00:00+08:00 · -2h · -3d",
                         id="past-time")
         yield Static("", id="past-summary", classes="summary")
         with Horizontal(id="past-body"):

@@ -20,10 +20,9 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from zcord.client import describe_origin
 
 from ..diff import fields_diff, record_text
-from ..format import one_line, plural, when
+from ..format import one_line, origin_text, plural, when
 from ..messages import MemoryChanged
 from .dialogs import ConfirmDialog
 
@@ -58,11 +57,14 @@ class VersionsScreen(Screen[None]):
         self.base: int | None = None
         """changeId of the version marked as base, or None: the one before the highlighted."""
         self.side_by_side = False
+        self.follow_newest = False
+
+    def _head(self) -> Text:
+        return Text.assemble(("Versions of ", "bold"), (self.node_id, "bold cyan"),
+                             (f" “{one_line(self.node_title, 60)}”" if self.node_title else "", "bold"))
 
     def compose(self) -> ComposeResult:
-        head = Text.assemble(("Versions of ", "bold"), (self.node_id, "bold cyan"),
-                             (f" “{one_line(self.node_title, 60)}”" if self.node_title else "", "bold"))
-        yield Static(head, id="versions-title", classes="banner")
+        yield Static(self._head(), id="versions-title", classes="banner")
         yield Static("", id="versions-summary", classes="summary")
         table: DataTable[Any] = DataTable(id="versions", cursor_type="row", zebra_stripes=True)
         yield table
@@ -97,13 +99,15 @@ class VersionsScreen(Screen[None]):
                 Text(f"No versions of {self.node_id} could be read.", style="dim italic"))
             return
         self.items = result["items"]
+        self._retitle()
         if self.base is not None and not any(v["changeId"] == self.base for v in self.items):
             self.base = None
         self._fill()
 
     def _fill(self) -> None:
         table = self.query_one("#versions", DataTable)
-        keep = self.highlighted["changeId"] if self.highlighted else None
+        keep = self.highlighted["changeId"] if self.highlighted and not self.follow_newest else None
+        self.follow_newest = False
         table.clear()
         for n, v in enumerate(self.items):
             mark = Text()
@@ -114,7 +118,7 @@ class VersionsScreen(Screen[None]):
             kind = str(v.get("kind", ""))
             table.add_row(mark, when(v.get("at"))[:19],
                           Text(v.get("actor", ""), style="magenta" if v.get("actor") == "model" else ""),
-                          Text(kind, style="red" if kind.endswith(".delete") else ""), v.get("tool") or "",
+                          Text(kind, style="red" if kind.endswith(".delete") else ""), Text(v.get("tool") or ""),
                           f"#{v['seq']}" if v.get("seq") else "", key=str(v["changeId"]))
         if self.items:
             row = next((n for n, v in enumerate(self.items) if v["changeId"] == keep), len(self.items) - 1)
@@ -146,7 +150,7 @@ class VersionsScreen(Screen[None]):
         version = self.highlighted
         if version is not None:
             diff = self.render_diff(version)
-            origin = describe_origin(version.get("origin"))  # who caused it: "from qq:42 in qq:group:1"
+            origin = origin_text(version.get("origin"))  # who caused it: "from qq:42 in qq:group:1"
             self.query_one("#version-diff", Static).update(Group(Text(f"Origin: {origin}", style="yellow"), diff)
                                                            if origin else diff)
 
@@ -217,4 +221,12 @@ class VersionsScreen(Screen[None]):
             return
         self.notify(f"{self.node_id} is back to the version of change {version['changeId']}, "
                     f"recorded as operation #{result['seq']}.", title="Restored")
+        self.follow_newest = True  # the cursor goes to the new current version, not the restored row
         self.load()
+
+    def _retitle(self) -> None:
+        """The banner names the memory by its current title (a restore may have changed it)."""
+        record = self.items[-1].get("record") if self.items else None
+        if isinstance(record, dict) and record.get("title") and record["title"] != self.node_title:
+            self.node_title = record["title"]
+            self.query_one("#versions-title", Static).update(self._head())

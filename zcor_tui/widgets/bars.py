@@ -56,6 +56,7 @@ class StatusLine(Static):
             line.append("… connecting to zcord", style="bold")
         elif state == "unreachable":
             line.append("○ zcord not answering — retrying", style="bold")
+            line.append("  start it: zcor-tui --with-daemon, or systemctl start zcord (the service)", style="yellow")
         else:
             line.append("○ connection lost — reconnecting", style="bold")
         if status:

@@ -23,6 +23,13 @@ from ..format import node_label
 PAGE = 200
 MAX_INDENT = 6
 """Levels that indent; deeper memories line up with the sixth (the detail pane shows their path)."""
+DEEP = 40
+"""A memory deeper than this is shown in a tree that starts a few levels above it (`set_base`):
+Textual's Tree keeps, for every line, the list of nodes above it, so a path of 20,000 open
+levels would cost 20,000² steps and hundreds of MiB; this way opening a path costs about
+its length (one trace) whatever the depth."""
+LEVELS_ABOVE = 4
+"""Levels of the path shown above a deep memory (its parent, grandparent…)."""
 
 
 @dataclass
@@ -68,6 +75,35 @@ class MemoryTree(Tree[Any]):
         self.nodes_by_id: dict[str, TreeNode[Any]] = {}
         self.important: set[str] = set()
         self.marked: list[str] = []
+        self.base_depth = 0
+        """Levels above the tree's first lines (0: the tree starts at the roots)."""
+
+    # -- deep paths: the tree starts at an ancestor -----------------------------------------
+
+    @property
+    def base(self) -> Item | None:
+        """The memory whose children are the tree's top lines (None: the roots)."""
+        return self.root.data.item
+
+    def set_base(self, item: Item | None, depth: int = 0) -> None:
+        """Start the tree at `item` (`depth` levels below the roots), or at the roots (None).
+
+        The tree is emptied; the caller loads the new top level.
+        """
+        if (item.id if item else None) == (self.base.id if self.base else None):
+            return
+        self.clear()
+        self.nodes_by_id.clear()
+        self.root.data = Slot(item)
+        self.base_depth = depth if item else 0
+        self.show_root = item is not None
+        if item is not None:
+            label = Text(f"⋮ {depth:,} level{'s' if depth != 1 else ''} above · ", style="italic cyan")
+            label.append_text(self.label_for(item))
+            label.append("  (backspace: one level up · g: go to any id)", style="dim")
+            self.root.set_label(label)
+        else:
+            self.root.set_label("Memory")
 
     # -- deep trees: the indentation stops at MAX_INDENT levels ------------------------------
 
@@ -90,9 +126,21 @@ class MemoryTree(Tree[Any]):
 
     # -- labels -------------------------------------------------------------------------
 
-    def label_for(self, item: Item) -> Text:
+    def label_for(self, item: Item, width: int | None = None) -> Text:
         return node_label(item.id, item.title, superseded=item.superseded, important=item.id in self.important,
-                          marked=item.id in self.marked, child_count=item.child_count)
+                          marked=item.id in self.marked, child_count=item.child_count, width=width)
+
+    def render_label(self, node: TreeNode[Any], base_style: Style, style: Style) -> Text:
+        """The label cut to the tree's width at its title, so that the id is always whole."""
+        slot = node.data
+        if isinstance(slot, Slot) and slot.item is not None and node is not self.root and self.size.width:
+            levels = 1 if self.show_root else 0
+            parent = node.parent
+            while parent is not None and parent is not self.root and levels < MAX_INDENT:
+                levels += 1
+                parent = parent.parent
+            node._label = self.label_for(slot.item, self.size.width - levels * self.guide_depth - 3)
+        return super().render_label(node, base_style, style)
 
     def relabel(self) -> None:
         """Redraw every loaded label (after the important list or the marks changed)."""

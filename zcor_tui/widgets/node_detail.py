@@ -10,16 +10,18 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from ..format import SUPERSEDED_MARK, affinity_bar, one_line, when
+from ..format import SUPERSEDED_MARK, affinity_bar, one_line, plain, shown, shown_id, when
 
 MAX_CHILDREN_SHOWN = 12
+PATH_SHOWN = 10
+"""Steps of a path shown in full; a deeper one shows its first two and its last eight."""
 
 
 class NodeDetail(Static):
     """Path, title, keywords, times, children, links, content and source message of a memory."""
 
     def show_message(self, message: str) -> None:
-        self.update(Text(message, style="dim italic"))
+        self.update(plain(message, style="dim italic"))
 
     def show(self, node: dict[str, Any], trace: dict[str, Any] | None, links: list[dict[str, Any]]) -> None:
         head = Text()
@@ -27,7 +29,7 @@ class NodeDetail(Static):
         if node.get("important"):
             head.append("  ★ important", style="bold yellow")
         if node.get("supersededBy"):
-            head.append(f"  {SUPERSEDED_MARK}superseded by {node['supersededBy']}", style="bold red")
+            head.append(shown(f"  {SUPERSEDED_MARK}superseded by {node['supersededBy']}"), style="bold red")
         parts: list[Any] = [head]
 
         if trace and trace.get("path"):
@@ -35,6 +37,9 @@ class NodeDetail(Static):
             path = Text("", style="dim")
             if len(steps) > 1:
                 path.append(f"level {len(steps)}: ", style="italic")
+            if len(steps) > PATH_SHOWN:  # a deep path: its ends, and how many levels between
+                skipped = len(steps) - PATH_SHOWN
+                steps = [*steps[:2], {"id": "", "title": f"… {skipped:,} levels …"}, *steps[-(PATH_SHOWN - 2):]]
             for n, step in enumerate(steps):
                 if n:
                     path.append(" › ", style="dim")
@@ -47,11 +52,11 @@ class NodeDetail(Static):
         grid = Table.grid(padding=(0, 1))
         grid.add_column(style="bold", no_wrap=True)
         grid.add_column(ratio=1)
-        grid.add_row("Title", Text(node.get("title", "")))
+        grid.add_row("Title", plain(node.get("title", "")))
         keywords = node.get("keywords") or []
-        grid.add_row("Keywords", Text(" · ".join(keywords) if keywords else "—"))
+        grid.add_row("Keywords", plain(" · ".join(keywords) if keywords else "—"))
         if node.get("parentId"):
-            grid.add_row("Parent", Text(f"{node['parentId']} {node.get('parentTitle') or ''}".rstrip()))
+            grid.add_row("Parent", plain(f"{node['parentId']} {one_line(node.get('parentTitle'))}".rstrip()))
         else:
             grid.add_row("Parent", Text("— (a root)", style="dim"))
         children = (trace or {}).get("children") or []
@@ -74,21 +79,21 @@ class NodeDetail(Static):
         grid.add_row("Created", when(node.get("createdAt")))
         grid.add_row("Updated", when(node.get("updatedAt")))
         if node.get("supersededBy"):
-            grid.add_row("Superseded", Text(f"by {node['supersededBy']}: {node.get('supersedeReason') or ''}",
-                                             style="red"))
+            grid.add_row("Superseded", plain(f"by {node['supersededBy']}: {node.get('supersedeReason') or ''}",
+                                              style="red"))
         if links:
             people = Text()
             for n, rel in enumerate(links):
                 if n:
                     people.append("\n")
-                people.append(f"{rel['personId']} ", style="cyan")
-                people.append(f"{rel.get('name', '')} ")
+                people.append_text(shown_id(rel["personId"]))
+                people.append(f" {one_line(rel.get('name'), 60)} ")
                 people.append_text(affinity_bar(rel.get("affinity", 0), half=5))
             grid.add_row("People", people)
         parts.append(grid)
         parts.append(Rule("content", style="dim", align="left"))
-        parts.append(Text(node.get("content") or "(empty)", style="" if node.get("content") else "dim"))
+        parts.append(plain(node.get("content") or "(empty)", style="" if node.get("content") else "dim"))
         parts.append(Rule("source message", style="dim", align="left"))
         source = node.get("sourceMessage")
-        parts.append(Text(source if source else "(none)", style="" if source else "dim"))
+        parts.append(plain(source if source else "(none)", style="" if source else "dim"))
         self.update(Group(*parts))

@@ -15,6 +15,7 @@ from typing import TextIO
 
 from .bot import Conversation, MemoryBot, ToolUse
 from ..transport.client import ClientError, RpcError
+from ..transport.shown import shown
 from ..core.config import Config, ConfigFile, LlmConfig, api_key_for
 from ..core.errors import ZcorError
 from ..retrieval.llm import Provider
@@ -66,12 +67,12 @@ def run(bot: MemoryBot, provider: Provider | None, out: TextIO, inp: TextIO, sen
             if text.strip() == "/help":
                 out.write(HELP + "\n")
             elif text.strip() == "/prefix":
-                out.write(bot.prefix() + "\n")
+                out.write(shown(bot.prefix()) + "\n")
             elif text.strip() == "/recall":
-                out.write((bot.context_header() or "(nothing recalled for this session yet)") + "\n")
+                out.write(shown(bot.context_header() or "(nothing recalled for this session yet)") + "\n")
             elif text.strip() == "/tools":
                 for tool in bot.tools():
-                    out.write(f"  {tool['name']}: {tool['description']}\n")
+                    out.write(shown(f"  {tool['name']}: {tool['description']}") + "\n")
             elif conv is None:
                 out.write(NOT_CONFIGURED + "\n")
             else:
@@ -79,23 +80,23 @@ def run(bot: MemoryBot, provider: Provider | None, out: TextIO, inp: TextIO, sen
 
                 def show(use: ToolUse) -> None:
                     mark = "·" if use.ok else "✗"
-                    out.write(("\n" if midline[0] else "") + f"  {mark} {use.name}: {use.summary}\n")
+                    out.write(("\n" if midline[0] else "") + shown(f"  {mark} {use.name}: {use.summary}") + "\n")
                     midline[0] = False
                     out.flush()
 
                 def stream(piece: str) -> None:
-                    out.write(piece)
+                    out.write(shown(piece))
                     midline[0] = not piece.endswith("\n")
                     out.flush()
 
                 answer = conv.handle([{"text": text, "origin": "external", "senderKey": sender,
                                        "source": bot.session}], on_tool=show,
                                      on_text=stream if streaming else None)
-                out.write(("" if streaming else answer) + "\n")
+                out.write(("" if streaming else shown(answer)) + "\n")
         except ZcorError as e:
-            out.write(f"[error] {e.message}\n")
+            out.write(shown(f"[error] {e.message}") + "\n")
         except ClientError as e:
-            out.write(f"[error] {e}\n")
+            out.write(shown(f"[error] {e}") + "\n")
         out.flush()
 
 
