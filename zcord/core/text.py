@@ -210,6 +210,7 @@ def add_user_words(words: Iterable[str]) -> None:
             added = True
     if added:
         analyse_cached.cache_clear()  # a new word can change how known texts are cut
+        cut_bounds.cache_clear()
 
 
 def _all_cjk(word: str) -> bool:
@@ -299,8 +300,13 @@ def analyse(text: str, guess: bool = True, hmm: bool = True) -> tuple[list[str],
         while j < n and len(tokens[j]) == 1 and tokens[j] != " " and _CJK_CHAR.match(tokens[j]):
             j += 1
         stretch = "".join(tokens[k:j])
+        names = _unknown_names(tokens, k, j)
         for kk in range(k, j):
             ch = tokens[kk]
+            if kk in names:
+                if guess and names[kk]:
+                    found.append((pos + kk - k, names[kk]))
+                continue
             if ch not in SINGLE_STOP:
                 singles[ch] = None
             if guess:
@@ -314,6 +320,38 @@ def analyse(text: str, guess: bool = True, hmm: bool = True) -> tuple[list[str],
         k = j
     found.sort(key=lambda pw: pw[0])
     return list(dict.fromkeys(w for _, w in found)), list(singles)
+
+
+def _unknown_names(tokens: list[str], k: int, j: int) -> dict[int, str]:
+    """The lone characters of tokens[k:j] that spell a full name the dictionary does not
+    know: a surname followed by two lone characters that are neither particles nor common
+    verbs (陈/奕/迅 in 陈奕迅的新歌). Maps each one's index to the name at its first
+    character ("" for the others). A bare surname is no topic: 陈 must not find 陈姐."""
+    out: dict[int, str] = {}
+    kk = k
+    while kk + 2 < j:
+        a, b, c = tokens[kk], tokens[kk + 1], tokens[kk + 2]
+        if a in SURNAMES and b not in SINGLE_STOP and c not in SINGLE_STOP \
+                and b not in _FUNCTION_CHARS and c not in _FUNCTION_CHARS:
+            out[kk], out[kk + 1], out[kk + 2] = a + b + c, "", ""
+            kk += 3
+        else:
+            kk += 1
+    return out
+
+
+@functools.lru_cache(maxsize=1024)
+def cut_bounds(text: str) -> frozenset[int]:
+    """The positions in text where jieba's dictionary cut (as `analyse` makes it) puts a word
+    edge: a CJK synonym term found inside the text counts only from edge to edge, never as
+    part of a longer word (宠物 inside 宠物医院, 茶 inside 茶叶蛋)."""
+    masked = _NON_CJK.sub(lambda m: " " * len(m.group()), text)
+    bounds = {0}
+    pos = 0
+    for w in tokenizer().lcut(masked, HMM=False) if masked.strip() else ():
+        pos += len(w)
+        bounds.add(pos)
+    return frozenset(bounds)
 
 
 @functools.lru_cache(maxsize=4096)

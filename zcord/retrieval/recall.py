@@ -16,7 +16,8 @@ from ..core.state import MemoryState
 from .ranking import (LIGHT_WEIGHT, MESSAGE_HMM, RECENCY_DECAY, RECENCY_MIN, SINGLE_WEIGHT, SYNONYM_WEIGHT,
                       Ranking, Term)
 from .synonyms import Synonyms
-from ..core.text import add_user_words, analyse_cached, has_cjk, is_light, is_stopword, normalize, term_key, title_seq
+from .wordscan import WordScanner
+from ..core.text import add_user_words, analyse_cached, cut_bounds, has_cjk, is_light, is_stopword, normalize, term_key, title_seq
 
 RECALL_QUOTA = 10
 SEARCH_CANDIDATES = 20
@@ -89,6 +90,7 @@ class Retriever(Ranking):
         if self._tables_for is classes:
             return
         starts: dict[str, set[int]] = {}
+        cjk: set[str] = set()
         latin: dict[tuple[str, ...], str] = {}
         by_key: dict[str, frozenset[str]] = {}
         for term, cls in classes.of.items():
@@ -98,11 +100,12 @@ class Retriever(Ranking):
             by_key.setdefault(key, cls)
             if has_cjk(term):
                 starts.setdefault(term[0], set()).add(len(term))
+                cjk.add(term)
             else:
                 latin[tuple(key.split(" "))] = term
         self._starts = {ch: tuple(sorted(ls)) for ch, ls in starts.items()}
-        self._latin_terms = latin
-        self._latin_max = max((len(k) for k in latin), default=0)
+        self._cjk_terms = cjk
+        self._latin_scan = WordScanner(latin.items())
         self._class_by_key = by_key
         self._tables_for = classes
 
@@ -138,7 +141,7 @@ class Retriever(Ranking):
                 if weighted and is_stopword(word):
                     continue
                 seen[word] = max(seen.get(word, 0.0), w)
-            for term in self._terms_in(norm):
+            for term in self._terms_in(norm, words if weighted else None):
                 if weighted and is_stopword(term):
                     continue
                 found_all[term] = max(found_all.get(term, 0.0), w)
@@ -166,30 +169,30 @@ class Retriever(Ranking):
                     terms[key] = Term(key, t, word, weight, light or is_light(t), cls)
         return Words(segmented, found, expanded, list(terms.values()))
 
-    def _terms_in(self, norm: str) -> list[str]:
-        """Synonym terms found in the text, in order: CJK-bearing ones as substrings, others
-        as whole folded words in a row."""
-        terms = self.synonyms.classes.of
+    def _terms_in(self, norm: str, words: tuple[str, ...] | None = None) -> list[str]:
+        """Synonym terms found in the text, in order: CJK-bearing ones as substrings (given
+        the text's `words`, weighted mode, only those that are words of its cut or begin and
+        end at its word edges: never 宠物 inside 宠物医院), never inside a Latin word (tee in
+        volunteer); others as whole folded words in a row, found in one linear pass."""
+        terms = self._cjk_terms
         found: dict[str, None] = {}
         starts = self._starts
+        bounds = None
         for i, ch in enumerate(norm):
             lengths = starts.get(ch)
             if lengths is None:
                 continue
             for n in lengths:
                 piece = norm[i:i + n]
-                if len(piece) == n and piece in terms:
+                if len(piece) == n and piece in terms and piece not in found:
+                    if words is not None and piece not in words:
+                        if bounds is None:
+                            bounds = cut_bounds(norm)
+                        if i not in bounds or i + n not in bounds:
+                            continue
                     found[piece] = None
-        if self._latin_max:
-            seq = title_seq(norm)
-            for i in range(len(seq)):
-                for n in range(1, self._latin_max + 1):
-                    piece = seq[i:i + n]
-                    if len(piece) < n or None in piece:
-                        break
-                    term = self._latin_terms.get(piece)
-                    if term is not None:
-                        found[term] = None
+        if self._latin_scan:
+            self._latin_scan.scan(title_seq(norm), found)
         return list(found)
 
     def _mixed_keywords_in(self, norm: str) -> list[str]:

@@ -1,0 +1,111 @@
+"""Recall, round two (issue 25): the named relevance bugs, the linear multi-word synonym
+scan (issue 23 item 5), synonyms that never outweigh the word, English folding, Traditional
+and Simplified Chinese, and person scoping."""
+
+from __future__ import annotations
+
+import pytest
+
+from zcord.core.text import normalize, title_seq
+from zcord.retrieval import recall as recall_mod
+
+SESSION = "tg:private:7"
+
+
+def node(t, title: str, content: str = "details", keywords: list[str] | None = None,
+         parent: str | None = None) -> str:
+    args = {"title": title, "content": content, "keywords": keywords if keywords is not None else []}
+    if parent is not None:
+        args["parentId"] = parent
+    return t.write(**args)["id"]
+
+
+def recall(svc, *texts: str) -> list[str]:
+    return svc.recall(SESSION, [{"text": x, "origin": "external"} for x in texts])
+
+
+# -- the named bugs (issue 25 item 5) ------------------------------------------------------
+
+
+def test_bare_surname_character_is_no_topic(t, svc):
+    """陈奕迅的新歌好好听 once recalled 陈姐是部门领导 through the lone character 陈."""
+    node(t, "陈姐是部门领导")
+    singer = node(t, "陈奕迅演唱会门票")
+    assert recall(svc, "陈奕迅的新歌好好听") == [singer]
+    assert svc.recall_explain("陈奕迅的新歌好好听")["segmented"][0] == "陈奕迅"
+
+
+def test_lone_topic_characters_still_count(t, svc):
+    legs = node(t, "王小二摔伤了腿")
+    car = node(t, "车停在公司楼下")
+    assert recall(svc, "王小二的腿好了吗") == [legs]
+    assert recall(svc, "车坏了") == [car]  # a surname that is a word of its own still counts
+
+
+def test_no_match_across_the_message_boundary(t, svc):
+    """我今天喝了一大杯牛奶 + 茶叶蛋也吃了两个 once recalled 小林最爱喝奶茶: 茶 of 茶叶蛋 was taken
+    as the synonym term 茶. Messages are separate texts and a term inside a longer word is
+    no term."""
+    node(t, "小林最爱喝奶茶")
+    assert recall(svc, "我今天喝了一大杯牛奶", "茶叶蛋也吃了两个") == []
+    tea = node(t, "晚上不能喝茶")
+    assert recall(svc, "我今天喝了一大杯牛奶", "我想喝茶") == [tea]
+
+
+def test_part_of_a_dictionary_word_is_not_the_word(t, svc):
+    """宠物医院几点关门 once recalled memories keyed 宠物: the message's word is 宠物医院."""
+    node(t, "带猫去看病", keywords=["宠物"])
+    clinic = node(t, "小区门口的宠物医院")
+    assert recall(svc, "宠物医院几点关门") == [clinic]
+    assert "宠物" not in svc.recall_explain("宠物医院几点关门")["synonymTerms"]
+
+
+def test_synonym_terms_never_found_inside_latin_words(t, svc):
+    """`volunteer` once yielded `tee` (the T恤 group) and `community` yielded `ty`."""
+    node(t, "Bought a new tee for the trip")
+    node(t, "Says ty to everyone")
+    volunteer = node(t, "Volunteers at the food bank")
+    garden = node(t, "A community garden")
+    assert recall(svc, "I volunteer on weekends") == [volunteer]
+    assert recall(svc, "our community garden is nice") == [garden]
+    for text in ("I volunteer on weekends", "our community garden is nice"):
+        assert not {"tee", "ty"} & set(svc.recall_explain(text)["synonymTerms"])
+
+
+# -- the multi-word synonym scan is linear (issue 23 item 5) ----------------------------------
+
+
+class CountingSeq(tuple):
+    """A word sequence that counts every word read from it (by iteration or by slicing)."""
+
+    reads = 0
+
+    def __iter__(self):
+        for w in tuple.__iter__(self):
+            CountingSeq.reads += 1
+            yield w
+
+    def __getitem__(self, k):
+        out = tuple.__getitem__(self, k)
+        CountingSeq.reads += len(out) if isinstance(k, slice) else 1
+        return out
+
+
+@pytest.mark.parametrize("mode", ["seed", "weighted"])
+def test_multiword_synonym_scan_is_linear(t, svc, monkeypatch, mode):
+    svc.update_config({"recallRanking": mode})
+    long_term = " ".join(["a"] * 50)
+    t.synonyms_add(terms=[long_term, "tiny alphabet"])
+    t.synonyms_add(terms=["ice cream", "gelato"])
+    monkeypatch.setattr(recall_mod, "title_seq", lambda norm: CountingSeq(title_seq(norm)))
+    words = 20_000
+    CountingSeq.reads = 0
+    r = svc.sessions.retriever
+    found = r.words("a " * words, mode).synonym_terms
+    assert long_term in found
+    # the old scan read every word once per length up to 50 (about 50 × 25 reads a word)
+    assert CountingSeq.reads <= 2 * words
+    assert r._latin_scan.steps <= 3 * words
+    assert "ice cream" in r.words("we had ice cream and a a", mode).synonym_terms
+    assert r.words("ice and cream", mode).synonym_terms == []
+    assert r.words("a a a", mode).synonym_terms == []
