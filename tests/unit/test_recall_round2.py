@@ -109,3 +109,19 @@ def test_multiword_synonym_scan_is_linear(t, svc, monkeypatch, mode):
     assert "ice cream" in r.words("we had ice cream and a a", mode).synonym_terms
     assert r.words("ice and cream", mode).synonym_terms == []
     assert r.words("a a a", mode).synonym_terms == []
+
+
+# -- synonyms never outweigh the word (issue 25 item 3) -------------------------------------
+
+
+def test_synonym_never_outweighs_the_word(t, svc):
+    """`dogs` expands to `doggy`; found in one memory, it once scored 4.5 against the word
+    `dog`'s 1.0 (found in many) and put the doggy memory first."""
+    dogs = [node(t, f"Walks the dog on {day}") for day in ("Monday", "Tuesday", "Friday", "Sunday")]
+    for i in range(8):
+        node(t, f"Note {i} about something else")
+    daycare = node(t, "Doggy daycare downtown")
+    explain = svc.recall_explain("do you like dogs")
+    scores = {h["id"]: h["score"] for h in explain["hits"]}
+    assert set(scores) == {*dogs, daycare}
+    assert min(scores[d] for d in dogs) > scores[daycare]
