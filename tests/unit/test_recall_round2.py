@@ -125,3 +125,56 @@ def test_synonym_never_outweighs_the_word(t, svc):
     scores = {h["id"]: h["score"] for h in explain["hits"]}
     assert set(scores) == {*dogs, daycare}
     assert min(scores[d] for d in dogs) > scores[daycare]
+
+
+# -- English folding (issue 25 item 2): Snowball stems, irregular forms, stop words -----------
+
+
+@pytest.mark.parametrize("message,title", [
+    ("how was the travelling", "Loves to travel by train"),
+    ("where did she go on holiday", "Went to Lisbon for a holiday"),
+    ("what did he buy", "Bought a used kayak"),
+    ("how are the children", "Her child starts school in May"),
+    ("he ran a marathon", "Runs marathons every spring"),
+    ("any news from the studio", "Studio news: moved to Leeds"),
+])
+def test_english_forms_meet_in_weighted_mode(t, svc, message, title):
+    target = node(t, title)
+    node(t, "Unrelated note about taxes")
+    assert recall(svc, message) == [target]
+
+
+def test_irregular_forms_meet_through_keywords_too(t, svc):
+    target = node(t, "Kayak from the shop", keywords=["bought"])
+    assert recall(svc, "what did he buy") == [target]
+
+
+def test_seed_mode_keeps_its_folding(t, svc):
+    svc.update_config({"recallRanking": "seed"})
+    node(t, "Went to Lisbon for a holiday")
+    travel = node(t, "Loves to travel by train")
+    assert recall(svc, "did you go there") == []  # irregular forms stay apart in seed mode
+    assert recall(svc, "how was the travelling") == []  # travell ≠ travel
+    assert recall(svc, "travel plans") == [travel]
+
+
+def test_longing_does_not_become_long(t, svc):
+    node(t, "Long drive to the coast")
+    wanted = node(t, "Feels a longing for home")
+    assert recall(svc, "that longing again") == [wanted]
+
+
+def test_all_is_a_stop_word(t, svc):
+    node(t, "All-hands meeting on Friday")
+    node(t, "All the cats she has fostered")
+    assert recall(svc, "no worries at all") == []
+    assert "all" not in svc.recall_explain("no worries at all")["segmented"]
+
+
+def test_stems_follow_every_write(t, svc):
+    target = node(t, "Travelling to Japan")
+    assert recall(svc, "travel tips?") == [target]
+    t.write(id=target, title="Moving to Japan", content="x", keywords=[])
+    assert recall(svc, "travel tips?") == []
+    t.delete(id=target)
+    assert svc.state.title_stems.get("japan") is None and svc.state.title_stems.get("move") is None

@@ -19,7 +19,7 @@ import threading
 import unicodedata
 from collections.abc import Iterable
 
-from .lexicon import LIGHT_WORDS, NAME_PREFIXES, NAME_SUFFIXES, SINGLE_STOP, STOPWORDS, SURNAMES
+from .lexicon import IRREGULAR, LIGHT_WORDS, NAME_PREFIXES, NAME_SUFFIXES, SINGLE_STOP, STEM_KEEP, STOPWORDS, SURNAMES
 
 MIN_WORD_CHARS = 2
 # A user word's jieba frequency: high enough to win over overlapping dictionary words
@@ -169,6 +169,68 @@ def title_word_keys(seq: tuple[str | None, ...]) -> set[str]:
         keys.add(w)
         if not w.isalpha():
             keys.update(fold(p) for p in _ALPHA_PARTS.findall(w) if len(p) >= MIN_WORD_CHARS)
+    return keys
+
+
+# -- English stemming for weighted recall (Snowball English, irregular forms) ---------------
+
+RECALL_FOLDING_VERSION = 2
+"""Changes whenever what the retrieval indexes hold for a text changes (normalization,
+folding, stemming, the Traditional → Simplified table): indexes kept from an older version
+must be built again. 2: Snowball stems with irregular forms (weighted tables)."""
+
+_stemmer = None
+_stem_cache: dict[str, str] = {}
+
+
+def stem(word: str) -> str:
+    """Weighted recall's English folding of one normalized word: irregular forms to their
+    base (went → go, bought → buy, children → child), then the Snowball English stemmer
+    (travelling → travel, studies → studi, longer → longer); words of fewer than 3 ASCII
+    letters, other scripts, digits and the few words a stemmer would turn into another word
+    (longing, evening, news: `STEM_KEEP`) are kept as they are. Deterministic."""
+    out = _stem_cache.get(word)
+    if out is None:
+        global _stemmer
+        if _stemmer is None:
+            import snowballstemmer
+
+            _stemmer = snowballstemmer.stemmer("english")
+        base = IRREGULAR.get(word, word)
+        if base in STEM_KEEP or len(base) < 3 or not _ASCII_WORD.fullmatch(base):
+            out = base
+        else:
+            out = _stemmer.stemWord(base)
+        if len(_stem_cache) < 200_000:
+            _stem_cache[word] = out
+    return out
+
+
+def stem_key(term: str) -> str:
+    """`term_key` for weighted recall: a CJK-bearing term by its normalized text, any other
+    by its stemmed whole words joined by one space."""
+    norm = normalize(term).strip()
+    if has_cjk(norm):
+        return norm
+    return " ".join(stem(w) for w in latin_words(norm))
+
+
+@functools.lru_cache(maxsize=4096)
+def stem_seq(norm_title: str) -> tuple[str | None, ...]:
+    """`title_seq` with stems (weighted recall): the title's non-CJK words stemmed, in order."""
+    seq = tuple(None if cjk else stem(run) for cjk, run in runs(norm_title))
+    return seq if any(seq) else ()
+
+
+def stem_word_keys(seq: tuple[str | None, ...]) -> set[str]:
+    """`title_word_keys` for a stemmed word sequence (letter parts of mixed words stemmed)."""
+    keys: set[str] = set()
+    for w in seq:
+        if w is None or len(w) < MIN_WORD_CHARS:
+            continue
+        keys.add(w)
+        if not w.isalpha():
+            keys.update(stem(p) for p in _ALPHA_PARTS.findall(w) if len(p) >= MIN_WORD_CHARS)
     return keys
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.state import MemoryState
-from ..core.text import normalize, term_key
+from ..core.text import normalize, stem_key, term_key
 
 _ID_PARTS = re.compile(r"^(.*?)(\d*)$")
 
@@ -111,7 +111,7 @@ class Ranking:
         self.state.ensure_index()
         if mode == "weighted":
             if terms and isinstance(terms[0], str):
-                terms = [Term(term_key(t), normalize(t), normalize(t), 1.0, False, self.class_of(normalize(t)))
+                terms = [Term(stem_key(t), normalize(t), normalize(t), 1.0, False, self.class_of(normalize(t)))
                          for t in terms]
             return self._weighted(terms, keyword_equality, limit, explain, floor)
         keys = list(dict.fromkeys(k for k in (t.key if isinstance(t, Term) else term_key(t) for t in terms) if k))
@@ -148,9 +148,10 @@ class Ranking:
         return out
 
     def _df(self, key: str, keyword_equality: bool) -> int:
+        """How many current memories a weighted recall key hits."""
         st = self.state
-        t_ids = st.title_hits(key)
-        k_ids = st.keyword_ids.get(key) if keyword_equality else None
+        t_ids = st.stem_hits(key)
+        k_ids = st.keyword_stem_ids(key) if keyword_equality else None
         return len(t_ids) + (len(k_ids) - len(k_ids & t_ids) if k_ids else 0)
 
     def _synonyms_under_word(self, per_class: dict, keyword_equality: bool, n: int) -> None:
@@ -168,7 +169,7 @@ class Ranking:
                     continue
                 cap = own.get(t.source)
                 if cap is None:
-                    cap = own[t.source] = idf(n, self._df(term_key(t.source), keyword_equality))
+                    cap = own[t.source] = idf(n, self._df(stem_key(t.source), keyword_equality))
                 if value > cap * t.weight:
                     items[k] = (t, t_ids, k_ids, cap * t.weight, anchor)
 
@@ -190,15 +191,15 @@ class Ranking:
         # per term: title ids, keyword ids, value (idf × weight); grouped by class
         per_class: dict[frozenset[str], list[tuple[Term, Any, Any, float, bool]]] = {}
         for t in terms:
-            t_ids = st.title_hits(t.key)
-            k_ids = (st.keyword_ids.get(t.key) or empty) if keyword_equality else empty
+            t_ids = st.stem_hits(t.key)
+            k_ids = (st.keyword_stem_ids(t.key) or empty) if keyword_equality else empty
             df = len(t_ids) + (len(k_ids) - len(k_ids & t_ids) if k_ids else 0)
             if df == 0:
                 continue
             value = idf(n, df) * t.weight
             # a term that is some memory's whole title (a person's name) is never "common"
             anchor = not floor or (not t.light and (df <= COMMON_MIN_DF or idf(n, df) >= common
-                                                    or t.key in st.title_keys))
+                                                    or st.is_stem_title(t.key)))
             per_class.setdefault(t.cls, []).append((t, t_ids, k_ids, value, anchor))
         if not per_class:
             return []

@@ -17,7 +17,8 @@ from .ranking import (LIGHT_WEIGHT, MESSAGE_HMM, RECENCY_DECAY, RECENCY_MIN, SIN
                       Ranking, Term)
 from .synonyms import Synonyms
 from .wordscan import WordScanner
-from ..core.text import add_user_words, analyse_cached, cut_bounds, has_cjk, is_light, is_stopword, normalize, term_key, title_seq
+from ..core.text import (add_user_words, analyse_cached, cut_bounds, has_cjk, is_light, is_stopword, normalize,
+                         stem_key, term_key, title_seq)
 
 RECALL_QUOTA = 10
 SEARCH_CANDIDATES = 20
@@ -160,7 +161,7 @@ class Retriever(Ranking):
             for t in (word, *sorted(cls - {word})):
                 if t != word:
                     expanded.setdefault(t, word)
-                key = term_key(t)
+                key = stem_key(t) if weighted else term_key(t)
                 if not key:
                     continue
                 weight = w * (1.0 if t == word else SYNONYM_WEIGHT) * (LIGHT_WEIGHT if light else 1.0)
