@@ -178,3 +178,57 @@ def test_stems_follow_every_write(t, svc):
     assert recall(svc, "travel tips?") == []
     t.delete(id=target)
     assert svc.state.title_stems.get("japan") is None and svc.state.title_stems.get("move") is None
+
+
+# -- Traditional ↔ Simplified (issue 25 item 4) ------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["seed", "weighted"])
+def test_traditional_and_simplified_meet_both_ways(t, svc, mode):
+    svc.update_config({"recallRanking": mode})
+    hotpot = node(t, "周五去吃重庆火锅")
+    concert = node(t, "喜歡聽演唱會")
+    node(t, "周末去爬山")
+    assert recall(svc, "還想吃火鍋嗎") == [hotpot]
+    assert recall(svc, "喜欢演唱会吗") == [concert]
+    assert svc.state.nodes[concert].title == "喜歡聽演唱會"  # stored text is never changed
+
+
+def test_traditional_keywords_and_synonyms_fold(t, svc):
+    cat = node(t, "家里的小动物", keywords=["貓咪"])
+    t.synonyms_add(terms=["貓咪", "喵星人"])
+    assert recall(svc, "猫咪今天吃了吗") == [cat]
+    assert recall(svc, "喵星人怎么样") == [cat]
+
+
+def test_memory_query_folds_traditional(t, svc):
+    a = node(t, "买了新电脑", content="散熱很好")
+    b = node(t, "買了新手機", content="屏幕很大")
+    assert {n["id"] for n in t.query(keywords=["买了"])["items"]} == {a, b}
+    assert [n["id"] for n in t.query(keywords=["散热"])["items"]] == [a]
+    assert [n["id"] for n in t.query(keywords=["手機", "屏幕"])["items"]] == [b]
+
+
+def test_traditional_titles_derive_keywords_in_their_own_characters(t):
+    from zcord.core.text import derive_keywords
+    from zcord.core.text import fold_han
+    for title in ("喜歡聽演唱會", "週末去醫院體檢", "羽毛球館的會員卡"):
+        simplified = derive_keywords(fold_han(title))
+        assert len(simplified) >= 1
+        got = derive_keywords(title)
+        assert [fold_han(k) for k in got] == simplified  # cut as the Simplified title is
+        assert all(k in title for k in got)  # in the title's own characters
+
+
+def test_shipped_table_is_opencc_characters():
+    opencc = pytest.importorskip("opencc")
+    from pathlib import Path
+    from zcord.core.hanzi import SIMPLIFIED, TRADITIONAL
+    want = {}
+    for line in (Path(opencc.__file__).parent / "dictionary" / "TSCharacters.txt").read_text("utf-8").splitlines():
+        trad, _, simp = line.partition("\t")
+        first = simp.split(" ")[0]
+        if len(trad) == 1 and len(first) == 1 and first != trad:
+            want[trad] = first
+    assert dict(zip(TRADITIONAL, SIMPLIFIED)) == want
+    assert len(TRADITIONAL) == len(SIMPLIFIED) > 4000

@@ -12,7 +12,7 @@ from array import array
 from dataclasses import dataclass
 
 from .models import Node
-from .text import (_CJK_RUN, all_cjk, cjk_count, has_cjk, normalize, stem_key, stem_seq, stem_word_keys, term_key,
+from .text import (_CJK_RUN, all_cjk, cjk_count, has_cjk, match_form, stem_key, stem_seq, stem_word_keys, term_key,
                    title_seq, title_word_keys)
 
 
@@ -214,7 +214,7 @@ class RetrievalIndexes:
 
     def _index_node(self, node: Node) -> None:
         title = node.title
-        norm_title = normalize(title)
+        norm_title = match_form(title)
         if norm_title == title:
             norm_title = title  # one string object, not two
         if all_cjk(norm_title):  # the usual title of a Chinese Memory: no words, every character counts
@@ -407,7 +407,7 @@ class TextBlob:
         for node_id in chunk.ids:
             node = nodes[node_id]
             starts.append(pos)
-            piece = f"{normalize(node.title)}\x00{normalize(node.content)}\x01"
+            piece = f"{match_form(node.title)}\x00{match_form(node.content)}\x01"
             parts.append(piece)
             pos += len(piece)
         chunk.blob = "".join(parts)
@@ -477,7 +477,7 @@ def _keyword_forms(node: Node) -> tuple[tuple[str, ...], tuple[str, ...]]:
 def _keyword_form(keyword: str) -> tuple[str, str]:
     """A keyword's normalized form (the keyword itself when normalizing changes nothing) and
     its key; keywords repeat across a Memory, so they are worked out once."""
-    norm = normalize(keyword)
+    norm = match_form(keyword)
     if norm == keyword:
         norm = keyword
     key = term_key(norm)

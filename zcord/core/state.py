@@ -13,7 +13,7 @@ from typing import Any
 
 from .models import Change, Node, Relationship
 from .indexes import NodeIndex, Postings, RetrievalIndexes, TextBlob, _TextChunk
-from .text import normalize
+from .text import match_form, normalize
 
 
 @dataclass(slots=True)
@@ -312,7 +312,7 @@ class MemoryState(RetrievalIndexes, TextBlob):
             self.links.setdefault(rel.memory_node_id, set()).add(rel.person_id)
         for alias in rel.aliases:
             self.alias_ids.setdefault(normalize(alias), set()).add(rel.person_id)
-        self.pending_words.extend(normalize(w) for w in (rel.name, *rel.aliases))  # people's names stay whole
+        self.pending_words.extend(match_form(w) for w in (rel.name, *rel.aliases))  # people's names stay whole
 
     def _unlink(self, node_id: str, person_id: str) -> None:
         ids = self.links.get(node_id)

@@ -48,6 +48,29 @@ def normalize(text: str) -> str:
     return unicodedata.normalize("NFKC", text).casefold()
 
 
+_T2S: dict[int, int] | None = None
+
+
+def fold_han(text: str) -> str:
+    """Traditional Chinese characters folded to Simplified, one character for one (so every
+    position is kept): 喜歡 → 喜欢, 後來 → 后来. The table (zcord/core/hanzi.py) comes from
+    OpenCC's character dictionary; Simplified text is left as it is."""
+    if text.isascii():
+        return text
+    global _T2S
+    if _T2S is None:
+        from .hanzi import SIMPLIFIED, TRADITIONAL
+
+        _T2S = str.maketrans(TRADITIONAL, SIMPLIFIED)
+    return text.translate(_T2S)
+
+
+def match_form(text: str) -> str:
+    """The form recall and zcor_memory_query match text in: `normalize`, then Traditional
+    folded to Simplified (`fold_han`). Stored text is never changed."""
+    return fold_han(normalize(text))
+
+
 def has_cjk(text: str) -> bool:
     return _CJK_CHAR.search(text) is not None
 
@@ -145,8 +168,9 @@ def fold(word: str) -> str:
 
 def term_key(term: str) -> str:
     """How a term or keyword is compared: a CJK-bearing term by its normalized text (matched
-    as a substring of titles), any other by its folded whole words joined by one space."""
-    norm = normalize(term).strip()
+    as a substring of titles), any other by its folded whole words joined by one space.
+    Both in `match_form` (Traditional folded to Simplified)."""
+    norm = match_form(term).strip()
     if has_cjk(norm):
         return norm
     return " ".join(fold(w) for w in latin_words(norm))
@@ -174,10 +198,11 @@ def title_word_keys(seq: tuple[str | None, ...]) -> set[str]:
 
 # -- English stemming for weighted recall (Snowball English, irregular forms) ---------------
 
-RECALL_FOLDING_VERSION = 2
+RECALL_FOLDING_VERSION = 3
 """Changes whenever what the retrieval indexes hold for a text changes (normalization,
 folding, stemming, the Traditional → Simplified table): indexes kept from an older version
-must be built again. 2: Snowball stems with irregular forms (weighted tables)."""
+must be built again. 2: Snowball stems with irregular forms (weighted tables); 3: titles,
+keywords and the query text in `match_form` (Traditional folded to Simplified)."""
 
 _stemmer = None
 _stem_cache: dict[str, str] = {}
@@ -209,7 +234,7 @@ def stem(word: str) -> str:
 def stem_key(term: str) -> str:
     """`term_key` for weighted recall: a CJK-bearing term by its normalized text, any other
     by its stemmed whole words joined by one space."""
-    norm = normalize(term).strip()
+    norm = match_form(term).strip()
     if has_cjk(norm):
         return norm
     return " ".join(stem(w) for w in latin_words(norm))
@@ -448,8 +473,13 @@ def derive_keywords(title: str) -> list[str]:
     and chat filler, names kept whole, first occurrence kept."""
     seen: set[str] = set()
     keywords = []
-    for word in segment(unicodedata.normalize("NFKC", title)):
-        key = normalize(word)
+    text = unicodedata.normalize("NFKC", title)
+    folded = fold_han(text)  # jieba cuts Simplified best; the keywords keep the title's characters
+    for word in segment(folded):
+        if folded is not text:
+            at = folded.find(word)
+            word = text[at:at + len(word)]
+        key = match_form(word)
         if key in seen or is_stopword(key) or is_light(key) or (key.isdigit() and len(key) < 4):
             continue
         seen.add(key)

@@ -18,7 +18,7 @@ from .ranking import (LIGHT_WEIGHT, MESSAGE_HMM, RECENCY_DECAY, RECENCY_MIN, SIN
 from .synonyms import Synonyms
 from .wordscan import WordScanner
 from ..core.text import (add_user_words, analyse_cached, cut_bounds, has_cjk, is_light, is_stopword, normalize,
-                         stem_key, term_key, title_seq)
+                         stem_key, term_key, title_seq, fold_han, match_form)
 
 RECALL_QUOTA = 10
 SEARCH_CANDIDATES = 20
@@ -79,7 +79,7 @@ class Retriever(Ranking):
         st = self.state
         st.ensure_index()  # every node's keywords
         if self._taught_terms is not self.synonyms.classes:
-            add_user_words(self.synonyms.classes.of)
+            add_user_words(map(fold_han, self.synonyms.classes.of))
             self._taught_terms = self.synonyms.classes
         if st.pending_words:
             words, st.pending_words[:] = list(st.pending_words), []
@@ -100,6 +100,7 @@ class Retriever(Ranking):
                 continue
             by_key.setdefault(key, cls)
             if has_cjk(term):
+                term = fold_han(term)
                 starts.setdefault(term[0], set()).add(len(term))
                 cjk.add(term)
             else:
@@ -135,10 +136,10 @@ class Retriever(Ranking):
         singles: dict[str, float] = {}
         for i, text in enumerate(texts):
             w = max(RECENCY_MIN, RECENCY_DECAY ** (n - 1 - i)) if weighted else 1.0
-            norm = normalize(text)
+            norm = match_form(text)
             words, lone = analyse_cached(norm, weighted, MESSAGE_HMM)
             for word in [*words, *self._mixed_keywords_in(norm)]:
-                word = normalize(word)
+                word = match_form(word)
                 if weighted and is_stopword(word):
                     continue
                 seen[word] = max(seen.get(word, 0.0), w)
