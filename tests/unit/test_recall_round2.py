@@ -232,3 +232,65 @@ def test_shipped_table_is_opencc_characters():
             want[trad] = first
     assert dict(zip(TRADITIONAL, SIMPLIFIED)) == want
     assert len(TRADITIONAL) == len(SIMPLIFIED) > 4000
+
+
+# -- person scoping (issue 25 item 1) ----------------------------------------------------------
+
+
+def people(t):
+    james = node(t, "James")
+    john = node(t, "John")
+    game = node(t, "James created and released his first game", parent=james)
+    node(t, "James hosted a charity stream", parent=james)
+    apps = node(t, "John suggested developing mobile applications", parent=john)
+    node(t, "John hosted a coding meetup", parent=john)
+    return james, john, game, apps
+
+
+def test_named_persons_memories_rank_ahead(t, svc):
+    """`develop` alone once put John's fact first for a question about James."""
+    james, john, game, apps = people(t)
+    node(t, "Develops apps at work")  # equal evidence outside any person
+    ids = recall(svc, "What kind of games has James tried to develop?")
+    assert ids[0] == game
+    explain = svc.recall_explain("What kind of games has James tried to develop?")
+    top = explain["hits"][0]
+    assert top["id"] == game and top["person"] == {"id": james, "title": "James", "factor": 1.5}
+    assert "person" not in next(h for h in explain["hits"] if h["id"] == apps)
+
+
+def test_equal_evidence_goes_to_the_named_person(t, svc):
+    _james, _john, _game, apps = people(t)
+    hosted = recall(svc, "what did John host?")
+    assert hosted[0] == svc.state.children[_john][1]  # John's meetup before James's marathon
+    assert recall(svc, "does John develop things?")[0] == apps
+
+
+def test_relationship_alias_names_the_person(t, svc):
+    james, _john, game, _apps = people(t)
+    t.relationship_write(personId="tg:1", name="James Wu", relationship="friend", affinity=10,
+                         reason="met at uni", aliases=["Jimmy"], memoryNodeId=james)
+    node(t, "Released a photo book")
+    assert recall(svc, "what did Jimmy release?")[0] == game
+    assert recall(svc, "what did Wu release?") != [game]  # only the name, an alias or a first name
+
+
+def test_the_sender_names_the_person(t, svc):
+    james, _john, _game, _apps = people(t)
+    t.relationship_write(personId="tg:9", name="Jamie", relationship="friend", affinity=10,
+                         reason="x", memoryNodeId=james)
+    marathon = svc.state.children[james][1]
+    meetup = svc.state.children[_john][1]
+    plain = svc.recall(SESSION, [{"text": "who hosted something?", "origin": "external"}])
+    assert plain.index(meetup) < plain.index(marathon)  # newer first on equal evidence
+    said = svc.recall(SESSION, [{"text": "who hosted something?", "origin": "external", "senderKey": "tg:9"}])
+    assert said.index(marathon) < said.index(meetup)
+    explain = svc.recall_explain("who hosted something?", sender_key="tg:9")
+    assert next(h for h in explain["hits"] if h["id"] == marathon)["person"]["id"] == james
+
+
+def test_seed_mode_has_no_person_scoping(t, svc):
+    svc.update_config({"recallRanking": "seed"})
+    _james, _john, game, apps = people(t)
+    explain = svc.recall_explain("What kind of games has James tried to develop?")
+    assert all("person" not in h for h in explain["hits"])

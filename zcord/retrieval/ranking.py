@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.state import MemoryState
-from ..core.text import normalize, stem_key, term_key
+from ..core.text import has_cjk, latin_words, normalize, stem_key, term_key
 
 _ID_PARTS = re.compile(r"^(.*?)(\d*)$")
 
@@ -46,6 +46,7 @@ class Hit:
     id: str
     score: float
     terms: list[str]
+    person: str | None = None  # the named person node it lies under (weighted: PERSON_FACTOR applied)
 
 
 # Weighted ranking (SPEC §3.3 "weighted"): BM25 over titles and keywords, one title per
@@ -67,6 +68,8 @@ RERANK_POOL = 60
 DEFERRED_POOL = 1000        # candidates that common terms may still reorder
 SINGLE_WEIGHT = 0.5         # a lone CJK character (腿, 鸟) is a weak term
 MESSAGE_HMM = False         # jieba's guesses for unknown words in messages (keywords know them already)
+PERSON_FACTOR = 1.5         # a memory under a person node the batch names (or its sender's) counts this much more
+PERSON_SUBTREE = 5000       # at most this many memories under one named node are looked at
 
 
 def _fill(local: dict[str, float], t_ids, k_ids, value: float, only: set[str] | None) -> None:
@@ -102,18 +105,19 @@ class Ranking:
     class_of: Callable[[str], frozenset[str]]
 
     def hits(self, terms: list[str] | list[Term], keyword_equality: bool, limit: int | None = None,
-             explain: bool = False, mode: str = "seed", floor: bool = True) -> list[Hit]:
+             explain: bool = False, mode: str = "seed", floor: bool = True, people: list[str] = ()) -> list[Hit]:
         """Current nodes hit by the terms, best first.
 
         Seed: score = the number of distinct terms that hit the node (title or equal keyword),
-        ties by updatedAt desc, id asc. Weighted: see `_weighted`.
+        ties by updatedAt desc, id asc. Weighted: see `_weighted`; `people` (personIds of the
+        batch's speakers) name person nodes as the terms do.
         """
         self.state.ensure_index()
         if mode == "weighted":
             if terms and isinstance(terms[0], str):
                 terms = [Term(stem_key(t), normalize(t), normalize(t), 1.0, False, self.class_of(normalize(t)))
                          for t in terms]
-            return self._weighted(terms, keyword_equality, limit, explain, floor)
+            return self._weighted(terms, keyword_equality, limit, explain, floor, people)
         keys = list(dict.fromkeys(k for k in (t.key if isinstance(t, Term) else term_key(t) for t in terms) if k))
         return self._seed(keys, keyword_equality, limit, explain)
 
@@ -173,8 +177,58 @@ class Ranking:
                 if value > cap * t.weight:
                     items[k] = (t, t_ids, k_ids, cap * t.weight, anchor)
 
+    def named_people(self, terms: list[Term], people: list[str] = ()) -> dict[str, str]:
+        """The person nodes a batch names, each with the key of the term that named it ("" for
+        a speaker): a node whose
+        whole title is a term of the batch (`Caroline`, `小李`) and has memories under it, the
+        person node linked to a relationship whose name, an alias or a Latin name's first word
+        is a term, and the linked person node of each speaker (`people`: personIds)."""
+        st = self.state
+        keys = {t.key for t in terms if not t.light and t.key}
+        named: dict[str, str] = {}
+        for key in keys:
+            for i in (st.title_keys if has_cjk(key) else st.title_stem_keys).get(key) or ():
+                if st.children.get(i):
+                    named.setdefault(i, key)
+        rels = st.relationships
+        for node_id, pids in st.links.items():
+            if node_id in named:
+                continue
+            for pid in pids:
+                rel = rels.get(pid)
+                if rel is None:
+                    continue
+                names = [rel.name, *rel.aliases]
+                first = latin_words(normalize(rel.name))
+                if len(first) > 1:
+                    names.append(first[0])
+                hit = next((k for k in map(stem_key, names) if k in keys), None)
+                if hit is not None:
+                    named[node_id] = hit
+                    break
+        for pid in people:
+            rel = rels.get(pid)
+            if rel is not None and rel.memory_node_id is not None:
+                named.setdefault(rel.memory_node_id, "")
+        return {i: n for i, n in named.items() if i in st.nodes and st.nodes[i].superseded_by is None}
+
+    def _scoped(self, named: dict[str, str]) -> dict[str, str]:
+        """Memory id -> the named person node it lies under (at any depth; at most
+        PERSON_SUBTREE memories under each)."""
+        children = self.state.children
+        out: dict[str, str] = {}
+        for top in named:
+            todo = list(children.get(top, ()))
+            seen = 0
+            while todo and seen < PERSON_SUBTREE:
+                i = todo.pop()
+                seen += 1
+                out.setdefault(i, top)
+                todo.extend(children.get(i, ()))
+        return out
+
     def _weighted(self, terms: list[Term], keyword_equality: bool, limit: int | None, explain: bool,
-                  floor: bool) -> list[Hit]:
+                  floor: bool, people: list[str] = ()) -> list[Hit]:
         """BM25 over titles (and keywords): each term weighs by its rarity among current
         memories; a synonym class counts once per memory (its best term); a title shorter
         than average counts a little more. With `floor`, a memory must be hit by at least
@@ -249,6 +303,16 @@ class Ranking:
                         gain = v - old.get(i, 0.0)
                         if gain:
                             final[i] += gain * length_norm(i)
+        # memories under a person the batch names rank ahead of equal evidence elsewhere (their
+        # scores count PERSON_FACTOR times): a person's facts before their own node, whose
+        # summary the bot can read by the person's name
+        scoped: dict[str, str] = {}
+        if PERSON_FACTOR != 1.0:
+            named = self.named_people(terms, people)
+            if named:
+                scoped = {i: top for i, top in self._scoped(named).items() if i in final}
+                for i in scoped:
+                    final[i] *= PERSON_FACTOR
         pool_size = max(RERANK_POOL, (limit or 0) * 3)
         pool = heapq.nlargest(pool_size, final, key=final.__getitem__) if len(final) > pool_size else list(final)
         # context from the parents' titles, for the classes a memory is not hit by itself
@@ -309,6 +373,8 @@ class Ranking:
                             if best is not None:
                                 break
                     if best is not None:
-                        matched.append((best[0], best[1], round(best[2] * ln, 4)))
-            out.append(Hit(i, round(final[i], 4), matched))
+                        factor = PERSON_FACTOR if i in scoped and best[1] in ("title", "keyword", "title+keyword") \
+                            else 1.0
+                        matched.append((best[0], best[1], round(best[2] * ln * factor, 4)))
+            out.append(Hit(i, round(final[i], 4), matched, scoped.get(i)))
         return out

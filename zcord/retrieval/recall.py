@@ -13,8 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..core.errors import InvalidArgument
 from ..core.state import MemoryState
-from .ranking import (LIGHT_WEIGHT, MESSAGE_HMM, RECENCY_DECAY, RECENCY_MIN, SINGLE_WEIGHT, SYNONYM_WEIGHT,
-                      Ranking, Term)
+from .ranking import (LIGHT_WEIGHT, MESSAGE_HMM, PERSON_FACTOR, RECENCY_DECAY, RECENCY_MIN, SINGLE_WEIGHT,
+                      SYNONYM_WEIGHT, Ranking, Term)
 from .synonyms import Synonyms
 from .wordscan import WordScanner
 from ..core.text import (add_user_words, analyse_cached, cut_bounds, has_cjk, is_light, is_stopword, normalize,
@@ -237,7 +237,8 @@ class RecallSessions:
             return []
         r = self.retriever
         words = r.words(external, mode)
-        hits = r.hits(words.terms, keyword_equality=True, limit=RECALL_QUOTA, mode=mode)
+        hits = r.hits(words.terms, keyword_equality=True, limit=RECALL_QUOTA, mode=mode,
+                      people=self.senders[session])
         ids = [h.id for h in hits]
         self.sets[session] = ids
         return ids
@@ -249,7 +250,12 @@ class RecallSessions:
         sender key, whose relationship the header would show."""
         r = self.retriever
         words = r.words(text, mode)
-        hits = r.hits(words.terms, keyword_equality=True, limit=RECALL_QUOTA, explain=True, mode=mode)
+        speaking = []
+        if sender_key:
+            first = text[-1] if isinstance(text, list) else text
+            speaking = self.speakers([Event(text=first, origin="external", senderKey=sender_key)])
+        hits = r.hits(words.terms, keyword_equality=True, limit=RECALL_QUOTA, explain=True, mode=mode,
+                      people=speaking)
         st = r.state
         by_key = {t.key: t for t in words.terms}
         items = []
@@ -266,11 +272,11 @@ class RecallSessions:
                 if weight is not None:
                     match["weight"] = weight
                 matches.append(match)
-            items.append({"id": h.id, "title": node.title, "score": h.score, "matches": matches})
-        people = []
-        if senders and sender_key:
-            first = text[-1] if isinstance(text, list) else text
-            people = self.speakers([Event(text=first, origin="external", senderKey=sender_key)])
+            item = {"id": h.id, "title": node.title, "score": h.score, "matches": matches}
+            if h.person is not None:  # ranked ahead as a memory of a person the batch names
+                item["person"] = {"id": h.person, "title": st.nodes[h.person].title, "factor": PERSON_FACTOR}
+            items.append(item)
+        people = speaking if senders else []
         header, ids = render_header(st, [h.id for h in hits], budget, people)
         return {"ranking": mode, "segmented": words.segmented, "synonymTerms": words.synonym_terms,
                 "expanded": sorted(words.expanded), "hits": items, "senders": people, "header": header,
