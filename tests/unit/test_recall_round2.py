@@ -6,22 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from zcord.core.text import normalize, title_seq
+from tests.unit.test_recall_weighted import SESSION, node, recall
+from zcord.core.text import title_seq
 from zcord.retrieval import recall as recall_mod
-
-SESSION = "tg:private:7"
-
-
-def node(t, title: str, content: str = "details", keywords: list[str] | None = None,
-         parent: str | None = None) -> str:
-    args = {"title": title, "content": content, "keywords": keywords if keywords is not None else []}
-    if parent is not None:
-        args["parentId"] = parent
-    return t.write(**args)["id"]
-
-
-def recall(svc, *texts: str) -> list[str]:
-    return svc.recall(SESSION, [{"text": x, "origin": "external"} for x in texts])
 
 
 # -- the named bugs (issue 25 item 5) ------------------------------------------------------

@@ -303,15 +303,7 @@ class RetrievalIndexes:
         if not key:
             return frozenset()
         if not has_cjk(key):
-            words = key.split(" ")
-            postings = [self.title_words.get(w) for w in words]
-            if any(p is None for p in postings):
-                return frozenset()
-            smallest = min(postings, key=len)
-            if len(words) == 1:
-                return smallest  # the index's own set: callers must not change it
-            want = tuple(words)
-            return {i for i in smallest if _contains_run(self.index[i].title_seq, want)}
+            return self._word_run_hits(self.title_words, key, lambda i: self.index[i].title_seq)
         if len(key) == 1:
             return self.title_grams.get(key, frozenset())
         grams = [g for g in (key[i:i + 2] for i in range(len(key) - 1)) if has_cjk(g)]
@@ -324,20 +316,24 @@ class RetrievalIndexes:
             return smallest
         return {i for i in smallest if key in self.index[i].norm_title}
 
+    def _word_run_hits(self, table: Postings, key: str, seq_of) -> set[str] | frozenset[str]:
+        """Nodes whose title holds the words of a non-CJK key in a row (by `table`'s postings;
+        `seq_of(id)`: the title's words in the table's form)."""
+        words = key.split(" ")
+        postings = [table.get(w) for w in words]
+        if any(p is None for p in postings):
+            return frozenset()
+        smallest = min(postings, key=len)
+        if len(words) == 1:
+            return smallest  # the index's own set: callers must not change it
+        want = tuple(words)
+        return {i for i in smallest if _contains_run(seq_of(i), want)}
 
     def stem_hits(self, key: str) -> set[str] | frozenset[str]:
         """`title_hits` for a weighted recall key (`stem_key`): non-CJK words by their stems."""
         if not key or has_cjk(key):
             return self.title_hits(key)
-        words = key.split(" ")
-        postings = [self.title_stems.get(w) for w in words]
-        if any(p is None for p in postings):
-            return frozenset()
-        smallest = min(postings, key=len)
-        if len(words) == 1:
-            return smallest
-        want = tuple(words)
-        return {i for i in smallest if _contains_run(stem_seq(self.index[i].norm_title), want)}
+        return self._word_run_hits(self.title_stems, key, lambda i: stem_seq(self.index[i].norm_title))
 
     def keyword_stem_ids(self, key: str):
         """Nodes with a keyword equal to a weighted recall key (None: none)."""

@@ -183,9 +183,9 @@ def title_seq(norm_title: str) -> tuple[str | None, ...]:
     return seq if any(seq) else ()  # an all-CJK title needs no word sequence
 
 
-def title_word_keys(seq: tuple[str | None, ...]) -> set[str]:
+def title_word_keys(seq: tuple[str | None, ...], fold=fold) -> set[str]:
     """The keys a title's words answer to: each folded word, and the letter part of a mixed
-    word (iphone15 is found by iphone)."""
+    word (iphone15 is found by iphone), folded by `fold`."""
     keys: set[str] = set()
     for w in seq:
         if w is None or len(w) < MIN_WORD_CHARS:
@@ -249,14 +249,7 @@ def stem_seq(norm_title: str) -> tuple[str | None, ...]:
 
 def stem_word_keys(seq: tuple[str | None, ...]) -> set[str]:
     """`title_word_keys` for a stemmed word sequence (letter parts of mixed words stemmed)."""
-    keys: set[str] = set()
-    for w in seq:
-        if w is None or len(w) < MIN_WORD_CHARS:
-            continue
-        keys.add(w)
-        if not w.isalpha():
-            keys.update(stem(p) for p in _ALPHA_PARTS.findall(w) if len(p) >= MIN_WORD_CHARS)
-    return keys
+    return title_word_keys(seq, stem)
 
 
 def cjk_count(text: str) -> int:
