@@ -281,3 +281,9 @@ def test_seed_mode_has_no_person_scoping(t, svc):
     _james, _john, game, apps = people(t)
     explain = svc.recall_explain("What kind of games has James tried to develop?")
     assert all("person" not in h for h in explain["hits"])
+
+
+@pytest.mark.parametrize("text,title", [("晚安，明天見", "阿凯还没见过晓雯爸妈"), ("今天好累啊，不想動", "活动记录")])
+def test_traditional_small_talk_recalls_nothing(t, svc, text, title):
+    node(t, title)
+    assert recall(svc, text) == []
