@@ -49,6 +49,7 @@ def normalize(text: str) -> str:
 
 
 _T2S: dict[int, int] | None = None
+_TRADITIONAL: frozenset[str] = frozenset()
 
 
 def fold_han(text: str) -> str:
@@ -57,11 +58,14 @@ def fold_han(text: str) -> str:
     OpenCC's character dictionary; Simplified text is left as it is."""
     if text.isascii():
         return text
-    global _T2S
+    global _T2S, _TRADITIONAL
     if _T2S is None:
         from .hanzi import SIMPLIFIED, TRADITIONAL
 
+        _TRADITIONAL = frozenset(TRADITIONAL)
         _T2S = str.maketrans(TRADITIONAL, SIMPLIFIED)
+    if _TRADITIONAL.isdisjoint(text):  # Simplified text: nothing copied
+        return text
     return text.translate(_T2S)
 
 
@@ -231,6 +235,7 @@ def stem(word: str) -> str:
     return out
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def stem_key(term: str) -> str:
     """`term_key` for weighted recall: a CJK-bearing term by its normalized text, any other
     by its stemmed whole words joined by one space."""
@@ -290,7 +295,6 @@ def add_user_words(words: Iterable[str]) -> None:
             added = True
     if added:
         analyse_cached.cache_clear()  # a new word can change how known texts are cut
-        cut_bounds.cache_clear()
 
 
 def _all_cjk(word: str) -> bool:
@@ -418,20 +422,6 @@ def _unknown_names(tokens: list[str], k: int, j: int) -> dict[int, str]:
         else:
             kk += 1
     return out
-
-
-@functools.lru_cache(maxsize=1024)
-def cut_bounds(text: str) -> frozenset[int]:
-    """The positions in text where jieba's dictionary cut (as `analyse` makes it) puts a word
-    edge: a CJK synonym term found inside the text counts only from edge to edge, never as
-    part of a longer word (宠物 inside 宠物医院, 茶 inside 茶叶蛋)."""
-    masked = _NON_CJK.sub(lambda m: " " * len(m.group()), text)
-    bounds = {0}
-    pos = 0
-    for w in tokenizer().lcut(masked, HMM=False) if masked.strip() else ():
-        pos += len(w)
-        bounds.add(pos)
-    return frozenset(bounds)
 
 
 @functools.lru_cache(maxsize=4096)

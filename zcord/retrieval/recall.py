@@ -17,7 +17,7 @@ from .ranking import (LIGHT_WEIGHT, MESSAGE_HMM, PERSON_FACTOR, RECENCY_DECAY, R
                       SYNONYM_WEIGHT, Ranking, Term)
 from .synonyms import Synonyms
 from .wordscan import WordScanner
-from ..core.text import (add_user_words, analyse_cached, cut_bounds, has_cjk, is_light, is_stopword, normalize,
+from ..core.text import (add_user_words, analyse_cached, has_cjk, is_light, is_stopword, normalize,
                          stem_key, term_key, title_seq, fold_han, match_form)
 
 RECALL_QUOTA = 10
@@ -139,7 +139,7 @@ class Retriever(Ranking):
             norm = match_form(text)
             words, lone = analyse_cached(norm, weighted, MESSAGE_HMM)
             for word in [*words, *self._mixed_keywords_in(norm)]:
-                word = match_form(word)
+                word = normalize(word)  # the text is in match_form already
                 if weighted and is_stopword(word):
                     continue
                 seen[word] = max(seen.get(word, 0.0), w)
@@ -179,7 +179,7 @@ class Retriever(Ranking):
         terms = self._cjk_terms
         found: dict[str, None] = {}
         starts = self._starts
-        bounds = None
+        joined = None
         for i, ch in enumerate(norm):
             lengths = starts.get(ch)
             if lengths is None:
@@ -188,9 +188,11 @@ class Retriever(Ranking):
                 piece = norm[i:i + n]
                 if len(piece) == n and piece in terms and piece not in found:
                     if words is not None and piece not in words:
-                        if bounds is None:
-                            bounds = cut_bounds(norm)
-                        if i not in bounds or i + n not in bounds:
+                        if joined is None:
+                            joined = "\x00".join(words)
+                        if piece in joined:
+                            continue  # part of a longer word of the cut
+                        if n > 1 and _straddles(piece, words):
                             continue
                     found[piece] = None
         if self._latin_scan:
@@ -201,6 +203,17 @@ class Retriever(Ranking):
         """Keywords holding CJK and other letters (ktv包厢), which no cut of the text keeps
         whole: found as substrings and taken as words of the text."""
         return [kw for kw in self.state.mixed_keywords if kw in norm]
+
+
+def _straddles(piece: str, words: tuple[str, ...]) -> bool:
+    """Whether a word of the cut begins before the piece and ends inside it, or begins inside
+    it and ends after it (病了 in 生病/了: 生病 ends inside it), judged by the words' text."""
+    for k in range(1, len(piece)):
+        head, tail = piece[:k], piece[k:]
+        for w in words:
+            if (len(w) > k and w.endswith(head)) or (len(w) > len(tail) and w.startswith(tail)):
+                return True
+    return False
 
 
 class RecallSessions:
