@@ -287,3 +287,14 @@ def test_seed_mode_has_no_person_scoping(t, svc):
 def test_traditional_small_talk_recalls_nothing(t, svc, text, title):
     node(t, title)
     assert recall(svc, text) == []
+
+
+def test_greeting_a_person_by_name_recalls_nothing(t, svc):
+    sam = node(t, "Sam")
+    insomnia = node(t, "Sam struggles with insomnia", parent=sam)
+    node(t, "Sam's dad died in 2018", parent=sam)
+    assert recall(svc, "hi", "Hi Sam! What's up?", "nothing much, just bored") == []
+    assert recall(svc, "thanks for listening", "Anytime, Sam.") == []
+    assert recall(svc, "Good morning Sam!", "barely slept, the insomnia again")[0] == insomnia
+    assert sam in recall(svc, "how is Sam doing")  # no greeting: asked about
+    assert recall(svc, "hi! how is Sam's insomnia?")[0] == insomnia

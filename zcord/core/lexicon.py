@@ -107,6 +107,14 @@ SURNAMES = frozenset(
 NAME_PREFIXES = frozenset("小老阿")
 NAME_SUFFIXES = frozenset("哥姐总叔姨爷嫂婶")
 
+# Greetings, thanks and goodbyes: a batch holding one whose only evidence is a person's name
+# ("Hi Sam!", "thanks, Caroline") addresses the person and asks nothing about them.
+GREETINGS = frozenset("""
+hi hello hey heya hiya yo howdy thanks thank thx ty cheers bye goodbye goodnight
+anytime welcome congrats congratulations
+你好 您好 嗨 哈喽 谢谢 谢啦 多谢 感谢 晚安 早安 早上好 晚上好 拜拜 再见 辛苦了
+""".split())
+
 STOPWORDS = frozenset(_EN_STOP) | frozenset(_ZH_STOP)
 LIGHT_WORDS = (frozenset(_EN_LIGHT) | frozenset(_ZH_LIGHT)) - STOPWORDS
 

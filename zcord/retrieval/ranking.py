@@ -105,19 +105,22 @@ class Ranking:
     class_of: Callable[[str], frozenset[str]]
 
     def hits(self, terms: list[str] | list[Term], keyword_equality: bool, limit: int | None = None,
-             explain: bool = False, mode: str = "seed", floor: bool = True, people: list[str] = ()) -> list[Hit]:
+             explain: bool = False, mode: str = "seed", floor: bool = True, people: list[str] = (),
+             greeting: bool = False) -> list[Hit]:
         """Current nodes hit by the terms, best first.
 
         Seed: score = the number of distinct terms that hit the node (title or equal keyword),
         ties by updatedAt desc, id asc. Weighted: see `_weighted`; `people` (personIds of the
-        batch's speakers) name person nodes as the terms do.
+        batch's speakers) name person nodes as the terms do; with `greeting` (the batch greets,
+        thanks or says goodbye) and `floor`, a batch whose only evidence is the names of
+        people it addresses ("Hi Sam!") recalls nothing.
         """
         self.state.ensure_index()
         if mode == "weighted":
             if terms and isinstance(terms[0], str):
                 terms = [Term(stem_key(t), normalize(t), normalize(t), 1.0, False, self.class_of(normalize(t)))
                          for t in terms]
-            return self._weighted(terms, keyword_equality, limit, explain, floor, people)
+            return self._weighted(terms, keyword_equality, limit, explain, floor, people, greeting)
         keys = list(dict.fromkeys(k for k in (t.key if isinstance(t, Term) else term_key(t) for t in terms) if k))
         return self._seed(keys, keyword_equality, limit, explain)
 
@@ -228,7 +231,7 @@ class Ranking:
         return out
 
     def _weighted(self, terms: list[Term], keyword_equality: bool, limit: int | None, explain: bool,
-                  floor: bool, people: list[str] = ()) -> list[Hit]:
+                  floor: bool, people: list[str] = (), greeting: bool = False) -> list[Hit]:
         """BM25 over titles (and keywords): each term weighs by its rarity among current
         memories; a synonym class counts once per memory (its best term); a title shorter
         than average counts a little more. With `floor`, a memory must be hit by at least
@@ -272,6 +275,10 @@ class Ranking:
                     deferred.append((local, t_ids, k_ids, value))
         if not anchored:
             return []
+        if greeting and floor:
+            anchors = {t.key for items in per_class.values() for t, *_, anchor in items if anchor}
+            if anchors <= set(self.named_people(terms).values()):
+                return []  # "Hi Sam!", "thanks, Caroline": addressed, not asked about
         index = st.index
         k1 = BM25_K1
         a, c = 1 + k1 * (1 - BM25_B), k1 * BM25_B / st.avg_title_len

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..core.errors import InvalidArgument
+from ..core.lexicon import GREETINGS
 from ..core.state import MemoryState
 from .ranking import (LIGHT_WEIGHT, MESSAGE_HMM, PERSON_FACTOR, RECENCY_DECAY, RECENCY_MIN, SINGLE_WEIGHT,
                       SYNONYM_WEIGHT, Ranking, Term)
@@ -59,6 +60,7 @@ class Words:
     synonym_terms: list[str]
     expanded: dict[str, str | None] = field(default_factory=dict)  # term -> the word it came from
     terms: list[Term] = field(default_factory=list)
+    greeting: bool = False  # a message of it greets, thanks or says goodbye (lexicon.GREETINGS)
 
 
 class Retriever(Ranking):
@@ -134,12 +136,15 @@ class Retriever(Ranking):
         seen: dict[str, float] = {}  # word -> weight of its latest message
         found_all: dict[str, float] = {}
         singles: dict[str, float] = {}
+        greeting = False
         for i, text in enumerate(texts):
             w = max(RECENCY_MIN, RECENCY_DECAY ** (n - 1 - i)) if weighted else 1.0
             norm = match_form(text)
             words, lone = analyse_cached(norm, weighted, MESSAGE_HMM)
             for word in [*words, *self._mixed_keywords_in(norm)]:
                 word = normalize(word)  # the text is in match_form already
+                if word in GREETINGS:
+                    greeting = True
                 if weighted and is_stopword(word):
                     continue
                 seen[word] = max(seen.get(word, 0.0), w)
@@ -169,7 +174,7 @@ class Retriever(Ranking):
                 old = terms.get(key)
                 if old is None or weight > old.weight:
                     terms[key] = Term(key, t, word, weight, light or is_light(t), cls)
-        return Words(segmented, found, expanded, list(terms.values()))
+        return Words(segmented, found, expanded, list(terms.values()), greeting)
 
     def _terms_in(self, norm: str, words: tuple[str, ...] | None = None) -> list[str]:
         """Synonym terms found in the text, in order: CJK-bearing ones as substrings (given
@@ -251,7 +256,7 @@ class RecallSessions:
         r = self.retriever
         words = r.words(external, mode)
         hits = r.hits(words.terms, keyword_equality=True, limit=RECALL_QUOTA, mode=mode,
-                      people=self.senders[session])
+                      people=self.senders[session], greeting=words.greeting)
         ids = [h.id for h in hits]
         self.sets[session] = ids
         return ids
@@ -268,7 +273,7 @@ class RecallSessions:
             first = text[-1] if isinstance(text, list) else text
             speaking = self.speakers([Event(text=first, origin="external", senderKey=sender_key)])
         hits = r.hits(words.terms, keyword_equality=True, limit=RECALL_QUOTA, explain=True, mode=mode,
-                      people=speaking)
+                      people=speaking, greeting=words.greeting)
         st = r.state
         by_key = {t.key: t for t in words.terms}
         items = []
