@@ -298,3 +298,16 @@ def test_greeting_a_person_by_name_recalls_nothing(t, svc):
     assert recall(svc, "Good morning Sam!", "barely slept, the insomnia again")[0] == insomnia
     assert sam in recall(svc, "how is Sam doing")  # no greeting: asked about
     assert recall(svc, "hi! how is Sam's insomnia?")[0] == insomnia
+
+
+def test_stemmed_tables_rebuilt_when_restored_without_them(t, svc):
+    """Indexes restored from elsewhere (a saved index cache) without the stemmed tables:
+    weighted recall fills them again before it ranks."""
+    target = node(t, "Travelling to Japan", keywords=["bought"])
+    st = svc.state
+    for table in (st.title_stems, st.keyword_stems, st.title_stem_keys):
+        table.clear()
+    st.stem_count = 0
+    assert recall(svc, "travel tips?") == [target]
+    assert recall(svc, "what did he buy") == [target]
+    assert st.stem_count == st.current_count == 1

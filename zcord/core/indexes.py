@@ -175,6 +175,7 @@ class RetrievalIndexes:
     title_stems: Postings
     keyword_stems: Postings
     title_stem_keys: Postings
+    stem_count: int
     mixed_keywords: dict[str, int]
     current_count: int
     title_len_sum: float
@@ -255,6 +256,12 @@ class RetrievalIndexes:
             if _mixed(kw):
                 self.mixed_keywords[kw] = self.mixed_keywords.get(kw, 0) + 1
         self.title_keys.add(_title_key(idx), node_id, rank)
+        self._index_stems(node_id, rank, idx, norm_keywords)
+        self.current_count += 1
+        self.title_len_sum += idx.title_len
+        self.pending_words.extend(norm_keywords)
+
+    def _index_stems(self, node_id: str, rank: int, idx: NodeIndex, norm_keywords: tuple[str, ...]) -> None:
         stems, kw_stems, title_stem = _stem_forms(idx, norm_keywords)
         if stems:
             add = self.title_stems.add
@@ -266,9 +273,21 @@ class RetrievalIndexes:
                 add(key, node_id, rank)
         if title_stem:
             self.title_stem_keys.add(title_stem, node_id, rank)
-        self.current_count += 1
-        self.title_len_sum += idx.title_len
-        self.pending_words.extend(norm_keywords)
+        self.stem_count += 1
+
+    def ensure_stems(self) -> None:
+        """Fill the stemmed tables again when they do not cover every current node (indexes
+        restored from elsewhere without them): weighted recall calls this first."""
+        if self.stem_count == self.current_count:
+            return
+        for table in (self.title_stems, self.keyword_stems, self.title_stem_keys):
+            table.clear()
+        self.stem_count = 0
+        nodes, rank = self.nodes, self.rank
+        for node_id, idx in self.index.items():
+            node = nodes.get(node_id)
+            if node is not None and node.superseded_by is None:
+                self._index_stems(node_id, rank[node_id], idx, _keyword_forms(node)[0])
 
     def _unindex_words(self, node_id: str, idx: NodeIndex, node: Node) -> None:
         if node.superseded_by is not None:
@@ -291,6 +310,7 @@ class RetrievalIndexes:
                 else:
                     self.mixed_keywords[kw] = n - 1
         self.current_count -= 1
+        self.stem_count -= 1
         self.title_len_sum -= idx.title_len
 
     @property

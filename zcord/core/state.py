@@ -80,6 +80,7 @@ class MemoryState(RetrievalIndexes, TextBlob):
         self.title_stem_keys = Postings(self._by_rank, self.rank)
         self.mixed_keywords: dict[str, int] = {}  # keyword keys with CJK and other letters
         self.current_count = 0
+        self.stem_count = 0  # current nodes in the stemmed tables (see RetrievalIndexes.ensure_stems)
         self.title_len_sum = 0.0
         self.pending_words: list[str] = []
         self._rank = 0
@@ -453,7 +454,7 @@ class Tx:
 _PART_ATTRS = ("_text", "_unindexed", "_unindexed_at", "nodes", "rank", "_by_rank", "index", "children", "links", "replaced", "relationships", "rel_index",
                "alias_ids",
                "title_grams", "title_words", "keyword_ids", "title_keys", "mixed_keywords", "current_count",
-               "title_stems", "keyword_stems", "title_stem_keys",
+               "title_stems", "keyword_stems", "title_stem_keys", "stem_count",
                "title_len_sum", "pending_words", "_rank", "_rel_rank", "important", "next_id", "_max_num")
 
 

@@ -117,6 +117,7 @@ class Ranking:
         """
         self.state.ensure_index()
         if mode == "weighted":
+            self.state.ensure_stems()
             if terms and isinstance(terms[0], str):
                 terms = [Term(stem_key(t), normalize(t), normalize(t), 1.0, False, self.class_of(normalize(t)))
                          for t in terms]
