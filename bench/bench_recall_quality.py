@@ -21,8 +21,13 @@ zero-hit rate (fraction that recall nothing) and the p50 recall latency. A secon
 splits hit@5 / recall@10 into single messages and dialogues. The data format and what
 makes the set hard: bench/recall_eval/README.md.
 
+`--traditional messages|memories|both` writes that side of the Chinese sets in Traditional
+characters (OpenCC's s2t, from the `opencc-python-reimplemented` dev package) to see recall
+across scripts (issue 25 item 4); the other side stays Simplified.
+
 Usage: python bench/bench_recall_quality.py [--lang en|zh|all] [--split dev|test|all]
                                             [--modes seed,weighted] [--verbose]
+                                            [--traditional messages|memories|both]
 """
 
 from __future__ import annotations
@@ -158,6 +163,23 @@ def score(ranked: list[str], relevant: list[str]) -> dict[str, float]:
             "hit5": float(first is not None and first <= 5), "mrr": 1 / first if first else 0.0}
 
 
+def to_traditional(mem: dict, items: list[dict], side: str) -> tuple[dict, list[dict]]:
+    """The Memory's titles, contents and keywords and/or the items' messages in Traditional
+    characters (Chinese Memories only)."""
+    if mem["lang"] != "zh" or not side:
+        return mem, items
+    import opencc
+
+    s2t = opencc.OpenCC("s2t").convert
+    if side in ("memories", "both"):
+        mem = {**mem, "nodes": [{**n, "title": s2t(n["title"]), "content": s2t(n["content"]),
+                                 **({"keywords": [s2t(k) for k in n["keywords"]]} if "keywords" in n else {})}
+                                for n in mem["nodes"]]}
+    if side in ("messages", "both"):
+        items = [{**it, "messages": [s2t(m) for m in it["messages"]]} for it in items]
+    return mem, items
+
+
 def run_memory(mem: dict, items: list[dict], modes: list[str]) -> dict:
     """Score one Memory: per item and method the ranked file ids and the recall time."""
     results = []
@@ -195,11 +217,11 @@ def run_memory(mem: dict, items: list[dict], modes: list[str]) -> dict:
     return {"results": results, "titles": titles, "notes": notes}
 
 
-def run_isolated(mem_name: str, split: str, modes: list[str]) -> dict:
+def run_isolated(mem_name: str, split: str, modes: list[str], traditional: str = "") -> dict:
     """run_memory in a fresh process: jieba's user words (synonym terms, node keywords) are
     process-wide, so one Memory's keywords must not change how the next one is segmented."""
     out = subprocess.run([sys.executable, __file__, "--one", mem_name, "--split", split,
-                          "--modes", ",".join(modes)], capture_output=True, text=True)
+                          "--modes", ",".join(modes), "--traditional", traditional], capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"scoring {mem_name} failed:\n{out.stderr}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -225,12 +247,15 @@ def main() -> None:
     ap.add_argument("--split", choices=["dev", "test", "all"], default="all")
     ap.add_argument("--modes", default="seed,weighted", help="ranking modes to score, comma-separated")
     ap.add_argument("--verbose", action="store_true", help="list failing items with the top 5 titles returned")
+    ap.add_argument("--traditional", choices=["", "messages", "memories", "both"], default="",
+                    help="write this side of the Chinese sets in Traditional characters")
     ap.add_argument("--one", help=argparse.SUPPRESS)  # child process: score one Memory, print JSON
     args = ap.parse_args()
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     if args.one:
         tokenizer()
         mem, items = next((m, i) for m, i in load_sets("all") if m["name"] == args.one)
+        mem, items = to_traditional(mem, items, args.traditional)
         print(json.dumps(run_memory(mem, chosen_items(items, args.split), modes), ensure_ascii=False))
         return
     t0 = time.perf_counter()
@@ -244,7 +269,7 @@ def main() -> None:
         chosen = chosen_items(items, args.split)
         if not chosen:
             continue
-        out = run_isolated(mem["name"], args.split, modes)
+        out = run_isolated(mem["name"], args.split, modes, args.traditional)
         by_id = {it["id"]: it for it in chosen}
         for r in out["results"]:
             results.append({**r, "item": by_id[r["item"]], "mem": mem, "titles": out["titles"]})

@@ -92,12 +92,14 @@ def indexes(state) -> dict:
     """The retrieval indexes in a comparable form (ids as sets, not by how they are held)."""
     state.ensure_index()
     tables = {}
-    for name in ("title_grams", "title_words", "keyword_ids", "title_keys"):
+    for name in ("title_grams", "title_words", "keyword_ids", "title_keys", "title_stems", "keyword_stems",
+                 "title_stem_keys"):
         table = getattr(state, name)
         tables[name] = {k: frozenset(table.get(k)) for k in dict.keys(table)}
     return {"index": {i: (x.updated, x.title_len, x.norm_title, x.title_seq) for i, x in state.index.items()},
             **tables, "mixed": dict(state.mixed_keywords), "count": state.current_count,
-            "lensum": state.title_len_sum, "words": set(state.pending_words)}
+            "lensum": state.title_len_sum, "words": set(state.pending_words),
+            "stems": state.stem_count}
 
 
 def built(memdir) -> dict:

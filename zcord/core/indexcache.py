@@ -42,12 +42,12 @@ from .text import FOLDING_VERSION
 
 CACHE_FILE = "memory-state.recall.cache"
 MAGIC = b"zcor memory-state.recall.cache 1\n"
-FORMAT = 1
-"""Bump when what this file holds, or how, changes."""
+FORMAT = 2
+"""2: the stemmed tables of weighted recall. Bump when what this file holds, or how, changes."""
 
 
-COVERED = ("index", "title_grams", "title_words", "keyword_ids", "title_keys", "mixed_keywords",
-           "current_count", "title_len_sum", "pending_words", "_unindexed", "_unindexed_at")
+COVERED = ("index", "title_grams", "title_words", "keyword_ids", "title_keys", "title_stems", "keyword_stems",
+           "title_stem_keys", "stem_count", "mixed_keywords", "current_count", "title_len_sum", "pending_words", "_unindexed", "_unindexed_at")
 """The attributes of RetrievalIndexes this file restores (besides the state's nodes and
 ranks): one added there must be added here too (tests/unit/test_indexcache.py checks)."""
 
@@ -149,9 +149,10 @@ def _encode(state: Any) -> tuple:
         return one_keys, array("I", one_pos).tobytes(), few, many, array("I", titled).tobytes()
 
     tables = tuple(table_of(t, t is state.title_keys) for t in
-                   (state.title_grams, state.title_words, state.keyword_ids, state.title_keys))
+                   (state.title_grams, state.title_words, state.keyword_ids, state.title_keys,
+                    state.title_stems, state.keyword_stems, state.title_stem_keys))
     return (columns, tables, dict(state.mixed_keywords), state.current_count, state.title_len_sum,
-            state.indexed_keywords())
+            state.indexed_keywords(), state.stem_count)
 
 
 def read(memdir: Path, state: Any, node_header: dict | None) -> bool:
@@ -176,7 +177,9 @@ def read(memdir: Path, state: Any, node_header: dict | None) -> bool:
 def _decode(state: Any, data: tuple) -> bool:
     from .state import RANK_GAP
 
-    (updated, lengths, norms, seqs), tables, mixed, count, len_sum, taught = data
+    (updated, lengths, norms, seqs), tables, mixed, count, len_sum, taught, stem_count = data
+    if len(tables) != 7:
+        return False
     ids = list(state.nodes)
     updated, lengths = _doubles(updated), _doubles(lengths)
     if not len(updated) == len(lengths) == len(norms) == len(seqs) == len(ids) or \
@@ -204,7 +207,9 @@ def _decode(state: Any, data: tuple) -> bool:
         made.append(table)
     # every piece decoded: now the state takes them all at once
     state.index = index
-    state.title_grams, state.title_words, state.keyword_ids, state.title_keys = made
+    (state.title_grams, state.title_words, state.keyword_ids, state.title_keys,
+     state.title_stems, state.keyword_stems, state.title_stem_keys) = made
+    state.stem_count = stem_count
     state.mixed_keywords = mixed
     state.current_count = count
     state.title_len_sum = len_sum

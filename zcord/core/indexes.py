@@ -12,7 +12,8 @@ from array import array
 from dataclasses import dataclass
 
 from .models import Node
-from .text import _CJK_RUN, all_cjk, cjk_count, has_cjk, normalize, term_key, title_seq, title_word_keys
+from .text import (_CJK_RUN, all_cjk, cjk_count, has_cjk, match_form, stem_key, stem_seq, stem_word_keys, term_key,
+                   title_seq, title_word_keys)
 
 
 @dataclass(slots=True)
@@ -171,6 +172,10 @@ class RetrievalIndexes:
     title_words: Postings
     keyword_ids: Postings
     title_keys: Postings
+    title_stems: Postings
+    keyword_stems: Postings
+    title_stem_keys: Postings
+    stem_count: int
     mixed_keywords: dict[str, int]
     current_count: int
     title_len_sum: float
@@ -210,7 +215,7 @@ class RetrievalIndexes:
 
     def _index_node(self, node: Node) -> None:
         title = node.title
-        norm_title = normalize(title)
+        norm_title = match_form(title)
         if norm_title == title:
             norm_title = title  # one string object, not two
         if all_cjk(norm_title):  # the usual title of a Chinese Memory: no words, every character counts
@@ -251,17 +256,49 @@ class RetrievalIndexes:
             if _mixed(kw):
                 self.mixed_keywords[kw] = self.mixed_keywords.get(kw, 0) + 1
         self.title_keys.add(_title_key(idx), node_id, rank)
+        self._index_stems(node_id, rank, idx, norm_keywords)
         self.current_count += 1
         self.title_len_sum += idx.title_len
         self.pending_words.extend(norm_keywords)
 
+    def _index_stems(self, node_id: str, rank: int, idx: NodeIndex, norm_keywords: tuple[str, ...]) -> None:
+        stems, kw_stems, title_stem = _stem_forms(idx, norm_keywords)
+        if stems:
+            add = self.title_stems.add
+            for key in stems:
+                add(key, node_id, rank)
+        if kw_stems:
+            add = self.keyword_stems.add
+            for key in kw_stems:
+                add(key, node_id, rank)
+        if title_stem:
+            self.title_stem_keys.add(title_stem, node_id, rank)
+        self.stem_count += 1
+
+    def ensure_stems(self) -> None:
+        """Fill the stemmed tables again when they do not cover every current node (indexes
+        restored from elsewhere without them): weighted recall calls this first."""
+        if self.stem_count == self.current_count:
+            return
+        for table in (self.title_stems, self.keyword_stems, self.title_stem_keys):
+            table.clear()
+        self.stem_count = 0
+        nodes, rank = self.nodes, self.rank
+        for node_id, idx in self.index.items():
+            node = nodes.get(node_id)
+            if node is not None and node.superseded_by is None:
+                self._index_stems(node_id, rank[node_id], idx, _keyword_forms(node)[0])
+
     def _unindex_words(self, node_id: str, idx: NodeIndex, node: Node) -> None:
         if node.superseded_by is not None:
             return  # a superseded node: never in the word tables
-        keyword_keys = _keyword_forms(node)[1]
+        norm_keywords, keyword_keys = _keyword_forms(node)
         rank = self.rank[node_id]
+        stems, kw_stems, title_stem = _stem_forms(idx, norm_keywords)
         for table, keys in ((self.title_grams, _grams(idx.norm_title)), (self.title_words, _word_keys(idx)),
-                            (self.keyword_ids, keyword_keys), (self.title_keys, (_title_key(idx),))):
+                            (self.keyword_ids, keyword_keys), (self.title_keys, (_title_key(idx),)),
+                            (self.title_stems, stems), (self.keyword_stems, kw_stems),
+                            (self.title_stem_keys, (title_stem,) if title_stem else ())):
             discard = table.discard
             for key in keys:
                 discard(key, node_id, rank)
@@ -273,6 +310,7 @@ class RetrievalIndexes:
                 else:
                     self.mixed_keywords[kw] = n - 1
         self.current_count -= 1
+        self.stem_count -= 1
         self.title_len_sum -= idx.title_len
 
     def indexed_keywords(self) -> list[str]:
@@ -297,15 +335,7 @@ class RetrievalIndexes:
         if not key:
             return frozenset()
         if not has_cjk(key):
-            words = key.split(" ")
-            postings = [self.title_words.get(w) for w in words]
-            if any(p is None for p in postings):
-                return frozenset()
-            smallest = min(postings, key=len)
-            if len(words) == 1:
-                return smallest  # the index's own set: callers must not change it
-            want = tuple(words)
-            return {i for i in smallest if _contains_run(self.index[i].title_seq, want)}
+            return self._word_run_hits(self.title_words, key, lambda i: self.index[i].title_seq)
         if len(key) == 1:
             return self.title_grams.get(key, frozenset())
         grams = [g for g in (key[i:i + 2] for i in range(len(key) - 1)) if has_cjk(g)]
@@ -317,6 +347,33 @@ class RetrievalIndexes:
         if len(key) == 2:
             return smallest
         return {i for i in smallest if key in self.index[i].norm_title}
+
+    def _word_run_hits(self, table: Postings, key: str, seq_of) -> set[str] | frozenset[str]:
+        """Nodes whose title holds the words of a non-CJK key in a row (by `table`'s postings;
+        `seq_of(id)`: the title's words in the table's form)."""
+        words = key.split(" ")
+        postings = [table.get(w) for w in words]
+        if any(p is None for p in postings):
+            return frozenset()
+        smallest = min(postings, key=len)
+        if len(words) == 1:
+            return smallest  # the index's own set: callers must not change it
+        want = tuple(words)
+        return {i for i in smallest if _contains_run(seq_of(i), want)}
+
+    def stem_hits(self, key: str) -> set[str] | frozenset[str]:
+        """`title_hits` for a weighted recall key (`stem_key`): non-CJK words by their stems."""
+        if not key or has_cjk(key):
+            return self.title_hits(key)
+        return self._word_run_hits(self.title_stems, key, lambda i: stem_seq(self.index[i].norm_title))
+
+    def keyword_stem_ids(self, key: str):
+        """Nodes with a keyword equal to a weighted recall key (None: none)."""
+        return (self.keyword_ids if has_cjk(key) else self.keyword_stems).get(key)
+
+    def is_stem_title(self, key: str) -> bool:
+        """Whether a weighted recall key is some current node's whole title."""
+        return key in (self.title_keys if has_cjk(key) else self.title_stem_keys)
 
 
 class TextBlob:
@@ -378,7 +435,7 @@ class TextBlob:
         for node_id in chunk.ids:
             node = nodes[node_id]
             starts.append(pos)
-            piece = f"{normalize(node.title)}\x00{normalize(node.content)}\x01"
+            piece = f"{match_form(node.title)}\x00{match_form(node.content)}\x01"
             parts.append(piece)
             pos += len(piece)
         chunk.blob = "".join(parts)
@@ -448,11 +505,27 @@ def _keyword_forms(node: Node) -> tuple[tuple[str, ...], tuple[str, ...]]:
 def _keyword_form(keyword: str) -> tuple[str, str]:
     """A keyword's normalized form (the keyword itself when normalizing changes nothing) and
     its key; keywords repeat across a Memory, so they are worked out once."""
-    norm = normalize(keyword)
+    norm = match_form(keyword)
     if norm == keyword:
         norm = keyword
     key = term_key(norm)
     return norm, norm if key == norm else key
+
+
+def _stem_forms(idx: NodeIndex, norm_keywords: tuple[str, ...]) -> tuple[set[str], tuple[str, ...], str]:
+    """A node's weighted-recall keys held apart from the seed ones: its title's stemmed word
+    keys, its non-CJK keywords' stem keys, and its whole title's stem key (non-CJK titles)."""
+    stems = stem_word_keys(stem_seq(idx.norm_title)) if idx.title_seq else set()
+    kw = tuple(dict.fromkeys(k for k in map(_stem_keyword, norm_keywords) if k))
+    title = stem_key(idx.norm_title) if idx.title_seq and not has_cjk(idx.norm_title) else ""
+    return stems, kw, title
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _stem_keyword(keyword: str) -> str:
+    """The stem key of a normalized non-CJK keyword ("" for a CJK-bearing one: the seed
+    table has it)."""
+    return "" if has_cjk(keyword) else stem_key(keyword)
 
 
 @functools.lru_cache(maxsize=1 << 16)

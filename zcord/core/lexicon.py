@@ -34,6 +34,7 @@ what which who whom whose when where why how whatever whoever whenever wherever
 very just only even ever quite rather really much many more most less least few lot lots
 s t d ll m o re ve y im ive id youre youve youll thats whats theres heres lets
 oh ah uh um hmm eh hey hi hello yo yeah yep yes nope nah ok okay okey k kk
+all both
 """.split()
 
 _EN_LIGHT = """
@@ -91,7 +92,7 @@ _ZH_LIGHT = """
 SINGLE_STOP = frozenset(
     "的了着过地得之所在是有和与及跟同把被给让向从对为以于而并或且我你您他她它咱这那哪谁啥咋几多少"
     "吗呢吧啊呀哇哦噢嗯唉哎诶喔嘛啦咯哈嘿呵哼哟么也都还又就才再很太更最挺蛮真好没不别要会能想去来说看做到"
-    "上下中里外前后个些种样次件位只条点一二三四五六七八九十百千万两半每各某啊吃喝玩走跑拿放找用弄搞让叫问等"
+    "见动上下中里外前后个些种样次件位只条点一二三四五六七八九十百千万两半每各某啊吃喝玩走跑拿放找用弄搞让叫问等"
     "行对错新旧大小高低长短快慢早晚多少今明昨年月日号天时分秒周第些啦呗嘞哒滴噻撒喽咧家人事回出进开关"
 )
 
@@ -106,5 +107,59 @@ SURNAMES = frozenset(
 NAME_PREFIXES = frozenset("小老阿")
 NAME_SUFFIXES = frozenset("哥姐总叔姨爷嫂婶")
 
+# Greetings, thanks and goodbyes: a batch holding one whose only evidence is a person's name
+# ("Hi Sam!", "thanks, Caroline") addresses the person and asks nothing about them.
+GREETINGS = frozenset("""
+hi hello hey heya hiya yo howdy thanks thank thx ty cheers bye goodbye goodnight
+anytime welcome congrats congratulations
+你好 您好 嗨 哈喽 谢谢 谢啦 多谢 感谢 晚安 早安 早上好 晚上好 拜拜 再见 辛苦了
+""".split())
+
 STOPWORDS = frozenset(_EN_STOP) | frozenset(_ZH_STOP)
 LIGHT_WORDS = (frozenset(_EN_LIGHT) | frozenset(_ZH_LIGHT)) - STOPWORDS
+
+# English irregular forms, folded to their base form before stemming (weighted recall):
+# "base: forms". Past tenses and participles of the common irregular verbs, irregular plurals;
+# forms that are also common words of another meaning are left out (left, ground, wound,
+# rose, bit, shot, lay, lives, leaves).
+_EN_IRREGULAR = """
+arise: arose arisen | awake: awoke awoken | be: was were been | bear: bore borne
+beat: beaten | become: became | begin: began begun | bend: bent | bet: betted
+bite: bitten | bleed: bled | blow: blew blown | break: broke broken | breed: bred
+bring: brought | build: built | burn: burnt | buy: bought | catch: caught | choose: chose chosen
+cling: clung | come: came | creep: crept | deal: dealt | dig: dug | do: did done
+draw: drew drawn | dream: dreamt | drink: drank drunk | drive: drove driven | eat: ate eaten
+fall: fell fallen | feed: fed | feel: felt | fight: fought | find: found | flee: fled
+fly: flew flown | forbid: forbade forbidden | forget: forgot forgotten | forgive: forgave forgiven
+freeze: froze frozen | get: got gotten | give: gave given | go: went gone
+grow: grew grown | hang: hung | have: had | hear: heard | hide: hid hidden | hold: held
+keep: kept | kneel: knelt | know: knew known | lay: laid | lead: led | lean: leant
+leap: leapt | learn: learnt | lend: lent | lie: lain | light: lit
+lose: lost | make: made | mean: meant | meet: met | mistake: mistook mistaken
+overcome: overcame | pay: paid | prove: proven | ride: rode ridden | ring: rang rung
+rise: risen | run: ran | say: said | see: saw seen | seek: sought | sell: sold
+send: sent | sew: sewn | shake: shook shaken | shine: shone | show: shown
+shrink: shrank shrunk | sing: sang sung | sink: sank sunk | sit: sat | sleep: slept
+slide: slid | speak: spoke spoken | speed: sped | spend: spent | spin: spun | spit: spat
+spoil: spoilt | spring: sprang sprung | stand: stood | steal: stole stolen | stick: stuck
+sting: stung | stink: stank stunk | strike: struck | swear: swore sworn | sweep: swept
+swim: swam swum | swing: swung | take: took taken | teach: taught | tear: tore torn
+tell: told | think: thought | throw: threw thrown | understand: understood | wake: woke woken
+wear: wore worn | weave: wove woven | weep: wept | win: won | write: wrote written
+child: children | man: men | woman: women | person: people | mouse: mice | foot: feet
+tooth: teeth | goose: geese | ox: oxen | wife: wives | knife: knives | wolf: wolves
+half: halves | shelf: shelves | thief: thieves | loaf: loaves
+"""
+
+IRREGULAR = {form: base.strip() for entry in _EN_IRREGULAR.replace("\n", " | ").split("|") if ":" in entry
+             for base, forms in [entry.split(":")] for form in forms.split()}
+"""English irregular form -> its base form (went -> go, bought -> buy, children -> child)."""
+
+# Words a stemmer would cut to another word they do not mean: kept whole (longing is not
+# long, evening is not even, news is not new).
+STEM_KEEP = frozenset("""
+longing longings evening evenings morning mornings nothing something anything everything
+ceiling ceilings pudding puddings darling darlings sibling siblings wedding weddings during
+news herring earring earrings offspring sterling shilling bedding stuffing icing
+""".split())
+

@@ -13,7 +13,7 @@ from typing import Any
 
 from .models import Change, Node, Relationship
 from .indexes import NodeIndex, Postings, RetrievalIndexes, TextBlob, _TextChunk
-from .text import normalize
+from .text import match_form, normalize
 
 
 @dataclass(slots=True)
@@ -74,8 +74,13 @@ class MemoryState(RetrievalIndexes, TextBlob):
         self.title_words = Postings(self._by_rank, self.rank)
         self.keyword_ids = Postings(self._by_rank, self.rank)
         self.title_keys = Postings(self._by_rank, self.rank)
+        # the same for weighted recall's stemmed keys, held for non-CJK keys only
+        self.title_stems = Postings(self._by_rank, self.rank)
+        self.keyword_stems = Postings(self._by_rank, self.rank)
+        self.title_stem_keys = Postings(self._by_rank, self.rank)
         self.mixed_keywords: dict[str, int] = {}  # keyword keys with CJK and other letters
         self.current_count = 0
+        self.stem_count = 0  # current nodes in the stemmed tables (see RetrievalIndexes.ensure_stems)
         self.title_len_sum = 0.0
         self.pending_words: list[str] = []
         self._rank = 0
@@ -308,7 +313,7 @@ class MemoryState(RetrievalIndexes, TextBlob):
             self.links.setdefault(rel.memory_node_id, set()).add(rel.person_id)
         for alias in rel.aliases:
             self.alias_ids.setdefault(normalize(alias), set()).add(rel.person_id)
-        self.pending_words.extend(normalize(w) for w in (rel.name, *rel.aliases))  # people's names stay whole
+        self.pending_words.extend(match_form(w) for w in (rel.name, *rel.aliases))  # people's names stay whole
 
     def _unlink(self, node_id: str, person_id: str) -> None:
         ids = self.links.get(node_id)
@@ -449,6 +454,7 @@ class Tx:
 _PART_ATTRS = ("_text", "_unindexed", "_unindexed_at", "nodes", "rank", "_by_rank", "index", "children", "links", "replaced", "relationships", "rel_index",
                "alias_ids",
                "title_grams", "title_words", "keyword_ids", "title_keys", "mixed_keywords", "current_count",
+               "title_stems", "keyword_stems", "title_stem_keys", "stem_count",
                "title_len_sum", "pending_words", "_rank", "_rel_rank", "important", "next_id", "_max_num")
 
 

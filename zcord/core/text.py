@@ -13,6 +13,7 @@ it cuts text into words:
 from __future__ import annotations
 
 import collections
+import functools
 import json
 import logging
 import os
@@ -26,15 +27,16 @@ from pathlib import Path
 
 from .fsutil import atomic_write, read_derived
 
-from .lexicon import LIGHT_WORDS, NAME_PREFIXES, NAME_SUFFIXES, SINGLE_STOP, STOPWORDS, SURNAMES
+from .lexicon import IRREGULAR, LIGHT_WORDS, NAME_PREFIXES, NAME_SUFFIXES, SINGLE_STOP, STEM_KEEP, STOPWORDS, SURNAMES
 
 MIN_WORD_CHARS = 2
-FOLDING_VERSION = 1
+FOLDING_VERSION = 2
 """The version of the rules by which text is compared and indexed: `normalize`, `fold`,
 `term_key`, `runs`/`title_seq`, the CJK ranges and anything else the retrieval indexes are
 built with (zcord.core.indexes). Part of the fingerprint of memory-state.recall.cache
 (zcord.core.indexcache): bump it with any change to those rules, or a start would load
-indexes built by the old ones."""
+indexes built by the old ones. 2: Snowball stems with irregular forms (the weighted tables),
+titles, keywords and the query text in `match_form` (Traditional folded to Simplified)."""
 # A user word's jieba frequency: high enough to win over overlapping dictionary words
 # ("小明说" → 小明/说, not 小/明说), the way a moderately common word would.
 USER_WORD_FREQ = 20_000
@@ -59,6 +61,33 @@ _FUNCTION_CHARS = frozenset("的了着过地得是在有和与跟把被给让向
 def normalize(text: str) -> str:
     """The comparison form of text: NFKC, then Unicode case folding."""
     return unicodedata.normalize("NFKC", text).casefold()
+
+
+_T2S: dict[int, int] | None = None
+_TRADITIONAL: frozenset[str] = frozenset()
+
+
+def fold_han(text: str) -> str:
+    """Traditional Chinese characters folded to Simplified, one character for one (so every
+    position is kept): 喜歡 → 喜欢, 後來 → 后来. The table (zcord/core/hanzi.py) comes from
+    OpenCC's character dictionary; Simplified text is left as it is."""
+    if text.isascii():
+        return text
+    global _T2S, _TRADITIONAL
+    if _T2S is None:
+        from .hanzi import SIMPLIFIED, TRADITIONAL
+
+        _TRADITIONAL = frozenset(TRADITIONAL)
+        _T2S = str.maketrans(TRADITIONAL, SIMPLIFIED)
+    if _TRADITIONAL.isdisjoint(text):  # Simplified text: nothing copied
+        return text
+    return text.translate(_T2S)
+
+
+def match_form(text: str) -> str:
+    """The form recall and zcor_memory_query match text in: `normalize`, then Traditional
+    folded to Simplified (`fold_han`). Stored text is never changed."""
+    return fold_han(normalize(text))
 
 
 def has_cjk(text: str) -> bool:
@@ -158,8 +187,9 @@ def fold(word: str) -> str:
 
 def term_key(term: str) -> str:
     """How a term or keyword is compared: a CJK-bearing term by its normalized text (matched
-    as a substring of titles), any other by its folded whole words joined by one space."""
-    norm = normalize(term).strip()
+    as a substring of titles), any other by its folded whole words joined by one space.
+    Both in `match_form` (Traditional folded to Simplified)."""
+    norm = match_form(term).strip()
     if has_cjk(norm):
         return norm
     return " ".join(fold(w) for w in latin_words(norm))
@@ -172,9 +202,9 @@ def title_seq(norm_title: str) -> tuple[str | None, ...]:
     return seq if any(seq) else ()  # an all-CJK title needs no word sequence
 
 
-def title_word_keys(seq: tuple[str | None, ...]) -> set[str]:
+def title_word_keys(seq: tuple[str | None, ...], fold=fold) -> set[str]:
     """The keys a title's words answer to: each folded word, and the letter part of a mixed
-    word (iphone15 is found by iphone)."""
+    word (iphone15 is found by iphone), folded by `fold`."""
     keys: set[str] = set()
     for w in seq:
         if w is None or len(w) < MIN_WORD_CHARS:
@@ -183,6 +213,58 @@ def title_word_keys(seq: tuple[str | None, ...]) -> set[str]:
         if not w.isalpha():
             keys.update(fold(p) for p in _ALPHA_PARTS.findall(w) if len(p) >= MIN_WORD_CHARS)
     return keys
+
+
+# -- English stemming for weighted recall (Snowball English, irregular forms) ---------------
+
+
+_stemmer = None
+_stem_cache: dict[str, str] = {}
+
+
+def stem(word: str) -> str:
+    """Weighted recall's English folding of one normalized word: irregular forms to their
+    base (went → go, bought → buy, children → child), then the Snowball English stemmer
+    (travelling → travel, studies → studi, longer → longer); words of fewer than 3 ASCII
+    letters, other scripts, digits and the few words a stemmer would turn into another word
+    (longing, evening, news: `STEM_KEEP`) are kept as they are. Deterministic."""
+    out = _stem_cache.get(word)
+    if out is None:
+        global _stemmer
+        if _stemmer is None:
+            import snowballstemmer
+
+            _stemmer = snowballstemmer.stemmer("english")
+        base = IRREGULAR.get(word, word)
+        if base in STEM_KEEP or len(base) < 3 or not _ASCII_WORD.fullmatch(base):
+            out = base
+        else:
+            out = _stemmer.stemWord(base)
+        if len(_stem_cache) < 200_000:
+            _stem_cache[word] = out
+    return out
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def stem_key(term: str) -> str:
+    """`term_key` for weighted recall: a CJK-bearing term by its normalized text, any other
+    by its stemmed whole words joined by one space."""
+    norm = match_form(term).strip()
+    if has_cjk(norm):
+        return norm
+    return " ".join(stem(w) for w in latin_words(norm))
+
+
+@functools.lru_cache(maxsize=4096)
+def stem_seq(norm_title: str) -> tuple[str | None, ...]:
+    """`title_seq` with stems (weighted recall): the title's non-CJK words stemmed, in order."""
+    seq = tuple(None if cjk else stem(run) for cjk, run in runs(norm_title))
+    return seq if any(seq) else ()
+
+
+def stem_word_keys(seq: tuple[str | None, ...]) -> set[str]:
+    """`title_word_keys` for a stemmed word sequence (letter parts of mixed words stemmed)."""
+    return title_word_keys(seq, stem)
 
 
 def cjk_count(text: str) -> int:
@@ -416,8 +498,13 @@ def analyse(text: str, guess: bool = True, hmm: bool = True) -> tuple[list[str],
         while j < n and len(tokens[j]) == 1 and tokens[j] != " " and _CJK_CHAR.match(tokens[j]):
             j += 1
         stretch = "".join(tokens[k:j])
+        names = _unknown_names(tokens, k, j)
         for kk in range(k, j):
             ch = tokens[kk]
+            if kk in names:
+                if guess and names[kk]:
+                    found.append((pos + kk - k, names[kk]))
+                continue
             if ch not in SINGLE_STOP:
                 singles[ch] = None
             if guess:
@@ -431,6 +518,24 @@ def analyse(text: str, guess: bool = True, hmm: bool = True) -> tuple[list[str],
         k = j
     found.sort(key=lambda pw: pw[0])
     return list(dict.fromkeys(w for _, w in found)), list(singles)
+
+
+def _unknown_names(tokens: list[str], k: int, j: int) -> dict[int, str]:
+    """The lone characters of tokens[k:j] that spell a full name the dictionary does not
+    know: a surname followed by two lone characters that are neither particles nor common
+    verbs (陈/奕/迅 in 陈奕迅的新歌). Maps each one's index to the name at its first
+    character ("" for the others). A bare surname is no topic: 陈 must not find 陈姐."""
+    out: dict[int, str] = {}
+    kk = k
+    while kk + 2 < j:
+        a, b, c = tokens[kk], tokens[kk + 1], tokens[kk + 2]
+        if a in SURNAMES and b not in SINGLE_STOP and c not in SINGLE_STOP \
+                and b not in _FUNCTION_CHARS and c not in _FUNCTION_CHARS:
+            out[kk], out[kk + 1], out[kk + 2] = a + b + c, "", ""
+            kk += 3
+        else:
+            kk += 1
+    return out
 
 
 _PIECES = re.compile(" +|[^ ]+")
@@ -553,8 +658,13 @@ def derive_keywords(title: str) -> list[str]:
     and chat filler, names kept whole, first occurrence kept."""
     seen: set[str] = set()
     keywords = []
-    for word in segment(unicodedata.normalize("NFKC", title)):
-        key = normalize(word)
+    text = unicodedata.normalize("NFKC", title)
+    folded = fold_han(text)  # jieba cuts Simplified best; the keywords keep the title's characters
+    for word in segment(folded):
+        if folded is not text:
+            at = folded.find(word)
+            word = text[at:at + len(word)]
+        key = match_form(word)
         if key in seen or is_stopword(key) or is_light(key) or (key.isdigit() and len(key) < 4):
             continue
         seen.add(key)

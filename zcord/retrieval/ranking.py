@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..core.state import MemoryState
-from ..core.text import normalize, term_key
+from ..core.text import has_cjk, latin_words, normalize, stem_key, term_key
 
 _ID_PARTS = re.compile(r"^(.*?)(\d*)$")
 
@@ -46,6 +46,7 @@ class Hit:
     id: str
     score: float
     terms: list[str]
+    person: str | None = None  # the named person node it lies under (weighted: PERSON_FACTOR applied)
 
 
 # Weighted ranking (SPEC §3.3 "weighted"): BM25 over titles and keywords, one title per
@@ -67,6 +68,8 @@ RERANK_POOL = 60
 DEFERRED_POOL = 1000        # candidates that common terms may still reorder
 SINGLE_WEIGHT = 0.5         # a lone CJK character (腿, 鸟) is a weak term
 MESSAGE_HMM = False         # jieba's guesses for unknown words in messages (keywords know them already)
+PERSON_FACTOR = 1.5         # a memory under a person node the batch names (or its sender's) counts this much more
+PERSON_SUBTREE = 5000       # at most this many memories under one named node are looked at
 
 
 def _fill(local: dict[str, float], t_ids, k_ids, value: float, only: set[str] | None) -> None:
@@ -102,18 +105,23 @@ class Ranking:
     class_of: Callable[[str], frozenset[str]]
 
     def hits(self, terms: list[str] | list[Term], keyword_equality: bool, limit: int | None = None,
-             explain: bool = False, mode: str = "seed", floor: bool = True) -> list[Hit]:
+             explain: bool = False, mode: str = "seed", floor: bool = True, people: list[str] = (),
+             greeting: bool = False) -> list[Hit]:
         """Current nodes hit by the terms, best first.
 
         Seed: score = the number of distinct terms that hit the node (title or equal keyword),
-        ties by updatedAt desc, id asc. Weighted: see `_weighted`.
+        ties by updatedAt desc, id asc. Weighted: see `_weighted`; `people` (personIds of the
+        batch's speakers) name person nodes as the terms do; with `greeting` (the batch greets,
+        thanks or says goodbye) and `floor`, a batch whose only evidence is the names of
+        people it addresses ("Hi Sam!") recalls nothing.
         """
         self.state.ensure_index()
         if mode == "weighted":
+            self.state.ensure_stems()
             if terms and isinstance(terms[0], str):
-                terms = [Term(term_key(t), normalize(t), normalize(t), 1.0, False, self.class_of(normalize(t)))
+                terms = [Term(stem_key(t), normalize(t), normalize(t), 1.0, False, self.class_of(normalize(t)))
                          for t in terms]
-            return self._weighted(terms, keyword_equality, limit, explain, floor)
+            return self._weighted(terms, keyword_equality, limit, explain, floor, people, greeting)
         keys = list(dict.fromkeys(k for k in (t.key if isinstance(t, Term) else term_key(t) for t in terms) if k))
         return self._seed(keys, keyword_equality, limit, explain)
 
@@ -147,8 +155,84 @@ class Ranking:
                 break
         return out
 
+    def _df(self, key: str, keyword_equality: bool) -> int:
+        """How many current memories a weighted recall key hits."""
+        st = self.state
+        t_ids = st.stem_hits(key)
+        k_ids = st.keyword_stem_ids(key) if keyword_equality else None
+        return len(t_ids) + (len(k_ids) - len(k_ids & t_ids) if k_ids else 0)
+
+    def _synonyms_under_word(self, per_class: dict, keyword_equality: bool, n: int) -> None:
+        """A synonym never outweighs the word it came from: an expanded term's value is at
+        most the word's own rarity times the term's weight (`dogs` → `doggy`, found in one
+        memory, once scored 4.5 against `dog`'s 1.0). Weighing each class by the rarity of
+        all its terms together scored the same on bench/recall_eval; the cap keeps the word's
+        own weight."""
+        for cls, items in per_class.items():
+            if len(cls) < 2:
+                continue
+            own: dict[str, float] = {}
+            for k, (t, t_ids, k_ids, value, anchor) in enumerate(items):
+                if t.shown == t.source:
+                    continue
+                cap = own.get(t.source)
+                if cap is None:
+                    cap = own[t.source] = idf(n, self._df(stem_key(t.source), keyword_equality))
+                if value > cap * t.weight:
+                    items[k] = (t, t_ids, k_ids, cap * t.weight, anchor)
+
+    def named_people(self, terms: list[Term], people: list[str] = ()) -> dict[str, str]:
+        """The person nodes a batch names, each with the key of the term that named it ("" for
+        a speaker): a node whose
+        whole title is a term of the batch (`Caroline`, `小李`) and has memories under it, the
+        person node linked to a relationship whose name, an alias or a Latin name's first word
+        is a term, and the linked person node of each speaker (`people`: personIds)."""
+        st = self.state
+        keys = {t.key for t in terms if not t.light and t.key}
+        named: dict[str, str] = {}
+        for key in keys:
+            for i in (st.title_keys if has_cjk(key) else st.title_stem_keys).get(key) or ():
+                if st.children.get(i):
+                    named.setdefault(i, key)
+        rels = st.relationships
+        for node_id, pids in st.links.items():
+            if node_id in named:
+                continue
+            for pid in pids:
+                rel = rels.get(pid)
+                if rel is None:
+                    continue
+                names = [rel.name, *rel.aliases]
+                first = latin_words(normalize(rel.name))
+                if len(first) > 1:
+                    names.append(first[0])
+                hit = next((k for k in map(stem_key, names) if k in keys), None)
+                if hit is not None:
+                    named[node_id] = hit
+                    break
+        for pid in people:
+            rel = rels.get(pid)
+            if rel is not None and rel.memory_node_id is not None:
+                named.setdefault(rel.memory_node_id, "")
+        return {i: n for i, n in named.items() if i in st.nodes and st.nodes[i].superseded_by is None}
+
+    def _scoped(self, named: dict[str, str]) -> dict[str, str]:
+        """Memory id -> the named person node it lies under (at any depth; at most
+        PERSON_SUBTREE memories under each)."""
+        children = self.state.children
+        out: dict[str, str] = {}
+        for top in named:
+            todo = list(children.get(top, ()))
+            seen = 0
+            while todo and seen < PERSON_SUBTREE:
+                i = todo.pop()
+                seen += 1
+                out.setdefault(i, top)
+                todo.extend(children.get(i, ()))
+        return out
+
     def _weighted(self, terms: list[Term], keyword_equality: bool, limit: int | None, explain: bool,
-                  floor: bool) -> list[Hit]:
+                  floor: bool, people: list[str] = (), greeting: bool = False) -> list[Hit]:
         """BM25 over titles (and keywords): each term weighs by its rarity among current
         memories; a synonym class counts once per memory (its best term); a title shorter
         than average counts a little more. With `floor`, a memory must be hit by at least
@@ -165,18 +249,19 @@ class Ranking:
         # per term: title ids, keyword ids, value (idf × weight); grouped by class
         per_class: dict[frozenset[str], list[tuple[Term, Any, Any, float, bool]]] = {}
         for t in terms:
-            t_ids = st.title_hits(t.key)
-            k_ids = (st.keyword_ids.get(t.key) or empty) if keyword_equality else empty
+            t_ids = st.stem_hits(t.key)
+            k_ids = (st.keyword_stem_ids(t.key) or empty) if keyword_equality else empty
             df = len(t_ids) + (len(k_ids) - len(k_ids & t_ids) if k_ids else 0)
             if df == 0:
                 continue
             value = idf(n, df) * t.weight
             # a term that is some memory's whole title (a person's name) is never "common"
             anchor = not floor or (not t.light and (df <= COMMON_MIN_DF or idf(n, df) >= common
-                                                    or t.key in st.title_keys))
+                                                    or st.is_stem_title(t.key)))
             per_class.setdefault(t.cls, []).append((t, t_ids, k_ids, value, anchor))
         if not per_class:
             return []
+        self._synonyms_under_word(per_class, keyword_equality, n)
         contrib: dict[frozenset[str], dict[str, float]] = {}
         anchored: set[str] = set()
         deferred = []
@@ -191,6 +276,10 @@ class Ranking:
                     deferred.append((local, t_ids, k_ids, value))
         if not anchored:
             return []
+        if greeting and floor:
+            anchors = {t.key for items in per_class.values() for t, *_, anchor in items if anchor}
+            if anchors <= set(self.named_people(terms).values()):
+                return []  # "Hi Sam!", "thanks, Caroline": addressed, not asked about
         index = st.index
         k1 = BM25_K1
         a, c = 1 + k1 * (1 - BM25_B), k1 * BM25_B / st.avg_title_len
@@ -222,6 +311,16 @@ class Ranking:
                         gain = v - old.get(i, 0.0)
                         if gain:
                             final[i] += gain * length_norm(i)
+        # memories under a person the batch names rank ahead of equal evidence elsewhere (their
+        # scores count PERSON_FACTOR times): a person's facts before their own node, whose
+        # summary the bot can read by the person's name
+        scoped: dict[str, str] = {}
+        if PERSON_FACTOR != 1.0:
+            named = self.named_people(terms, people)
+            if named:
+                scoped = {i: top for i, top in self._scoped(named).items() if i in final}
+                for i in scoped:
+                    final[i] *= PERSON_FACTOR
         pool_size = max(RERANK_POOL, (limit or 0) * 3)
         pool = heapq.nlargest(pool_size, final, key=final.__getitem__) if len(final) > pool_size else list(final)
         # context from the parents' titles, for the classes a memory is not hit by itself
@@ -282,6 +381,8 @@ class Ranking:
                             if best is not None:
                                 break
                     if best is not None:
-                        matched.append((best[0], best[1], round(best[2] * ln, 4)))
-            out.append(Hit(i, round(final[i], 4), matched))
+                        factor = PERSON_FACTOR if i in scoped and best[1] in ("title", "keyword", "title+keyword") \
+                            else 1.0
+                        matched.append((best[0], best[1], round(best[2] * ln * factor, 4)))
+            out.append(Hit(i, round(final[i], 4), matched, scoped.get(i)))
         return out

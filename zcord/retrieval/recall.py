@@ -15,11 +15,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..core.errors import InvalidArgument
 from ..core.fence import FENCE, cut, cut_quoted, fenced_node, label, neutralize, one_line, quote, quoted_len
+from ..core.lexicon import GREETINGS
 from ..core.state import MemoryState
-from .ranking import (LIGHT_WEIGHT, MESSAGE_HMM, RECENCY_DECAY, RECENCY_MIN, SINGLE_WEIGHT, SYNONYM_WEIGHT,
-                      Hit, Ranking, Term)
+from .ranking import (LIGHT_WEIGHT, MESSAGE_HMM, PERSON_FACTOR, RECENCY_DECAY, RECENCY_MIN, SINGLE_WEIGHT,
+                      SYNONYM_WEIGHT, Hit, Ranking, Term)
 from .synonyms import Synonyms
-from ..core.text import add_user_words, analyse_cached, has_cjk, is_light, is_stopword, normalize, term_key, title_seq
+from .wordscan import WordScanner
+from ..core.text import (add_user_words, analyse_cached, has_cjk, is_light, is_stopword, normalize,
+                         stem_key, term_key, title_seq, fold_han, match_form)
 
 RECALL_QUOTA = 10
 SEARCH_CANDIDATES = 20
@@ -79,6 +82,7 @@ class Words:
     synonym_terms: list[str]
     expanded: dict[str, str | None] = field(default_factory=dict)  # term -> the word it came from
     terms: list[Term] = field(default_factory=list)
+    greeting: bool = False  # a message of it greets, thanks or says goodbye (lexicon.GREETINGS)
 
 
 class Retriever(Ranking):
@@ -98,14 +102,14 @@ class Retriever(Ranking):
     """The ids recall and search must leave out (changes pending review); set by the service."""
 
     def visible_hits(self, terms, keyword_equality: bool, limit: int | None, mode: str,
-                     floor: bool = True) -> list[Hit]:
+                     floor: bool = True, **how: Any) -> list[Hit]:
         """`hits` without the hidden ids: as many more are asked for as are hidden, so the
         quota is filled by the next best visible memories, ranked as they would be anyway."""
         hidden = self.hidden_ids()
         if not hidden:
-            return self.hits(terms, keyword_equality=keyword_equality, limit=limit, mode=mode, floor=floor)
+            return self.hits(terms, keyword_equality=keyword_equality, limit=limit, mode=mode, floor=floor, **how)
         hits = self.hits(terms, keyword_equality=keyword_equality, mode=mode, floor=floor,
-                         limit=None if limit is None else limit + len(hidden))
+                         limit=None if limit is None else limit + len(hidden), **how)
         out = [h for h in hits if h.id not in hidden]
         return out if limit is None else out[:limit]
 
@@ -114,7 +118,7 @@ class Retriever(Ranking):
         st = self.state
         st.ensure_index()  # every node's keywords
         if self._taught_terms is not self.synonyms.classes:
-            add_user_words(self.synonyms.classes.of)
+            add_user_words(map(fold_han, self.synonyms.classes.of))
             self._taught_terms = self.synonyms.classes
         if st.pending_words:
             words, st.pending_words[:] = list(st.pending_words), []
@@ -126,6 +130,7 @@ class Retriever(Ranking):
         if self._tables_for is classes:
             return
         starts: dict[str, set[int]] = {}
+        cjk: set[str] = set()
         latin: dict[tuple[str, ...], str] = {}
         by_key: dict[str, frozenset[str]] = {}
         for term, cls in classes.of.items():
@@ -134,12 +139,14 @@ class Retriever(Ranking):
                 continue
             by_key.setdefault(key, cls)
             if has_cjk(term):
+                term = fold_han(term)
                 starts.setdefault(term[0], set()).add(len(term))
+                cjk.add(term)
             else:
                 latin[tuple(key.split(" "))] = term
         self._starts = {ch: tuple(sorted(ls)) for ch, ls in starts.items()}
-        self._latin_terms = latin
-        self._latin_max = max((len(k) for k in latin), default=0)
+        self._cjk_terms = cjk
+        self._latin_scan = WordScanner(latin.items())
         self._class_by_key = by_key
         self._tables_for = classes
 
@@ -166,16 +173,19 @@ class Retriever(Ranking):
         seen: dict[str, float] = {}  # word -> weight of its latest message
         found_all: dict[str, float] = {}
         singles: dict[str, float] = {}
+        greeting = False
         for i, text in enumerate(texts):
             w = max(RECENCY_MIN, RECENCY_DECAY ** (n - 1 - i)) if weighted else 1.0
-            norm = normalize(text)
+            norm = match_form(text)
             words, lone = analyse_cached(norm, weighted, MESSAGE_HMM)
             for word in [*words, *self._mixed_keywords_in(norm)]:
-                word = normalize(word)
+                word = normalize(word)  # the text is in match_form already
+                if word in GREETINGS:
+                    greeting = True
                 if weighted and is_stopword(word):
                     continue
                 seen[word] = max(seen.get(word, 0.0), w)
-            for term in self._terms_in(norm):
+            for term in self._terms_in(norm, words if weighted else None):
                 if weighted and is_stopword(term):
                     continue
                 found_all[term] = max(found_all.get(term, 0.0), w)
@@ -194,39 +204,41 @@ class Retriever(Ranking):
             for t in (word, *sorted(cls - {word})):
                 if t != word:
                     expanded.setdefault(t, word)
-                key = term_key(t)
+                key = stem_key(t) if weighted else term_key(t)
                 if not key:
                     continue
                 weight = w * (1.0 if t == word else SYNONYM_WEIGHT) * (LIGHT_WEIGHT if light else 1.0)
                 old = terms.get(key)
                 if old is None or weight > old.weight:
                     terms[key] = Term(key, t, word, weight, light or is_light(t), cls)
-        return Words(segmented, found, expanded, list(terms.values()))
+        return Words(segmented, found, expanded, list(terms.values()), greeting)
 
-    def _terms_in(self, norm: str) -> list[str]:
-        """Synonym terms found in the text, in order: CJK-bearing ones as substrings, others
-        as whole folded words in a row."""
-        terms = self.synonyms.classes.of
+    def _terms_in(self, norm: str, words: tuple[str, ...] | None = None) -> list[str]:
+        """Synonym terms found in the text, in order: CJK-bearing ones as substrings (given
+        the text's `words`, weighted mode, only those that are words of its cut or begin and
+        end at its word edges: never 宠物 inside 宠物医院), never inside a Latin word (tee in
+        volunteer); others as whole folded words in a row, found in one linear pass."""
+        terms = self._cjk_terms
         found: dict[str, None] = {}
         starts = self._starts
+        joined = None
         for i, ch in enumerate(norm):
             lengths = starts.get(ch)
             if lengths is None:
                 continue
             for n in lengths:
                 piece = norm[i:i + n]
-                if len(piece) == n and piece in terms:
+                if len(piece) == n and piece in terms and piece not in found:
+                    if words is not None and piece not in words:
+                        if joined is None:
+                            joined = "\x00".join(words)
+                        if piece in joined:
+                            continue  # part of a longer word of the cut
+                        if n > 1 and _straddles(piece, words):
+                            continue
                     found[piece] = None
-        if self._latin_max:
-            seq = title_seq(norm)
-            for i in range(len(seq)):
-                for n in range(1, self._latin_max + 1):
-                    piece = seq[i:i + n]
-                    if len(piece) < n or None in piece:
-                        break
-                    term = self._latin_terms.get(piece)
-                    if term is not None:
-                        found[term] = None
+        if self._latin_scan:
+            self._latin_scan.scan(title_seq(norm), found)
         return list(found)
 
     def _mixed_keywords_in(self, norm: str) -> list[str]:
@@ -249,6 +261,17 @@ def check_session(session: Any) -> str:
         raise InvalidArgument(f"session must be at most {MAX_SESSION_CHARS} characters (got {len(session)}); "
                               f"use a short key such as 'qq:group:123'", field="session")
     return session
+
+
+def _straddles(piece: str, words: tuple[str, ...]) -> bool:
+    """Whether a word of the cut begins before the piece and ends inside it, or begins inside
+    it and ends after it (病了 in 生病/了: 生病 ends inside it), judged by the words' text."""
+    for k in range(1, len(piece)):
+        head, tail = piece[:k], piece[k:]
+        for w in words:
+            if (len(w) > k and w.endswith(head)) or (len(w) > len(tail) and w.startswith(tail)):
+                return True
+    return False
 
 
 class RecallSessions:
@@ -297,7 +320,8 @@ class RecallSessions:
             return []
         r = self.retriever
         words = r.words(recent_text(external), mode)
-        hits = r.visible_hits(words.terms, keyword_equality=True, limit=RECALL_QUOTA, mode=mode)
+        hits = r.visible_hits(words.terms, keyword_equality=True, limit=RECALL_QUOTA, mode=mode,
+                              people=self.senders[session], greeting=words.greeting)
         ids = [h.id for h in hits]
         self.sets[session] = ids
         return ids
@@ -309,7 +333,12 @@ class RecallSessions:
         sender key, whose relationship the header would show."""
         r = self.retriever
         words = r.words(recent_text([text] if isinstance(text, str) else text), mode)
-        hits = r.hits(words.terms, keyword_equality=True, limit=RECALL_QUOTA, explain=True, mode=mode)
+        speaking = []
+        if sender_key:
+            first = text[-1] if isinstance(text, list) else text
+            speaking = self.speakers([Event(text=first, origin="external", senderKey=sender_key)])
+        hits = r.hits(words.terms, keyword_equality=True, limit=RECALL_QUOTA, explain=True, mode=mode,
+                      people=speaking, greeting=words.greeting)
         st = r.state
         by_key = {t.key: t for t in words.terms}
         items = []
@@ -326,11 +355,11 @@ class RecallSessions:
                 if weight is not None:
                     match["weight"] = weight
                 matches.append(match)
-            items.append({"id": h.id, "title": node.title, "score": h.score, "matches": matches})
-        people = []
-        if senders and sender_key:
-            first = text[-1] if isinstance(text, list) else text
-            people = self.speakers([Event(text=first, origin="external", senderKey=sender_key)])
+            item = {"id": h.id, "title": node.title, "score": h.score, "matches": matches}
+            if h.person is not None:  # ranked ahead as a memory of a person the batch names
+                item["person"] = {"id": h.person, "title": st.nodes[h.person].title, "factor": PERSON_FACTOR}
+            items.append(item)
+        people = speaking if senders else []
         header, ids = render_header(st, [h.id for h in hits], budget, people)
         return {"ranking": mode, "segmented": words.segmented, "synonymTerms": words.synonym_terms,
                 "expanded": sorted(words.expanded), "hits": items, "senders": people, "header": header,

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from ...core.errors import Conflict, InvalidArgument, NotFound, Superseded
 from ...core.models import Node
 from ...core.state import Tx
-from ...core.text import derive_keywords, normalize
+from ...core.text import derive_keywords, match_form
 from .. import inputs as I
 from ..calls import Ctx, dedupe_words, newest_first, time_range
 
@@ -165,7 +165,7 @@ def trace(svc: Service, a: I.TraceArgs, ctx: Ctx) -> dict[str, Any]:
 def query(svc: Service, a: I.QueryArgs, ctx: Ctx) -> dict[str, Any]:
     st = svc.state
     start, end = time_range(a)
-    keys = [normalize(k) for k in a.keywords or ()]
+    keys = [match_form(k) for k in a.keywords or ()]  # Traditional and Simplified alike
     # the longest keyword is usually the rarest: find its nodes in one pass, check the rest
     keys.sort(key=len, reverse=True)
     found = st.text_matches(keys[0]) if keys else None
@@ -188,7 +188,7 @@ def query(svc: Service, a: I.QueryArgs, ctx: Ctx) -> dict[str, Any]:
         if (start is not None and updated < start) or (end is not None and updated > end):
             continue
         if rest:
-            title, content = normalize(node.title), normalize(node.content)
+            title, content = match_form(node.title), match_form(node.content)
             if not all(k in title or k in content for k in rest):
                 continue
         hits.append((updated, rank[node_id], node_id))
