@@ -6,7 +6,9 @@ from .transport.client import *  # noqa: F401,F403
 from .transport.client import __all__ as _client_all
 from .transport.client import initialize_params
 from .transport.paths import SYSTEM_SOCKET, client_socket, default_socket, memory_dir
-from .transport.wording import for_operator, human_size
+from .transport.timeforms import parse_instant, parse_local
+from .transport.wording import change_targets, for_operator, human_size
 
-__all__ = [*_client_all, "initialize_params", "for_operator", "human_size", "SYSTEM_SOCKET", "client_socket",
+__all__ = [*_client_all, "initialize_params", "for_operator", "human_size", "change_targets", "parse_local",
+           "parse_instant", "SYSTEM_SOCKET", "client_socket",
            "default_socket", "memory_dir"]
