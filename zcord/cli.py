@@ -66,12 +66,15 @@ def _usage(message: str) -> SystemExit:
 
 
 def _json_arg(text: str, what: str) -> Any:
+    """`text` parsed as JSON; `what` names it with its verb ("the arguments are")."""
     if text == "-":
         text = sys.stdin.read()
     try:
         return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise _usage(f"{what} not valid JSON (at column {e.colno}: {e.msg[:1].lower()}{e.msg[1:]})") from None
     except ValueError as e:
-        raise _usage(f"{what} is not valid JSON ({e})") from None
+        raise _usage(f"{what} not valid JSON ({e})") from None
 
 
 def _client(args: argparse.Namespace, role: str = P.OPERATOR) -> Client:
@@ -102,7 +105,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
 
 
 def cmd_call(args: argparse.Namespace) -> int:
-    arguments = _json_arg(args.arguments, "the arguments") if args.arguments else {}
+    arguments = _json_arg(args.arguments, "the arguments are") if args.arguments else {}
     if not isinstance(arguments, dict):
         raise _usage("the arguments must be a JSON object, e.g. '{\"id\": \"m1\"}'")
     with _client(args, P.BOT if args.bot else P.OPERATOR) as c:
@@ -158,7 +161,7 @@ def local_time(iso: str | None) -> str:
 def cmd_config(args: argparse.Namespace) -> int:
     with _client(args) as c:
         if args.patch:
-            patch = _json_arg(args.patch, "the config patch")
+            patch = _json_arg(args.patch, "the config patch is")
             _print_json(c.config_set(patch))
         else:
             _print_json(c.config_get())

@@ -12,6 +12,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..core.errors import InvalidArgument
+from ..core.invalid import sentence
 from ..core.state import MemoryState
 from .ranking import (LIGHT_WEIGHT, MESSAGE_HMM, RECENCY_DECAY, RECENCY_MIN, SINGLE_WEIGHT, SYNONYM_WEIGHT,
                       Ranking, Term)
@@ -44,7 +45,7 @@ def parse_events(events: Any) -> list[Event]:
         except ValidationError as e:
             first = e.errors()[0]
             loc = ".".join(str(p) for p in first["loc"])
-            raise InvalidArgument(f"events[{i}].{loc}: {first['msg']}" if loc else f"events[{i}]: {first['msg']}",
+            raise InvalidArgument(sentence(f"events[{i}].{loc}" if loc else f"events[{i}]", first, None),
                                   field=f"events[{i}]") from None
     return out
 
