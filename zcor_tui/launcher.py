@@ -11,12 +11,15 @@ from __future__ import annotations
 import argparse
 import importlib.metadata
 import importlib.util
+import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -155,15 +158,33 @@ def run_app(sock: Path) -> int:
 
 TUI_MISSING = ("zcor-tui: the operator TUI needs the `tui` extra (Textual), which is not installed "
                "in this Python environment ({python}).\n"
-               "Install it with:  {python} -m pip install 'zcor[tui]'\n"
-               "  (from a wheel:  {python} -m pip install 'zcor-{version}-py3-none-any.whl[tui]')")
+               "Install it with:  {command}\n"
+               "  (zcor is not on a package index: the extra comes from the checkout or wheel zcor was "
+               "installed from{where})")
 
 
-def installed_version() -> str:
+def install_hint(python: str = sys.executable) -> str:
+    """TUI_MISSING filled in with a command that works here: pip given the checkout or wheel
+    this zcor was installed from (pip records it), else Textual itself at zcor's pin."""
+    source, pin = None, "textual"
     try:
-        return importlib.metadata.version("zcor")
-    except importlib.metadata.PackageNotFoundError:
-        return "VERSION"
+        dist = importlib.metadata.distribution("zcor")
+        origin = json.loads(dist.read_text("direct_url.json") or "{}").get("url", "")
+        if origin.startswith("file://"):
+            path = urllib.parse.unquote(urllib.parse.urlsplit(origin).path)
+            if os.path.exists(path):
+                source = path
+        pin = next((r.split(";")[0].strip() for r in dist.requires or () if "extra == \"tui\"" in r
+                    and r.startswith("textual")), pin)
+    except (importlib.metadata.PackageNotFoundError, ValueError, OSError):
+        pass
+    if source:
+        command = f"{python} -m pip install {shlex.quote(source + '[tui]')}"
+        where = f": {source}"
+    else:
+        command = f"{python} -m pip install {shlex.quote(pin)}"
+        where = "; without either, Textual alone at zcor's pinned version does"
+    return TUI_MISSING.format(python=python, command=command, where=where)
 
 
 def textual_missing() -> bool:
@@ -180,7 +201,7 @@ def main(argv: list[str] | None = None, *, run: Callable[[Path], int] = run_app)
 
 def _main(argv: list[str] | None, run: Callable[[Path], int]) -> int:
     if textual_missing():
-        print(TUI_MISSING.format(python=sys.executable, version=installed_version()), file=sys.stderr)
+        print(install_hint(), file=sys.stderr)
         return 1
     parser = argparse.ArgumentParser(prog="zcor-tui", description="The zcor operator TUI.")
     parser.add_argument("--socket", metavar="PATH",
