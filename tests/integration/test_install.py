@@ -134,7 +134,7 @@ def test_plain_install_runs_the_daemon_and_cli_and_explains_the_tui_extra(plain_
     assert f"{plain_venv / 'python'} -m pip install '{wheel}[tui]'" in out.stderr, out.stderr
     assert "'zcor[tui]'" not in out.stderr
     out = run([plain_venv / "zcor-tui", "--help"])
-    assert out.returncode == 1 and "zcor[tui]" in out.stderr and "Traceback" not in out.stderr
+    assert out.returncode == 1 and f"{wheel}[tui]" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_tui_install_offers_zcor_tui(tui_venv, installed_daemon):
