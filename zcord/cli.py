@@ -187,12 +187,21 @@ def _when_arg(text: str, what: str, end: bool = False) -> str:
     return value
 
 
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _say(text: str = "") -> None:
+    """Print a line of the history commands: memory text and names come from the model, so
+    control characters are shown as \\xNN, never sent to the terminal."""
+    print(CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text))
+
+
 def _table(rows: list[list[str]], right: tuple[int, ...] = ()) -> None:
     """Rows as columns two spaces apart (the last column unpadded); `right` columns right-aligned."""
     width = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         cells = [c.rjust(width[i]) if i in right else c.ljust(width[i]) for i, c in enumerate(row[:-1])]
-        print("  ".join([*cells, row[-1]]).rstrip())
+        _say("  ".join([*cells, row[-1]]).rstrip())
 
 
 def _plural(n: int, word: str) -> str:
@@ -246,7 +255,7 @@ def cmd_history(args: argparse.Namespace) -> int:
                    change_targets(r) or "—", _status(r)] for r in items], right=(0,))
     shown = f"{args.offset + 1:,}–{args.offset + len(items):,} of {total:,}" if items else f"none of {total:,}"
     more = f"; older: --offset {page['nextOffset']}" if page.get("nextOffset") is not None else ""
-    print(f"{shown} records, newest first{more}")
+    _say(f"{shown} records, newest first{more}")
     return EXIT_OK
 
 
@@ -258,27 +267,27 @@ def cmd_revert(args: argparse.Namespace) -> int:
     elif args.preview:
         changes = answer.get("changes") or []
         if answer.get("ok"):
-            print(f"Reverting operation {args.seq} would make {_plural(len(changes), 'change')}"
+            _say(f"Reverting operation {args.seq} would make {_plural(len(changes), 'change')}"
                   f"{' (forced over the conflicts below)' if answer.get('forced') else ''}:")
         else:
-            print(f"Operation {args.seq} cannot be reverted as it stands:")
+            _say(f"Operation {args.seq} cannot be reverted as it stands:")
         for ch in changes:
-            print(f"  {ch.get('kind')}  {ch.get('target') or ''}")
-            print(f"    before: {_summary(ch.get('before'))}")
-            print(f"    after:  {_summary(ch.get('after'))}")
+            _say(f"  {ch.get('kind')}  {ch.get('target') or ''}")
+            _say(f"    before: {_summary(ch.get('before'))}")
+            _say(f"    after:  {_summary(ch.get('after'))}")
         for x in answer.get("conflicts") or []:
             fields = f" ({', '.join(x['fields'])})" if x.get("fields") else ""
-            print(f"  conflict: {x.get('target') or 'the Memory'}: {x.get('problem')}{fields}")
+            _say(f"  conflict: {x.get('target') or 'the Memory'}: {x.get('problem')}{fields}")
         if not answer.get("ok"):
             forceable = all(x.get("forceable") is not False for x in answer.get("conflicts") or [])
             print("zcor: " + ("--force writes the old values anyway, as a new change." if forceable
                               else "--force cannot override these conflicts."), file=sys.stderr)
     else:
         changes = answer.get("changes") or []
-        print(f"Reverted operation {answer.get('reverted')} as operation {answer.get('seq')}"
+        _say(f"Reverted operation {answer.get('reverted')} as operation {answer.get('seq')}"
               f"{' (forced)' if answer.get('forced') else ''}: {_plural(len(changes), 'change')}")
         for ch in changes:
-            print(f"  {ch.get('kind')}  {ch.get('target') or ''}")
+            _say(f"  {ch.get('kind')}  {ch.get('target') or ''}")
     return EXIT_OK if not args.preview or answer.get("ok") else EXIT_REFUSED
 
 
@@ -289,7 +298,7 @@ def cmd_versions(args: argparse.Namespace) -> int:
         _print_json(answer)
         return EXIT_OK
     items = answer.get("items") or []
-    print(f"{_plural(len(items), 'version')} of {answer.get('id', args.id)}, oldest first "
+    _say(f"{_plural(len(items), 'version')} of {answer.get('id', args.id)}, oldest first "
           f"(`zcor revert SEQ` undoes the operation that wrote one):")
     if items:
         _table([["change", "seq", "time", "actor", "kind", "record"]]
@@ -317,21 +326,21 @@ def cmd_at(args: argparse.Namespace) -> int:
         parent = nodes[node_id].get("parentId")
         children.setdefault(parent if parent in nodes else None, []).append(node_id)
     undone = int(past.get("undoneChanges") or 0)
-    print(f"The Memory at {local_time(past.get('at'))} ({_plural(undone, 'later change')} undone; read-only)")
-    print(f"{len(nodes):,} {'memory' if len(nodes) == 1 else 'memories'}:")
+    _say(f"The Memory at {local_time(past.get('at'))} ({_plural(undone, 'later change')} undone; read-only)")
+    _say(f"{len(nodes):,} {'memory' if len(nodes) == 1 else 'memories'}:")
 
     def tree(parent: str | None, depth: int) -> None:
         for node_id in children.get(parent, []):
             n = nodes[node_id]
             marks = ("★ " if node_id in important else "") + ("⊘ " if n.get("supersededBy") else "")
-            print(f"{'  ' * (depth + 1)}{node_id}  {marks}{_line(n.get('title'), 80)}")
+            _say(f"{'  ' * (depth + 1)}{node_id}  {marks}{_line(n.get('title'), 80)}")
             tree(node_id, depth + 1)
 
     tree(None, 0)
     rels = past.get("relationships") or []
-    print(f"{_plural(len(rels), 'relationship')}:")
+    _say(f"{_plural(len(rels), 'relationship')}:")
     for r in rels:
-        print(f"  {r.get('personId')}  {_summary(r)}")
+        _say(f"  {r.get('personId')}  {_summary(r)}")
     return EXIT_OK
 
 

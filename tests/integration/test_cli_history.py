@@ -140,3 +140,15 @@ def test_history_commands_without_a_daemon(tmp_path):
         out = subprocess.run(ZCOR_CMD + args + ["--socket", str(tmp_path / "none.sock")],
                              capture_output=True, text=True, timeout=60)
         assert out.returncode == 3 and "cannot reach zcord" in out.stderr, args
+
+
+def test_control_characters_from_the_model_never_reach_the_terminal(daemon):
+    title = "坏\x1b]0;pwned\x07标题\x1b[2J"
+    node = json.loads(_ok(daemon.zcor("call", "--bot", "zcor_memory_write",
+                                      json.dumps({"title": title, "content": "x\x9bmore"}))))
+    for args in (["versions", node["id"]], ["at", "0s"], ["history"], ["revert", "1", "--preview"]):
+        out = _ok(daemon.zcor(*args))
+        assert "\x1b" not in out and "\x07" not in out and "\x9b" not in out, args
+    out = _ok(daemon.zcor("versions", node["id"]))
+    assert "坏\\x1b]0;pwned\\x07标题\\x1b[2J: x\\x9bmore" in out
+    assert json.loads(_ok(daemon.zcor("versions", node["id"], "--json")))["items"][0]["record"]["title"] == title
