@@ -11,6 +11,7 @@ import signal
 import struct
 import termios
 import time
+from pathlib import Path
 
 LEFT, RIGHT, UP, DOWN = b"\x1b[D", b"\x1b[C", b"\x1b[A", b"\x1b[B"
 CTRL_C, CTRL_D = b"\x03", b"\x04"
@@ -60,6 +61,22 @@ class Terminal:
                                      f"{self.output.decode(errors='replace')}")
         return at + len(token)
 
+    def until_waiting(self, timeout: float = 30.0) -> None:
+        """Wait until the program's main thread sleeps (blocked reading the terminal, once its
+        prompt is out). A key sent before that can fall into the gap between readline's
+        prompt and its select(), where CPython only sees a signal at the next key."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                state = Path(f"/proc/{self.pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                return  # no /proc: nothing to wait on
+            if state == "S":
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError(f"the program never waited for input (state {state})")
+            self._read(0.01)
+
     def poll(self) -> int | None:
         if self.status is None:
             pid, status = os.waitpid(self.pid, os.WNOHANG)
@@ -86,7 +103,7 @@ class Terminal:
     def close(self) -> None:
         if self.poll() is None:
             os.kill(self.pid, signal.SIGKILL)
-            os.waitpid(self.pid, 0)
+            self.status = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
         try:
             os.close(self.fd)
         except OSError:

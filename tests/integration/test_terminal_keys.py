@@ -48,6 +48,7 @@ def test_ctrl_c_at_the_chat_prompt_leaves_without_a_traceback(daemon, tmp_path):
     term = chat(daemon, tmp_path)
     try:
         term.expect(b"> ")
+        term.until_waiting()
         term.send(CTRL_C)
         assert term.wait() == 130
         assert "Traceback" not in term.text and "KeyboardInterrupt" not in term.text
@@ -68,6 +69,7 @@ def test_ctrl_c_while_the_provider_is_slow(daemon, tmp_path):
             term.expect(b"> ")
             term.send("你好\r".encode())
             assert llm.arrived.wait(30), term.text
+            term.until_waiting()
             term.send(CTRL_C)
             assert term.wait() == 130
             assert "Traceback" not in term.text and "KeyboardInterrupt" not in term.text
@@ -88,7 +90,8 @@ def test_chat_line_editing_and_history(daemon, tmp_path):
         at = term.expect(b"zcor_memory_write:", start=at)
         at = term.expect(b"> ", start=at)
         term.send(UP + b"\r")  # the previous line again
-        term.expect(b"zcor_memory_write:", start=at)
+        at = term.expect(b"zcor_memory_write:", start=at)
+        term.expect(b"> ", start=at)  # reading again (an early Ctrl-D would meet the tty's cooked mode)
         assert "^[[" not in term.text
         term.send(CTRL_D)
         assert term.wait() == 0
