@@ -12,11 +12,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..core.errors import InvalidArgument
-from ..core.invalid import sentence
 from ..core.state import MemoryState
 from .ranking import (LIGHT_WEIGHT, MESSAGE_HMM, RECENCY_DECAY, RECENCY_MIN, SINGLE_WEIGHT, SYNONYM_WEIGHT,
                       Ranking, Term)
 from .synonyms import Synonyms
+from ..core.invalid import sentence
 from ..core.text import add_user_words, analyse_cached, has_cjk, is_light, is_stopword, normalize, term_key, title_seq
 
 RECALL_QUOTA = 10
