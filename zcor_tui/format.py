@@ -7,18 +7,17 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, time, timedelta
+from datetime import datetime
 from typing import Any
 
 from rich.markup import escape as rich_escape
 from rich.text import Text
 
-from zcord.client import human_size  # noqa: F401  (one rule for the CLI and the TUI)
-from zcord.client import invisible_marked, json_shown, shown  # noqa: F401  (one rule for the CLI and the TUI)
+# one rule for the CLI and the TUI
+from zcord.client import change_targets, human_size, parse_instant, parse_local  # noqa: F401
+from zcord.client import invisible_marked, json_shown, shown  # noqa: F401
 from zcord.client import describe_origin
 
-DATE_FORMS = ("%Y-%m-%d", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S", "%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S",
-              "%Y/%m/%d", "%Y/%m/%d %H:%M")
 TERM_SEPARATORS = re.compile(r"[,，、;；\n]+")
 KEYWORD_SEPARATORS = re.compile(r"[\s,，、;；]+")
 SUPERSEDED_MARK = "⊘ "
@@ -46,77 +45,6 @@ def when_short(iso: str | None) -> str:
         return f"{datetime.fromisoformat(iso):%Y-%m-%d %H:%M}"
     except ValueError:
         return iso
-
-
-def parse_local(text: str, *, end: bool = False) -> str | None:
-    """An operator's date (or date and time) as ISO 8601 with the local UTC offset.
-
-    `2026-01-31` means the whole day: its start for `from`, its last millisecond for `to`
-    (`end=True`). A full ISO time with an offset is passed through. Empty text is None.
-
-    Raises:
-        ValueError: the text is not a date this function understands.
-    """
-    text = text.strip()
-    if not text:
-        return None
-    try:
-        t = datetime.fromisoformat(text)
-        if t.tzinfo is not None:
-            return t.isoformat(timespec="milliseconds")
-    except ValueError:
-        t = None
-    date_only = False
-    if t is None:
-        for form in DATE_FORMS:
-            try:
-                t = datetime.strptime(text, form)
-                date_only = "%H" not in form
-                break
-            except ValueError:
-                continue
-    elif len(text) <= 10:
-        date_only = True
-    if t is None:
-        raise ValueError(f"{text!r} is not a date; write 2026-01-31 or 2026-01-31 20:00")
-    if end:
-        if date_only:
-            t = datetime.combine(t.date(), time(23, 59, 59, 999000))
-        elif t.second == 0 and t.microsecond == 0 and text.count(":") == 1:
-            t = t + timedelta(seconds=59, microseconds=999000)  # 20:00 means up to 20:00:59.999
-    return t.astimezone().isoformat(timespec="milliseconds")
-
-
-RELATIVE = re.compile(r"^-\s*((?:\d+\s*[smhdw]\s*)+)(?:ago)?$", re.I)
-RELATIVE_PART = re.compile(r"(\d+)\s*([smhdw])", re.I)
-UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
-
-
-def parse_instant(text: str, now: datetime | None = None) -> str:
-    """An instant for time travel as ISO 8601 with its UTC offset.
-
-    Accepts what `parse_local` accepts (an ISO time with offset is kept; a local date or
-    date and time gets the local offset; a date alone is its first instant) and times
-    relative to now: `-90m`, `-2h`, `-3d`, `-1w`, `-1d 6h`.
-
-    Raises:
-        ValueError: empty, or not a time this function understands.
-    """
-    text = text.strip()
-    if not text:
-        raise ValueError("give a time: 2026-01-31 20:00, 2026-01-31T20:00:00+08:00, -2h or -3d")
-    m = RELATIVE.match(text)
-    if m:
-        seconds = sum(int(n) * UNIT_SECONDS[u.lower()] for n, u in RELATIVE_PART.findall(m.group(1)))
-        base = now if now is not None else datetime.now().astimezone()
-        return (base - timedelta(seconds=seconds)).isoformat(timespec="milliseconds")
-    try:
-        value = parse_local(text)
-    except ValueError:
-        raise ValueError(f"{text!r} is not a time; write 2026-01-31 20:00, 2026-01-31T20:00:00+08:00, "
-                         f"-2h or -3d") from None
-    assert value is not None
-    return value
 
 
 def split_terms(text: str) -> list[str]:
@@ -223,22 +151,3 @@ def plural(n: int, word: str, many: str | None = None) -> str:
 def compact_json(value: Any, limit: int = 1000) -> str:
     text = json_shown(json.dumps(value, ensure_ascii=False, separators=(", ", ": ")))
     return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
-def change_targets(record: dict[str, Any]) -> str:
-    """What an operation-log record touched: the targets of its changes, else its id params."""
-    targets: list[str] = []
-    for change in record.get("changes") or ():
-        target = change.get("target")
-        if target and target not in targets:
-            targets.append(target)
-    if not targets:
-        params = record.get("params") or {}
-        for key in ("id", "personId", "parentId", "replacementId"):
-            value = params.get(key)
-            if isinstance(value, str) and value:
-                targets.append(value)
-        ids = params.get("ids")
-        if isinstance(ids, list):
-            targets.extend(str(i) for i in ids)
-    return ", ".join(invisible_marked(t) for t in targets)

@@ -23,9 +23,10 @@ from . import __version__
 from .core import protocol as P
 from .transport.client import Client, ClientError, ConnectionLost, DaemonUnavailable, RequestTimeout, RpcError, ToolError
 from .transport.paths import UnsafeSocket, check_client_socket, check_peer, client_socket, daemon_socket, memory_dir
-from .transport.wording import for_operator, human_size
 from .transport.affinity import affinity_series, sparkline
 from .transport.shown import json_shown, shown
+from .transport.timeforms import parse_instant, parse_local
+from .transport.wording import change_targets, for_operator, human_size
 
 EXIT_OK = 0
 EXIT_REFUSED = 1
@@ -67,12 +68,15 @@ def _usage(message: str) -> SystemExit:
 
 
 def _json_arg(text: str, what: str) -> Any:
+    """`text` parsed as JSON; `what` names it with its verb ("the arguments are")."""
     if text == "-":
         text = sys.stdin.read()
     try:
         return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise _usage(f"{what} not valid JSON (at column {e.colno}: {e.msg[:1].lower()}{e.msg[1:]})") from None
     except ValueError as e:
-        raise _usage(f"{what} is not valid JSON ({e})") from None
+        raise _usage(f"{what} not valid JSON ({e})") from None
 
 
 def _client(args: argparse.Namespace, role: str = P.OPERATOR) -> Client:
@@ -103,7 +107,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
 
 
 def cmd_call(args: argparse.Namespace) -> int:
-    arguments = _json_arg(args.arguments, "the arguments") if args.arguments else {}
+    arguments = _json_arg(args.arguments, "the arguments are") if args.arguments else {}
     if not isinstance(arguments, dict):
         raise _usage("the arguments must be a JSON object, e.g. '{\"id\": \"m1\"}'")
     with _client(args, P.BOT if args.bot else P.OPERATOR) as c:
@@ -174,7 +178,7 @@ def local_time(iso: str | None) -> str:
 def cmd_config(args: argparse.Namespace) -> int:
     with _client(args) as c:
         if args.patch:
-            patch = _json_arg(args.patch, "the config patch")
+            patch = _json_arg(args.patch, "the config patch is")
             _print_json(c.config_set(patch))
         else:
             _print_json(c.config_get())
@@ -184,6 +188,173 @@ def cmd_config(args: argparse.Namespace) -> int:
 def cmd_reload(args: argparse.Namespace) -> int:
     with _client(args) as c:
         _print_json(c.reload())
+    return EXIT_OK
+
+
+# -- history: query, revert, versions, time travel (the TUI's History, Versions and Past screens) --
+
+
+def _when_arg(text: str, what: str, end: bool = False) -> str:
+    try:
+        value = parse_instant(text) if what == "TIME" else parse_local(text, end=end)
+    except ValueError as e:
+        raise _usage(f"{what}: {e}") from None
+    if value is None:
+        raise _usage(f"{what} is empty; write 2026-01-31 or 2026-01-31 20:00")
+    return value
+
+
+def _say(text: str = "") -> None:
+    """Print a line of the history commands: memory text and names come from the model, so
+    terminal controls and bidi overrides are made visible (`shown`), never sent raw."""
+    print(shown(text))
+
+
+def _table(rows: list[list[str]], right: tuple[int, ...] = ()) -> None:
+    """Rows as columns two spaces apart (the last column unpadded); `right` columns right-aligned."""
+    width = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        cells = [c.rjust(width[i]) if i in right else c.ljust(width[i]) for i, c in enumerate(row[:-1])]
+        _say("  ".join([*cells, row[-1]]).rstrip())
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def _status(record: dict[str, Any]) -> str:
+    text = "ok" if record.get("status") == "ok" else f"error {(record.get('error') or {}).get('code', '')}".rstrip()
+    changes = len(record.get("changes") or [])
+    return f"{text} · {_plural(changes, 'change')}" if changes else text
+
+
+def _summary(record: dict[str, Any] | None) -> str:
+    """One line for a memory or relationship version: its title or name and what it says."""
+    if record is None:
+        return "(deleted)"
+    if "personId" in record:
+        return (f"{record.get('name', '')} — {record.get('relationship', '')}, affinity {record.get('affinity')}"
+                f": {_line(record.get('reason'))}")
+    mark = "⊘ " if record.get("supersededBy") else ""
+    return f"{mark}{record.get('title', '')}: {_line(record.get('content'))}"
+
+
+def _line(text: Any, limit: int = 60) -> str:
+    line = " ".join(str(text or "").split())
+    return line if len(line) <= limit else line[:limit - 1] + "…"
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    filters: dict[str, Any] = {"limit": args.limit, "offset": args.offset}
+    if args.keywords:
+        filters["keywords"] = args.keywords
+    if args.since:
+        filters["from"] = _when_arg(args.since, "--from")
+    if args.until:
+        filters["to"] = _when_arg(args.until, "--to", end=True)
+    for name in ("actor", "tool", "target"):
+        if getattr(args, name):
+            filters[name] = getattr(args, name)
+    if args.changes_only:
+        filters["changesOnly"] = True
+    with _client(args) as c:
+        page = c.history_query(filters)
+    if args.json:
+        _print_json(page)
+        return EXIT_OK
+    items, total = page.get("items") or [], page.get("total", 0)
+    if items:
+        _table([["seq", "time", "actor", "tool", "targets", "status"]]
+               + [[str(r.get("seq")), local_time(r.get("at")), r.get("actor", ""), r.get("tool", ""),
+                   change_targets(r) or "—", _status(r)] for r in items], right=(0,))
+    shown = f"{args.offset + 1:,}–{args.offset + len(items):,} of {total:,}" if items else f"none of {total:,}"
+    more = f"; older: --offset {page['nextOffset']}" if page.get("nextOffset") is not None else ""
+    _say(f"{shown} records, newest first{more}")
+    return EXIT_OK
+
+
+def cmd_revert(args: argparse.Namespace) -> int:
+    with _client(args) as c:
+        answer = c.history_revert(args.seq, force=args.force, preview=args.preview)
+    if args.json:
+        _print_json(answer)
+    elif args.preview:
+        changes = answer.get("changes") or []
+        if answer.get("ok"):
+            _say(f"Reverting operation {args.seq} would make {_plural(len(changes), 'change')}"
+                  f"{' (forced over the conflicts below)' if answer.get('forced') else ''}:")
+        else:
+            _say(f"Operation {args.seq} cannot be reverted as it stands:")
+        for ch in changes:
+            _say(f"  {ch.get('kind')}  {ch.get('target') or ''}")
+            _say(f"    before: {_summary(ch.get('before'))}")
+            _say(f"    after:  {_summary(ch.get('after'))}")
+        for x in answer.get("conflicts") or []:
+            fields = f" ({', '.join(x['fields'])})" if x.get("fields") else ""
+            _say(f"  conflict: {x.get('target') or 'the Memory'}: {x.get('problem')}{fields}")
+        if not answer.get("ok"):
+            forceable = all(x.get("forceable") is not False for x in answer.get("conflicts") or [])
+            print("zcor: " + ("--force writes the old values anyway, as a new change." if forceable
+                              else "--force cannot override these conflicts."), file=sys.stderr)
+    else:
+        changes = answer.get("changes") or []
+        _say(f"Reverted operation {answer.get('reverted')} as operation {answer.get('seq')}"
+              f"{' (forced)' if answer.get('forced') else ''}: {_plural(len(changes), 'change')}")
+        for ch in changes:
+            _say(f"  {ch.get('kind')}  {ch.get('target') or ''}")
+    return EXIT_OK if not args.preview or answer.get("ok") else EXIT_REFUSED
+
+
+def cmd_versions(args: argparse.Namespace) -> int:
+    with _client(args) as c:
+        answer = c.history_versions(args.id)
+    if args.json:
+        _print_json(answer)
+        return EXIT_OK
+    items = answer.get("items") or []
+    _say(f"{_plural(len(items), 'version')} of {answer.get('id', args.id)}, oldest first "
+          f"(`zcor revert SEQ` undoes the operation that wrote one):")
+    if items:
+        _table([["change", "seq", "time", "actor", "kind", "record"]]
+               + [[str(v.get("changeId")), str(v.get("seq")), local_time(v.get("at")), v.get("actor", ""),
+                   v.get("kind", ""), _summary(v.get("record"))] for v in items], right=(0, 1))
+    return EXIT_OK
+
+
+AGO = re.compile(r"^\s*\d+\s*[smhdw]\b", re.I)
+
+
+def cmd_at(args: argparse.Namespace) -> int:
+    # `2h ago` or `2h` as well as `-2h`, which argparse would take for an option unless after `--`
+    text = " ".join(args.time)
+    instant = _when_arg("-" + text.strip() if AGO.match(text) else text, "TIME")
+    with _client(args) as c:
+        past = c.history_at(instant)
+    if args.json:
+        _print_json(past)
+        return EXIT_OK
+    nodes = {n["id"]: n for n in past.get("nodes") or []}
+    important = list(past.get("important") or [])
+    children: dict[str | None, list[str]] = {}
+    for node_id in sorted(nodes, key=lambda i: (int(i[1:]) if i[1:].isdigit() else 0, i)):
+        parent = nodes[node_id].get("parentId")
+        children.setdefault(parent if parent in nodes else None, []).append(node_id)
+    undone = int(past.get("undoneChanges") or 0)
+    _say(f"The Memory at {local_time(past.get('at'))} ({_plural(undone, 'later change')} undone; read-only)")
+    _say(f"{len(nodes):,} {'memory' if len(nodes) == 1 else 'memories'}:")
+
+    def tree(parent: str | None, depth: int) -> None:
+        for node_id in children.get(parent, []):
+            n = nodes[node_id]
+            marks = ("★ " if node_id in important else "") + ("⊘ " if n.get("supersededBy") else "")
+            _say(f"{'  ' * (depth + 1)}{node_id}  {marks}{_line(n.get('title'), 80)}")
+            tree(node_id, depth + 1)
+
+    tree(None, 0)
+    rels = past.get("relationships") or []
+    _say(f"{_plural(len(rels), 'relationship')}:")
+    for r in rels:
+        _say(f"  {r.get('personId')}  {_summary(r)}")
     return EXIT_OK
 
 
@@ -351,6 +522,38 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("reload", parents=[common], help="re-read config.json and synonyms.json")
     p.set_defaults(func=cmd_reload)
+
+    p = sub.add_parser("history", parents=[common], help="search the operation history, newest first")
+    p.add_argument("keywords", nargs="*", metavar="KEYWORD", help="words that must all occur in a record")
+    p.add_argument("--from", dest="since", metavar="WHEN", help="records at or after (2026-01-31, '2026-01-31 20:00')")
+    p.add_argument("--to", dest="until", metavar="WHEN", help="records at or before (a date alone: its whole day)")
+    p.add_argument("--actor", choices=["model", "operator", "system"], help="only this actor's records")
+    p.add_argument("--tool", metavar="NAME", help="only calls of this tool or method (exact name)")
+    p.add_argument("--target", metavar="ID", help="only records about this memory id or personId")
+    p.add_argument("--changes-only", action="store_true", help="only records that changed the Memory")
+    p.add_argument("--limit", type=int, default=20, metavar="N", help="records per page, 1..100 (default 20)")
+    p.add_argument("--offset", type=int, default=0, metavar="N", help="skip this many (the next page's is printed)")
+    p.add_argument("--json", action="store_true", help="print zcord's answer {items, total, nextOffset}")
+    p.set_defaults(func=cmd_history)
+
+    p = sub.add_parser("revert", parents=[common], help="undo one logged operation, as a new operation")
+    p.add_argument("seq", type=int, metavar="SEQ", help="the operation's number (`zcor history` shows it)")
+    p.add_argument("--preview", action="store_true", help="show what would change and any conflicts; change nothing")
+    p.add_argument("--force", action="store_true", help="write the old values even over later changes")
+    p.add_argument("--json", action="store_true", help="print zcord's answer as JSON")
+    p.set_defaults(func=cmd_revert)
+
+    p = sub.add_parser("versions", parents=[common], help="every version of a memory or relationship")
+    p.add_argument("id", metavar="ID", help="a memory id (m17) or a personId")
+    p.add_argument("--json", action="store_true", help="print zcord's answer with the full records")
+    p.set_defaults(func=cmd_versions)
+
+    p = sub.add_parser("at", parents=[common], help="the whole Memory as it was at a past instant (read-only)")
+    p.add_argument("time", metavar="TIME", nargs="+",
+                   help="2026-01-31 20:00 (local time), 2026-01-31T20:00:00+08:00, or how long ago: 2h, 3d, "
+                        "1d 6h, '90m ago'")
+    p.add_argument("--json", action="store_true", help="print zcord's answer with every record")
+    p.set_defaults(func=cmd_at)
 
     p = sub.add_parser("chat", parents=[common], add_help=False,
                        help="talk to the persona in the terminal (the reference console bot); "

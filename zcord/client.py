@@ -5,6 +5,9 @@ here; it stays where it is when the packages below it move."""
 from .transport.client import *  # noqa: F401,F403
 from .transport.client import __all__ as _client_all
 from .transport.client import initialize_params
+# time forms and log-record targets, shared by `zcor` and the TUI (importable, not in __all__)
+from .transport.timeforms import parse_instant, parse_local  # noqa: F401
+from .transport.wording import change_targets  # noqa: F401
 from .transport.paths import SYSTEM_SOCKET, client_socket, default_socket, memory_dir
 from .transport.wording import for_operator, human_size
 from .core.origin import describe as describe_origin

@@ -25,27 +25,32 @@ ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "contrib" / "astrbot" / "astrbot_plugin_zcor"
 DRIVER = ROOT / "tests" / "astrbot" / "drive_plugin.py"
 ASTRBOT_PYTHON = os.environ.get("ZCOR_ASTRBOT_PYTHON") or str(ROOT / ".venv-astrbot" / "bin" / "python")
+# AstrBot's newest release needs Python 3.12+; its venv is made where such a Python exists
+ASTRBOT_LATEST_PYTHON = (os.environ.get("ZCOR_ASTRBOT_LATEST_PYTHON")
+                         or str(ROOT / ".venv-astrbot-latest" / "bin" / "python"))
+ASTRBOTS = {  # which AstrBot: (its venv's Python, why it may be missing)
+    "astrbot-4.14": (ASTRBOT_PYTHON, "the AstrBot test venv is missing: run `make astrbot-env` (make test does)"),
+    "astrbot-newest": (ASTRBOT_LATEST_PYTHON, "the newest AstrBot's venv is missing: it needs Python 3.12+ "
+                       "(python3.13, python3.12 or pyenv's 3.12/3.13) and `make astrbot-latest-env` (make test "
+                       "makes it where such a Python exists)"),
+}
 MESSAGE = "我这周末又要去香山爬山了，上次那双登山鞋还挺好穿"
 PERSONA = "你是小雪，群里温柔的猫娘，说话句尾带“喵”。"
 REL_TOOLS = {"zcor_relationship_read", "zcor_relationship_query", "zcor_relationship_write",
              "zcor_relationship_delete"}
 
-pytestmark = [
-    pytest.mark.astrbot,
-    pytest.mark.skipif(not Path(ASTRBOT_PYTHON).exists(),
-                       reason="the AstrBot test venv is missing: run `make astrbot-env` (make test does)"),
-]
+pytestmark = [pytest.mark.astrbot]
 
 
-def drive(llm_url: str, steps: list[dict]) -> tuple[list[dict], str]:
-    """Run the driver in the AstrBot venv; its transcript (one entry per step) and AstrBot's log."""
+def drive(llm_url: str, steps: list[dict], python: str = ASTRBOT_PYTHON) -> tuple[list[dict], str]:
+    """Run the driver in an AstrBot venv; its transcript (one entry per step) and AstrBot's log."""
     root = Path(tempfile.mkdtemp(prefix="zab", dir="/tmp"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ZCOR_", "PYTHON", "VIRTUAL_ENV"))}
     # the plugin runs with this checkout's zcord client (not whichever the AstrBot venv has installed)
     (root / "lib").mkdir()
     (root / "lib" / "zcord").symlink_to(ROOT / "zcord")
     env["PYTHONPATH"] = str(root / "lib")
-    out = subprocess.run([ASTRBOT_PYTHON, str(DRIVER), str(root), str(PLUGIN), llm_url,
+    out = subprocess.run([python, str(DRIVER), str(root), str(PLUGIN), llm_url,
                           json.dumps(steps, ensure_ascii=False)],
                          capture_output=True, text=True, timeout=600, env=env, cwd=root)
     shutil.rmtree(root, ignore_errors=True)
@@ -55,12 +60,29 @@ def drive(llm_url: str, steps: list[dict]) -> tuple[list[dict], str]:
     return json.loads(lines[-1].removeprefix("TRANSCRIPT ")), log
 
 
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
+def astrbot_version(python: str) -> tuple[str, tuple[int, int]]:
+    """The astrbot package's version in that venv, and its Python's (major, minor)."""
+    out = subprocess.run([python, "-c", "import importlib.metadata as m, sys; "
+                          "print(m.version('astrbot'), *sys.version_info[:2])"],
+                         capture_output=True, text=True, timeout=60, check=True)
+    version, major, minor = out.stdout.split()
+    return version, (int(major), int(minor))
+
+
+@pytest.fixture(scope="module", params=list(ASTRBOTS))
+def run(request, tmp_path_factory):
     """One AstrBot process (its start-up is slow) through four steps: a group message on a
     daemon with relationship memory on; one on a daemon with it off; one after that daemon
-    stopped under the connected plugin; one with the setting pointing at no daemon at all."""
+    stopped under the connected plugin; one with the setting pointing at no daemon at all.
+    Once with AstrBot 4.14 (the last for Python 3.11), once with the newest."""
     from tests.integration.conftest import Factory
+
+    python, missing = ASTRBOTS[request.param]
+    if not Path(python).exists():
+        pytest.skip(missing)
+    version, py = astrbot_version(python)
+    if request.param == "astrbot-newest":  # really a release past 4.14, on the Python it needs
+        assert tuple(map(int, version.split(".")[:2])) > (4, 14) and py >= (3, 12), (version, py)
 
     factory = Factory()
     on, off = factory().start(), factory().start()
@@ -80,7 +102,7 @@ def run(tmp_path_factory):
         transcript, log = drive(llm.url, [{"socket": str(on.sock), "message": MESSAGE},
                                           {"socket": str(off.sock), "message": "你还记得我吗"},
                                           {"socket": str(off.sock), "message": "登山鞋呢", "kill": off.proc.pid},
-                                          {"socket": nobody, "message": "在吗"}])
+                                          {"socket": nobody, "message": "在吗"}], python)
     yield {"on": on, "off": off, "shoes": shoes, "write_args": write_args, "llm": llm,
            "transcript": transcript, "log": log, "nobody": nobody}
     problems = factory.cleanup()

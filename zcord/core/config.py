@@ -21,6 +21,7 @@ from pydantic.alias_generators import to_camel
 
 from .errors import InvalidArgument, StateFileInvalid
 from .fsutil import atomic_write, read_plain_file
+from .invalid import sentence
 
 
 class _Base(BaseModel):
@@ -185,7 +186,7 @@ class ConfigFile:
         except ValidationError as e:
             first = e.errors()[0]
             loc = ".".join(str(p) for p in first["loc"])
-            raise StateFileInvalid(f"{self.path.name}: {loc}: {first['msg']}") from None
+            raise StateFileInvalid(f"{self.path.name}: {sentence(loc, first, Config)}") from None
 
     def load(self) -> Config:
         stored = self._read()
@@ -205,7 +206,7 @@ class ConfigFile:
                 try:
                     setattr(llm, attr, value)
                 except ValidationError as e:
-                    raise StateFileInvalid(f"environment variable {env}: {e.errors()[0]['msg']}") from None
+                    raise StateFileInvalid(f"environment variable {env}: {sentence('', e.errors()[0])}") from None
         return cfg.model_copy(update={"llm": llm})
 
     def update(self, patch: dict[str, Any]) -> Config:
@@ -228,7 +229,7 @@ class ConfigFile:
         except ValidationError as e:
             first = e.errors()[0]
             loc = ".".join(str(p) for p in first["loc"])
-            raise InvalidArgument(f"{loc}: {first['msg']}", field=loc) from None
+            raise InvalidArgument(sentence(loc, first, Config), field=loc) from None
         data = json.dumps(new.model_dump(mode="json", by_alias=True), ensure_ascii=False, indent=2) + "\n"
         try:
             self._read()  # a broken hand edit is for the operator to fix, never for us to replace

@@ -160,18 +160,47 @@ def apply_change(state: MemoryState, c: dict[str, Any]) -> Change:
         elif kind == "state.migrate":
             pass
         else:
-            raise ValueError(f"a {kind} change cannot be replayed from the log (it was to be in the snapshot)")
+            raise SnapshotOnly(change.change_id, kind, change.at)
+    except SnapshotOnly:
+        raise
     except (ValueError, KeyError) as e:
         raise StateFileInvalid(f"{where} cannot be replayed: {e}") from None
     state.history.append(change)
     return change
 
 
+class SnapshotOnly(ValueError):
+    """A change whose content only the snapshot holds (a restore names its backup, not what
+    was in it) was met while replaying the log."""
+
+    def __init__(self, change_id: int, kind: str, at: Any):
+        super().__init__(f"a {kind} change cannot be replayed from the log (it was to be in the snapshot)")
+        self.change_id, self.kind, self.at = change_id, kind, at
+
+    def advice(self, memdir: Path) -> str:
+        """What went wrong, and what to do, for the operator who starts zcord."""
+        what = {"state.restore": "a restore from a backup"}.get(self.kind, f"a {self.kind} change")
+        at = self.at.isoformat(timespec="milliseconds") if hasattr(self.at, "isoformat") else str(self.at)
+        if not (memdir / "memory-state.json").exists():
+            problem = (f"memory-state.json is missing from {memdir}, and operations.jsonl cannot rebuild the "
+                       f"Memory without it: change {self.change_id} ({what}, at {at}) was saved in "
+                       f"memory-state.json only")
+        else:
+            problem = (f"memory-state.json in {memdir} is older than change {self.change_id} ({what}, at {at}), "
+                       f"which was saved in memory-state.json only; it may have been replaced by an older copy")
+        return (f"{problem}. Put back memory-state.json from a copy of this directory, or copy the newest file "
+                f"in {memdir / 'backups'} made after {at} (their names carry the time in UTC) to "
+                f"memory-state.json, then start zcord again")
+
+
 def replay(state: MemoryState, log_path: Path, pos: SnapshotPos | None) -> int:
     """Apply the changes logged after the snapshot; returns how many."""
     changes = tail_changes(log_path, last_change_id(state), pos)
     for c in changes:
-        apply_change(state, c)
+        try:
+            apply_change(state, c)
+        except SnapshotOnly as e:
+            raise StateFileInvalid(e.advice(log_path.parent)) from None
     return len(changes)
 
 

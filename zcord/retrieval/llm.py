@@ -18,6 +18,7 @@ import asyncio
 import inspect
 import json
 import queue
+import re
 import socket
 import threading
 import time
@@ -131,6 +132,12 @@ def _parse_args(raw: Any) -> Any:
         return raw
 
 
+def _plain_error(err: Exception) -> str:
+    """An httpx error's text without the errno in brackets: `connection refused`."""
+    text = re.sub(r"\[Errno -?\d+\]\s*", "", str(err)).strip() or type(err).__name__
+    return text[0].lower() + text[1:] if text[:1].isupper() and not text[1:2].isupper() else text
+
+
 class Provider:
     """One configured provider. `chat()` sends a conversation and returns the reply."""
 
@@ -153,8 +160,11 @@ class Provider:
         except httpx.TimeoutException:
             raise ProviderError(f"The LLM provider at {self.cfg.base_url} did not answer within "
                                 f"{self.cfg.timeout_seconds:g} s.") from None
+        except httpx.ConnectError as e:  # refused or unknown before a byte of answer, whichever call
+            raise ProviderError(f"The LLM provider at {self.cfg.base_url} could not be reached: {_plain_error(e)} "
+                                f"(is it running, and is llm.baseUrl right?)") from None
         except httpx.HTTPError as e:
-            raise ProviderError(f"The LLM provider at {self.cfg.base_url} {failing}: {e}") from None
+            raise ProviderError(f"The LLM provider at {self.cfg.base_url} {failing}: {_plain_error(e)}") from None
         finally:
             if self._client is None:
                 client.close()

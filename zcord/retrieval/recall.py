@@ -21,6 +21,7 @@ from .ranking import (LIGHT_WEIGHT, MESSAGE_HMM, PERSON_FACTOR, RECENCY_DECAY, R
                       SYNONYM_WEIGHT, Hit, Ranking, Term)
 from .synonyms import Synonyms
 from .wordscan import WordScanner
+from ..core.invalid import sentence
 from ..core.text import (add_user_words, analyse_cached, has_cjk, is_light, is_stopword, normalize,
                          stem_key, term_key, title_seq, fold_han, match_form)
 
@@ -50,7 +51,7 @@ def parse_events(events: Any) -> list[Event]:
         except ValidationError as e:
             first = e.errors()[0]
             loc = ".".join(str(p) for p in first["loc"])
-            raise InvalidArgument(f"events[{i}].{loc}: {first['msg']}" if loc else f"events[{i}]: {first['msg']}",
+            raise InvalidArgument(sentence(f"events[{i}].{loc}" if loc else f"events[{i}]", first, None),
                                   field=f"events[{i}]") from None
     return out
 

@@ -9,10 +9,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from pydantic.alias_generators import to_camel
 
 from ..core.errors import InvalidArgument, ZcorError
+from ..core.invalid import sentence
 from ..core.state import Tx
 from ..core.text import normalize
 from . import inputs as I
@@ -63,8 +64,8 @@ def _loc(loc: tuple) -> str:
     return out or "arguments"
 
 
-def invalid_from(err: ValidationError) -> InvalidArgument:
-    """One InvalidArgument naming every field that is wrong."""
+def invalid_from(err: ValidationError, model: type[BaseModel] | None = None) -> InvalidArgument:
+    """One InvalidArgument naming every field that is wrong, in words (core.invalid)."""
     msgs = []
     first = None
     for e in err.errors():
@@ -73,10 +74,8 @@ def invalid_from(err: ValidationError) -> InvalidArgument:
         if e["type"] == "extra_forbidden":
             hint = f" (did you mean {to_camel(name)}?)" if "_" in name else ""
             msgs.append(f"unknown parameter {name}{hint}")
-        elif e["type"] == "missing":
-            msgs.append(f"{name} is required")
         else:
-            msgs.append(f"{name}: {e['msg'].removeprefix('Value error, ')}")
+            msgs.append(sentence(name, e, model))
     return InvalidArgument("; ".join(msgs), field=first)
 
 
@@ -87,7 +86,7 @@ def parse_args(model: type[I.Args], params: Any) -> I.Args:
     try:
         return model.model_validate(params)
     except ValidationError as e:
-        raise invalid_from(e) from None
+        raise invalid_from(e, model) from None
 
 
 def synonym_terms(a: I.SynonymsAddArgs) -> list[str]:

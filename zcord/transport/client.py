@@ -570,8 +570,11 @@ class AsyncClient(_AsyncMethods):
                 await asyncio.sleep(0)  # let the reader see the end and start reconnecting
 
     async def _wait_connected(self, deadline: float) -> None:
-        if self._closing or not self._started:
-            raise ConnectionLost(f"not connected to zcord at {self.path} (call connect() first)")
+        if self._closing:
+            raise ConnectionLost(f"the connection to zcord at {self.path} is closed")
+        if not self._started:  # never reached (or connect() not called yet)
+            raise ConnectionLost(f"not connected to zcord at {self.path}: nothing has answered there yet "
+                                 f"(is zcord running? `zcor status` checks)")
         if not self.reconnect:
             raise ConnectionLost(f"the connection to zcord at {self.path} was lost")
         try:

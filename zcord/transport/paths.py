@@ -96,7 +96,7 @@ def ensure_socket_dir(directory: Path) -> None:
         os.chmod(d, 0o750, follow_symlinks=False)
 
 
-def check_daemon_socket_dir(directory: Path, uid: int | None = None) -> None:
+def check_daemon_socket_dir(directory: Path, uid: int | None = None, socket_name: str = "zcord.sock") -> None:
     """zcord's rule: the socket directory is a real directory owned by zcord's uid that no
     one else can write to (else another user could swap the socket). Raises UnsafeSocket."""
     uid = os.geteuid() if uid is None else uid
@@ -108,6 +108,13 @@ def check_daemon_socket_dir(directory: Path, uid: int | None = None) -> None:
         raise UnsafeSocket(f"socket directory {directory} is a symbolic link; use a real directory")
     if not stat.S_ISDIR(st.st_mode):
         raise UnsafeSocket(f"socket directory {directory} is not a directory")
+    if st.st_mode & (stat.S_ISVTX | stat.S_IWOTH):
+        # /tmp and its kind are meant to be shared: never advise changing or removing them
+        private = directory / (Path(socket_name).stem if socket_name != "zcord.sock" else "zcor") / "zcord.sock"
+        raise UnsafeSocket(f"socket directory {directory} is writable by group or others (mode "
+                           f"{stat.S_IMODE(st.st_mode):04o}): a directory shared with other users, where "
+                           f"someone else could swap the socket. Put the socket in a private directory "
+                           f"instead, e.g. --socket {private} (zcord creates the directory, for its user only)")
     if st.st_uid != uid:
         raise UnsafeSocket(f"socket directory {directory} is owned by uid {st.st_uid}, not by zcord's uid {uid}; "
                            f"someone else may control it. Remove it (or choose another --socket) and start again")

@@ -317,7 +317,7 @@ def bind_socket(path: Path) -> socket.socket:
     """
     parent = path.parent
     ensure_socket_dir(parent)
-    check_daemon_socket_dir(parent)
+    check_daemon_socket_dir(parent, socket_name=path.name)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         old_umask = os.umask(0o117)

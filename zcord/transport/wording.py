@@ -9,7 +9,9 @@ left as the model needs it; these rules, keyed on the error code, swap only the 
 from __future__ import annotations
 
 import re
-from typing import Literal
+from typing import Any, Literal
+
+from .shown import invisible_marked
 
 Where = Literal["tui", "cli"]
 
@@ -32,6 +34,9 @@ RULES: list[tuple[str, re.Pattern[str], str, str]] = [
                                 r"given\."),
      r"zcord has no tool \1.",
      r"zcord has no tool \1; `zcor tools` lists them."),
+    ("conflict", re.compile(r" Pass force to write the old values anyway, as a new change\."),
+     " Force writes the old values anyway, as a new change.",
+     " `--force` writes the old values anyway, as a new change (`--preview` shows them)."),
 ]
 
 
@@ -51,3 +56,22 @@ def human_size(n: int) -> str:
             return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
         size /= 1024
     return f"{n} B"
+
+
+def change_targets(record: dict[str, Any]) -> str:
+    """What an operation-log record touched: the targets of its changes, else its id params."""
+    targets: list[str] = []
+    for change in record.get("changes") or ():
+        target = change.get("target")
+        if target and target not in targets:
+            targets.append(target)
+    if not targets:
+        params = record.get("params") or {}
+        for key in ("id", "personId", "parentId", "replacementId"):
+            value = params.get(key)
+            if isinstance(value, str) and value:
+                targets.append(value)
+        ids = params.get("ids")
+        if isinstance(ids, list):
+            targets.extend(str(i) for i in ids)
+    return ", ".join(invisible_marked(t) for t in targets)
