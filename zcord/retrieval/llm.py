@@ -378,27 +378,30 @@ class Provider:
                 if on_text is None or resp.status_code >= 400 or \
                         "text/event-stream" not in resp.headers.get("content-type", ""):
                     raw = bytearray()
-                    async for chunk in resp.aiter_bytes():
-                        raw += chunk
-                        if len(raw) > MAX_RESPONSE_BYTES:
-                            raise ProviderError(_TOO_LARGE)
+                    # closed here, not left to the loop's finalizer (a task still pending at shutdown)
+                    async with contextlib.aclosing(resp.aiter_bytes()) as chunks:
+                        async for chunk in chunks:
+                            raw += chunk
+                            if len(raw) > MAX_RESPONSE_BYTES:
+                                raise ProviderError(_TOO_LARGE)
                     reply = self._parse_body(resp, bytes(raw))
                     if reply.text:
                         await hand(reply.text)
                     return reply
                 state = _OpenAIStream() if self.cfg.protocol == "openai" else _AnthropicStream()
                 received, pending = 0, b""
-                async for chunk in resp.aiter_bytes():
-                    received += len(chunk)
-                    if received > MAX_RESPONSE_BYTES:
-                        raise ProviderError(_TOO_LARGE)
-                    *lines, pending = (pending + chunk).split(b"\n")
-                    for line in lines:
-                        piece = self._sse_piece(line.rstrip(b"\r").decode("utf-8", "replace"), state)
-                        if piece is None:
-                            return state.reply()
-                        if piece:
-                            await hand(piece)
+                async with contextlib.aclosing(resp.aiter_bytes()) as chunks:
+                    async for chunk in chunks:
+                        received += len(chunk)
+                        if received > MAX_RESPONSE_BYTES:
+                            raise ProviderError(_TOO_LARGE)
+                        *lines, pending = (pending + chunk).split(b"\n")
+                        for line in lines:
+                            piece = self._sse_piece(line.rstrip(b"\r").decode("utf-8", "replace"), state)
+                            if piece is None:
+                                return state.reply()
+                            if piece:
+                                await hand(piece)
                 piece = self._sse_piece(pending.rstrip(b"\r").decode("utf-8", "replace"), state)
                 if piece:
                     await hand(piece)
