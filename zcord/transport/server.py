@@ -98,6 +98,7 @@ class Daemon(MethodHandlers, ConnectionServer):
             "zcor/backups/preview": (self._backups_preview, True),
             "zcor/synonyms/list": (self._synonyms_list, True),
             "zcor/synonyms/set": (self._synonyms_set, True),
+            "zcor/synonyms/held": (self._synonyms_held, True),
             "zcor/llm": (self._llm, False),
             "zcor/recall/explain": (self._recall_explain, True),
             "zcor/reload": (self._reload_method, True),
