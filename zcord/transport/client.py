@@ -261,6 +261,10 @@ class _AsyncMethods(_Methods):
         """Add (index None), replace, or remove (terms None) a synonym group."""
         return await self.request("zcor/synonyms/set", {"index": index, "terms": terms})
 
+    async def synonym_listing(self) -> dict[str, Any]:
+        """`zcor/synonyms/list` whole: `{groups, botAdded, held}`."""
+        return await self.request("zcor/synonyms/list")
+
     async def synonyms_held(self, action: str, held: int | None = None, index: int | None = None) -> dict[str, Any]:
         """`zcor/synonyms/held`: accept or discard held group `held`, or discard the bot's group
         at `index`."""
@@ -837,6 +841,10 @@ class Client(_Methods):
     def synonyms_set(self, index: int | None, terms: list[str] | None) -> dict[str, Any]:
         """Add (index None), replace, or remove (terms None) a synonym group."""
         return self.request("zcor/synonyms/set", {"index": index, "terms": terms})
+
+    def synonym_listing(self) -> dict[str, Any]:
+        """`zcor/synonyms/list` whole: `{groups, botAdded, held}`."""
+        return self.request("zcor/synonyms/list")
 
     def synonyms_held(self, action: str, held: int | None = None, index: int | None = None) -> dict[str, Any]:
         """`zcor/synonyms/held`: accept or discard held group `held`, or discard the bot's group
