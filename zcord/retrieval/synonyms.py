@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import weakref
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..core.errors import StateFileInvalid
@@ -182,6 +182,16 @@ class Synonyms:
         self._derive()
         self._stamp = self._file_stamp()
 
+    def _with_bot(self, bot: dict[str, list[list[str]]], write: Callable[[], None]) -> None:
+        """Take the bot's new lists and run write (which saves the file); a failed write puts
+        the old lists back, so the table stays what the file holds."""
+        old, self.bot = self.bot, bot
+        try:
+            write()
+        except BaseException:
+            self.bot = old
+            raise
+
     def _save_bot_lists(self) -> None:
         """Rewrite the file after a change to the bot's lists only (the groups, their classes
         and what jieba was taught stay as they are)."""
@@ -221,19 +231,9 @@ class Synonyms:
         if key in self._keys or any(key_of(g) == key for g in self.bot["held"]):
             return False, False
         if any(t in self.classes.of for t in key):
-            old, self.bot = self.bot, {**self.bot, "held": [*self.bot["held"], list(terms)]}
-            try:
-                self._save_bot_lists()
-            except BaseException:
-                self.bot = old
-                raise
+            self._with_bot({**self.bot, "held": [*self.bot["held"], list(terms)]}, self._save_bot_lists)
             return True, True
-        self.bot = {**self.bot, "botAdded": [*self.bot["botAdded"], list(terms)]}
-        try:
-            self._append(terms)
-        except BaseException:
-            self.bot = {**self.bot, "botAdded": self.bot["botAdded"][:-1]}
-            raise
+        self._with_bot({**self.bot, "botAdded": [*self.bot["botAdded"], list(terms)]}, lambda: self._append(terms))
         return True, False
 
     def take_held(self, i: int, accept: bool) -> list[str]:
@@ -243,31 +243,17 @@ class Synonyms:
         group = list(held[i])
         bot = {**self.bot, "held": held[:i] + held[i + 1:]}
         if accept and key_of(group) not in self._keys:
-            old, self.bot = self.bot, bot
-            try:
-                self.replace_groups(self.groups + [group])
-            except BaseException:
-                self.bot = old
-                raise
+            self._with_bot(bot, lambda: self._append(group))
         else:
-            old, self.bot = self.bot, bot
-            try:
-                self._save_bot_lists()
-            except BaseException:
-                self.bot = old
-                raise
+            self._with_bot(bot, self._save_bot_lists)
         return group
 
     def discard_bot_group(self, index: int) -> list[str]:
         """Remove group `index`, one the bot added, from the groups and from `botAdded`."""
         group = self.groups[index]
         key = key_of(group)
-        old, self.bot = self.bot, {**self.bot, "botAdded": [g for g in self.bot["botAdded"] if key_of(g) != key]}
-        try:
-            self.replace_groups(self.groups[:index] + self.groups[index + 1:])
-        except BaseException:
-            self.bot = old
-            raise
+        self._with_bot({**self.bot, "botAdded": [g for g in self.bot["botAdded"] if key_of(g) != key]},
+                       lambda: self.replace_groups(self.groups[:index] + self.groups[index + 1:]))
         return list(group)
 
     def bot_count(self) -> int:
