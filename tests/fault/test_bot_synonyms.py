@@ -72,6 +72,11 @@ def test_the_operator_discards_a_held_chain_and_recall_stays_as_it_was(make_daem
         assert len(rec) == 7 and len(ok) == 1 and ok[0]["actor"] == "operator"  # six refused
         assert ok[0]["changes"][0]["kind"] == "synonyms.discard"
         assert ok[0]["changes"][0]["before"] == ["披萨", "意式薄饼"]
+        # synonym changes are not in the Memory's change history: revert says so, changes nothing
+        with pytest.raises(ToolError) as no_revert:
+            op.history_revert(ok[0]["seq"])
+        assert no_revert.value.field == "seq" and "changed nothing in the Memory" in no_revert.value.message
+        assert op.request("zcor/synonyms/list", {})["held"] == [["披萨", "意式薄饼"]]
 
 
 def test_accepting_the_held_chain_makes_it_expand(make_daemon):
