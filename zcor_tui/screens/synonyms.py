@@ -38,12 +38,19 @@ class SynonymsScreen(ZcorScreen):
         Binding("d,delete", "remove", "Remove", id="syn.remove", tooltip="Remove the selected group"),
         Binding("p", "focus_preview", "Preview", id="syn.preview",
                 tooltip="Type a message and see what auto-recall would do"),
+        Binding("y", "accept_held", "Accept held", show=False, id="syn.accept",
+                tooltip="Add the selected held group (the bot's) to the table"),
+        Binding("x", "discard_bot", "Discard", show=False, id="syn.discard",
+                tooltip="Discard the selected held group, or a group the bot added"),
     ]
 
     def __init__(self) -> None:
         super().__init__()
         self.groups: list[list[str]] = []
         self.selected: int | None = None
+        self.bot_added: set[int] = set()  # indexes of the groups the bot added
+        self.held: list[list[str]] = []  # the bot's groups kept apart until an operator decides
+        self.selected_held: int | None = None
 
     def compose_body(self) -> ComposeResult:
         with Horizontal(id="syn-body"):
@@ -76,9 +83,11 @@ class SynonymsScreen(ZcorScreen):
 
     @work(exclusive=True, group="groups")
     async def fetch(self) -> None:
-        groups = await self.app.rpc("synonym_groups")
-        if groups is not None:
-            self.groups = groups
+        listing = await self.app.rpc("synonym_listing")
+        if listing is not None:
+            self.groups = listing["groups"]
+            self.bot_added = set(listing.get("botAdded") or ())
+            self.held = listing.get("held") or []
             self._fill()
 
     @on(Input.Changed, "#filter")
@@ -91,21 +100,41 @@ class SynonymsScreen(ZcorScreen):
         keep = self.selected
         table.clear()
         matching = 0
+        for i, terms in enumerate(self.held):  # first: they wait for the operator
+            if not needle or any(needle in fold(t) for t in terms):
+                table.add_row(Text(f"h{i}", style="bold yellow"), self._terms_cell(terms, "held"), key=f"h{i}")
         for index, terms in enumerate(self.groups):
             if needle and not any(needle in fold(t) for t in terms):
                 continue
             matching += 1
-            table.add_row(Text(str(index), style="dim"), plain(" · ".join(terms), lines=False), key=str(index))
+            table.add_row(Text(str(index), style="dim"),
+                          self._terms_cell(terms, "bot" if index in self.bot_added else None), key=str(index))
         summary = Text(f"{len(self.groups):,} groups", style="bold")
+        if self.bot_added:
+            summary.append(f" · {len(self.bot_added):,} by the bot")
+        if self.held:
+            summary.append(f" · {len(self.held):,} held (y accepts, x discards)", style="yellow")
         if needle:
             summary.append(f" · {matching:,} match")
         self.query_one("#syn-summary", Static).update(summary)
         if keep is not None and str(keep) in table.rows:
             table.move_cursor(row=table.get_row_index(str(keep)))
 
+    @staticmethod
+    def _terms_cell(terms: list[str], mark: str | None) -> Text:
+        """A group's terms as literal text (never markup), after a mark: `held` or `bot`."""
+        cell = Text()
+        if mark:
+            cell.append(f"{mark} ", style="bold yellow" if mark == "held" else "bold magenta")
+        cell.append_text(plain(" · ".join(terms), lines=False))
+        return cell
+
     @on(DataTable.RowHighlighted)
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
-        self.selected = int(event.row_key.value) if event.row_key.value is not None else None
+        key = event.row_key.value
+        held = key is not None and key.startswith("h")
+        self.selected_held = int(key[1:]) if held else None
+        self.selected = int(key) if key is not None and not held else None
 
     @on(DataTable.RowSelected)
     def _row_selected(self) -> None:
@@ -126,6 +155,9 @@ class SynonymsScreen(ZcorScreen):
         self.app.push_screen(SynonymForm(add), done)
 
     def _current(self) -> int | None:
+        if self.selected_held is not None:
+            self.notify("A held group: y adds it to the table, x discards it.", severity="warning")
+            return None
         if self.selected is None or not 0 <= self.selected < len(self.groups):
             self.notify("Select a group first.", severity="warning")
             return None
@@ -154,6 +186,35 @@ class SynonymsScreen(ZcorScreen):
         if await self.app.rpc("synonyms_set", index, None) is not None:
             self.selected = None
             self.notify(f"Synonym group {index} removed.")
+
+    async def _decide(self, action: str, question: str, done: str, **which: int) -> None:
+        """Ask, then send the decision (`zcor/synonyms/held`); the question holds no terms."""
+        if not await self.app.push_screen_wait(ConfirmDialog(question, yes=action.capitalize())):
+            return
+        if await self.app.rpc("synonyms_held", action, which.get("held"), which.get("index")) is not None:
+            self.selected = self.selected_held = None
+            self.notify(done)
+
+    @work(exclusive=True, group="action")
+    async def action_accept_held(self) -> None:
+        i = self.selected_held
+        if i is None or not 0 <= i < len(self.held):
+            self.notify("Select a held group (h0, h1, …) first.", severity="warning")
+            return
+        await self._decide("accept", f"Accept held group h{i}? It joins the table and expands.",
+                           f"Held group h{i} accepted.", held=i)
+
+    @work(exclusive=True, group="action")
+    async def action_discard_bot(self) -> None:
+        if self.selected_held is not None and 0 <= self.selected_held < len(self.held):
+            i = self.selected_held
+            await self._decide("discard", f"Discard held group h{i}?", f"Held group h{i} discarded.", held=i)
+        elif self.selected is not None and self.selected in self.bot_added:
+            i = self.selected
+            await self._decide("discard", f"Discard the bot's group {i}?", f"The bot's group {i} discarded.",
+                               index=i)
+        else:
+            self.notify("Select a held group or one the bot added (marked bot) first.", severity="warning")
 
     def action_focus_preview(self) -> None:
         self.query_one("#preview-text", Input).focus()

@@ -118,9 +118,12 @@ class Retriever(Ranking):
         """Make jieba keep every synonym term, node keyword and person's name whole."""
         st = self.state
         st.ensure_index()  # every node's keywords
-        if self._taught_terms is not self.synonyms.classes:
-            add_user_words(map(fold_han, self.synonyms.classes.of))
-            self._taught_terms = self.synonyms.classes
+        classes = self.synonyms.classes
+        if self._taught_terms is not classes:
+            # an add that merged nothing: only its terms are new to jieba
+            known = classes.base is not None and classes.base is self._taught_terms
+            add_user_words(map(fold_han, classes.new_terms if known else classes.of))
+            self._taught_terms = classes
         if st.pending_words:
             words, st.pending_words[:] = list(st.pending_words), []
             add_user_words(words)

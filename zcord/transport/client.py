@@ -178,6 +178,11 @@ class _Methods:
         return {**params, **({"force": True} if force else {}), **({"preview": True} if preview else {})}
 
     @staticmethod
+    def _held_params(action: str, held: int | None, index: int | None) -> dict[str, Any]:
+        return {"action": action, **({"held": held} if held is not None else {}),
+                **({"index": index} if index is not None else {})}
+
+    @staticmethod
     def _review_params(ids: list[int], force: bool = False, preview: bool = False) -> dict[str, Any]:
         return {"ids": list(ids), **({"force": True} if force else {}), **({"preview": True} if preview else {})}
 
@@ -255,6 +260,15 @@ class _AsyncMethods(_Methods):
     async def synonyms_set(self, index: int | None, terms: list[str] | None) -> dict[str, Any]:
         """Add (index None), replace, or remove (terms None) a synonym group."""
         return await self.request("zcor/synonyms/set", {"index": index, "terms": terms})
+
+    async def synonym_listing(self) -> dict[str, Any]:
+        """`zcor/synonyms/list` whole: `{groups, botAdded, held}`."""
+        return await self.request("zcor/synonyms/list")
+
+    async def synonyms_held(self, action: str, held: int | None = None, index: int | None = None) -> dict[str, Any]:
+        """`zcor/synonyms/held`: accept or discard held group `held`, or discard the bot's group
+        at `index`."""
+        return await self.request("zcor/synonyms/held", self._held_params(action, held, index))
 
     async def recall_explain(self, text: str, sender_key: str | None = None) -> dict[str, Any]:
         params = {"text": text} if sender_key is None else {"text": text, "senderKey": sender_key}
@@ -830,6 +844,15 @@ class Client(_Methods):
     def synonyms_set(self, index: int | None, terms: list[str] | None) -> dict[str, Any]:
         """Add (index None), replace, or remove (terms None) a synonym group."""
         return self.request("zcor/synonyms/set", {"index": index, "terms": terms})
+
+    def synonym_listing(self) -> dict[str, Any]:
+        """`zcor/synonyms/list` whole: `{groups, botAdded, held}`."""
+        return self.request("zcor/synonyms/list")
+
+    def synonyms_held(self, action: str, held: int | None = None, index: int | None = None) -> dict[str, Any]:
+        """`zcor/synonyms/held`: accept or discard held group `held`, or discard the bot's group
+        at `index`."""
+        return self.request("zcor/synonyms/held", self._held_params(action, held, index))
 
     def recall_explain(self, text: str, sender_key: str | None = None) -> dict[str, Any]:
         params = {"text": text} if sender_key is None else {"text": text, "senderKey": sender_key}

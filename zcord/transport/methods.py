@@ -18,6 +18,7 @@ from ..core import origin as O
 from ..core.errors import InvalidArgument, ZcorError
 from ..core.store import BOT_BACKUP_RE
 from ..service import review, undo
+from ..service.rooms import synonyms as synonym_room
 from ..service.tools import TOOLS, declared_tools
 from . import mcp_extras, replies
 from .connections import Connection
@@ -208,6 +209,9 @@ class MethodHandlers:
     async def _synonyms_set(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         return await self._work(self.service.set_synonym_group, params.get("index"), params.get("terms"),
                                 conn.actor)
+
+    async def _synonyms_held(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        return await self._work(synonym_room.held_action, self.service, params, conn.actor)
 
     async def _llm(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         """The deployment's provider settings (never the key), for bots such as `zcor chat`."""

@@ -9,7 +9,7 @@ Bot-facing methods: MCP (`initialize`, `ping`, `tools/list`, `tools/call`) and
 `zcor/prefix`, `zcor/recall`, `zcor/context`. Operator methods (a client that says
 `capabilities.experimental.zcor.role = "operator"` at initialize): `zcor/status`,
 `zcor/config/get`, `zcor/config/set`, `zcor/subscribe`, `zcor/unsubscribe`,
-`zcor/backups/list`, `zcor/backups/preview`, `zcor/synonyms/list`, `zcor/recall/explain`, `zcor/reload`,
+`zcor/backups/list`, `zcor/backups/preview`, `zcor/synonyms/list`, `zcor/synonyms/held`, `zcor/recall/explain`, `zcor/reload`,
 `zcor/history/query`; and `tools/call` with `_meta: {"zcor/view": true}` (an unrecorded
 display read).
 
@@ -98,6 +98,7 @@ class Daemon(MethodHandlers, ConnectionServer):
             "zcor/backups/preview": (self._backups_preview, True),
             "zcor/synonyms/list": (self._synonyms_list, True),
             "zcor/synonyms/set": (self._synonyms_set, True),
+            "zcor/synonyms/held": (self._synonyms_held, True),
             "zcor/llm": (self._llm, False),
             "zcor/recall/explain": (self._recall_explain, True),
             "zcor/reload": (self._reload_method, True),
