@@ -36,3 +36,40 @@ def read_persona(path: Path) -> str:
         return persona_text(path.read_text(encoding="utf-8", errors="replace"))
     except FileNotFoundError:
         return ""
+
+
+# The bot's own name: the first level-one Markdown heading of PERSONA.md ("# Juniper"), up to
+# the first comma, colon, dash or bracket ("# Juniper, a companion bot" → Juniper).
+_HEADING_RE = re.compile(r"^#[ \t]+(.+?)[ \t]*#*[ \t]*$", re.M)
+_NAME_END_RE = re.compile(r"[,，:：;；(（\[【|/]| [-–—] ")
+
+
+def persona_name(text: str) -> str:
+    """The bot's name in a PERSONA.md text: its first `# heading` (comments left out) cut at
+    the first comma, colon, dash or bracket; '' when it has no such heading."""
+    m = _HEADING_RE.search(persona_text(text))
+    if m is None:
+        return ""
+    return _NAME_END_RE.split(m.group(1), maxsplit=1)[0].strip()
+
+
+class PersonaName:
+    """persona_name of a PERSONA.md file, read again only when the file changes (size or
+    modification time), so recall can ask for it on every batch."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._stamp: tuple[int, int] | None = None
+        self._name = ""
+
+    def __call__(self) -> str:
+        try:
+            st = self.path.stat()
+        except OSError:
+            self._stamp, self._name = None, ""
+            return ""
+        stamp = (st.st_mtime_ns, st.st_size)
+        if stamp != self._stamp:
+            self._name = persona_name(read_persona(self.path))
+            self._stamp = stamp
+        return self._name
