@@ -173,7 +173,7 @@ _EN_PHRASAL = """
 head: to home out off back over up down in bed upstairs downstairs inside outside
 run: late behind out low errands around
 hang: out around in tight
-catch: up
+catch: up you
 turn: in
 call: it
 hit: the up
