@@ -14,8 +14,13 @@ PERSONA.md: who the bot is. zcord puts this file at the top of the system prefix
 the model on every request, with comments like this one left out; edits take effect at the
 next request, no restart. Write it in the language the bot should speak, for example:
 
+# 小雪
+
 你是小雪，一个温柔、有点毒舌的猫娘，在“周末爬山”群里陪大家聊天。说话简短，句尾喜欢加“喵”。
 你记得群友们的事，但不会主动翻旧账。
+
+A first heading (# 小雪) names the bot: auto-recall then reads its name in a message as
+the bot being spoken to ("谢谢小雪"), not as a topic.
 
 While this file has nothing outside comments, the prefix starts with a neutral default
 identity and `zcor status` warns that the persona is empty. Edit it here, or in zcor-tui

@@ -204,7 +204,7 @@ class Retriever(Ranking):
             norm = match_form(text)
             words, lone = analyse_cached(norm, weighted, MESSAGE_HMM)
             if weighted:
-                _phrasal_uses(latin_words(norm), phrasal, plain)
+                _phrasal_uses(words, phrasal, plain)
             for word in [*words, *self._mixed_keywords_in(norm)]:
                 word = normalize(word)  # the text is in match_form already
                 if word in GREETINGS:
@@ -279,7 +279,7 @@ _phrasal_stems: dict[str, frozenset[str]] = {}
 
 
 def _phrasal_uses(seq: list[str], phrasal: set[str], plain: set[str]) -> None:
-    """Sort the words of a message (its Latin words in order, normalized) whose base form is
+    """Sort the words of a message (its cut, in order, normalized) whose base form is
     a verb of lexicon.PHRASAL: into `phrasal` when an everyday phrase follows them ("heading"
     in "heading off to bed", "running" in "running a bit late"), else into `plain`."""
     if not _phrasal_stems:
