@@ -59,12 +59,12 @@ def persona_name(text: str) -> str:
 
 
 class PersonaName:
-    """persona_name of a PERSONA.md file, read again only when the file changes (size or
-    modification time), so recall can ask for it on every batch."""
+    """persona_name of a PERSONA.md file, read again only when the file changes (size,
+    modification time or inode: an atomic replace), so recall can ask for it on every batch."""
 
     def __init__(self, path: Path):
         self.path = path
-        self._stamp: tuple[int, int] | None = None
+        self._stamp: tuple[int, int, int] | None = None
         self._name = ""
 
     def __call__(self) -> str:
@@ -73,7 +73,7 @@ class PersonaName:
         except OSError:
             self._stamp, self._name = None, ""
             return ""
-        stamp = (st.st_mtime_ns, st.st_size)
+        stamp = (st.st_mtime_ns, st.st_size, st.st_ino)
         if stamp != self._stamp:
             self._name = persona_name(read_persona(self.path))
             self._stamp = stamp
