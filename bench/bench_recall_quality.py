@@ -2,7 +2,7 @@
 answer a message, on hand-written persona-bot Memories in English and Chinese.
 
 Each Memory in bench/recall_eval/ (<name>.memory.json) is written into a fresh temporary
-Memory directory through the real tools, the way a bot files facts (person node first,
+Memory directory through the real tools (its PERSONA.md first, which names the bot), the way a bot files facts (person node first,
 facts under it with parentId, keywords only where the file gives them). Each item of
 <name>.items.json is a message or a dialogue so far (one external event per message) with
 the ids of all memories that answer it; negative controls have none and should recall
@@ -100,7 +100,10 @@ def load_sets(lang: str) -> list[tuple[dict, list[dict]]]:
 
 
 def build(svc: Service, mem: dict) -> dict[str, str]:
-    """Write the Memory's nodes through the tools; returns file id → zcor id."""
+    """Write the Memory's PERSONA.md (its `persona`, naming the bot in the first heading) and
+    its nodes through the tools; returns file id → zcor id."""
+    if mem.get("persona"):
+        svc.persona_set(mem["persona"])
     real: dict[str, str] = {}
     for n in mem["nodes"]:
         params = {"title": n["title"], "content": n["content"]}

@@ -163,3 +163,36 @@ ceiling ceilings pudding puddings darling darlings sibling siblings wedding wedd
 news herring earring earrings offspring sterling shilling bedding stuffing icing
 """.split())
 
+
+# Everyday phrasal uses of verbs whose own meaning can be a memory's topic: "heading to bed"
+# is going to bed, not *deputy head*; "running late" is being late, not *running a marathon*.
+# "verb: the words that make the phrase", the verb in its base form (any inflection counts:
+# heading, ran). In a message, the verb followed by one of them — after at most two function
+# words or "bit"/"little" (running a bit late, heading off to bed) — is chat filler there.
+_EN_PHRASAL = """
+head: to home out off back over up down in bed upstairs downstairs inside outside
+run: late behind out low errands around
+hang: out around in tight
+catch: up you
+turn: in
+call: it
+hit: the up
+grab: a some
+pop: in out over by
+drop: by off in
+swing: by
+sign: off out
+log: off on out in
+wrap: up
+show: up
+step: out away
+hop: on off in
+jump: on in
+"""
+
+PHRASAL = {base.strip(): frozenset(rest.split()) for line in _EN_PHRASAL.strip().splitlines()
+           for base, rest in [line.split(":")]}
+"""English verb (base form) -> the words that make an everyday phrase of it."""
+
+PHRASAL_GAP = frozenset("bit little".split())
+"""Besides function words, what may stand between a phrasal verb and its word."""

@@ -15,15 +15,15 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..core.errors import InvalidArgument
 from ..core.fence import FENCE, cut, cut_quoted, fenced_node, label, neutralize, one_line, quote, quoted_len
-from ..core.lexicon import GREETINGS
+from ..core.lexicon import GREETINGS, PHRASAL, PHRASAL_GAP
 from ..core.state import MemoryState
 from .ranking import (LIGHT_WEIGHT, MESSAGE_HMM, PERSON_FACTOR, RECENCY_DECAY, RECENCY_MIN, SINGLE_WEIGHT,
                       SYNONYM_WEIGHT, Hit, Ranking, Term)
 from .synonyms import Synonyms
 from .wordscan import WordScanner
 from ..core.invalid import sentence
-from ..core.text import (add_user_words, analyse_cached, has_cjk, is_light, is_stopword, normalize,
-                         stem_key, term_key, title_seq, fold_han, match_form)
+from ..core.text import (add_user_words, analyse_cached, has_cjk, is_light, is_stopword, latin_words, normalize,
+                         runs, stem, stem_key, term_key, title_seq, fold_han, match_form)
 
 RECALL_QUOTA = 10
 SEARCH_CANDIDATES = 20
@@ -94,6 +94,7 @@ class Retriever(Ranking):
         self.synonyms = synonyms
         self._taught_terms: object = None
         self._tables_for: object = None
+        self._own: tuple[str, frozenset[str]] | None = None  # the bot's name and its words
 
     @property
     def state(self) -> MemoryState:
@@ -101,6 +102,24 @@ class Retriever(Ranking):
 
     hidden_ids: Callable[[], AbstractSet[str]] = frozenset
     """The ids recall and search must leave out (changes pending review); set by the service."""
+
+    own_name: Callable[[], str] = str
+    """The bot's own name (PERSONA.md's first heading, core.persona.PersonaName); set by the
+    service. Weighted recall takes it as chat filler: "thanks Juniper" addresses the bot."""
+
+    def own_words(self) -> frozenset[str]:
+        """The words of the bot's own name in comparison form: each Latin word, each CJK run
+        (taught to jieba, so `谢谢小满` cuts 小满 whole)."""
+        name = self.own_name()
+        if self._own is not None and self._own[0] == name:
+            return self._own[1]
+        norm = match_form(name)
+        cjk = [part for is_cjk, part in runs(norm) if is_cjk]
+        if cjk:
+            add_user_words(cjk)
+        words = frozenset(latin_words(norm)) | frozenset(cjk)
+        self._own = (name, words)
+        return words
 
     def visible_hits(self, terms, keyword_equality: bool, limit: int | None, mode: str,
                      floor: bool = True, **how: Any) -> list[Hit]:
@@ -166,8 +185,11 @@ class Retriever(Ranking):
         """The terms of a text, or of a batch of texts (oldest first: later ones weigh more).
 
         Seed mode takes jieba's dictionary words and every non-CJK whole word; weighted mode
-        also keeps nicknames and unknown words jieba's HMM guesses, and drops function words.
+        also keeps nicknames and unknown words jieba's HMM guesses, drops function words, and
+        takes as chat filler the bot's own name and verbs used in an everyday phrase
+        ("heading to bed", "running late") where no message of the batch uses them otherwise.
         """
+        own = self.own_words() if mode == "weighted" else frozenset()
         self.teach_jieba()
         self._tables()
         if isinstance(texts, str):
@@ -178,10 +200,14 @@ class Retriever(Ranking):
         found_all: dict[str, float] = {}
         singles: dict[str, float] = {}
         greeting = False
+        phrasal: set[str] = set()  # words used in an everyday phrase …
+        plain: set[str] = set()  # … and words used otherwise
         for i, text in enumerate(texts):
             w = max(RECENCY_MIN, RECENCY_DECAY ** (n - 1 - i)) if weighted else 1.0
             norm = match_form(text)
             words, lone = analyse_cached(norm, weighted, MESSAGE_HMM)
+            if weighted:
+                _phrasal_uses(words, phrasal, plain)
             for word in [*words, *self._mixed_keywords_in(norm)]:
                 word = normalize(word)  # the text is in match_form already
                 if word in GREETINGS:
@@ -200,8 +226,9 @@ class Retriever(Ranking):
         found = list(found_all)
         expanded: dict[str, str | None] = {}
         terms: dict[str, Term] = {}
+        filler = own | (phrasal - plain)
         for word, w in [*seen.items(), *found_all.items(), *singles.items()]:
-            light = is_light(word)
+            light = is_light(word) or word in filler
             if word not in expanded:
                 expanded[word] = None
             cls = self.class_of(word)
@@ -249,6 +276,30 @@ class Retriever(Ranking):
         """Keywords holding CJK and other letters (ktv包厢), which no cut of the text keeps
         whole: found as substrings and taken as words of the text."""
         return [kw for kw in self.state.mixed_keywords if kw in norm]
+
+
+_phrasal_stems: dict[str, frozenset[str]] = {}
+
+
+def _phrasal_uses(seq: list[str], phrasal: set[str], plain: set[str]) -> None:
+    """Sort the words of a message (its cut, in order, normalized) whose base form is
+    a verb of lexicon.PHRASAL: into `phrasal` when an everyday phrase follows them ("heading"
+    in "heading off to bed", "running" in "running a bit late"), else into `plain`."""
+    if not _phrasal_stems:
+        _phrasal_stems.update((stem(base), after) for base, after in PHRASAL.items())
+    for k, word in enumerate(seq):
+        after = _phrasal_stems.get(stem(word))
+        if after is None:
+            continue
+        for nxt in seq[k + 1:k + 4]:
+            if nxt in after:
+                phrasal.add(word)
+                break
+            if not (is_stopword(nxt) or nxt in PHRASAL_GAP):
+                plain.add(word)
+                break
+        else:
+            plain.add(word)
 
 
 MAX_SESSION_CHARS = 1024

@@ -29,7 +29,7 @@ from ..core.oplog import OpLog
 from ..core.state import MemoryState
 from ..core.store import BOT_BACKUP_RE, CONFIG_FILE, OPLOG_FILE, PERSONA_FILE, PRE_RESTORE_RE, SYNONYMS_FILE, Store
 from ..core.text import tokenizer
-from ..core.persona import persona_text
+from ..core.persona import PersonaName, persona_text
 from ..retrieval.prefix import build_prefix
 from ..retrieval.recall import RecallSessions, Retriever, check_session, parse_events
 from ..retrieval.synonyms import Synonyms
@@ -61,6 +61,7 @@ class Service(Dispatcher):
         self.trust = TrustBook(self.dir / TRUST_FILE)
         self.review = ReviewBook(self.dir / REVIEW_FILE, self.lock)
         self.retriever.hidden_ids = lambda: self.review.hidden  # held changes: not recalled, not searched
+        self.retriever.own_name = PersonaName(self.dir / PERSONA_FILE)  # "thanks Juniper" addresses the bot
         self.http_client = None  # an httpx.Client to reuse for provider calls (tests may inject one)
         self.last_bot_backup: float | None = None  # time.monotonic() of the bot's last backup
         self.last_bot_restore: float | None = None  # and of its last restore
