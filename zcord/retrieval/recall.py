@@ -141,7 +141,7 @@ class Retriever(Ranking):
         if self._taught_terms is not classes:
             # an add that merged nothing: only its terms are new to jieba
             known = classes.base is not None and classes.base is self._taught_terms
-            add_user_words(map(fold_han, classes.new_terms if known else classes.of))
+            add_user_words([fold_han(t) for t in (classes.new_terms if known else classes.of)])
             self._taught_terms = classes
         if st.pending_words:
             words, st.pending_words[:] = list(st.pending_words), []
