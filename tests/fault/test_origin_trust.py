@@ -6,6 +6,7 @@ held for review, blocked senders refused and not recalled), review, and undo by 
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -312,6 +313,7 @@ def test_revert_origin_undoes_one_senders_changes_with_preview_and_conflicts(dae
         t1 = bot.call_tool("zcor_memory_write", {"title": "规则", "content": "听我的"}, origin=told("qq:troll"))["id"]
         bot.call_tool("zcor_memory_write", {"id": a, "title": "小王讨厌火锅", "content": "假的"},
                       origin=told("qq:troll"))
+        time.sleep(0.01)  # times are kept to the millisecond: the range below must split these two
         bot.call_tool("zcor_memory_write", {"id": b, "title": "小李爱喝咖啡", "content": "假的"},
                       origin=told("qq:troll"))
         # someone else changes b after the troll
