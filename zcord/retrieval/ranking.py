@@ -101,23 +101,31 @@ def _fill_within(local: dict[str, float], t_ids, k_ids, value: float, only: set[
     """`_fill` for the nodes in `only` alone, noting in `old` what each raised value was
     before its first raise."""
     both, kw = value * BOTH_FIELDS, value * KEYWORD_ONLY
-    get = local.get
     in_t = only & t_ids if t_ids else t_ids
     in_k = only & k_ids if k_ids else k_ids
-    for i in in_t:
-        v = both if i in in_k else value
-        was = get(i, 0.0)
-        if was < v:
-            if i not in old:
-                old[i] = was
-            local[i] = v
-    for i in in_k:
-        v = both if i in in_t else kw
-        was = get(i, 0.0)
-        if was < v:
-            if i not in old:
-                old[i] = was
-            local[i] = v
+    if in_t and in_k:
+        in_both = in_t & in_k
+        parts = ((in_t - in_both, value), (in_k - in_both, kw), (in_both, both)) if in_both else \
+            ((in_t, value), (in_k, kw))
+    else:
+        parts = ((in_t, value),) if in_t else ((in_k, kw),)
+    for ids, v in parts:
+        if not ids:
+            continue
+        if v > 0.0:  # the ids not in local yet: raised from 0 at once, in C
+            new = ids.difference(local)
+            if new:
+                local.update(dict.fromkeys(new, v))
+                old.update(dict.fromkeys(new, 0.0))  # never raised before: not in local
+                if len(new) == len(ids):
+                    continue
+                ids = ids.difference(new)
+        for i in ids:
+            was = local.get(i, 0.0)
+            if was < v:
+                if i not in old:
+                    old[i] = was
+                local[i] = v
 
 
 def _best(scores: dict[str, float], k: int) -> list[str]:
