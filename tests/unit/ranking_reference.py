@@ -1,7 +1,8 @@
 """The weighted ranking and synonym-term scan as they were before the issue 24 speed work
 (zcord 2026-12-03, b7123802), kept verbatim as the oracle of test_ranking_equivalence.py:
 the faster code in zcord.retrieval must give the same hits, scores, explain output and
-terms, to the last digit. Not used by zcord itself."""
+terms, to the last digit. The parents' context and the explain output were not changed
+and are shared (`Ranking._in_context`). Not used by zcord itself."""
 
 from __future__ import annotations
 
@@ -9,15 +10,12 @@ import heapq
 from typing import Any
 
 from zcord.core.text import stem_key, title_seq
-from zcord.retrieval.ranking import (ANCESTOR_DEPTH, BM25_B, BM25_K1, BOTH_FIELDS, COMMON_FRACTION, COMMON_MIN_DF,
-                                     DEFERRED_POOL, KEYWORD_ONLY, PARENT_WEIGHT, PERSON_FACTOR, RERANK_POOL, Hit,
-                                     Term, id_order, idf)
+from zcord.retrieval.ranking import (BM25_B, BM25_K1, BOTH_FIELDS, COMMON_FRACTION, COMMON_MIN_DF, DEFERRED_POOL,
+                                     KEYWORD_ONLY, PERSON_FACTOR, RERANK_POOL, Hit, Term, idf)
 from zcord.retrieval.recall import Retriever, _straddles
 
 
 def _fill(local: dict[str, float], t_ids, k_ids, value: float, only: set[str] | None) -> None:
-    """Raise local[i] to what this term is worth to each node it hits (title, equal
-    keyword, or both), for every node or only for those in `only`."""
     both, kw = value * BOTH_FIELDS, value * KEYWORD_ONLY
     get = local.get
     if only is None:
@@ -37,16 +35,10 @@ def _fill(local: dict[str, float], t_ids, k_ids, value: float, only: set[str] | 
                     local[i] = v
 
 
-
 class OldRetriever(Retriever):
     """A Retriever whose weighted ranking and synonym scan are the old ones."""
 
     def _synonyms_under_word(self, per_class: dict, keyword_equality: bool, n: int, dfs=None) -> None:
-        """A synonym never outweighs the word it came from: an expanded term's value is at
-        most the word's own rarity times the term's weight (`dogs` → `doggy`, found in one
-        memory, once scored 4.5 against `dog`'s 1.0). Weighing each class by the rarity of
-        all its terms together scored the same on bench/recall_eval; the cap keeps the word's
-        own weight."""
         for cls, items in per_class.items():
             if len(cls) < 2:
                 continue
@@ -62,13 +54,6 @@ class OldRetriever(Retriever):
 
     def _weighted(self, terms: list[Term], keyword_equality: bool, limit: int | None, explain: bool,
                   floor: bool, people: list[str] = (), greeting: bool = False) -> list[Hit]:
-        """BM25 over titles (and keywords): each term weighs by its rarity among current
-        memories; a synonym class counts once per memory (its best term); a title shorter
-        than average counts a little more. With `floor`, a memory must be hit by at least
-        one term that is neither chat filler nor common (or by its whole title: a person
-        node "Caroline" for "Caroline"), so small talk recalls nothing. Then the titles of a
-        memory's parents add context for the terms it lacks (Caroline's facts rank above
-        Melanie's for a question about Caroline)."""
         st = self.state
         n = st.current_count
         if n == 0 or not terms:
@@ -152,69 +137,7 @@ class OldRetriever(Retriever):
                     final[i] *= PERSON_FACTOR
         pool_size = max(RERANK_POOL, (limit or 0) * 3)
         pool = heapq.nlargest(pool_size, final, key=final.__getitem__) if len(final) > pool_size else list(final)
-        # context from the parents' titles, for the classes a memory is not hit by itself
-        if PARENT_WEIGHT:
-            nodes = st.nodes
-            chains = {}
-            for i in pool:
-                chain, p = [], nodes[i].parent_id
-                while p is not None and len(chain) < ANCESTOR_DEPTH:
-                    chain.append(p)
-                    p = nodes[p].parent_id
-                chains[i] = chain
-            ancestors = {p for chain in chains.values() for p in chain}
-            best_at: dict[str, dict[frozenset[str], float]] = {}
-            for cls, items in per_class.items():
-                for _t, t_ids, _k, value, _a in items:
-                    for p in ancestors if len(ancestors) < len(t_ids) else ancestors & t_ids:
-                        if p in t_ids:
-                            by_cls = best_at.setdefault(p, {})
-                            if value > by_cls.get(cls, 0.0):
-                                by_cls[cls] = value
-            for i in pool:
-                boost, used = 0.0, set()
-                for depth, p in enumerate(chains[i], 1):
-                    for cls, value in best_at.get(p, {}).items():
-                        if cls not in used and i not in contrib[cls]:
-                            used.add(cls)
-                            boost += PARENT_WEIGHT * value / depth
-                if boost:
-                    final[i] += boost * length_norm(i)
-        ranked = sorted(pool, key=lambda i: (-round(final[i], 9), -index[i].updated, id_order(i)))
-        if limit is not None:
-            ranked = ranked[:limit]
-        out = []
-        for i in ranked:
-            matched: list = []
-            if explain:
-                ln = length_norm(i)
-                parents = []
-                p = st.nodes[i].parent_id
-                while p is not None and len(parents) < ANCESTOR_DEPTH:
-                    parents.append(p)
-                    p = st.nodes[p].parent_id
-                for cls, items in per_class.items():
-                    best = None
-                    for t, t_ids, k_ids, value, _anchor in items:
-                        in_t, in_k = i in t_ids, i in k_ids
-                        if in_t or in_k:
-                            v = value * (BOTH_FIELDS if in_t and in_k else (1.0 if in_t else KEYWORD_ONLY))
-                            where = "title+keyword" if in_t and in_k else ("title" if in_t else "keyword")
-                            if best is None or v > best[2]:
-                                best = (t.key, where, v)
-                    if best is None:
-                        for depth, parent in enumerate(parents, 1):
-                            for t, t_ids, _k, value, _a in items:
-                                if parent in t_ids and (best is None or PARENT_WEIGHT * value / depth > best[2]):
-                                    best = (t.key, "parent" if depth == 1 else "ancestor", PARENT_WEIGHT * value / depth)
-                            if best is not None:
-                                break
-                    if best is not None:
-                        factor = PERSON_FACTOR if i in scoped and best[1] in ("title", "keyword", "title+keyword") \
-                            else 1.0
-                        matched.append((best[0], best[1], round(best[2] * ln * factor, 4)))
-            out.append(Hit(i, round(final[i], 4), matched, scoped.get(i)))
-        return out
+        return self._in_context(pool, final, per_class, contrib, scoped, limit, explain, length_norm)
 
     def _terms_in(self, norm: str, words: tuple[str, ...] | None = None) -> list[str]:
         terms = self._cjk_terms
@@ -241,4 +164,3 @@ class OldRetriever(Retriever):
         if self._latin_scan:
             self._latin_scan.scan(title_seq(norm), found)
         return list(found)
-

@@ -383,6 +383,16 @@ class Ranking:
                     final[i] *= PERSON_FACTOR
         pool_size = max(RERANK_POOL, (limit or 0) * 3)
         pool = _best(final, pool_size)
+        return self._in_context(pool, final, per_class, contrib, scoped, limit, explain, length_norm)
+
+    def _in_context(self, pool: list[str], final: dict[str, float], per_class: dict, contrib: dict,
+                    scoped: dict[str, str], limit: int | None, explain: bool,
+                    length_norm: Callable[[str], float]) -> list[Hit]:
+        """The pool's final order and hits: each memory's parents' titles add context for the
+        classes it is not hit by itself (`final` raised in place); with `explain`, each
+        class's best match and what it weighed."""
+        st = self.state
+        index = st.index
         # context from the parents' titles, for the classes a memory is not hit by itself
         if PARENT_WEIGHT:
             nodes = st.nodes
