@@ -336,7 +336,7 @@ class RetrievalIndexes:
             return frozenset()
         if not has_cjk(key):
             return self._word_run_hits(self.title_words, key, lambda i: self.index[i].title_seq)
-        if len(key) == 1:
+        if len(key) <= 2:  # a CJK-bearing pair is a gram itself (most terms of a Chinese batch)
             return self.title_grams.get(key, frozenset())
         grams = [g for g in (key[i:i + 2] for i in range(len(key) - 1)) if has_cjk(g)]
         table = self.title_grams
@@ -344,8 +344,6 @@ class RetrievalIndexes:
         if not sizes or 0 in sizes:
             return frozenset()
         smallest = table.get(grams[sizes.index(min(sizes))])
-        if len(key) == 2:
-            return smallest
         return {i for i in smallest if key in self.index[i].norm_title}
 
     def _word_run_hits(self, table: Postings, key: str, seq_of) -> set[str] | frozenset[str]:

@@ -72,26 +72,74 @@ PERSON_FACTOR = 1.5         # a memory under a person node the batch names (or i
 PERSON_SUBTREE = 5000       # at most this many memories under one named node are looked at
 
 
-def _fill(local: dict[str, float], t_ids, k_ids, value: float, only: set[str] | None) -> None:
+def _fill(local: dict[str, float], t_ids, k_ids, value: float, shared=None) -> None:
     """Raise local[i] to what this term is worth to each node it hits (title, equal
-    keyword, or both), for every node or only for those in `only`."""
+    keyword, or both); `shared`: k_ids & t_ids when the caller has it."""
     both, kw = value * BOTH_FIELDS, value * KEYWORD_ONLY
-    get = local.get
-    if only is None:
-        for i in t_ids:
-            if get(i, 0.0) < value:
-                local[i] = value
-        for i in k_ids:
-            v = both if i in t_ids else kw
-            if get(i, 0.0) < v:
-                local[i] = v
+    if not local and 0.0 < value <= both and 0.0 < kw <= both:
+        # the usual case, a class's first term: every value set at once, in C
+        local.update(dict.fromkeys(t_ids, value))
+        if k_ids:
+            if shared is None:
+                shared = k_ids & t_ids
+            local.update(dict.fromkeys(k_ids - shared if shared else k_ids, kw))
+            if shared:
+                local.update(dict.fromkeys(shared, both))
         return
-    for ids in (t_ids, k_ids):
-        for i in (ids if len(ids) < len(only) else only):
-            if i in ids and i in only:
-                v = both if i in t_ids and i in k_ids else (value if i in t_ids else kw)
-                if get(i, 0.0) < v:
-                    local[i] = v
+    get = local.get
+    for i in t_ids:
+        if get(i, 0.0) < value:
+            local[i] = value
+    for i in k_ids:
+        v = both if i in t_ids else kw
+        if get(i, 0.0) < v:
+            local[i] = v
+
+
+def _fill_within(local: dict[str, float], t_ids, k_ids, value: float, only: set[str],
+                 old: dict[str, float]) -> None:
+    """`_fill` for the nodes in `only` alone, noting in `old` what each raised value was
+    before its first raise."""
+    both, kw = value * BOTH_FIELDS, value * KEYWORD_ONLY
+    in_t = only & t_ids if t_ids else t_ids
+    in_k = only & k_ids if k_ids else k_ids
+    if in_t and in_k:
+        in_both = in_t & in_k
+        parts = ((in_t - in_both, value), (in_k - in_both, kw), (in_both, both)) if in_both else \
+            ((in_t, value), (in_k, kw))
+    else:
+        parts = ((in_t, value),) if in_t else ((in_k, kw),)
+    for ids, v in parts:
+        if not ids:
+            continue
+        if v > 0.0:  # the ids not in local yet: raised from 0 at once, in C
+            new = ids.difference(local)
+            if new:
+                local.update(dict.fromkeys(new, v))
+                old.update(dict.fromkeys(new, 0.0))  # never raised before: not in local
+                if len(new) == len(ids):
+                    continue
+                ids = ids.difference(new)
+        for i in ids:
+            was = local.get(i, 0.0)
+            if was < v:
+                if i not in old:
+                    old[i] = was
+                local[i] = v
+
+
+def _best(scores: dict[str, float], k: int) -> list[str]:
+    """The ids heapq.nlargest(k, scores, key=scores.__getitem__) picks (on equal scores the
+    earlier in the dict's order), in no particular order; faster than it in both cases."""
+    if len(scores) <= k:
+        return list(scores)
+    if len(scores) <= 8 * k:
+        return sorted(scores, key=scores.__getitem__, reverse=True)[:k]
+    least = heapq.nlargest(k, scores.values())[-1]
+    out = [i for i, s in scores.items() if s > least]
+    if len(out) < k:
+        out += [i for i, s in scores.items() if s == least][:k - len(out)]
+    return out
 
 
 def idf(n: int, df: int) -> float:
@@ -162,12 +210,12 @@ class Ranking:
         k_ids = st.keyword_stem_ids(key) if keyword_equality else None
         return len(t_ids) + (len(k_ids) - len(k_ids & t_ids) if k_ids else 0)
 
-    def _synonyms_under_word(self, per_class: dict, keyword_equality: bool, n: int) -> None:
+    def _synonyms_under_word(self, per_class: dict, keyword_equality: bool, n: int, dfs: dict[str, int]) -> None:
         """A synonym never outweighs the word it came from: an expanded term's value is at
         most the word's own rarity times the term's weight (`dogs` → `doggy`, found in one
         memory, once scored 4.5 against `dog`'s 1.0). Weighing each class by the rarity of
         all its terms together scored the same on bench/recall_eval; the cap keeps the word's
-        own weight."""
+        own weight. `dfs`: the df of the keys `_weighted` has looked up already."""
         for cls, items in per_class.items():
             if len(cls) < 2:
                 continue
@@ -177,7 +225,9 @@ class Ranking:
                     continue
                 cap = own.get(t.source)
                 if cap is None:
-                    cap = own[t.source] = idf(n, self._df(stem_key(t.source), keyword_equality))
+                    key = stem_key(t.source)
+                    df = dfs.get(key)
+                    cap = own[t.source] = idf(n, self._df(key, keyword_equality) if df is None else df)
                 if value > cap * t.weight:
                     items[k] = (t, t_ids, k_ids, cap * t.weight, anchor)
 
@@ -248,20 +298,27 @@ class Ranking:
         empty: frozenset[str] = frozenset()
         # per term: title ids, keyword ids, value (idf × weight); grouped by class
         per_class: dict[frozenset[str], list[tuple[Term, Any, Any, float, bool]]] = {}
+        dfs: dict[str, int] = {}  # key -> df
+        shared_of: dict[str, Any] = {}  # key -> the ids hit by title and keyword both
+        stem_hits, keyword_ids, is_title = st.stem_hits, st.keyword_stem_ids, st.is_stem_title
         for t in terms:
-            t_ids = st.stem_hits(t.key)
-            k_ids = (st.keyword_stem_ids(t.key) or empty) if keyword_equality else empty
-            df = len(t_ids) + (len(k_ids) - len(k_ids & t_ids) if k_ids else 0)
+            key = t.key
+            t_ids = stem_hits(key)
+            k_ids = (keyword_ids(key) or empty) if keyword_equality else empty
+            if k_ids:
+                shared = shared_of[key] = k_ids & t_ids
+                df = dfs[key] = len(t_ids) + len(k_ids) - len(shared)
+            else:
+                df = dfs[key] = len(t_ids)
             if df == 0:
                 continue
-            value = idf(n, df) * t.weight
+            rarity = idf(n, df)
             # a term that is some memory's whole title (a person's name) is never "common"
-            anchor = not floor or (not t.light and (df <= COMMON_MIN_DF or idf(n, df) >= common
-                                                    or st.is_stem_title(t.key)))
-            per_class.setdefault(t.cls, []).append((t, t_ids, k_ids, value, anchor))
+            anchor = not floor or (not t.light and (df <= COMMON_MIN_DF or rarity >= common or is_title(key)))
+            per_class.setdefault(t.cls, []).append((t, t_ids, k_ids, rarity * t.weight, anchor))
         if not per_class:
             return []
-        self._synonyms_under_word(per_class, keyword_equality, n)
+        self._synonyms_under_word(per_class, keyword_equality, n, dfs)
         contrib: dict[frozenset[str], dict[str, float]] = {}
         anchored: set[str] = set()
         deferred = []
@@ -269,7 +326,7 @@ class Ranking:
             local = contrib.setdefault(cls, {})
             for t, t_ids, k_ids, value, anchor in items:
                 if anchor:
-                    _fill(local, t_ids, k_ids, value, None)
+                    _fill(local, t_ids, k_ids, value, shared_of.get(t.key))
                     anchored.update(t_ids)
                     anchored.update(k_ids)
                 else:
@@ -284,33 +341,36 @@ class Ranking:
         k1 = BM25_K1
         a, c = 1 + k1 * (1 - BM25_B), k1 * BM25_B / st.avg_title_len
 
-        def length_norm(i: str) -> float:
-            return (k1 + 1) / (a + c * index[i].title_len)
+        norms: dict[float, float] = {}  # title length -> its BM25 length factor (a few lengths)
 
+        def length_norm(i: str) -> float:
+            length = index[i].title_len
+            f = norms.get(length)
+            if f is None:
+                f = norms[length] = (k1 + 1) / (a + c * length)
+            return f
+
+        # every id of a local is anchored here (only anchors have filled them so far); the
+        # scores keep the anchored set's order, which decides between equal scores below
         scores: dict[str, float] = dict.fromkeys(anchored, 0.0)
         for local in contrib.values():
             for i, v in local.items():
-                if i in scores:
-                    scores[i] += v
+                scores[i] += v
         final = {i: s * (k1 + 1) / (a + c * index[i].title_len) for i, s in scores.items()}
         # common and light terms only reorder the best candidates of the rare ones
         if deferred:
-            if len(final) > DEFERRED_POOL:
-                keep = set(heapq.nlargest(DEFERRED_POOL, final, key=final.__getitem__))
-            else:
-                keep = anchored
-            before = {id(local): dict(local) for local, *_ in deferred}
+            keep = set(_best(final, DEFERRED_POOL)) if len(final) > DEFERRED_POOL else anchored
+            raised: dict[int, tuple[dict[str, float], dict[str, float]]] = {}  # per local: the values before
             for local, t_ids, k_ids, value in deferred:
-                _fill(local, t_ids, k_ids, value, keep)
-            for local, *_ in deferred:
-                old = before.pop(id(local), None)
-                if old is None:
-                    continue
-                for i, v in local.items():
-                    if i in keep:
-                        gain = v - old.get(i, 0.0)
-                        if gain:
-                            final[i] += gain * length_norm(i)
+                old = raised.setdefault(id(local), (local, {}))[1]
+                _fill_within(local, t_ids, k_ids, value, keep, old)
+            for local, old in raised.values():
+                for i, was in old.items():
+                    length = index[i].title_len
+                    f = norms.get(length)
+                    if f is None:
+                        f = norms[length] = (k1 + 1) / (a + c * length)
+                    final[i] += (local[i] - was) * f
         # memories under a person the batch names rank ahead of equal evidence elsewhere (their
         # scores count PERSON_FACTOR times): a person's facts before their own node, whose
         # summary the bot can read by the person's name
@@ -322,7 +382,17 @@ class Ranking:
                 for i in scoped:
                     final[i] *= PERSON_FACTOR
         pool_size = max(RERANK_POOL, (limit or 0) * 3)
-        pool = heapq.nlargest(pool_size, final, key=final.__getitem__) if len(final) > pool_size else list(final)
+        pool = _best(final, pool_size)
+        return self._in_context(pool, final, per_class, contrib, scoped, limit, explain, length_norm)
+
+    def _in_context(self, pool: list[str], final: dict[str, float], per_class: dict, contrib: dict,
+                    scoped: dict[str, str], limit: int | None, explain: bool,
+                    length_norm: Callable[[str], float]) -> list[Hit]:
+        """The pool's final order and hits: each memory's parents' titles add context for the
+        classes it is not hit by itself (`final` raised in place); with `explain`, each
+        class's best match and what it weighed."""
+        st = self.state
+        index = st.index
         # context from the parents' titles, for the classes a memory is not hit by itself
         if PARENT_WEIGHT:
             nodes = st.nodes

@@ -7,6 +7,8 @@ No LLM, nothing written to history, nothing persisted: recall sets live in this 
 from __future__ import annotations
 
 import collections
+import operator
+import re
 from collections.abc import Callable, Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -152,7 +154,8 @@ class Retriever(Ranking):
         classes = self.synonyms.classes
         if self._tables_for is classes:
             return
-        starts: dict[str, set[int]] = {}
+        starts: dict[str, set[int]] = {}  # a CJK term's first two characters -> its lengths
+        ones: set[str] = set()  # the one-character CJK terms
         cjk: set[str] = set()
         latin: dict[tuple[str, ...], str] = {}
         by_key: dict[str, frozenset[str]] = {}
@@ -163,11 +166,16 @@ class Retriever(Ranking):
             by_key.setdefault(key, cls)
             if has_cjk(term):
                 term = fold_han(term)
-                starts.setdefault(term[0], set()).add(len(term))
+                if len(term) == 1:
+                    ones.add(term)
+                else:
+                    starts.setdefault(term[:2], set()).add(len(term))
                 cjk.add(term)
             else:
                 latin[tuple(key.split(" "))] = term
-        self._starts = {ch: tuple(sorted(ls)) for ch, ls in starts.items()}
+        self._starts = {pair: tuple(sorted(ls)) for pair, ls in starts.items()}
+        self._ones = frozenset(ones)
+        self._ones_at = re.compile("[" + re.escape("".join(sorted(ones))) + "]") if ones else None
         self._cjk_terms = cjk
         self._latin_scan = WordScanner(latin.items())
         self._class_by_key = by_key
@@ -251,21 +259,28 @@ class Retriever(Ranking):
         volunteer); others as whole folded words in a row, found in one linear pass."""
         terms = self._cjk_terms
         found: dict[str, None] = {}
-        starts = self._starts
+        refused: set[str] = set()  # whether a piece is taken depends on the piece alone, not where
+        starts = self._starts.get
+        ones = self._ones
         joined = None
-        for i, ch in enumerate(norm):
-            lengths = starts.get(ch)
-            if lengths is None:
-                continue
+        # where a term may begin: its first two characters (or a one-character term) are there
+        at = [i for i, lengths in enumerate(map(starts, map(operator.add, norm, norm[1:]))) if lengths is not None]
+        if self._ones_at is not None:
+            single = [m.start() for m in self._ones_at.finditer(norm)]
+            if single:
+                at = sorted({*at, *single})
+        for i in at:
+            lengths = starts(norm[i:i + 2], ())
+            if norm[i] in ones:
+                lengths = (1, *lengths)
             for n in lengths:
                 piece = norm[i:i + n]
-                if len(piece) == n and piece in terms and piece not in found:
+                if piece in terms and piece not in found and piece not in refused and len(piece) == n:
                     if words is not None and piece not in words:
                         if joined is None:
                             joined = "\x00".join(words)
-                        if piece in joined:
-                            continue  # part of a longer word of the cut
-                        if n > 1 and _straddles(piece, words):
+                        if piece in joined or (n > 1 and _straddles(piece, words)):
+                            refused.add(piece)  # part of a longer word of the cut, or across one's edge
                             continue
                     found[piece] = None
         if self._latin_scan:
