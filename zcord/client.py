@@ -12,8 +12,8 @@ from .transport.paths import SYSTEM_SOCKET, client_socket, default_socket, memor
 from .transport.wording import for_operator, human_size
 from .core.origin import describe as describe_origin
 from .transport.affinity import affinity_series, sparkline
-from .transport.shown import UNSAFE, SafeWriter, invisible_marked, json_shown, shown
+from .transport.shown import UNSAFE, invisible_marked, json_shown, shown
 
 __all__ = [*_client_all, "initialize_params", "for_operator", "human_size", "SYSTEM_SOCKET", "client_socket",
-           "default_socket", "memory_dir", "describe_origin", "UNSAFE", "shown", "json_shown", "SafeWriter",
+           "default_socket", "memory_dir", "describe_origin", "UNSAFE", "shown", "json_shown",
            "invisible_marked", "affinity_series", "sparkline"]

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import IO, Any
+from typing import Any
 
-__all__ = ["UNSAFE", "shown", "json_shown", "SafeWriter", "invisible_marked"]
+__all__ = ["UNSAFE", "shown", "json_shown", "invisible_marked"]
 
 UNSAFE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]|\t")
 """Every character a terminal would act on (or that reorders the line), tab and newline included."""
@@ -60,26 +60,6 @@ def json_shown(dumped: str) -> str:
     overrides written as `\\uXXXX` escapes: the same JSON value, nothing a terminal acts on
     (json.dumps already escapes C0 controls; these it leaves raw)."""
     return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", dumped)
-
-
-class SafeWriter:
-    """A text stream that writes everything through `shown` (new lines and tabs kept).
-
-    For output that is written in pieces (`zcor chat` streams the model's answer): each
-    character is judged alone, so a control split across two writes is marked all the same.
-    """
-
-    def __init__(self, stream: IO[str]):
-        self.stream = stream
-
-    def write(self, text: str) -> int:
-        return self.stream.write(shown(text))
-
-    def flush(self) -> None:
-        self.stream.flush()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.stream, name)
 
 
 # Characters that do not show, or that NFKC folds into another: two personIds that differ
