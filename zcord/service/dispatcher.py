@@ -42,6 +42,8 @@ class Dispatcher:
         self.lock = threading.RLock()
         self.seq = 0
         """The last operation's sequence number (unique across restarts)."""
+        self.last_at: datetime | None = None
+        """The last operation's time: a new one never goes below it (restored from the log)."""
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
         self.log_budget = logbudget.LogBudget()  # the bot's log bytes for calls that change nothing
         self.gate = RestoreGate()
@@ -226,9 +228,8 @@ class Dispatcher:
         snapshot) repeats that instant instead of writing times out of order."""
         self.seq += 1
         at = self.clock()
-        last = getattr(self, "last_at", None)
-        if last is not None and at < last:
-            at = last
+        if self.last_at is not None and at < self.last_at:
+            at = self.last_at
         self.last_at = at
         ctx = Ctx(actor=actor, tool=tool, seq=self.seq, at=at)
         if actor == "model":
