@@ -1,6 +1,7 @@
 # Two entry points, each doing all the set-up it needs on a fresh machine:
 #   make run    the product on a local default Memory directory
 #   make test   the whole test suite (in a random order; the seed is printed first)
+#   make lint   ruff and mypy (.ci/run runs it before make test)
 #   make mutate mutation testing of the core rules against the unit tests (slow; not in CI)
 # and `make dist`, the wheel and sdist in dist/ (how to install them: contrib/systemd/README.md).
 PYTHON ?= python3
@@ -24,7 +25,7 @@ ASTRBOT_LATEST_PYTHON ?= $(shell for p in python3.13 python3.12 $$HOME/.pyenv/ve
 	$$HOME/.pyenv/versions/3.12.*/bin/python; do command -v "$$p" >/dev/null 2>&1 && \
 	"$$p" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { command -v "$$p"; break; }; done)
 
-.PHONY: setup run test bench dist astrbot-env astrbot-latest-env mutate
+.PHONY: setup run test lint bench dist astrbot-env astrbot-latest-env mutate
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -73,6 +74,11 @@ run: $(RUN_STAMP)
 test: $(TEST_STAMP) $(ASTRBOT_STAMP) $(ASTRBOT_LATEST_STAMP)
 	ZCOR_ASTRBOT_PYTHON=$(CURDIR)/$(ASTRBOT_VENV)/bin/python \
 	ZCOR_ASTRBOT_LATEST_PYTHON=$(CURDIR)/$(ASTRBOT_LATEST_VENV)/bin/python $(BIN)/python -m pytest -q
+
+# Static checks ([tool.ruff] and [tool.mypy] in pyproject.toml); .ci/run runs them before the tests
+lint: $(TEST_STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 dist: $(TEST_STAMP)
 	rm -rf dist build

@@ -69,7 +69,7 @@ def timed(fn, samples: int) -> list[float]:
     return out
 
 
-def reader(sock: str, ids: list[str], seconds: float, start: float, out: "mp.Queue") -> None:
+def reader(sock: str, ids: list[str], seconds: float, start: float, out: mp.Queue) -> None:
     rng = random.Random(os.getpid())
     with Client(sock, timeout=30) as c:
         while time.time() < start:

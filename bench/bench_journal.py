@@ -38,8 +38,6 @@ from common import build_memory, content, lat, pct, table, timed, title  # noqa:
 from zcord.client import Client  # noqa: E402
 
 
-
-
 def memory(n: int, cache: Path | None, root: Path) -> Path:
     target = root / f"m{n}"
     if cache is not None:

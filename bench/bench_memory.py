@@ -193,8 +193,8 @@ def deep_size(obj, seen: set[int]) -> int:
 def structure_costs(memdir: Path) -> list[list[str]]:
     import tracemalloc
 
-    from zcord.service import Service
     from zcord.core.text import tokenizer
+    from zcord.service import Service
 
     tokenizer()  # jieba's own memory is not the Memory's
     gc.collect()

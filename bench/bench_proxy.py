@@ -26,10 +26,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(ROOT))
+import httpx  # noqa: E402
 from bench_daemon import cpu_seconds, start_daemon  # noqa: E402
 from common import build_memory, pct, table  # noqa: E402
-
-import httpx  # noqa: E402
 
 from zcord.client import Client  # noqa: E402
 

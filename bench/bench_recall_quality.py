@@ -48,8 +48,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from common import table  # noqa: E402
 
-from zcord.service import Service  # noqa: E402
 from zcord.core.text import tokenizer  # noqa: E402
+from zcord.service import Service  # noqa: E402
 
 DATA = Path(__file__).parent / "recall_eval"
 QUOTA = 10

@@ -64,7 +64,7 @@ def main() -> None:
         # item 7: 50 refused writes with 900 kB titles
         log = d.memdir / "operations.jsonl"
         size = log.stat().st_size
-        for i in range(50):
+        for _ in range(50):
             bot.call("tools/call", {"name": "zcor_memory_write", "arguments": {"title": "标" * 300_000, "content": "x"}})
         rows.append(("50 refused writes, 900 kB titles: log growth", f"{(log.stat().st_size - size) / 1024:.0f} KiB"))
         size = log.stat().st_size

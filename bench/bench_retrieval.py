@@ -24,8 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from common import FILLER, THINGS, VERBS, build_memory, diverse_vocabulary, ms, table  # noqa: E402
 
-from zcord.service import Service  # noqa: E402
 from zcord.core.text import tokenizer  # noqa: E402
+from zcord.service import Service  # noqa: E402
 
 CHAT = ("昨天和小明去吃火锅了，他说周末想去看电影，还提到他的猫咪最近生病了。我们聊了很多关于工作和考试的事情，"
         "他推荐了一家奶茶店，说下次一起去。今天天气很好，我打算去跑步，然后练一会儿钢琴。")

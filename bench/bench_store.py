@@ -9,9 +9,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import random
 import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -20,8 +20,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from common import THINGS, VERBS, build_memory, content, ms, table, title  # noqa: E402
 
-from zcord.service import Service  # noqa: E402
 from zcord.core.text import tokenizer  # noqa: E402
+from zcord.service import Service  # noqa: E402
 
 
 def timed(fn, samples: int) -> list[float]:

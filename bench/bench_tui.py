@@ -20,13 +20,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from common import build_chain, build_memory, table  # noqa: E402
-
 from textual.screen import ModalScreen  # noqa: E402
 
-from zcord.client import AsyncClient  # noqa: E402
 from zcor_tui.app import ZcorApp  # noqa: E402
 from zcor_tui.launcher import running_daemon  # noqa: E402
 from zcor_tui.widgets.memory_tree import MemoryTree, Slot  # noqa: E402
+from zcord.client import AsyncClient  # noqa: E402
 
 
 async def idle(pilot) -> None:

@@ -23,12 +23,12 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import build_memory, content, lat, pct, table, timed, title  # noqa: E402
+from common import build_memory, content, lat, table, timed, title  # noqa: E402
 
-from zcord.service import undo  # noqa: E402
-from zcord.service import Service  # noqa: E402
-
-
+from zcord.service import (
+    Service,  # noqa: E402
+    undo,  # noqa: E402
+)
 
 
 def main() -> None:
@@ -67,7 +67,7 @@ def main() -> None:
             for frac in (0.99, 0.9, 0.5):
                 when = first + timedelta(seconds=span * frac)
                 undone = undo.state_at(svc, when)["undoneChanges"]
-                at[frac] = (timed(lambda: undo.state_at(svc, when), max(3, args.samples // 10)), undone)
+                at[frac] = (timed(lambda when=when: undo.state_at(svc, when), max(3, args.samples // 10)), undone)
             segments = len(svc.state.history_segments)
         rows = [
             ["revert of an update", lat(revert), "≤ 50 ms p50"],

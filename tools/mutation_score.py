@@ -50,7 +50,7 @@ def main(root: Path = Path("mutants")) -> int:
 
 def _exit_codes(meta: Path) -> list:
     """A .meta file's exit codes (read again if mutmut was half-way through rewriting it)."""
-    for attempt in range(20):
+    for _attempt in range(20):
         try:
             return list(json.loads(meta.read_text())["exit_code_by_key"].values())
         except json.JSONDecodeError:

@@ -16,6 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from rich.segment import Segment
 from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
@@ -27,9 +28,15 @@ from textual.screen import ModalScreen, Screen
 from textual.signal import Signal
 from textual.widgets import Checkbox, Input, Select, Switch, TextArea
 
-from rich.segment import Segment
-
-from zcord.client import UNSAFE, VIEW_TOOLS, AsyncClient, ClientError, ToolError, for_operator, shown
+from zcord.client import (
+    UNSAFE,
+    VIEW_TOOLS,
+    AsyncClient,
+    ClientError,
+    ToolError,
+    for_operator,
+    shown,
+)
 
 from .messages import ConnectionChanged, MemoryChanged, NodeRequested
 from .screens.backups import BackupsScreen

@@ -14,9 +14,16 @@ from rich.markup import escape as rich_escape
 from rich.text import Text
 
 # one rule for the CLI and the TUI
-from zcord.client import change_targets, human_size, parse_instant, parse_local  # noqa: F401
-from zcord.client import invisible_marked, json_shown, shown  # noqa: F401
-from zcord.client import describe_origin
+from zcord.client import (  # noqa: F401  # noqa: F401
+    change_targets,
+    describe_origin,
+    human_size,
+    invisible_marked,
+    json_shown,
+    parse_instant,
+    parse_local,
+    shown,
+)
 
 TERM_SEPARATORS = re.compile(r"[,，、;；\n]+")
 KEYWORD_SEPARATORS = re.compile(r"[\s,，、;；]+")

@@ -25,8 +25,15 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from zcord.client import AsyncClient, Client, ClientError
-from zcord.client import SYSTEM_SOCKET, client_socket, default_socket, memory_dir
+from zcord.client import (
+    SYSTEM_SOCKET,
+    AsyncClient,
+    Client,
+    ClientError,
+    client_socket,
+    default_socket,
+    memory_dir,
+)
 
 DAEMON_CODE = "import sys; from zcord.cli import daemon_main; sys.exit(daemon_main())"
 START_DEADLINE = 30.0

@@ -21,9 +21,24 @@ from typing import Any
 
 from . import __version__
 from .core import protocol as P
-from .transport.client import Client, ClientError, ConnectionLost, DaemonUnavailable, RequestTimeout, RpcError, ToolError
-from .transport.paths import UnsafeSocket, check_client_socket, check_peer, client_socket, daemon_socket, memory_dir
 from .transport.affinity import affinity_series, sparkline
+from .transport.client import (
+    Client,
+    ClientError,
+    ConnectionLost,
+    DaemonUnavailable,
+    RequestTimeout,
+    RpcError,
+    ToolError,
+)
+from .transport.paths import (
+    UnsafeSocket,
+    check_client_socket,
+    check_peer,
+    client_socket,
+    daemon_socket,
+    memory_dir,
+)
 from .transport.shown import json_shown, shown
 from .transport.timeforms import parse_instant, parse_local
 from .transport.wording import change_targets, for_operator, human_size

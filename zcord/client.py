@@ -2,17 +2,21 @@
 zcord.transport.client, and the socket locations the TUI's launcher needs). Import from
 here; it stays where it is when the packages below it move."""
 
+from .core.origin import describe as describe_origin
+from .transport.affinity import affinity_series, sparkline
 from .transport.client import *  # noqa: F401,F403
 from .transport.client import __all__ as _client_all
 from .transport.client import initialize_params
+from .transport.paths import SYSTEM_SOCKET, client_socket, default_socket, memory_dir
+from .transport.shown import UNSAFE, invisible_marked, json_shown, shown
+
 # time forms and log-record targets, shared by `zcor` and the TUI (importable, not in __all__)
 from .transport.timeforms import parse_instant, parse_local  # noqa: F401
-from .transport.wording import change_targets  # noqa: F401
-from .transport.paths import SYSTEM_SOCKET, client_socket, default_socket, memory_dir
-from .transport.wording import for_operator, human_size
-from .core.origin import describe as describe_origin
-from .transport.affinity import affinity_series, sparkline
-from .transport.shown import UNSAFE, invisible_marked, json_shown, shown
+from .transport.wording import (
+           change_targets,  # noqa: F401
+           for_operator,
+           human_size,
+)
 
 __all__ = [*_client_all, "initialize_params", "for_operator", "human_size", "SYSTEM_SOCKET", "client_socket",
            "default_socket", "memory_dir", "describe_origin", "UNSAFE", "shown", "json_shown",

@@ -12,8 +12,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from zcord.service import Service
 
 WRITER = Path(__file__).with_name("writer.py")
@@ -53,13 +51,10 @@ def test_sigkill_during_writes_loses_no_acknowledged_write(tmp_path):
     rng = random.Random(1234)
     expected_nodes: dict[str, tuple[str, str]] = {}
     expected_rels: dict[str, dict] = {}
-    expected_important: list[str] = []
     for trial in range(TRIALS):
         for op, res in run_and_kill(memdir, trial, rng):
             if op in ("create", "update"):
                 expected_nodes[res["id"]] = (res["title"], res["content"])
-            elif op == "important":
-                expected_important = res["importantIds"]
             elif op == "relationship":
                 expected_rels[res["personId"]] = res
         # a restart must load a valid state holding every acknowledged write
@@ -75,7 +70,7 @@ def test_sigkill_during_writes_loses_no_acknowledged_write(tmp_path):
                                 if c.target == node_id and c.kind in ("node.create", "node.update")]
                     assert (title, content) in versions[:-1], f"trial {trial}: {node_id} lost a write"
                     assert versions[-1] == (node.title, node.content)
-            for pid, rel in expected_rels.items():
+            for pid, _rel in expected_rels.items():
                 assert pid in st.relationships
             assert len(st.important) <= 5
             # every committed change is in the operation log (recovered if the crash hit between)

@@ -17,8 +17,8 @@ import pytest
 
 from tests.fault.wire import Wire
 from zcord.core import protocol as P
-from zcord.transport.server import Daemon as ServerDaemon
 from zcord.service import Service
+from zcord.transport.server import Daemon as ServerDaemon
 
 pytestmark = pytest.mark.fault
 

@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import persisted_bytes
-from zcord.core.store import Store, read_persisted
-
 from zcord.client import ToolError
+from zcord.core.store import Store, read_persisted
 
 pytestmark = pytest.mark.fault
 

@@ -83,7 +83,7 @@ def test_zcor_chat_prefix_and_recall(attacked):
     subprocess.run(ZCOR_CMD + ["recall", "console", "奶茶", "--socket", str(d.sock)], capture_output=True,
                    timeout=60, env=env)
     proc = subprocess.run([sys.executable, "-m", "zcord.cli", "chat", "--socket", str(d.sock)],
-                          input="/prefix\n/recall\n/quit\n".encode(), capture_output=True, timeout=60, env=env)
+                          input=b"/prefix\n/recall\n/quit\n", capture_output=True, timeout=60, env=env)
     assert proc.returncode == 0, proc.stderr
     text = proc.stdout.decode()
     assert not RAW.search(text), f"raw control {RAW.search(text).group()!r} in zcor chat's output"

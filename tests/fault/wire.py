@@ -8,8 +8,8 @@ import socket
 import time
 from typing import Any
 
-from zcord.core import protocol as P
 from zcord.client import initialize_params
+from zcord.core import protocol as P
 
 
 class Wire:

@@ -21,8 +21,8 @@ from tests.fault.wire import Wire
 from tests.fuzz.strategies import deep, json_values, tool_arguments
 from tests.integration.conftest import shared_daemon  # noqa: F401  (fixture)
 from zcord.core import protocol as P
-from zcord.transport.mcp_extras import RESOURCE_NOT_FOUND
 from zcord.service.tools import TOOLS
+from zcord.transport.mcp_extras import RESOURCE_NOT_FOUND
 
 pytestmark = pytest.mark.fuzz
 

@@ -43,7 +43,7 @@ class Daemon:
     # -- process --------------------------------------------------------------------------
 
     def start(self, wait: bool = True, env: dict[str, str] | None = None, args: list[str] | None = None,
-              cmd_prefix: list[str] | None = None, pass_fds: tuple[int, ...] = ()) -> "Daemon":
+              cmd_prefix: list[str] | None = None, pass_fds: tuple[int, ...] = ()) -> Daemon:
         if self.notify is not None:
             self.notify.close()
             self.notify_path.unlink(missing_ok=True)
@@ -77,7 +77,7 @@ class Daemon:
             try:
                 self.messages.append(self.notify.recv(4096).decode())
                 continue
-            except socket.timeout:
+            except TimeoutError:
                 pass
             if self.proc.poll() is not None:
                 # drain what it sent before exiting
@@ -85,7 +85,7 @@ class Daemon:
                 try:
                     while True:
                         self.messages.append(self.notify.recv(4096).decode())
-                except (BlockingIOError, socket.timeout):
+                except (TimeoutError, BlockingIOError):
                     pass
                 if any(token in m.split("\n") for m in self.messages):
                     return self.messages

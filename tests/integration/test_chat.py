@@ -4,7 +4,6 @@ on 127.0.0.1 that speaks each provider's wire format and records every request."
 from __future__ import annotations
 
 import getpass
-
 import json
 import os
 import subprocess

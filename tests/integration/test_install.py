@@ -94,7 +94,7 @@ def installed_daemon(plain_venv):
         except (ClientError, OSError):
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
-                raise AssertionError((root / "zcord.log").read_text(errors="replace"))
+                raise AssertionError((root / "zcord.log").read_text(errors="replace")) from None
             time.sleep(0.1)
     yield memdir, sock
     proc.terminate()

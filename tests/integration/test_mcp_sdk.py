@@ -6,13 +6,11 @@ import json
 import socket
 import sys
 
-import pytest
-
-from zcord.client import RpcError
-
 import mcp
+import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
+from zcord.client import RpcError
 
 from .conftest import ZCOR_CMD
 

@@ -18,7 +18,7 @@ import openai
 import pytest
 
 from tests.fakellm import FakeLLM, anthropic_text, anthropic_tools, openai_text, openai_tools
-from zcord.bot.proxy import Limits, ProxyServer, Settings, parse_chat, ApiError
+from zcord.bot.proxy import ApiError, Limits, ProxyServer, Settings, parse_chat
 from zcord.core.config import LlmConfig
 
 TOKEN = "tok-secret-123"

@@ -157,7 +157,7 @@ def test_ctrl_c_while_zcord_starts_stops_it_and_leaves_no_log(short_tmp):
     sock = short_tmp / "run" / "zcord.sock"
     term = Terminal(LAUNCHER + ["--with-daemon", "--socket", str(sock), "--memory-dir", str(short_tmp / "mem")], env)
     try:
-        term.expect("starting zcord".encode())
+        term.expect(b"starting zcord")
         term.send(CTRL_C)
         assert term.wait() == 130
     finally:

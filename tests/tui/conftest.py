@@ -22,9 +22,9 @@ from textual.widgets import Input
 
 from tests.conftest import TZ, FakeClock
 from tests.integration.conftest import Daemon, Factory
+from zcor_tui.app import ZcorApp
 from zcord.client import AsyncClient
 from zcord.service import Service
-from zcor_tui.app import ZcorApp
 
 START = datetime(2026, 1, 1, 9, 0, tzinfo=TZ)
 SYNONYMS = [["妈妈", "母亲", "老妈"], ["爸爸", "父亲"], ["工作", "上班", "职场"], ["苹果", "apple"],

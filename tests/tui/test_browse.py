@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from textual.widgets import Input, TextArea
 
-from zcord.service import Service
-
 from zcor_tui.screens.browse import BrowseScreen
 from zcor_tui.screens.dialogs import ConfirmDialog, NodeForm, NodePicker
 from zcor_tui.widgets.memory_tree import LEVELS_ABOVE, MemoryTree, Slot
+from zcord.service import Service
 
 from .conftest import screen_text, settle, text_of, until
 

@@ -7,9 +7,9 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from zcord.client import Client, DaemonUnavailable
 from zcor_tui import launcher
 from zcor_tui.widgets.memory_tree import MemoryTree
+from zcord.client import Client, DaemonUnavailable
 
 from .conftest import screen_text, settle, until
 

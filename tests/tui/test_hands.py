@@ -7,14 +7,12 @@ import re
 
 from textual.widgets import Button, DataTable, Input
 
-from zcord.service import Service
-
-from zcor_tui.screens.dialogs import ConfirmDialog, NodeForm, SynonymForm
-
 from zcor_tui.app import TOAST_SECONDS
 from zcor_tui.screens.browse import BrowseScreen
+from zcor_tui.screens.dialogs import ConfirmDialog, NodeForm, SynonymForm
 from zcor_tui.screens.revert import RevertScreen
 from zcor_tui.screens.versions import VersionsScreen
+from zcord.service import Service
 
 from .conftest import screen_text, settle, text_of, until
 

@@ -16,10 +16,10 @@ from typing import Any
 from textual.widgets import DataTable, Input
 from textual.widgets._toast import Toast
 
-from zcord.client import UNSAFE
-from zcord.service import Service
 from zcor_tui.screens.dialogs import ConfirmDialog, NodeForm, SynonymForm
 from zcor_tui.widgets.memory_tree import MemoryTree
+from zcord.client import UNSAFE
+from zcord.service import Service
 
 from .conftest import screen_text, settle, until
 
@@ -28,7 +28,7 @@ CONTROLS = "\x1b]2;PWNED-TITLE\x07 \x1b]52;c;Y3VybCBldmlsLnNofHNo\x07 \x1b[2J \u
 BAD = f"{MARKUP} {CONTROLS}"
 SHORT = "[/] [b]x \x1b]2;PWNED\x07 \u202eevil \x9b31m"
 """For fields capped at 100 characters (keywords, aliases, ids, names)."""
-CHILD = f"child [/] \x1b]2;PWNED-CHILD\x07"
+CHILD = "child [/] \x1b]2;PWNED-CHILD\x07"
 LOOKALIKES = ["qq:10001", "qq:1000\u200b1", "ｑｑ:10001"]
 
 

@@ -9,12 +9,11 @@ import re
 import pytest
 from textual.widgets import Button, DataTable, Input
 
-from zcord.client import ToolError
-
 from zcor_tui.screens.history import HistoryScreen
 from zcor_tui.screens.origin_revert import RevertOriginScreen
 from zcor_tui.screens.review import RejectScreen, ReviewScreen
 from zcor_tui.screens.versions import VersionsScreen
+from zcord.client import ToolError
 
 from .conftest import screen_text, settle, text_of, until
 

@@ -7,7 +7,13 @@ import re
 from textual.widgets import Checkbox, DataTable, Input, Select, Switch, TextArea
 
 from zcor_tui.screens.browse import BrowseScreen
-from zcor_tui.screens.dialogs import ConfirmDialog, NodePicker, PersonaForm, RelationshipForm, SynonymForm
+from zcor_tui.screens.dialogs import (
+    ConfirmDialog,
+    NodePicker,
+    PersonaForm,
+    RelationshipForm,
+    SynonymForm,
+)
 from zcor_tui.screens.help import HelpScreen
 from zcor_tui.widgets.memory_tree import MemoryTree
 

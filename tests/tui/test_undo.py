@@ -9,9 +9,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from textual.widgets import Button, DataTable, Input, Tree
 
-from zcord.client import ToolError
-from zcor_tui.screens.browse import BrowseScreen
 from zcor_tui.format import parse_instant
+from zcor_tui.screens.browse import BrowseScreen
 from zcor_tui.screens.dialogs import ConfirmDialog
 from zcor_tui.screens.help import HelpScreen
 from zcor_tui.screens.history import HistoryScreen
@@ -19,6 +18,7 @@ from zcor_tui.screens.revert import RevertScreen
 from zcor_tui.screens.timetravel import TimeTravelScreen
 from zcor_tui.screens.versions import VersionsScreen
 from zcor_tui.widgets.memory_tree import MemoryTree
+from zcord.client import ToolError
 
 from .conftest import screen_text, settle, text_of, until
 

@@ -10,8 +10,20 @@ import heapq
 from typing import Any
 
 from zcord.core.text import stem_key, title_seq
-from zcord.retrieval.ranking import (BM25_B, BM25_K1, BOTH_FIELDS, COMMON_FRACTION, COMMON_MIN_DF, DEFERRED_POOL,
-                                     KEYWORD_ONLY, PERSON_FACTOR, RERANK_POOL, Hit, Term, idf)
+from zcord.retrieval.ranking import (
+    BM25_B,
+    BM25_K1,
+    BOTH_FIELDS,
+    COMMON_FRACTION,
+    COMMON_MIN_DF,
+    DEFERRED_POOL,
+    KEYWORD_ONLY,
+    PERSON_FACTOR,
+    RERANK_POOL,
+    Hit,
+    Term,
+    idf,
+)
 from zcord.retrieval.recall import Retriever, _straddles
 
 
@@ -81,7 +93,7 @@ class OldRetriever(Retriever):
         deferred = []
         for cls, items in per_class.items():
             local = contrib.setdefault(cls, {})
-            for t, t_ids, k_ids, value, anchor in items:
+            for _t, t_ids, k_ids, value, anchor in items:
                 if anchor:
                     _fill(local, t_ids, k_ids, value, None)
                     anchored.update(t_ids)

@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from zcord.retrieval.synonyms import SynonymClasses
 from zcord.core.text import normalize
+from zcord.retrieval.synonyms import SynonymClasses
 
 
 @pytest.fixture(autouse=True)

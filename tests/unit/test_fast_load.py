@@ -12,10 +12,10 @@ import pytest
 from zcord.core import indexes as indexes_mod
 from zcord.core.errors import StateFileInvalid
 from zcord.core.models import Node, StateFile
-from zcord.service import Service
 from zcord.core.state import MemoryState
 from zcord.core.store import _fast_state, _state_of, parse_state
 from zcord.core.text import normalize
+from zcord.service import Service
 
 
 def call(s: Service, tool: str, **params):

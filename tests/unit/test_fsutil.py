@@ -10,8 +10,15 @@ import pytest
 
 from zcord.core import fsutil
 from zcord.core.errors import StateFileInvalid
-from zcord.core.fsutil import (TMP_RE, atomic_write, fsync_dir, make_dir, read_nofollow, read_plain_file,
-                          remove_stale_tmp)
+from zcord.core.fsutil import (
+    TMP_RE,
+    atomic_write,
+    fsync_dir,
+    make_dir,
+    read_nofollow,
+    read_plain_file,
+    remove_stale_tmp,
+)
 
 
 @pytest.fixture

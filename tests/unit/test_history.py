@@ -270,7 +270,7 @@ def test_paging_bounds(t, params, field):
 
 
 def test_default_limit_is_20(t):
-    for i in range(25):
+    for _i in range(25):
         t.children()
     r = t.history()
     assert len(r["items"]) == 20 and r["total"] == 25 and r["nextOffset"] == 20

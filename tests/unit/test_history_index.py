@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from zcord.core.models import OpRecord
 from zcord.core.history_index import record_search_text
+from zcord.core.models import OpRecord
 from zcord.core.oplog import OpLog
 from zcord.core.text import normalize
 
@@ -373,9 +373,9 @@ def test_catch_up_after_a_kill_mid_way(logdir):
 def test_a_query_during_a_long_build_is_told_to_come_back(logdir, monkeypatch):
     """The first start on a large log: the index builds in the background, in steps; a history
     query meanwhile gets `busy` at once instead of holding zcord up, then answers."""
-    import threading
 
-    from zcord.core import history_index as H, oplog as O
+    from zcord.core import history_index as H
+    from zcord.core import oplog as O
 
     dumped = fill(logdir, random_records(random.Random(9), 400, monotone=True))
     for p in logdir.glob("operations.index.sqlite*"):

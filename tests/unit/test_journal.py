@@ -9,9 +9,9 @@ import os
 import pytest
 
 import zcord.service.snapshots as service_mod
-from zcord.core.store import Store
 from zcord.core.errors import StateFileInvalid
 from zcord.core.journal import POS_FILE, read_pos
+from zcord.core.store import Store
 from zcord.service import Service
 
 

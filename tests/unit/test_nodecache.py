@@ -11,8 +11,8 @@ import pytest
 
 import zcord.core.nodecache as nodecache
 import zcord.core.store as store_mod
-from zcord.service import Service
 from zcord.core.store import STATE_FILE, StateSerializer, Store, parse_state
+from zcord.service import Service
 
 
 @pytest.fixture(autouse=True)

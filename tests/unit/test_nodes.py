@@ -8,12 +8,12 @@ report are compared before and after.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from zcord.core.errors import StorageError, ZcorError
 from tests.conftest import persisted_bytes
+from zcord.core.errors import StorageError, ZcorError
 from zcord.service import Service
 
 STATE = "memory-state.json"
@@ -924,7 +924,7 @@ def test_query_tie_later_created_first(t, clock):
 
 def test_query_tie_order_with_equal_instants_in_different_offsets(t, clock):
     # the same instant written with different offsets is a tie, broken by creation order
-    instant = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
+    instant = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
     clock.step = timedelta(0)
     clock.set(instant.astimezone(timezone(timedelta(hours=8))))
     make(t, "a")
@@ -938,7 +938,7 @@ def test_query_tie_order_with_equal_instants_in_different_offsets(t, clock):
 def test_query_time_range_inclusive_with_offsets(t):
     u = [t.write(title=f"n{i}", content="")["updatedAt"] for i in range(4)]
     mid1, mid2 = parse(u[1]), parse(u[2])
-    z = lambda d: d.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"  # noqa: E731
+    z = lambda d: d.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"  # noqa: E731
     minus5 = lambda d: d.astimezone(timezone(timedelta(hours=-5))).isoformat()  # noqa: E731
     plus8 = lambda d: d.astimezone(timezone(timedelta(hours=8))).isoformat()  # noqa: E731
     # exact bounds are inclusive, whatever offset they are written in
@@ -1277,7 +1277,7 @@ def test_query_time_bounds_with_millisecond_times(t, clock):
     make(t, "a")
     make(t, "b")
     ua = parse(t.read(id="m1")["updatedAt"])
-    z = ua.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    z = ua.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
     assert ids_of(t.query(**{"from": z, "to": z})) == ["m1"]
 
 

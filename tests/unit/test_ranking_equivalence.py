@@ -7,18 +7,17 @@ from __future__ import annotations
 
 import heapq
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from tests.unit import ranking_reference
+from tests.unit.ranking_reference import OldRetriever
 from zcord.core.models import Node, Relationship
 from zcord.retrieval import ranking
 from zcord.retrieval.ranking import _best
 
-from tests.unit import ranking_reference
-from tests.unit.ranking_reference import OldRetriever
-
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 CJK = ["火锅", "奶茶", "电影", "猫咪", "猫", "狗", "考试", "加班", "周末", "钢琴", "跑步", "生日", "旅行", "咖啡",
        "宠物", "宠物医院", "看电影", "喜欢", "想去", "推荐", "今天", "哈哈", "小明", "王小二", "重庆火锅店", "喜歡",
        "火鍋", "茶", "茶叶蛋", "医院", "工作", "朋友", "老张", "吃饭", "音乐会"]

@@ -10,7 +10,6 @@ from tests.unit.test_recall_weighted import SESSION, node, recall
 from zcord.core.text import title_seq
 from zcord.retrieval import recall as recall_mod
 
-
 # -- the named bugs (issue 25 item 5) ------------------------------------------------------
 
 
@@ -197,8 +196,7 @@ def test_memory_query_folds_traditional(t, svc):
 
 
 def test_traditional_titles_derive_keywords_in_their_own_characters(t):
-    from zcord.core.text import derive_keywords
-    from zcord.core.text import fold_han
+    from zcord.core.text import derive_keywords, fold_han
     for title in ("喜歡聽演唱會", "週末去醫院體檢", "羽毛球館的會員卡"):
         simplified = derive_keywords(fold_han(title))
         assert len(simplified) >= 1
@@ -210,6 +208,7 @@ def test_traditional_titles_derive_keywords_in_their_own_characters(t):
 def test_shipped_table_is_opencc_characters():
     opencc = pytest.importorskip("opencc")
     from pathlib import Path
+
     from zcord.core.hanzi import SIMPLIFIED, TRADITIONAL
     want = {}
     for line in (Path(opencc.__file__).parent / "dictionary" / "TSCharacters.txt").read_text("utf-8").splitlines():

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from zcord.core.errors import InvalidArgument
-from zcord.service import Service
 from zcord.core.text import derive_keywords, fold, term_key
+from zcord.service import Service
 
 SESSION = "tg:private:42"
 
@@ -262,7 +262,7 @@ def test_later_messages_of_a_batch_weigh_more(t, svc):
 def test_parent_title_ranks_the_right_persons_fact_first(t, svc):
     mel = node(t, "Melanie")
     car = node(t, "Caroline")
-    for who, parent in (("Melanie", mel), ("Caroline", car)):
+    for _who, parent in (("Melanie", mel), ("Caroline", car)):
         for w in ("painting", "camping", "swimming", "reading"):
             node(t, f"Went {w} last summer", parent=parent)
     mel_race = node(t, "Ran a charity race", parent=mel)

@@ -13,8 +13,8 @@ import pytest
 
 import zcord.core.store as store_mod
 import zcord.service.snapshots as snapshots_mod
-from zcord.core.errors import InvalidArgument, RateLimited, StorageError
 from tests.conftest import log_records
+from zcord.core.errors import InvalidArgument, RateLimited, StorageError
 
 
 def test_important_result_says_whether_anything_changed(t):

@@ -12,11 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from zcord.core.errors import (InvalidArgument, MayHaveTakenEffect, MemoryDirInUse, NotFound, StateFileInvalid,
-                          StorageError)
-from tests.conftest import persisted_bytes
+from tests.conftest import FailingDisk, persisted_bytes
+from zcord.core.errors import (
+    InvalidArgument,
+    MayHaveTakenEffect,
+    MemoryDirInUse,
+    NotFound,
+    StateFileInvalid,
+    StorageError,
+)
 from zcord.service import Service
-from tests.conftest import FailingDisk
 
 REPO = Path(__file__).resolve().parents[2]
 TZ = timezone(timedelta(hours=8))

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from zcord.core.errors import InvalidArgument, ZcorError
-from zcord.service import Service
-from zcord.retrieval.synonyms import SynonymClasses
 from zcord.core.text import normalize
+from zcord.retrieval.synonyms import SynonymClasses
+from zcord.service import Service
 
 
 def groups_on_disk(memdir) -> list[list[str]]:

@@ -10,9 +10,8 @@ from datetime import timedelta
 import pytest
 
 import zcord.core.store as store_mod
-from zcord.service import undo
 from zcord.core.errors import Conflict, InvalidArgument, NotFound
-from zcord.service import Service
+from zcord.service import Service, undo
 
 
 def fingerprint(svc) -> str:

@@ -4,13 +4,12 @@ other tool outside VIEW_TOOLS: the refusal is recorded and nothing else happens.
 
 from __future__ import annotations
 
-
 import pytest
 
+from tests.conftest import log_records
 from zcord.core.errors import InvalidArgument
 from zcord.core.protocol import VIEW_TOOLS
 from zcord.service.tools import TOOLS
-from tests.conftest import log_records
 
 
 @pytest.mark.parametrize("tool,args", [

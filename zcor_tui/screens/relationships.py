@@ -17,8 +17,17 @@ from textual.widgets import DataTable, Input, Static
 
 from zcord.client import ToolError, affinity_series, for_operator, sparkline
 
-from ..format import (affinity_bar, invisible_marked, one_line, plain, shown, shown_id, split_keywords, when,
-                      when_short)
+from ..format import (
+    affinity_bar,
+    invisible_marked,
+    one_line,
+    plain,
+    shown,
+    shown_id,
+    split_keywords,
+    when,
+    when_short,
+)
 from ..messages import MemoryChanged, NodeRequested
 from .base import ZcorScreen
 from .dialogs import ConfirmDialog, NodePicker, RelationshipForm

@@ -20,8 +20,8 @@ from textual.widgets import Footer, Input, Static, Tree
 from textual.widgets.tree import TreeNode
 
 from ..format import node_label, parse_instant, plural, when
-from ..widgets.node_detail import NodeDetail
 from ..widgets.field import Field
+from ..widgets.node_detail import NodeDetail
 
 if TYPE_CHECKING:
     from ..app import ZcorApp
@@ -77,7 +77,7 @@ class TimeTravelScreen(Screen[None]):
         Binding("ctrl+t", "focus_time", "Time", id="timetravel.time", tooltip="Type another instant"),
     ]
 
-    app: "ZcorApp"  # type: ignore[assignment]
+    app: ZcorApp  # type: ignore[assignment]
 
     def __init__(self, time: str = ""):
         super().__init__()

@@ -20,7 +20,6 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-
 from ..diff import fields_diff, record_text
 from ..format import one_line, origin_text, plural, when
 from ..messages import MemoryChanged
@@ -47,7 +46,7 @@ class VersionsScreen(Screen[None]):
         Binding("escape,q", "close", "Close", id="versions.close", tooltip="Back to Browse"),
     ]
 
-    app: "ZcorApp"  # type: ignore[assignment]
+    app: ZcorApp  # type: ignore[assignment]
 
     def __init__(self, node_id: str, title: str = ""):
         super().__init__()
@@ -157,7 +156,9 @@ class VersionsScreen(Screen[None]):
     def render_diff(self, version: dict[str, Any]) -> RenderableType:
         base = self._base_for(version)
         head = Text()
-        label = (lambda v: f"change {v['changeId']} ({when(v.get('at'))[:19]}, {v.get('kind')})")
+        def label(v: dict[str, Any]) -> str:
+            return f"change {v['changeId']} ({when(v.get('at'))[:19]}, {v.get('kind')})"
+
         record = version.get("record")
         if base is None:
             head.append(f"{label(version)}: the first version", style="bold")

@@ -42,7 +42,7 @@ class Item:
     child_count: int = 0
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Item":
+    def from_dict(cls, d: dict[str, Any]) -> Item:
         return cls(str(d["id"]), str(d.get("title", "")), bool(d.get("superseded")), int(d.get("childCount", 0)))
 
 

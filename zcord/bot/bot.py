@@ -18,13 +18,13 @@ import itertools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
-from ..transport.client import Client, ClientError, ToolError
 from ..core.errors import ZcorError
 from ..core.origin import batch_senders
 from ..retrieval.llm import Message, Provider, ToolCall, anthropic_tools, openai_tools
+from ..transport.client import Client, ClientError, ToolError
 
 FRAME_TOOL = "external_event_frame"
 DEFAULT_MAX_ROUNDS = 8
@@ -51,13 +51,13 @@ class MemoryBot:
         "zcor/origin"), set by `deliver` from the batch's external senders."""
 
     @classmethod
-    def connect(cls, session: str, socket_path: str | None = None, timeout: float = 30.0) -> "MemoryBot":
+    def connect(cls, session: str, socket_path: str | None = None, timeout: float = 30.0) -> MemoryBot:
         return cls(Client(socket_path, role="bot", timeout=timeout, client_name="zcord.bot").connect(), session)
 
     def close(self) -> None:
         self.client.close()
 
-    def __enter__(self) -> "MemoryBot":
+    def __enter__(self) -> MemoryBot:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -172,7 +172,7 @@ class Conversation:
         """
         for e in events:
             e.setdefault("origin", "external")
-            e.setdefault("ts", datetime.now(timezone.utc).astimezone().isoformat(timespec="seconds"))
+            e.setdefault("ts", datetime.now(UTC).astimezone().isoformat(timespec="seconds"))
         self.bot.deliver(events)
         self.transcript += self.frame([e for e in events if e["origin"] == "external"])
         for _ in range(self.max_rounds):

@@ -20,12 +20,12 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TextIO
 
-from .bot import Conversation, MemoryBot, ToolUse
-from ..transport.client import ClientError, RpcError
-from ..transport.shown import shown
 from ..core.config import Config, ConfigFile, LlmConfig, api_key_for
 from ..core.errors import ZcorError
 from ..retrieval.llm import Provider
+from ..transport.client import ClientError, RpcError
+from ..transport.shown import shown
+from .bot import Conversation, MemoryBot, ToolUse
 
 HELP = """Type a message and press Enter. Commands:
   /recall   the auto-recall header the model gets with the next request
@@ -144,13 +144,13 @@ def run(bot: MemoryBot, provider: Provider | None, out: TextIO, inp: TextIO, sen
             else:
                 midline = [False]
 
-                def show(use: ToolUse) -> None:
+                def show(use: ToolUse, midline: list[bool] = midline) -> None:
                     mark = "·" if use.ok else "✗"
                     out.write(("\n" if midline[0] else "") + shown(f"  {mark} {use.name}: {use.summary}") + "\n")
                     midline[0] = False
                     out.flush()
 
-                def stream(piece: str) -> None:
+                def stream(piece: str, midline: list[bool] = midline) -> None:
                     out.write(shown(piece))
                     midline[0] = not piece.endswith("\n")
                     out.flush()

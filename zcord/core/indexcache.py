@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from .fsutil import atomic_write, read_derived
-from .indexes import BIG_POSTING, NodeIndex, Postings, _LENGTHS
+from .indexes import _LENGTHS, BIG_POSTING, NodeIndex, Postings
 from .text import FOLDING_VERSION
 
 CACHE_FILE = "memory-state.recall.cache"

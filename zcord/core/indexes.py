@@ -12,8 +12,19 @@ from array import array
 from dataclasses import dataclass
 
 from .models import Node
-from .text import (_CJK_RUN, all_cjk, cjk_count, has_cjk, match_form, stem_key, stem_seq, stem_word_keys, term_key,
-                   title_seq, title_word_keys)
+from .text import (
+    _CJK_RUN,
+    all_cjk,
+    cjk_count,
+    has_cjk,
+    match_form,
+    stem_key,
+    stem_seq,
+    stem_word_keys,
+    term_key,
+    title_seq,
+    title_word_keys,
+)
 
 
 @dataclass(slots=True)

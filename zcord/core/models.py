@@ -9,12 +9,11 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from operator import itemgetter
 from typing import Annotated, Any, Literal
 
 import orjson
-
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, PlainSerializer
 from pydantic.alias_generators import to_camel
 
@@ -57,7 +56,7 @@ Timestamp = Annotated[
 
 def now() -> datetime:
     """The current local time, with its offset, rounded down to the millisecond."""
-    t = datetime.now(timezone.utc).astimezone()
+    t = datetime.now(UTC).astimezone()
     return t.replace(microsecond=t.microsecond - t.microsecond % 1000)
 
 

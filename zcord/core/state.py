@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .models import Change, Node, Relationship
 from .indexes import NodeIndex, Postings, RetrievalIndexes, TextBlob, _TextChunk
+from .models import Change, Node, Relationship
 from .text import match_form, normalize
 
 

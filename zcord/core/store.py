@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -25,11 +25,20 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
-from .errors import InvalidArgument, MemoryDirInUse, NotFound, StateFileInvalid, StorageError
 from . import indexcache, nodecache
+from .errors import InvalidArgument, MemoryDirInUse, NotFound, StateFileInvalid, StorageError
 from .fsutil import atomic_write, fsync_dir, make_dir, read_nofollow, remove_stale_tmp
 from .journal import SnapshotPos, read_pos, replay, write_pos
-from .models import MAX_IMPORTANT, NODE_ALIASES, STATE_VERSION, Change, Node, NodeModel, Relationship, StateFile
+from .models import (
+    MAX_IMPORTANT,
+    NODE_ALIASES,
+    STATE_VERSION,
+    Change,
+    Node,
+    NodeModel,
+    Relationship,
+    StateFile,
+)
 from .persona import PERSONA_TEMPLATE
 from .state import MemoryState, Migration
 from .text import derive_keywords
@@ -70,7 +79,7 @@ class RestoreLimits:
     depth: int = 64
 
     @classmethod
-    def of(cls, cfg: Any) -> "RestoreLimits":
+    def of(cls, cfg: Any) -> RestoreLimits:
         return cls(cfg.max_restore_bytes, cfg.max_restore_nodes, cfg.max_restore_relationships,
                    cfg.max_restore_depth)
 
@@ -225,7 +234,7 @@ class StateView:
     history_segments: list[str]
 
     @classmethod
-    def of(cls, state: MemoryState) -> "StateView":
+    def of(cls, state: MemoryState) -> StateView:
         return cls(dict(state.nodes), list(state.important), dict(state.relationships), list(state.history),
                    state.next_id, list(state.history_segments))
 
@@ -264,7 +273,7 @@ def parse_time(value: Any, where: str) -> datetime:
     if isinstance(value, (int, float)):
         seconds = value / 1000 if abs(value) > EPOCH_MS_ABOVE else value
         try:
-            return datetime.fromtimestamp(seconds, timezone.utc)
+            return datetime.fromtimestamp(seconds, UTC)
         except (ValueError, OverflowError, OSError):
             raise StateFileInvalid(f"{where}: {value!r} is not a time (epoch seconds, or milliseconds "
                                    f"above {EPOCH_MS_ABOVE:.0e})") from None
@@ -273,7 +282,7 @@ def parse_time(value: Any, where: str) -> datetime:
             t = datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)
         except ValueError:
             raise StateFileInvalid(f"{where}: {value!r} is not an ISO 8601 time") from None
-        return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
+        return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
     raise StateFileInvalid(f"{where}: expected a time, got {value!r}")
 
 
@@ -1039,7 +1048,7 @@ class Store:
         if mig is not None and mig.from_version in ("1", "2"):
             keep = self.dir / f"memory-state.v{mig.from_version}.json"
             if keep.exists() and keep.read_bytes() != mig.raw:
-                stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+                stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
                 keep = self.dir / f"memory-state.v{mig.from_version}.{stamp}.json"
             if not keep.exists():
                 atomic_write(keep, mig.raw)
@@ -1078,7 +1087,7 @@ class Store:
         pruned); private: as for write_snapshot."""
         self.verify_lock()
         self._check_backups_dir()
-        stamp = at.astimezone(timezone.utc).strftime("%Y%m%dT%H%M%S.%f")[:-3] + "Z"
+        stamp = at.astimezone(UTC).strftime("%Y%m%dT%H%M%S.%f")[:-3] + "Z"
         tag = ("-bot-prerestore" if pre_restore else "-bot") if bot else ""
         name = f"memory-state-{stamp}{tag}.json"
         n = 2

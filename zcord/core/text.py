@@ -26,8 +26,16 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from .fsutil import atomic_write, read_derived
-
-from .lexicon import IRREGULAR, LIGHT_WORDS, NAME_PREFIXES, NAME_SUFFIXES, SINGLE_STOP, STEM_KEEP, STOPWORDS, SURNAMES
+from .lexicon import (
+    IRREGULAR,
+    LIGHT_WORDS,
+    NAME_PREFIXES,
+    NAME_SUFFIXES,
+    SINGLE_STOP,
+    STEM_KEEP,
+    STOPWORDS,
+    SURNAMES,
+)
 
 MIN_WORD_CHARS = 2
 FOLDING_VERSION = 2

@@ -15,6 +15,7 @@ caller passed (see zcord.core.config.api_key_for) and never appears in an error 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 import queue
@@ -23,7 +24,6 @@ import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable
-import contextlib
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -335,7 +335,7 @@ class Provider:
         return state.reply()
 
     @staticmethod
-    def _sse_piece(line: str, state: "_OpenAIStream | _AnthropicStream") -> str | None:
+    def _sse_piece(line: str, state: _OpenAIStream | _AnthropicStream) -> str | None:
         """The text of one server-sent event line ("" when it has none); None at [DONE]."""
         if not line.startswith("data:"):
             return ""

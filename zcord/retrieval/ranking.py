@@ -434,7 +434,7 @@ class Ranking:
                 while p is not None and len(parents) < ANCESTOR_DEPTH:
                     parents.append(p)
                     p = st.nodes[p].parent_id
-                for cls, items in per_class.items():
+                for items in per_class.values():
                     best = None
                     for t, t_ids, k_ids, value, _anchor in items:
                         in_t, in_k = i in t_ids, i in k_ids

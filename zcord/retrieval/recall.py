@@ -9,23 +9,58 @@ from __future__ import annotations
 import collections
 import operator
 import re
-from collections.abc import Callable, Set as AbstractSet
+from collections.abc import Callable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from ..core.errors import InvalidArgument
-from ..core.fence import FENCE, cut, cut_quoted, fenced_node, label, neutralize, one_line, quote, quoted_len
+from ..core.fence import (
+    FENCE,
+    cut,
+    cut_quoted,
+    fenced_node,
+    label,
+    neutralize,
+    one_line,
+    quote,
+    quoted_len,
+)
+from ..core.invalid import sentence
 from ..core.lexicon import GREETINGS, PHRASAL, PHRASAL_GAP
 from ..core.state import MemoryState
-from .ranking import (LIGHT_WEIGHT, MESSAGE_HMM, PERSON_FACTOR, RECENCY_DECAY, RECENCY_MIN, SINGLE_WEIGHT,
-                      SYNONYM_WEIGHT, Hit, Ranking, Term)
+from ..core.text import (
+    add_user_words,
+    analyse_cached,
+    fold_han,
+    has_cjk,
+    is_light,
+    is_stopword,
+    latin_words,
+    match_form,
+    normalize,
+    runs,
+    stem,
+    stem_key,
+    term_key,
+    title_seq,
+)
+from .ranking import (
+    LIGHT_WEIGHT,
+    MESSAGE_HMM,
+    PERSON_FACTOR,
+    RECENCY_DECAY,
+    RECENCY_MIN,
+    SINGLE_WEIGHT,
+    SYNONYM_WEIGHT,
+    Hit,
+    Ranking,
+    Term,
+)
 from .synonyms import Synonyms
 from .wordscan import WordScanner
-from ..core.invalid import sentence
-from ..core.text import (add_user_words, analyse_cached, has_cjk, is_light, is_stopword, latin_words, normalize,
-                         runs, stem, stem_key, term_key, title_seq, fold_han, match_form)
 
 RECALL_QUOTA = 10
 SEARCH_CANDIDATES = 20

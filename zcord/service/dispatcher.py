@@ -12,15 +12,22 @@ from collections.abc import Callable, Collection
 from datetime import datetime
 from typing import Any
 
-from ..core.errors import InvalidArgument, MayHaveTakenEffect, StorageError, UnknownTool, ZcorError, describe_os_error
-from ..core.models import OpError, OpRecord
 from ..core import origin as O
+from ..core.errors import (
+    InvalidArgument,
+    MayHaveTakenEffect,
+    StorageError,
+    UnknownTool,
+    ZcorError,
+    describe_os_error,
+)
+from ..core.models import OpError, OpRecord
 from ..core.oplog import OpLog
 from ..core.protocol import VIEW_TOOLS, Forbidden
 from ..core.state import MemoryState, Tx
 from ..core.store import Store
-from .calls import Ctx, InternalError, RestoreInProgress, loggable, parse_args
 from . import logbudget
+from .calls import Ctx, InternalError, RestoreInProgress, loggable, parse_args
 from .gate import RestoreGate
 from .snapshots import Snapshots
 from .tools import TOOLS, ToolSpec
@@ -92,8 +99,8 @@ class Dispatcher:
             return O.resolve(actor, None, batch, False), e, False
         if actor != "model" or spec is None or not spec.mutates or view:
             return origin, None, False
-        from .review import HOLDABLE_TOOLS
         from ..core.errors import BlockedSender, UntrustedSender
+        from .review import HOLDABLE_TOOLS
 
         level, who = self.trust.judge(origin, self.config.default_trust)
         named = ", ".join(who) if who else "an unknown sender (the default trust level)"

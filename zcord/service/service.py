@@ -26,17 +26,25 @@ from ..core.fsutil import atomic_write, reverse_lines
 from ..core.journal import read_pos, replay
 from ..core.models import now
 from ..core.oplog import OpLog
-from ..core.state import MemoryState
-from ..core.store import BOT_BACKUP_RE, CONFIG_FILE, OPLOG_FILE, PERSONA_FILE, PRE_RESTORE_RE, SYNONYMS_FILE, Store
-from ..core.text import tokenizer
 from ..core.persona import PersonaName, persona_text
+from ..core.state import MemoryState
+from ..core.store import (
+    BOT_BACKUP_RE,
+    CONFIG_FILE,
+    OPLOG_FILE,
+    PERSONA_FILE,
+    PRE_RESTORE_RE,
+    SYNONYMS_FILE,
+    Store,
+)
+from ..core.text import tokenizer
 from ..retrieval.prefix import build_prefix
 from ..retrieval.recall import RecallSessions, Retriever, check_session, parse_events
 from ..retrieval.synonyms import Synonyms
 from .calls import Ctx, InternalError, RestoreInProgress
 from .dispatcher import Dispatcher
-from .rooms import backups, history, synonyms
 from .review import REVIEW_FILE, ReviewBook, WithoutHeld
+from .rooms import backups, history, synonyms
 from .trust import TRUST_FILE, TrustBook
 
 __all__ = ["Ctx", "InternalError", "RestoreInProgress", "Service"]
@@ -71,7 +79,7 @@ class Service(Dispatcher):
 
     # -- lifetime ---------------------------------------------------------------------
 
-    def open(self) -> "Service":
+    def open(self) -> Service:
         self.store.open()
         try:
             self.config_file.load()
@@ -153,7 +161,7 @@ class Service(Dispatcher):
             self.oplog.close()
             self.store.close()
 
-    def __enter__(self) -> "Service":
+    def __enter__(self) -> Service:
         return self.open()
 
     def __exit__(self, *exc) -> None:

@@ -26,7 +26,7 @@ class ToolSpec:
     handler: Callable[[Any, Any, Any], dict[str, Any]] | None
     """The rule, run under the service lock: (service, parsed arguments, Ctx) -> result."""
     mutates: bool = False
-    flow: Callable[[Any, "ToolSpec", Any, str], dict[str, Any]] | None = None
+    flow: Callable[[Any, ToolSpec, Any, str], dict[str, Any]] | None = None
     """For a tool that lets the lock go while it works (an LLM call, writing a backup, a
     restore's slow phase): (service, this spec, raw arguments, actor) -> result. It
     validates, commits and records the call itself, with the dispatcher's helpers."""

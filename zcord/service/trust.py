@@ -18,7 +18,8 @@ from typing import Any
 
 from ..core.errors import InvalidArgument, StateFileInvalid
 from ..core.fsutil import atomic_write, read_nofollow
-from ..core.origin import MAX_SENDER, senders as origin_senders
+from ..core.origin import MAX_SENDER
+from ..core.origin import senders as origin_senders
 
 TRUST_FILE = "trust.json"
 LEVELS = ("trusted", "normal", "untrusted", "blocked")

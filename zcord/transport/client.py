@@ -107,7 +107,7 @@ class ToolError(ClientError):
         self.data = data
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ToolError":
+    def from_dict(cls, d: dict[str, Any]) -> ToolError:
         return cls(str(d.get("code", "error")), str(d.get("message", "")), d.get("field"), d.get("data"))
 
     def to_dict(self) -> dict[str, Any]:
@@ -169,7 +169,7 @@ class _Methods:
         return params
 
     @staticmethod
-    def _revert_origin_params(sender: str, start: "str | datetime | None", end: "str | datetime | None",
+    def _revert_origin_params(sender: str, start: str | datetime | None, end: str | datetime | None,
                               force: bool, preview: bool) -> dict[str, Any]:
         params: dict[str, Any] = {"sender": sender}
         for key, value in (("from", start), ("to", end)):
@@ -202,7 +202,7 @@ class _Methods:
         return params
 
     @staticmethod
-    def _time_param(time: "str | datetime") -> dict[str, Any]:
+    def _time_param(time: str | datetime) -> dict[str, Any]:
         return {"time": time.isoformat() if isinstance(time, datetime) else time}
 
 
@@ -384,7 +384,7 @@ class AsyncClient(_AsyncMethods):
     def connected(self) -> bool:
         return self._connected.is_set()
 
-    async def connect(self) -> "AsyncClient":
+    async def connect(self) -> AsyncClient:
         """Connect and initialize; raises DaemonUnavailable when nobody answers."""
         self._closing = False
         await self._open()
@@ -402,7 +402,7 @@ class AsyncClient(_AsyncMethods):
                 pass
         await self._teardown(ConnectionLost("client closed"))
 
-    async def __aenter__(self) -> "AsyncClient":
+    async def __aenter__(self) -> AsyncClient:
         return await self.connect()
 
     async def __aexit__(self, *exc) -> None:
@@ -421,7 +421,7 @@ class AsyncClient(_AsyncMethods):
         try:
             reader, writer = await asyncio.wait_for(
                 asyncio.open_unix_connection(str(self.path), limit=READ_LIMIT), self.connect_timeout)
-        except (OSError, asyncio.TimeoutError) as e:
+        except (TimeoutError, OSError) as e:
             raise DaemonUnavailable(f"cannot reach zcord at {self.path}: "
                                     f"{getattr(e, 'strerror', None) or e or 'timed out'}") from None
         try:
@@ -560,7 +560,7 @@ class AsyncClient(_AsyncMethods):
         try:
             await self._send(P.request(msg_id, method, params))
             return await asyncio.wait_for(fut, timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise RequestTimeout(f"zcord did not answer {method} within {timeout:g}s") from None
         finally:
             self._pending.pop(msg_id, None)
@@ -593,7 +593,7 @@ class AsyncClient(_AsyncMethods):
             raise ConnectionLost(f"the connection to zcord at {self.path} was lost")
         try:
             await asyncio.wait_for(self._connected.wait(), max(deadline - time.monotonic(), 0.001))
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise DaemonUnavailable(f"zcord at {self.path} is not reachable") from None
 
     async def notify(self, method: str, params: Any = None) -> None:
@@ -631,7 +631,7 @@ class Client(_Methods):
         self._inbox: collections.deque[dict[str, Any]] = collections.deque(maxlen=10_000)
         self._subscribed = False
 
-    def connect(self) -> "Client":
+    def connect(self) -> Client:
         self.close()
         owner = _checked_owner(self.path)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -665,7 +665,7 @@ class Client(_Methods):
             finally:
                 self._sock = None
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self.connect()
 
     def __exit__(self, *exc) -> None:
@@ -730,7 +730,7 @@ class Client(_Methods):
             self._sock.settimeout(remaining)
             try:
                 chunk = self._sock.recv(1 << 16)
-            except socket.timeout:
+            except TimeoutError:
                 return None
             except OSError as e:
                 self.close()

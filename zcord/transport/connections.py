@@ -61,7 +61,7 @@ class Connection:
         self.task: asyncio.Task | None = None
         self.reading = False
         self.peer = PeerCred.of(writer.get_extra_info("socket"))
-        self.daemon: "ConnectionServer | None" = None
+        self.daemon: ConnectionServer | None = None
         self.last_batch: tuple[str, list[str]] | None = None
         """The session and external senderKeys of this connection's latest zcor/recall batch:
         the origin of its tool calls when the bot tells none (zcord.core.origin)."""
@@ -356,7 +356,7 @@ class ConnectionServer:
                 await asyncio.wait_for(conn.writer.drain(), timeout=5)
             conn.writer.close()
             await asyncio.wait_for(conn.writer.wait_closed(), timeout=5)
-        except (ConnectionError, OSError, asyncio.TimeoutError):
+        except (TimeoutError, ConnectionError, OSError):
             pass
         log.debug("connection %d closed", conn.id)
 

@@ -9,12 +9,12 @@ import json
 import logging
 import os
 import time
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from .. import __version__
-from ..core import protocol as P
 from ..core import origin as O
+from ..core import protocol as P
 from ..core.errors import InvalidArgument, ZcorError
 from ..core.store import BOT_BACKUP_RE
 from ..service import review, undo
@@ -303,6 +303,6 @@ class MethodHandlers:
 
 
 def _iso(ts: float) -> str:
-    from datetime import datetime, timezone
+    from datetime import datetime
 
-    return datetime.fromtimestamp(ts, timezone.utc).astimezone().isoformat(timespec="seconds")
+    return datetime.fromtimestamp(ts, UTC).astimezone().isoformat(timespec="seconds")

@@ -20,7 +20,7 @@ class PeerCred:
         self.pid, self.uid, self.gid, self.groups = pid, uid, gid, groups
 
     @classmethod
-    def of(cls, sock: socket.socket | None) -> "PeerCred | None":
+    def of(cls, sock: socket.socket | None) -> PeerCred | None:
         if sock is None:
             return None
         try:

@@ -35,7 +35,7 @@ def fit_tool_result(result: dict[str, Any], name: str) -> Any:
         nxt, total = result.get(next_key), result.get(total_key)
         start = (nxt if isinstance(nxt, int) else total if isinstance(total, int) else len(items)) - len(items)
 
-        def page(k: int) -> Any:
+        def page(k: int, key: str = key, items: list[Any] = items, next_key: str = next_key, start: int = start) -> Any:
             return P.tool_success_raw({**result, key: items[:k], next_key: start + k, "truncated": True})
 
         lo, hi = 0, len(items) - 1

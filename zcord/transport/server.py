@@ -207,7 +207,7 @@ class Daemon(MethodHandlers, ConnectionServer):
                 # interval (a stuck worker) skips the ping, never a long queue
                 await asyncio.wait_for(self._work(lambda: None, urgent=True), timeout=max(interval, 0.05))
                 systemd.notify("WATCHDOG=1")
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 log.warning("worker busy for more than %.1fs; watchdog ping skipped", interval)
             await asyncio.sleep(interval)
 

@@ -21,16 +21,15 @@ import asyncio
 import inspect
 import json
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
-
-from pydantic.dataclasses import dataclass
 
 from astrbot.api import AstrBotConfig, logger
 from astrbot.api.event import AstrMessageEvent, filter
 from astrbot.api.provider import ProviderRequest
 from astrbot.api.star import Context, Star
 from astrbot.core.agent.tool import FunctionTool, ToolSet
+from pydantic.dataclasses import dataclass
 
 try:
     from zcord.client import AsyncClient, ClientError, ToolError
@@ -172,7 +171,7 @@ class ZcorMemory(Star):
             if text.strip():
                 await client.recall(session, [{
                     "text": text, "origin": "external", "senderKey": self.sender_of(event),
-                    "source": session, "ts": datetime.now(timezone.utc).isoformat(timespec="seconds")}])
+                    "source": session, "ts": datetime.now(UTC).isoformat(timespec="seconds")}])
             prefix = await client.prefix()
             header = (await client.context(session))["text"]
             tools = await client.list_tools()

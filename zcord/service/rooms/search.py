@@ -7,8 +7,8 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-from ...core.errors import ProviderError, ZcorError
 from ...core.config import api_key_for
+from ...core.errors import ProviderError, ZcorError
 from ...retrieval.llm import Message, Provider
 from ...retrieval.recall import SEARCH_CANDIDATES
 from ..calls import parse_args
