@@ -66,6 +66,52 @@ def test_text_pieces_built_one_step_at_a_time(monkeypatch):
     assert st.text_matches("c3") == ["m3"] and st.text_matches("t5") == ["m5"]
 
 
+def _build_outside(st: MemoryState) -> int:
+    """The daemon's background build of the query text (Service.warm): pieces built outside
+    the lock, kept under it; returns how many were kept."""
+    kept = 0
+    while (wanted := st.text_piece_wanted()) is not None:
+        kept += st.text_piece_made(*wanted, indexes_mod.build_text_piece(st.nodes, wanted[1]))
+    return kept
+
+
+def test_text_pieces_built_outside_the_lock_match_a_query_built_text(monkeypatch):
+    monkeypatch.setattr(indexes_mod, "TEXT_CHUNK", 2)
+    nodes = [node(i, f"T{i} 喜歡", content=f"c{i} 後來") for i in range(1, 8)]
+    st, fresh = MemoryState(nodes), MemoryState(nodes)
+    assert _build_outside(st) == len(st._text) == 7  # ranks 2, 4, ..., 14: one node a piece
+    for word in ("c3", "t7", "喜欢", "后来", "c1 后来"):
+        assert st.text_matches(word) == fresh.text_matches(word) != []
+
+
+@pytest.mark.parametrize("change", ["update", "delete", "add", "restore"])
+def test_a_piece_changed_while_it_was_built_is_not_kept(monkeypatch, change):
+    """A write that lands between text_piece_wanted and text_piece_made (the lock is free
+    meanwhile) to a node of the piece makes the piece built from the old nodes stale: it is
+    not kept, the next round builds it again, and queries see the write."""
+    monkeypatch.setattr(indexes_mod, "TEXT_CHUNK", 4)
+    st = MemoryState([node(i, f"t{i}", content=f"old{i}") for i in range(1, 4)])  # ranks 2, 4, 6: pieces 0, 1
+    wanted = st.text_piece_wanted()
+    assert wanted[1] == ("m1",)
+    made = indexes_mod.build_text_piece(st.nodes, wanted[1])
+    tx = Tx(st, "operator", "zcor_memory_write", 1, T0)
+    if change == "update":
+        tx.put_node(node(1, "t1", content="new1"))
+    elif change == "delete":
+        tx.remove_node("m1")
+    elif change == "add":
+        tx.add_node(node(9, "t9", content="new9"))
+    else:
+        tx.replace_all(MemoryState([node(1, "t1", content="new1")]))
+    tx.commit_changes()
+    # a node added lands in another piece (rank 8): the one built is still right, and kept
+    assert st.text_piece_made(*wanted, made) is (change == "add")
+    _build_outside(st)
+    assert st.text_matches("old1") == ([] if change in ("update", "delete", "restore") else ["m1"])
+    if change != "delete":
+        assert st.text_matches("new") == (["m9"] if change == "add" else ["m1"])
+
+
 def test_title_phrase_of_words_matches_them_in_a_row_only():
     st = MemoryState([node(1, "Running shoes"), node(2, "shoes for running"), node(3, "running fast shoes"),
                       node(4, "New running shoes today"), node(5, "running")])

@@ -75,3 +75,54 @@ def test_warm_recall_leaves_the_indexes_built_and_jieba_taught(memdir, clock, ji
         assert "嘎嘣脆鸡" in text._user_words
     finally:
         svc.close()
+
+
+def test_the_background_build_gives_way_while_calls_come_and_not_otherwise(memdir, clock, monkeypatch):
+    """Service.warm's pause between batches of the query text (issue 24): no wait when no
+    call came since the last pause; while calls keep coming, a wait per call seen, and at
+    most `most` waits when they never stop."""
+    from zcord.service import Service
+    from zcord.service import service as service_mod
+
+    svc = Service(memdir, clock=clock).open()
+    try:
+        waits: list[float] = []
+        calls = iter([2, 1, 0, 0, 0])  # calls seen at each of the next waits
+
+        def sleep(s: float) -> None:
+            waits.append(s)
+            svc.seq += next(calls, 0)
+
+        monkeypatch.setattr(service_mod.time, "sleep", sleep)
+        pause = svc._giving_way(wait=0.004, most=5)
+        pause()
+        assert waits == []  # nothing came: the build goes straight on
+        svc.seq += 1  # a call
+        pause()
+        assert waits == [0.004] * 3  # +2 during the first wait, +1 during the second, then quiet
+        svc.seq += 1
+        calls = iter([1] * 100)  # a bot that never stops
+        waits.clear()
+        pause()
+        assert waits == [0.004] * 5
+    finally:
+        svc.close()
+
+
+def test_the_warm_up_builds_the_query_text_outside_the_lock(memdir, clock):
+    """Service.warm builds every piece of the query text, and zcor_memory_query's answers
+    are those of a text built by the query itself."""
+    from zcord.service import Service
+
+    with Service(memdir, clock=clock) as svc:
+        for i in range(30):
+            svc.call("zcor_memory_write", {"title": f"記憶{i}", "content": f"喜歡 {i} 後來"}, actor="operator")
+        expected = svc.call("zcor_memory_query", {"keywords": ["喜欢"]}, actor="operator")
+    svc = Service(memdir, clock=clock).open()
+    try:
+        svc.warm()
+        assert svc.state._text and all(c.blob is not None for c in svc.state._text.values())
+        assert svc.call("zcor_memory_query", {"keywords": ["喜欢"]}, actor="operator")["items"] == \
+            expected["items"] != []
+    finally:
+        svc.close()

@@ -23,6 +23,7 @@ from ..core import indexcache, nodecache
 from ..core.config import Config, ConfigFile, api_key, key_withheld_reason
 from ..core.errors import InvalidArgument, ZcorError
 from ..core.fsutil import atomic_write, reverse_lines
+from ..core.indexes import build_text_piece
 from ..core.journal import read_pos, replay
 from ..core.models import now
 from ..core.oplog import OpLog
@@ -372,6 +373,23 @@ class Service(Dispatcher):
             self.refresh_synonyms()
             self.retriever.teach_jieba()
 
+    def _giving_way(self, wait: float = 0.004, most: int = 25) -> Callable[[], None]:
+        """The background warm-up's pause between batches: when calls came since the last
+        pause (the operation count moved), wait until they stop, up to `most` waits, so a
+        bot's writes right after a start are not slowed by a build sharing the interpreter
+        with them (issue 24); a bot that never stops still lets the build go on."""
+        seen = self.seq
+
+        def pause() -> None:
+            nonlocal seen
+            for _ in range(most):
+                if self.seq == seen:
+                    break
+                seen = self.seq
+                time.sleep(wait)
+
+        return pause
+
     def warm(self) -> None:
         """Build the retrieval indexes and the query text, load jieba, teach it the Memory's
         words and index the log (a daemon runs this in the background after it is ready, so
@@ -380,12 +398,20 @@ class Service(Dispatcher):
         between; a call that needs them finishes the build. A large Memory whose memories or
         indexes did not come from their caches is then snapshotted in the background, so the
         next start has both."""
-        for step in ("index_step", "text_step"):
-            while True:
-                with self.lock:
-                    if not getattr(self.state, step)():
-                        break
-                time.sleep(0.0005)  # let a waiting call take the lock
+        while True:
+            with self.lock:
+                if not self.state.index_step():
+                    break
+            time.sleep(0.0005)  # let a waiting call take the lock
+        pause = self._giving_way()
+        while True:  # the query text: each piece built outside the lock, kept under it
+            with self.lock:
+                wanted = self.state.text_piece_wanted()
+            if wanted is None:
+                break
+            made = build_text_piece(self.state.nodes, wanted[1], pause)
+            with self.lock:
+                self.state.text_piece_made(*wanted, made)
         tokenizer()
         with self.lock:
             self.refresh_synonyms()
