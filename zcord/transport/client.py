@@ -6,7 +6,7 @@ Both speak JSON-RPC 2.0 lines over the Unix socket, do the MCP `initialize` hand
 errors into exceptions:
 
 - a failed tool call or `zcor/…` method raises `ToolError(code, message, field)`;
-- a protocol error raises `RpcError(code, message, data)`;
+- a protocol error raises `JsonRpcError(code, message, data)` (also importable as `RpcError`);
 - no daemon raises `DaemonUnavailable`; a connection lost while a request was out
   raises `ConnectionLost` (the request may or may not have taken effect);
 - a socket someone else could have planted (its directory writable by others, owned by
@@ -85,14 +85,19 @@ class RequestTimeout(ClientError, TimeoutError):
     """No reply within the timeout; the request may still take effect."""
 
 
-class RpcError(ClientError):
-    """A JSON-RPC error from the daemon (bad request, unknown method, internal error)."""
+class JsonRpcError(ClientError):
+    """A JSON-RPC error from the daemon (bad request, unknown method, internal error); not to
+    be confused with zcord.core.protocol.RpcError, the daemon's side of the same error."""
 
     def __init__(self, code: int, message: str, data: Any = None):
         super().__init__(message)
         self.code = code
         self.message = message
         self.data = data
+
+
+RpcError = JsonRpcError
+"""The name bots, the CLI and tests import (kept; the class is JsonRpcError)."""
 
 
 class ToolError(ClientError):
@@ -128,19 +133,19 @@ def initialize_params(role: Role, client_name: str) -> dict[str, Any]:
 
 def _raise_error(error: Any) -> None:
     if not isinstance(error, dict):
-        raise RpcError(P.INTERNAL_ERROR, f"malformed error from zcord: {error!r}")
+        raise JsonRpcError(P.INTERNAL_ERROR, f"malformed error from zcord: {error!r}")
     code = error.get("code")
     message = str(error.get("message", ""))
     data = error.get("data")
     if code == P.ZCOR_ERROR and isinstance(data, dict):
         raise ToolError.from_dict(data)
-    raise RpcError(code if isinstance(code, int) else P.INTERNAL_ERROR, message, data)
+    raise JsonRpcError(code if isinstance(code, int) else P.INTERNAL_ERROR, message, data)
 
 
 def tool_result(result: Any) -> dict[str, Any]:
     """The structured result of an MCP tools/call result, or ToolError when isError."""
     if not isinstance(result, dict):
-        raise RpcError(P.INTERNAL_ERROR, f"malformed tools/call result: {result!r}")
+        raise JsonRpcError(P.INTERNAL_ERROR, f"malformed tools/call result: {result!r}")
     structured = result.get("structuredContent")
     if result.get("isError"):
         if isinstance(structured, dict) and "message" in structured:
@@ -161,6 +166,7 @@ class _AsyncMethods(AsyncCalls):
     across reconnects."""
 
     _subscribed: bool
+    on_notification: Callable[[str, NotificationHandler], None]
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, *,
                         timeout: float | None = None, view: bool = False,
@@ -404,7 +410,7 @@ class AsyncClient(_AsyncMethods):
             self._pending.pop(msg_id, None)
 
     async def request(self, method: str, params: Any = None, *, timeout: float | None = None) -> Any:
-        """Send one request and return its result (raises ToolError/RpcError/…).
+        """Send one request and return its result (raises ToolError/JsonRpcError/…).
 
         While the client is reconnecting the request waits; a request that could not be
         sent at all is sent again on the new connection, one that was sent is not.
@@ -528,10 +534,13 @@ class Client(SyncCalls):
     def _pending_refusal(self) -> dict[str, Any] | None:
         """An error about the connection (id null) that zcord sent before closing it, if it
         is already in the socket's receive buffer."""
+        sock = self._sock
+        if sock is None:
+            return None
         try:
-            self._sock.settimeout(0.2)
+            sock.settimeout(0.2)
             while b"\n" not in self._buf:
-                chunk = self._sock.recv(1 << 16)
+                chunk = sock.recv(1 << 16)
                 if not chunk:
                     break
                 self._buf += chunk
@@ -663,5 +672,5 @@ VIEW_TOOLS = P.VIEW_TOOLS
 
 __all__ = [
     "VIEW_TOOLS", "AsyncClient", "Client", "connect", "ClientError", "DaemonUnavailable", "UnsafeSocketError", "ConnectionLost",
-    "RequestTimeout", "RpcError", "ToolError", "tool_result",
+    "RequestTimeout", "JsonRpcError", "RpcError", "ToolError", "tool_result",
 ]

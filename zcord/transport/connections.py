@@ -343,6 +343,7 @@ class ConnectionServer:
         conn.task = asyncio.current_task()
         self.conns.add(conn)
         log.debug("connection %d opened", conn.id)
+        assert self.loop is not None
         timer = self.loop.call_later(self.service.config.init_timeout_seconds, self._init_expired, conn)
         try:
             conn.reading = True
@@ -484,7 +485,7 @@ class ConnectionServer:
 
         def wake() -> None:
             try:
-                loop.call_soon_threadsafe(lambda: done.done() or done.set_result(None))
+                loop.call_soon_threadsafe(_settle, done)
             except RuntimeError:
                 pass  # the loop is gone: the daemon is shutting down
 
@@ -517,3 +518,8 @@ class ConnectionServer:
 
             threading.Thread(target=target, name="zcord-slow", daemon=True).start()
             return await fut
+
+
+def _settle(done: asyncio.Future) -> None:
+    if not done.done():
+        done.set_result(None)

@@ -369,17 +369,16 @@ def run(memory_dir: Path, socket_path: Path, log_level: str = "info") -> int:
     try:
         service.open()
     except MemoryDirInUse as e:
-        print(f"zcord: {e.message}", file=sys.stderr)
+        log.error("%s", e.message)
         return EXIT_IN_USE
     except ZcorError as e:
-        print(f"zcord: cannot open the Memory in {memory_dir}: {e.message}", file=sys.stderr)
+        log.error("cannot open the Memory in %s: %s", memory_dir, e.message)
         return EXIT_FAILURE
     except OSError as e:
-        print(f"zcord: cannot open the Memory in {memory_dir}: {e.strerror or e} "
-              f"({e.filename or memory_dir})", file=sys.stderr)
+        log.error("cannot open the Memory in %s: %s (%s)", memory_dir, e.strerror or e, e.filename or memory_dir)
         return EXIT_FAILURE
     except Exception as e:  # a bug rather than a bad file, but still: a message, not a traceback
-        print(f"zcord: cannot open the Memory in {memory_dir}: {type(e).__name__}: {e}", file=sys.stderr)
+        log.error("cannot open the Memory in %s: %s: %s", memory_dir, type(e).__name__, e)
         return EXIT_FAILURE
     finally:
         gc.freeze()
@@ -391,13 +390,13 @@ def run(memory_dir: Path, socket_path: Path, log_level: str = "info") -> int:
             try:
                 listener = bind_socket(socket_path)
             except SocketInUse as e:
-                print(f"zcord: {e}", file=sys.stderr)
+                log.error("%s", e)
                 return EXIT_IN_USE
             except UnsafeSocket as e:
-                print(f"zcord: refusing to start: {e}", file=sys.stderr)
+                log.error("refusing to start: %s", e)
                 return EXIT_FAILURE
             except OSError as e:
-                print(f"zcord: cannot listen on {socket_path}: {e.strerror or e}", file=sys.stderr)
+                log.error("cannot listen on %s: %s", socket_path, e.strerror or e)
                 return EXIT_FAILURE
             path: Path | None = socket_path
         else:
