@@ -12,7 +12,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -117,6 +117,27 @@ class Methods:
         return names
 
 
+def _service_call(name: str) -> Callable[[Methods, Call], Awaitable[Any]]:
+    """The handler of a method that is one Service call without arguments."""
+
+    async def handler(m: Methods, call: Call) -> Any:
+        return await call.run(getattr(m.service, name))
+
+    handler.__name__ = handler.__qualname__ = f"_{name}"
+    return handler
+
+
+def _room_call(fn: Callable[[Service, dict[str, Any]], Any]) -> Callable[[Methods, Call], Awaitable[Any]]:
+    """The handler of a method whose params a function of the Service checks and uses
+    (fn(service, params), e.g. undo.revert)."""
+
+    async def handler(m: Methods, call: Call) -> Any:
+        return await call.run(fn, m.service, call.params)
+
+    handler.__name__ = handler.__qualname__ = f"_{fn.__name__}"
+    return handler
+
+
 # -- MCP ----------------------------------------------------------------------------------------
 
 
@@ -203,9 +224,8 @@ async def _prompts_list(m: Methods, call: Call) -> dict[str, Any]:
     return {"prompts": mcp_extras.PROMPTS}
 
 
-@method("prompts/get", role="bot")
-async def _prompts_get(m: Methods, call: Call) -> dict[str, Any]:
-    return await call.run(mcp_extras.get_prompt, m.service, call.params)
+method("prompts/get", role="bot")(
+    _room_call(mcp_extras.get_prompt))
 
 
 @method("resources/list", role="bot", runs="loop")
@@ -218,9 +238,8 @@ async def _resource_templates_list(m: Methods, call: Call) -> dict[str, Any]:
     return mcp_extras.list_resource_templates()
 
 
-@method("resources/read", role="bot")
-async def _resources_read(m: Methods, call: Call) -> dict[str, Any]:
-    return await call.run(mcp_extras.read_resource, m.service, call.params)
+method("resources/read", role="bot")(
+    _room_call(mcp_extras.read_resource))
 
 
 # -- zcor/ methods for the bot ------------------------------------------------------------------
@@ -282,9 +301,8 @@ async def _status(m: Methods, call: Call) -> dict[str, Any]:
     return status
 
 
-@method("zcor/config/get", params=M.NoParams, client=(C("config_get", doc="The config (never the API key)."),))
-async def _config_get(m: Methods, call: Call) -> dict[str, Any]:
-    return await call.run(m.service.public_config)
+method("zcor/config/get", params=M.NoParams, client=(C("config_get", doc="The config (never the API key)."),))(
+    _service_call("public_config"))
 
 
 @method("zcor/config/set", params=M.ConfigSetParams,
@@ -388,15 +406,13 @@ async def _reload_method(m: Methods, call: Call) -> dict[str, Any]:
     return await call.run_at("worker", m.service.public_config)
 
 
-@method("zcor/snapshot", params=M.NoParams)
-async def _snapshot_method(m: Methods, call: Call) -> dict[str, Any]:
-    return await call.run(m.service.snapshot)
+method("zcor/snapshot", params=M.NoParams)(
+    _service_call("snapshot"))
 
 
-@method("zcor/persona/get", params=M.NoParams,
-        client=(C("persona_get", doc="PERSONA.md: `{text, empty, path}` (empty: nothing but comments and blanks)."),))
-async def _persona_get(m: Methods, call: Call) -> dict[str, Any]:
-    return await call.run(m.service.persona_get)
+method("zcor/persona/get", params=M.NoParams,
+        client=(C("persona_get", doc="PERSONA.md: `{text, empty, path}` (empty: nothing but comments and blanks)."),))(
+    _service_call("persona_get"))
 
 
 @method("zcor/persona/set",
@@ -414,20 +430,18 @@ async def _history_query(m: Methods, call: Call) -> dict[str, Any]:
     return await call.run(m.service.history_query, call.params)
 
 
-@method("zcor/history/revert",
+method("zcor/history/revert",
         client=(C("history_revert", "seq: int, force: bool = False, preview: bool = False",
                   "self._revert_params(seq, force, preview)",
                   doc="Undo every change of logged operation `seq` as a new operation (`zcor/history/revert`);\n"
-                      "with `preview` nothing changes and the result lists the changes and conflicts."),))
-async def _history_revert(m: Methods, call: Call) -> dict[str, Any]:
-    return await call.run(undo.revert, m.service, call.params)
+                      "with `preview` nothing changes and the result lists the changes and conflicts."),))(
+    _room_call(undo.revert))
 
 
-@method("zcor/history/reinstate",
+method("zcor/history/reinstate",
         client=(C("history_reinstate", "id: str, change_id: int", '{"id": id, "changeId": change_id}',
-                  doc="Make the version written by change `change_id` current again, as one new change."),))
-async def _history_reinstate(m: Methods, call: Call) -> dict[str, Any]:
-    return await call.run(undo.reinstate, m.service, call.params)
+                  doc="Make the version written by change `change_id` current again, as one new change."),))(
+    _room_call(undo.reinstate))
 
 
 @method("zcor/history/versions", params=M.HistoryVersionsParams,
@@ -451,23 +465,21 @@ async def _history_at(m: Methods, call: Call) -> dict[str, Any]:
     return await call.run(undo.state_at, m.service, when)
 
 
-@method("zcor/history/revertOrigin",
+method("zcor/history/revertOrigin",
         client=(C("history_revert_origin", "sender: str, start: str | datetime | None = None, "
                   "end: str | datetime | None = None, force: bool = False, preview: bool = False",
                   "self._revert_origin_params(sender, start, end, force, preview)",
                   doc="Undo every change caused by `sender` (between `start` and `end`), newest first, as\n"
-                      "one operation (`zcor/history/revertOrigin`); with `preview` nothing changes."),))
-async def _history_revert_origin(m: Methods, call: Call) -> dict[str, Any]:
-    return await call.run(undo.revert_origin, m.service, call.params)
+                      "one operation (`zcor/history/revertOrigin`); with `preview` nothing changes."),))(
+    _room_call(undo.revert_origin))
 
 
 # -- origin, per-sender trust and review (issue 22) ---------------------------------------------
 
 
-@method("zcor/trust/get", params=M.StrictNoParams,
-        client=(C("trust_get", doc="`zcor/trust/get` → `{default, senders: [{sender, level}]}`."),))
-async def _trust_get(m: Methods, call: Call) -> dict[str, Any]:
-    return await call.run(m.service.trust_get)
+method("zcor/trust/get", params=M.StrictNoParams,
+        client=(C("trust_get", doc="`zcor/trust/get` → `{default, senders: [{sender, level}]}`."),))(
+    _service_call("trust_get"))
 
 
 @method("zcor/trust/set",
@@ -477,25 +489,22 @@ async def _trust_set(m: Methods, call: Call) -> dict[str, Any]:
     return await call.run(m.service.trust_set, call.params, call.conn.actor)
 
 
-@method("zcor/review/list",
-        client=(C("review_list", doc="`zcor/review/list` → `{items: [{seq, at, tool, origin, changes}], total}`, newest first."),))
-async def _review_list(m: Methods, call: Call) -> dict[str, Any]:
-    return await call.run(review.review_list, m.service, call.params)
+method("zcor/review/list",
+        client=(C("review_list", doc="`zcor/review/list` → `{items: [{seq, at, tool, origin, changes}], total}`, newest first."),))(
+    _room_call(review.review_list))
 
 
-@method("zcor/review/approve",
+method("zcor/review/approve",
         client=(C("review_approve", "ids: list[int]", "self._review_params(ids)",
-                  doc="Approve held changes by their operation seqs (they are recalled from now on)."),))
-async def _review_approve(m: Methods, call: Call) -> dict[str, Any]:
-    return await call.run(review.approve, m.service, call.params)
+                  doc="Approve held changes by their operation seqs (they are recalled from now on)."),))(
+    _room_call(review.approve))
 
 
-@method("zcor/review/reject",
+method("zcor/review/reject",
         client=(C("review_reject", "ids: list[int], force: bool = False, preview: bool = False",
                   "self._review_params(ids, force, preview)",
-                  doc="Reject held changes by their operation seqs: each is reverted, as one operation."),))
-async def _review_reject(m: Methods, call: Call) -> dict[str, Any]:
-    return await call.run(review.reject, m.service, call.params)
+                  doc="Reject held changes by their operation seqs: each is reverted, as one operation."),))(
+    _room_call(review.reject))
 
 
 def _iso(ts: float) -> str:
