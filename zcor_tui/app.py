@@ -182,7 +182,7 @@ class ZcorApp(App[None]):
 
     def show_error(self, err: ClientError, what: str) -> None:
         if isinstance(err, ToolError):
-            self.notify(for_operator(err.code, err.message), title=f"{what}: {err.code}", severity="error",
+            self.notify(for_operator(err.code, err.message, data=err.data), title=f"{what}: {err.code}", severity="error",
                         timeout=10)
         else:
             self.notify(str(err), title=what, severity="error", timeout=10)

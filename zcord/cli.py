@@ -614,7 +614,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except ToolError as e:
-        print(shown(f"zcor: {for_operator(e.code, e.message, 'cli')}"), file=sys.stderr)
+        print(shown(f"zcor: {for_operator(e.code, e.message, 'cli', data=e.data)}"), file=sys.stderr)
         return EXIT_REFUSED
     except RpcError as e:
         print(shown(f"zcor: zcord refused the request ({e.code}): {e.message}"), file=sys.stderr)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from zcord.client import RpcError, ToolError
+from zcord.client import ToolError
 
 
 def test_preview_counts_what_a_restore_would_change_and_changes_nothing(daemon):
@@ -52,9 +52,10 @@ def test_preview_counts_what_a_restore_would_change_and_changes_nothing(daemon):
         with pytest.raises(ToolError) as missing:
             op.backup_preview("memory-state-none.json")
         assert missing.value.code == "not_found"
-        with pytest.raises(RpcError) as no_name:
+        with pytest.raises(ToolError) as no_name:  # one shape for bad params of operator methods (issue 28)
             op.request("zcor/backups/preview", {})
         assert "backupFile" in no_name.value.message
+        assert no_name.value.code == "invalid_argument" and no_name.value.field == "backupFile"
         assert state.read_bytes() == before
 
         # and the restore does what the preview said

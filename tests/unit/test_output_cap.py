@@ -1,11 +1,11 @@
-"""The daemon's cap on unread output of all clients together (server.MAX_TOTAL_OUTPUT): the
+"""The daemon's cap on unread output of all clients together (connections.MAX_TOTAL_OUTPUT): the
 selection rule, on connections whose transports report chosen buffer sizes (filling 128 MiB
 of real socket buffers would cost the suite more than it proves; the per-connection cap is
 tested over real sockets in tests/fault/test_limits.py)."""
 
 from __future__ import annotations
 
-from zcord.transport import server
+from zcord.transport import connections
 
 
 class Transport:
@@ -32,8 +32,8 @@ class Conn:
         self.id, self.writer = conn_id, Writer(mib << 20)
 
 
-def daemon_with(*mibs: int) -> tuple[server.Daemon, list[Conn]]:
-    d = server.Daemon.__new__(server.Daemon)
+def daemon_with(*mibs: int) -> tuple[connections.ConnectionServer, list[Conn]]:
+    d = connections.ConnectionServer.__new__(connections.ConnectionServer)
     conns = [Conn(i, m) for i, m in enumerate(mibs)]
     d.conns = set(conns)
     return d, conns

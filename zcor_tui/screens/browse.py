@@ -199,7 +199,7 @@ class BrowseScreen(ZcorScreen):
             return
         if node is None:
             self.shown_node = self.trace = None
-            message = for_operator(err.code, err.message) if isinstance(err, ToolError) else str(err)
+            message = for_operator(err.code, err.message, data=err.data) if isinstance(err, ToolError) else str(err)
             detail.show_message(f"{node_id}: {message}")
             return
         self.shown_node = node
@@ -377,7 +377,7 @@ class BrowseScreen(ZcorScreen):
         result, err = await self.app.try_tool("zcor_memory_delete", {"id": item.id})
         if err is not None:
             # say the refusal plainly: "Memory m1 cannot be deleted: it has 3 children (…)"
-            message = for_operator(err.code, err.message) if isinstance(err, ToolError) else str(err)
+            message = for_operator(err.code, err.message, data=err.data) if isinstance(err, ToolError) else str(err)
             self.notify(message, title="Not deleted", severity="error", timeout=15)
             return
         self.notify(f"Deleted {item.id}." + (" It was important; its mark is gone." if result.get("wasImportant")

@@ -242,7 +242,7 @@ class ConfigScreen(ZcorScreen):
         try:
             config = await self.app.client.config_set(patch)
         except ToolError as e:
-            note.update(Text(f"Not applied: {for_operator(e.code, e.message)}", style="bold red"))
+            note.update(Text(f"Not applied: {for_operator(e.code, e.message, data=e.data)}", style="bold red"))
             field = FIELD_WIDGETS.get((e.field or "").removeprefix("llm."))
             if field:
                 self.query_one(f"#{field}").focus()

@@ -185,7 +185,7 @@ class FormDialog(ModalScreen[Any]):
         try:
             result = await self.submit_fn(args)
         except ToolError as e:
-            self.show_error(for_operator(e.code, e.message), e.field)
+            self.show_error(for_operator(e.code, e.message, data=e.data), e.field)
             return
         except ClientError as e:
             self.show_error(str(e))

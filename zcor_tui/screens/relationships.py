@@ -124,7 +124,7 @@ class RelationshipsScreen(ZcorScreen):
         if page is None:  # no rows of the earlier query under the error: they would pass for its answer
             table.clear()
             self.rels, self.selected, self.page_offset, self.next_offset = {}, None, 0, None
-            message = for_operator(err.code, err.message) if isinstance(err, ToolError) else str(err)
+            message = for_operator(err.code, err.message, data=err.data) if isinstance(err, ToolError) else str(err)
             self.query_one("#rel-summary", Static).update(Text(f"The query failed: {message}", style="bold red"))
             self.query_one("#rel-detail", Static).update("")
             return

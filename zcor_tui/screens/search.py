@@ -99,7 +99,7 @@ class SearchScreen(ZcorScreen):
         finally:
             table.loading = False
         if page is None:
-            message = for_operator(err.code, err.message) if isinstance(err, ToolError) else str(err)
+            message = for_operator(err.code, err.message, data=err.data) if isinstance(err, ToolError) else str(err)
             self._failed(f"The search failed: {message}")
             return
         if offset and not page["items"] and page["total"]:

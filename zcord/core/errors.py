@@ -2,7 +2,35 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Hint:
+    """Advice written for the model inside an error message, named so that operator wording
+    (zcord.transport.wording) can swap it by key and exact text instead of rewording prose.
+
+    An error whose message contains `advice` (a fixed sentence, for errors of `code`) carries
+    `data: {"hint": key, "advice": advice}`; an advice that names something (a tool) is
+    given at the raise site with the names in `data` (UnknownTool.undeclared).
+    """
+
+    key: str
+    code: str
+    advice: str
+
+
+HINTS: dict[str, Hint] = {h.key: h for h in (
+    Hint("find_ids", "not_found", "Use zcor_memory_query or zcor_memory_children to find ids."),
+    Hint("find_person", "not_found", "Use zcor_relationship_query to search by name, or "
+                                     "zcor_relationship_write to create one."),
+    Hint("list_backups", "not_found", "zcor_memory_backup returns names that can be restored."),
+    Hint("unlink_first", "conflict", "unlink them with zcor_relationship_write(memoryNodeId=null) first"),
+    Hint("force_revert", "conflict", "Pass force to write the old values anyway, as a new change."),
+    Hint("undeclared_tool", "unknown_tool", "is not declared in this request; call only the tools you were given."),
+)}
+"""Every hint key; the operator's wording for each is in zcord.transport.wording.OPERATOR_ADVICE."""
 
 
 class ZcorError(Exception):
@@ -15,6 +43,11 @@ class ZcorError(Exception):
         self.message = message
         self.field = field
         self.data = data or {}
+        if "hint" not in self.data:
+            for hint in HINTS.values():
+                if hint.code == self.code and hint.key != "undeclared_tool" and hint.advice in message:
+                    self.data = {**self.data, "hint": hint.key, "advice": hint.advice}
+                    break
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"code": self.code, "message": self.message}
@@ -77,6 +110,12 @@ class UnknownTool(ZcorError):
     """The tool named is not declared for this caller."""
 
     code = "unknown_tool"
+
+    @classmethod
+    def undeclared(cls, tool: str, field: str | None = "name") -> UnknownTool:
+        """The refusal of a call to a tool the caller was not given, hinted with its name."""
+        advice = f"Tool {tool!r} {HINTS['undeclared_tool'].advice}"
+        return cls(advice, field=field, data={"hint": "undeclared_tool", "advice": advice, "tool": tool})
 
 
 class ProviderError(ZcorError):

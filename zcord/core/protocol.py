@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, overload
 
 from .errors import ZcorError
 
@@ -219,6 +219,14 @@ def object_params(params: Any) -> dict[str, Any]:
     if not isinstance(params, dict):
         raise RpcError(INVALID_PARAMS, "Invalid params: expected an object of named parameters")
     return params
+
+
+@overload
+def str_param(params: dict[str, Any], name: str, required: Literal[True] = True) -> str: ...
+
+
+@overload
+def str_param(params: dict[str, Any], name: str, required: bool) -> str | None: ...
 
 
 def str_param(params: dict[str, Any], name: str, required: bool = True) -> str | None:

@@ -131,8 +131,7 @@ class Dispatcher:
                            InvalidArgument(f"zcor/view is for the read-only tools ({', '.join(sorted(VIEW_TOOLS))}); "
                                            f"{tool} is always recorded.", field="_meta"))
                 if spec is None or spec.handler is None:
-                    raise UnknownTool(f"Tool {tool!r} is not declared in this request; call only the "
-                                      f"tools you were given.", field="name")
+                    raise UnknownTool.undeclared(tool)
                 if refusal is not None:
                     raise refusal
                 result = spec.handler(self, parse_args(spec.input_model, params), ctx)

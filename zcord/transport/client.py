@@ -6,7 +6,7 @@ Both speak JSON-RPC 2.0 lines over the Unix socket, do the MCP `initialize` hand
 errors into exceptions:
 
 - a failed tool call or `zcor/…` method raises `ToolError(code, message, field)`;
-- a protocol error raises `RpcError(code, message, data)`;
+- a protocol error raises `JsonRpcError(code, message, data)` (also importable as `RpcError`);
 - no daemon raises `DaemonUnavailable`; a connection lost while a request was out
   raises `ConnectionLost` (the request may or may not have taken effect);
 - a socket someone else could have planted (its directory writable by others, owned by
@@ -29,12 +29,11 @@ import os
 import socket
 import time
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 from .. import __version__
 from ..core import protocol as P
-from ..core.origin import ORIGIN_META
+from .client_calls import AsyncCalls, SyncCalls
 from .paths import UnsafeSocket, check_client_socket, check_peer, client_socket
 
 log = logging.getLogger("zcord.client")
@@ -86,14 +85,19 @@ class RequestTimeout(ClientError, TimeoutError):
     """No reply within the timeout; the request may still take effect."""
 
 
-class RpcError(ClientError):
-    """A JSON-RPC error from the daemon (bad request, unknown method, internal error)."""
+class JsonRpcError(ClientError):
+    """A JSON-RPC error from the daemon (bad request, unknown method, internal error); not to
+    be confused with zcord.core.protocol.RpcError, the daemon's side of the same error."""
 
     def __init__(self, code: int, message: str, data: Any = None):
         super().__init__(message)
         self.code = code
         self.message = message
         self.data = data
+
+
+RpcError = JsonRpcError
+"""The name bots, the CLI and tests import (kept; the class is JsonRpcError)."""
 
 
 class ToolError(ClientError):
@@ -129,19 +133,19 @@ def initialize_params(role: Role, client_name: str) -> dict[str, Any]:
 
 def _raise_error(error: Any) -> None:
     if not isinstance(error, dict):
-        raise RpcError(P.INTERNAL_ERROR, f"malformed error from zcord: {error!r}")
+        raise JsonRpcError(P.INTERNAL_ERROR, f"malformed error from zcord: {error!r}")
     code = error.get("code")
     message = str(error.get("message", ""))
     data = error.get("data")
     if code == P.ZCOR_ERROR and isinstance(data, dict):
         raise ToolError.from_dict(data)
-    raise RpcError(code if isinstance(code, int) else P.INTERNAL_ERROR, message, data)
+    raise JsonRpcError(code if isinstance(code, int) else P.INTERNAL_ERROR, message, data)
 
 
 def tool_result(result: Any) -> dict[str, Any]:
     """The structured result of an MCP tools/call result, or ToolError when isError."""
     if not isinstance(result, dict):
-        raise RpcError(P.INTERNAL_ERROR, f"malformed tools/call result: {result!r}")
+        raise JsonRpcError(P.INTERNAL_ERROR, f"malformed tools/call result: {result!r}")
     structured = result.get("structuredContent")
     if result.get("isError"):
         if isinstance(structured, dict) and "message" in structured:
@@ -156,67 +160,13 @@ def tool_result(result: Any) -> dict[str, Any]:
     return {}
 
 
-class _Methods:
-    """Typed wrappers shared by both clients; subclasses provide `request`."""
-
-    def _call_tool_params(self, name: str, arguments: dict[str, Any] | None, view: bool = False,
-                          origin: dict[str, Any] | None = None) -> dict[str, Any]:
-        params: dict[str, Any] = {"name": name, "arguments": {} if arguments is None else arguments}
-        if view:
-            params["_meta"] = {P.VIEW_META: True}
-        if origin is not None:
-            params.setdefault("_meta", {})[ORIGIN_META] = origin
-        return params
-
-    @staticmethod
-    def _revert_origin_params(sender: str, start: str | datetime | None, end: str | datetime | None,
-                              force: bool, preview: bool) -> dict[str, Any]:
-        params: dict[str, Any] = {"sender": sender}
-        for key, value in (("from", start), ("to", end)):
-            if value is not None:
-                params[key] = value.isoformat() if isinstance(value, datetime) else value
-        return {**params, **({"force": True} if force else {}), **({"preview": True} if preview else {})}
-
-    @staticmethod
-    def _held_params(action: str, held: int | None, index: int | None) -> dict[str, Any]:
-        return {"action": action, **({"held": held} if held is not None else {}),
-                **({"index": index} if index is not None else {})}
-
-    @staticmethod
-    def _review_params(ids: list[int], force: bool = False, preview: bool = False) -> dict[str, Any]:
-        return {"ids": list(ids), **({"force": True} if force else {}), **({"preview": True} if preview else {})}
-
-    @staticmethod
-    def _recall_params(session: str, events: list[dict[str, Any]] | str) -> dict[str, Any]:
-        if isinstance(events, str):
-            events = [{"text": events, "origin": "external"}]
-        return {"session": session, "events": events}
-
-    @staticmethod
-    def _revert_params(seq: int, force: bool, preview: bool) -> dict[str, Any]:
-        params: dict[str, Any] = {"seq": seq}
-        if force:
-            params["force"] = True
-        if preview:
-            params["preview"] = True
-        return params
-
-    @staticmethod
-    def _time_param(time: str | datetime) -> dict[str, Any]:
-        return {"time": time.isoformat() if isinstance(time, datetime) else time}
-
-
-class _AsyncMethods(_Methods):
-    """AsyncClient's typed calls, one per method zcord serves; AsyncClient provides
-    `request`, `on_notification` and the subscription flag kept across reconnects."""
+class _AsyncMethods(AsyncCalls):
+    """AsyncClient's hand-written calls (the rest are generated from the method table);
+    AsyncClient provides `request`, `on_notification` and the subscription flag kept
+    across reconnects."""
 
     _subscribed: bool
-
-    async def ping(self, *, timeout: float | None = None) -> None:
-        await self.request("ping", timeout=timeout)
-
-    async def list_tools(self) -> list[dict[str, Any]]:
-        return (await self.request("tools/list"))["tools"]
+    on_notification: Callable[[str, NotificationHandler], None]
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, *,
                         timeout: float | None = None, view: bool = False,
@@ -228,112 +178,6 @@ class _AsyncMethods(_Methods):
         """
         return tool_result(await self.request("tools/call", self._call_tool_params(name, arguments, view, origin),
                                               timeout=timeout))
-
-    async def prefix(self) -> str:
-        return (await self.request("zcor/prefix"))["text"]
-
-    async def recall(self, session: str, events: list[dict[str, Any]] | str) -> list[str]:
-        return (await self.request("zcor/recall", self._recall_params(session, events)))["ids"]
-
-    async def context(self, session: str) -> dict[str, Any]:
-        return await self.request("zcor/context", {"session": session})
-
-    async def status(self) -> dict[str, Any]:
-        return await self.request("zcor/status")
-
-    async def config_get(self) -> dict[str, Any]:
-        return await self.request("zcor/config/get")
-
-    async def config_set(self, patch: dict[str, Any]) -> dict[str, Any]:
-        return await self.request("zcor/config/set", {"patch": patch})
-
-    async def backups(self) -> list[dict[str, Any]]:
-        return (await self.request("zcor/backups/list"))["items"]
-
-    async def backup_preview(self, backup_file: str) -> dict[str, Any]:
-        """What restoring the backup would change (counts); changes nothing."""
-        return await self.request("zcor/backups/preview", {"backupFile": backup_file})
-
-    async def synonym_groups(self) -> list[list[str]]:
-        return (await self.request("zcor/synonyms/list"))["groups"]
-
-    async def synonyms_set(self, index: int | None, terms: list[str] | None) -> dict[str, Any]:
-        """Add (index None), replace, or remove (terms None) a synonym group."""
-        return await self.request("zcor/synonyms/set", {"index": index, "terms": terms})
-
-    async def synonym_listing(self) -> dict[str, Any]:
-        """`zcor/synonyms/list` whole: `{groups, botAdded, held}`."""
-        return await self.request("zcor/synonyms/list")
-
-    async def synonyms_held(self, action: str, held: int | None = None, index: int | None = None) -> dict[str, Any]:
-        """`zcor/synonyms/held`: accept or discard held group `held`, or discard the bot's group
-        at `index`."""
-        return await self.request("zcor/synonyms/held", self._held_params(action, held, index))
-
-    async def recall_explain(self, text: str, sender_key: str | None = None) -> dict[str, Any]:
-        params = {"text": text} if sender_key is None else {"text": text, "senderKey": sender_key}
-        return await self.request("zcor/recall/explain", params)
-
-    async def reload(self) -> dict[str, Any]:
-        return await self.request("zcor/reload")
-
-    async def persona_get(self) -> dict[str, Any]:
-        """PERSONA.md: `{text, empty, path}` (empty: nothing but comments and blanks)."""
-        return await self.request("zcor/persona/get")
-
-    async def persona_set(self, text: str) -> dict[str, Any]:
-        """Replace PERSONA.md (atomically, recorded in the operation log)."""
-        return await self.request("zcor/persona/set", {"text": text})
-
-    async def history_revert(self, seq: int, force: bool = False, preview: bool = False) -> dict[str, Any]:
-        """Undo every change of logged operation `seq` as a new operation (`zcor/history/revert`);
-        with `preview` nothing changes and the result lists the changes and conflicts."""
-        return await self.request("zcor/history/revert", self._revert_params(seq, force, preview))
-
-    async def history_versions(self, id: str) -> dict[str, Any]:
-        """Every version of a memory (or relationship, by personId), oldest first."""
-        return await self.request("zcor/history/versions", {"id": id})
-
-    async def history_reinstate(self, id: str, change_id: int) -> dict[str, Any]:
-        """Make the version written by change `change_id` current again, as one new change."""
-        return await self.request("zcor/history/reinstate", {"id": id, "changeId": change_id})
-
-    async def history_at(self, time: str | datetime) -> dict[str, Any]:
-        """The whole Memory as it was at an instant (ISO 8601 with its UTC offset, or an aware datetime)."""
-        return await self.request("zcor/history/at", self._time_param(time))
-
-    async def history_query(self, filters: dict[str, Any] | None = None) -> dict[str, Any]:
-        """`zcor/history/query`: `{keywords?, from?, to?, limit?, offset?, changesOnly?, actor?,
-        tool?, target?, origin?}` → `{items, total, nextOffset}` (not recorded)."""
-        return await self.request("zcor/history/query", filters or {})
-
-    async def history_revert_origin(self, sender: str, start: str | datetime | None = None,
-                                    end: str | datetime | None = None, force: bool = False,
-                                    preview: bool = False) -> dict[str, Any]:
-        """Undo every change caused by `sender` (between `start` and `end`), newest first, as
-        one operation (`zcor/history/revertOrigin`); with `preview` nothing changes."""
-        return await self.request("zcor/history/revertOrigin",
-                                  self._revert_origin_params(sender, start, end, force, preview))
-
-    async def trust_get(self) -> dict[str, Any]:
-        """`zcor/trust/get` → `{default, senders: [{sender, level}]}`."""
-        return await self.request("zcor/trust/get")
-
-    async def trust_set(self, sender: str, level: str | None) -> dict[str, Any]:
-        """Give a sender a trust level (trusted, normal, untrusted, blocked; None: the default)."""
-        return await self.request("zcor/trust/set", {"sender": sender, "level": level})
-
-    async def review_list(self) -> dict[str, Any]:
-        """`zcor/review/list` → `{items: [{seq, at, tool, origin, changes}], total}`, newest first."""
-        return await self.request("zcor/review/list")
-
-    async def review_approve(self, ids: list[int]) -> dict[str, Any]:
-        """Approve held changes by their operation seqs (they are recalled from now on)."""
-        return await self.request("zcor/review/approve", self._review_params(ids))
-
-    async def review_reject(self, ids: list[int], force: bool = False, preview: bool = False) -> dict[str, Any]:
-        """Reject held changes by their operation seqs: each is reverted, as one operation."""
-        return await self.request("zcor/review/reject", self._review_params(ids, force, preview))
 
     async def subscribe(self, handler: NotificationHandler | None = None) -> None:
         """Receive `zcor/changed` after every committed change (kept across reconnects)."""
@@ -566,7 +410,7 @@ class AsyncClient(_AsyncMethods):
             self._pending.pop(msg_id, None)
 
     async def request(self, method: str, params: Any = None, *, timeout: float | None = None) -> Any:
-        """Send one request and return its result (raises ToolError/RpcError/…).
+        """Send one request and return its result (raises ToolError/JsonRpcError/…).
 
         While the client is reconnecting the request waits; a request that could not be
         sent at all is sent again on the new connection, one that was sent is not.
@@ -606,7 +450,7 @@ async def connect(path: str | os.PathLike | None = None, role: Role = P.BOT,
     return await AsyncClient(path, role=role, timeout=timeout, **kwargs).connect()
 
 
-class Client(_Methods):
+class Client(SyncCalls):
     """A blocking client: one request at a time over its own socket (not thread-safe; give
     each thread its own).
 
@@ -690,10 +534,13 @@ class Client(_Methods):
     def _pending_refusal(self) -> dict[str, Any] | None:
         """An error about the connection (id null) that zcord sent before closing it, if it
         is already in the socket's receive buffer."""
+        sock = self._sock
+        if sock is None:
+            return None
         try:
-            self._sock.settimeout(0.2)
+            sock.settimeout(0.2)
             while b"\n" not in self._buf:
-                chunk = self._sock.recv(1 << 16)
+                chunk = sock.recv(1 << 16)
                 if not chunk:
                     break
                 self._buf += chunk
@@ -799,119 +646,19 @@ class Client(_Methods):
                 if self._inbox:
                     return self._inbox.popleft()
 
-    # -- typed calls ----------------------------------------------------------------------
-
-    def ping(self) -> None:
-        self.request("ping")
-
-    def list_tools(self) -> list[dict[str, Any]]:
-        return self.request("tools/list")["tools"]
+    # -- hand-written calls (the rest are generated from the method table) ------------------
 
     def call_tool(self, name: str, arguments: dict[str, Any] | None = None, *,
                   timeout: float | None = None, view: bool = False,
                   origin: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The tool's structured result (see AsyncClient.call_tool)."""
         return tool_result(self.request("tools/call", self._call_tool_params(name, arguments, view, origin),
                                         timeout=timeout))
 
-    def prefix(self) -> str:
-        return self.request("zcor/prefix")["text"]
-
-    def recall(self, session: str, events: list[dict[str, Any]] | str) -> list[str]:
-        return self.request("zcor/recall", self._recall_params(session, events))["ids"]
-
-    def context(self, session: str) -> dict[str, Any]:
-        return self.request("zcor/context", {"session": session})
-
-    def status(self) -> dict[str, Any]:
-        return self.request("zcor/status")
-
-    def config_get(self) -> dict[str, Any]:
-        return self.request("zcor/config/get")
-
-    def config_set(self, patch: dict[str, Any]) -> dict[str, Any]:
-        return self.request("zcor/config/set", {"patch": patch})
-
-    def backups(self) -> list[dict[str, Any]]:
-        return self.request("zcor/backups/list")["items"]
-
-    def backup_preview(self, backup_file: str) -> dict[str, Any]:
-        """What restoring the backup would change (counts); changes nothing."""
-        return self.request("zcor/backups/preview", {"backupFile": backup_file})
-
-    def synonym_groups(self) -> list[list[str]]:
-        return self.request("zcor/synonyms/list")["groups"]
-
-    def synonyms_set(self, index: int | None, terms: list[str] | None) -> dict[str, Any]:
-        """Add (index None), replace, or remove (terms None) a synonym group."""
-        return self.request("zcor/synonyms/set", {"index": index, "terms": terms})
-
-    def synonym_listing(self) -> dict[str, Any]:
-        """`zcor/synonyms/list` whole: `{groups, botAdded, held}`."""
-        return self.request("zcor/synonyms/list")
-
-    def synonyms_held(self, action: str, held: int | None = None, index: int | None = None) -> dict[str, Any]:
-        """`zcor/synonyms/held`: accept or discard held group `held`, or discard the bot's group
-        at `index`."""
-        return self.request("zcor/synonyms/held", self._held_params(action, held, index))
-
-    def recall_explain(self, text: str, sender_key: str | None = None) -> dict[str, Any]:
-        params = {"text": text} if sender_key is None else {"text": text, "senderKey": sender_key}
-        return self.request("zcor/recall/explain", params)
-
-    def reload(self) -> dict[str, Any]:
-        return self.request("zcor/reload")
-
-    def persona_get(self) -> dict[str, Any]:
-        """PERSONA.md: `{text, empty, path}` (empty: nothing but comments and blanks)."""
-        return self.request("zcor/persona/get")
-
-    def persona_set(self, text: str) -> dict[str, Any]:
-        """Replace PERSONA.md (atomically, recorded in the operation log)."""
-        return self.request("zcor/persona/set", {"text": text})
-
-    def history_revert(self, seq: int, force: bool = False, preview: bool = False) -> dict[str, Any]:
-        """Undo every change of logged operation `seq` as a new operation (`zcor/history/revert`);
-        with `preview` nothing changes and the result lists the changes and conflicts."""
-        return self.request("zcor/history/revert", self._revert_params(seq, force, preview))
-
-    def history_versions(self, id: str) -> dict[str, Any]:
-        """Every version of a memory (or relationship, by personId), oldest first."""
-        return self.request("zcor/history/versions", {"id": id})
-
-    def history_reinstate(self, id: str, change_id: int) -> dict[str, Any]:
-        """Make the version written by change `change_id` current again, as one new change."""
-        return self.request("zcor/history/reinstate", {"id": id, "changeId": change_id})
-
-    def history_at(self, time: str | datetime) -> dict[str, Any]:
-        """The whole Memory as it was at an instant (ISO 8601 with its UTC offset, or an aware datetime)."""
-        return self.request("zcor/history/at", self._time_param(time))
-
-    def history_query(self, filters: dict[str, Any] | None = None) -> dict[str, Any]:
-        """`zcor/history/query` (see AsyncClient.history_query)."""
-        return self.request("zcor/history/query", filters or {})
-
-    def history_revert_origin(self, sender: str, start: str | datetime | None = None,
-                              end: str | datetime | None = None, force: bool = False,
-                              preview: bool = False) -> dict[str, Any]:
-        """`zcor/history/revertOrigin` (see AsyncClient.history_revert_origin)."""
-        return self.request("zcor/history/revertOrigin", self._revert_origin_params(sender, start, end, force, preview))
-
-    def trust_get(self) -> dict[str, Any]:
-        return self.request("zcor/trust/get")
-
-    def trust_set(self, sender: str, level: str | None) -> dict[str, Any]:
-        return self.request("zcor/trust/set", {"sender": sender, "level": level})
-
-    def review_list(self) -> dict[str, Any]:
-        return self.request("zcor/review/list")
-
-    def review_approve(self, ids: list[int]) -> dict[str, Any]:
-        return self.request("zcor/review/approve", self._review_params(ids))
-
-    def review_reject(self, ids: list[int], force: bool = False, preview: bool = False) -> dict[str, Any]:
-        return self.request("zcor/review/reject", self._review_params(ids, force, preview))
-
-    def subscribe(self) -> None:
+    def subscribe(self, handler: NotificationHandler | None = None) -> None:
+        """Receive `zcor/changed` after every committed change (kept across reconnects)."""
+        if handler is not None:
+            self.on_notification("zcor/changed", handler)
         self.request("zcor/subscribe")
         self._subscribed = True
 
@@ -925,5 +672,5 @@ VIEW_TOOLS = P.VIEW_TOOLS
 
 __all__ = [
     "VIEW_TOOLS", "AsyncClient", "Client", "connect", "ClientError", "DaemonUnavailable", "UnsafeSocketError", "ConnectionLost",
-    "RequestTimeout", "RpcError", "ToolError", "tool_result",
+    "RequestTimeout", "JsonRpcError", "RpcError", "ToolError", "tool_result",
 ]

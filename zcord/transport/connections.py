@@ -1,7 +1,7 @@
 """Connections: reading lines off the socket, answering each request on its own task, and
 the limits that keep one client from starving the others (requests in flight, unread
 output, the number of connections, the time to initialize). Service calls run in the one
-worker thread (Worker), or in threads of their own for tools that wait (`_slow_work`)."""
+worker thread (Worker), or in threads of their own for tools that wait (`slow_work`)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import errno
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core import protocol as P
 from ..core.errors import ZcorError
@@ -23,6 +23,7 @@ from .peers import PeerCred, operator_refusal
 
 if TYPE_CHECKING:
     from ..service.service import Service
+    from .optable import Method
 
 log = logging.getLogger("zcord")
 
@@ -61,7 +62,7 @@ class Connection:
         self.task: asyncio.Task | None = None
         self.reading = False
         self.peer = PeerCred.of(writer.get_extra_info("socket"))
-        self.daemon: ConnectionServer | None = None
+        self.server: ConnectionServer | None = None
         self.last_batch: tuple[str, list[str]] | None = None
         """The session and external senderKeys of this connection's latest zcor/recall batch:
         the origin of its tool calls when the bot tells none (zcord.core.origin)."""
@@ -85,11 +86,8 @@ class Connection:
             log.warning("connection %d: client is not reading its replies (%d MiB unread); disconnecting",
                         self.id, size >> 20)
             transport.abort()
-        elif size > TOTAL_CHECK_FROM and self.daemon is not None:
-            self.daemon.check_total_output()
-
-
-Handler = Callable[[Connection, dict[str, Any]], Awaitable[Any]]
+        elif size > TOTAL_CHECK_FROM and self.server is not None:
+            self.server.check_total_output()
 
 
 CALLER: contextvars.ContextVar[int | None] = contextvars.ContextVar("zcord_caller", default=None)
@@ -115,8 +113,8 @@ class Worker:
         self._done_lock = threading.Lock()
         self._wake_posted = False
         self._stopping = False
-        self._thread = threading.Thread(target=self._run, name="zcord-worker", daemon=True)
-        self._thread.start()
+        self.thread = threading.Thread(target=self._run, name="zcord-worker", daemon=True)
+        self.thread.start()
 
     def submit(self, fn: Callable[..., Any], *args: Any, caller: Any = None, urgent: bool = False) -> asyncio.Future:
         fut = self.loop.create_future()
@@ -152,7 +150,7 @@ class Worker:
         with self._cv:
             self._stopping = True
             self._cv.notify()
-        self._thread.join(timeout)
+        self.thread.join(timeout)
 
     def _run(self) -> None:
         while True:
@@ -193,20 +191,39 @@ class Worker:
                 fut.set_exception(value)
 
 
+class Routes(Protocol):
+    """What the connection server needs of the method table (zcord.transport.methods.Methods)."""
+
+    def route(self, name: str) -> Method | None: ...
+
+    async def handle(self, entry: Method, conn: Connection, params: dict[str, Any]) -> Any: ...
+
+
 class ConnectionServer:
-    """The connection side of the daemon (Daemon): accepting, reading, dispatching each
-    request to its method handler, and running Service calls off the event loop."""
+    """The connection side of the daemon: accepting, reading, dispatching each request to
+    the method its Routes name, and running Service calls off the event loop (`work`,
+    `slow_work`). The daemon holds one; the methods reach it as their Runner."""
 
-    service: Service
-    conns: set[Connection]
-    loop: asyncio.AbstractEventLoop | None
-    worker: Worker | None
-    methods: dict[str, tuple[Handler, bool]]
-    _slow_slots: asyncio.Semaphore | None
-    _last_accept_error: float
-    _accept_errors_quiet: int
+    def __init__(self, service: Service):
+        self.service = service
+        self.routes: Routes | None = None
+        self.conns: set[Connection] = set()
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.worker: Worker | None = None
+        self._slow_slots: asyncio.Semaphore | None = None
+        self._long_slots: asyncio.Semaphore | None = None
+        self._last_accept_error = 0.0
+        self._accept_errors_quiet = 0
 
-    def _loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    def start(self, loop: asyncio.AbstractEventLoop, routes: Routes, max_slow: int, max_long: int) -> None:
+        """Start the worker thread; requests go to routes from now on."""
+        self.loop = loop
+        self.routes = routes
+        self.worker = Worker(loop)
+        self._slow_slots = asyncio.Semaphore(max_slow)
+        self._long_slots = asyncio.Semaphore(max_long)
+
+    def loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         """accept() failures (EMFILE: out of file descriptors) are logged as one line at most
         once a second, never as tracebacks; asyncio itself retries the accept a second later."""
         exc = context.get("exception")
@@ -312,7 +329,7 @@ class ConnectionServer:
         conn.send(P.error_response(None, err))
         conn.writer.transport.close()
 
-    async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = Connection(reader, writer)
         refusal = self._admit(conn)
         if refusal is not None:
@@ -322,10 +339,11 @@ class ConnectionServer:
                 log.warning("connection refused: %s (%d connections)", refusal[0], len(self.conns))
             self._refuse_connection(writer, refusal)
             return
-        conn.daemon = self
+        conn.server = self
         conn.task = asyncio.current_task()
         self.conns.add(conn)
         log.debug("connection %d opened", conn.id)
+        assert self.loop is not None
         timer = self.loop.call_later(self.service.config.init_timeout_seconds, self._init_expired, conn)
         try:
             conn.reading = True
@@ -419,19 +437,19 @@ class ConnectionServer:
     async def _handle(self, conn: Connection, msg: P.Message) -> None:
         CALLER.set(conn.id)  # this task's own context: its worker calls take this connection's turn
         try:
-            entry = self.methods.get(msg.method)
+            assert self.routes is not None
+            entry = self.routes.route(msg.method)
             if entry is None:
                 raise P.method_not_found(msg.method)
-            handler, operator_only = entry
             if not conn.initialized and msg.method not in BEFORE_INITIALIZE:
                 raise P.RpcError(P.INVALID_REQUEST, f"Invalid Request: {msg.method} before initialize; only "
                                                     f"initialize and ping are served before it")
-            if operator_only and conn.role != P.OPERATOR:
+            if entry.operator_only and conn.role != P.OPERATOR:
                 raise P.app_error(P.Forbidden(
                     f"{msg.method} is an operator method; connect as an operator "
                     f'(initialize with capabilities.experimental.zcor.role = "operator").'))
             params = P.object_params(msg.params)
-            result = await handler(conn, params)
+            result = await self.routes.handle(entry, conn, params)
             data = P.encode_response(msg.id, result)
             if len(data) > replies.MAX_REPLY_BYTES:  # a clear error, not a disconnect for unread output
                 raise P.app_error(replies.ReplyTooLarge(replies.too_large(len(data), msg.method)))
@@ -448,7 +466,7 @@ class ConnectionServer:
             conn.last_active = time.monotonic()
             conn.slots.release()
 
-    async def _work(self, fn: Callable[..., Any], *args: Any, urgent: bool = False) -> Any:
+    async def work(self, fn: Callable[..., Any], *args: Any, urgent: bool = False) -> Any:
         """Run fn in the one worker thread (every Service call goes through here), taking
         turns with the other connections' calls. A change that meets a restore in its slow
         phase waits here, off the worker, and runs again once the restore is over, so reads
@@ -467,19 +485,21 @@ class ConnectionServer:
 
         def wake() -> None:
             try:
-                loop.call_soon_threadsafe(lambda: done.done() or done.set_result(None))
+                loop.call_soon_threadsafe(_settle, done)
             except RuntimeError:
                 pass  # the loop is gone: the daemon is shutting down
 
         self.service.gate.when_restored(wake)
         await done
 
-    async def _slow_work(self, fn: Callable[[], Any], slots: asyncio.Semaphore | None = None) -> Any:
+    async def slow_work(self, fn: Callable[[], Any], long: bool = False) -> Any:
         """Run fn in its own daemon thread: a hung provider can neither block the worker nor
-        keep the process alive after shutdown."""
+        keep the process alive after shutdown. Among MAX_SLOW_CALLS such threads, or among
+        MAX_LONG_CALLS for long work (restores, backup previews)."""
         loop = self.loop
-        assert loop is not None and self._slow_slots is not None
-        async with slots or self._slow_slots:
+        slots = self._long_slots if long else self._slow_slots
+        assert loop is not None and slots is not None
+        async with slots:
             fut = loop.create_future()
 
             def settle(ok: bool, value: Any) -> None:
@@ -498,3 +518,8 @@ class ConnectionServer:
 
             threading.Thread(target=target, name="zcord-slow", daemon=True).start()
             return await fut
+
+
+def _settle(done: asyncio.Future) -> None:
+    if not done.done():
+        done.set_result(None)

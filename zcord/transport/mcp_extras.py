@@ -16,7 +16,7 @@ auto-recall and the system prefix too. No sockets here: server.py wires these to
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import unquote
 
 from ..core import protocol as P
 from ..service.service import Service
@@ -28,7 +28,7 @@ CONTEXT_PREFIX = "zcor://context/"
 
 CAPABILITIES = {"prompts": {"listChanged": False}, "resources": {"subscribe": False, "listChanged": False}}
 
-PROMPTS = [
+PROMPTS: list[dict[str, Any]] = [
     {"name": "zcor_context",
      "title": "Message with recalled memories",
      "description": "Your message, preceded by the memories zcor recalls for it (auto-recall: matched by "
@@ -98,10 +98,6 @@ def list_resource_templates() -> dict[str, Any]:
                                    "description": "The memories auto-recall picked for the session's latest "
                                                   "messages, rendered now (empty when none).",
                                    "mimeType": "text/markdown"}]}
-
-
-def context_uri(session: str) -> str:
-    return CONTEXT_PREFIX + quote(session, safe=":@")
 
 
 def read_resource(service: Service, params: dict[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,10 @@
-"""The methods zcord serves: MCP (`initialize`, `ping`, `tools/list`, `tools/call`, prompts
-and resources), the bot's `zcor/prefix`, `zcor/recall` and `zcor/context`, and the
-operator's `zcor/...` methods. Each handler takes the connection and the request's params
-and runs its Service call through the daemon's worker."""
+"""The methods zcord serves, each declared once in TABLE (zcord.transport.optable): MCP
+(`initialize`, `ping`, `tools/list`, `tools/call`, prompts and resources), the bot's
+`zcor/prefix`, `zcor/recall` and `zcor/context`, and the operator's `zcor/...` methods.
+
+A handler takes the Methods object (what it may use of the daemon) and the Call (the
+connection, the raw params, the validated params model, and `run`, which runs its work
+where the table says)."""
 
 from __future__ import annotations
 
@@ -9,8 +12,10 @@ import json
 import logging
 import os
 import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .. import __version__
 from ..core import origin as O
@@ -21,288 +26,486 @@ from ..service import review, undo
 from ..service.rooms import synonyms as synonym_room
 from ..service.tools import TOOLS, declared_tools
 from . import mcp_extras, replies
+from . import params as M
 from .connections import Connection
+from .optable import ClientCall as C
+from .optable import Method, MethodTable, Runs
 from .peers import operator_refusal
 
 if TYPE_CHECKING:
-    import asyncio
     from pathlib import Path
 
     from ..service.service import Service
 
 log = logging.getLogger("zcord")
 
+TABLE = MethodTable()
+method = TABLE.method
 
 
-class MethodHandlers:
-    """The handlers of Daemon.methods (the daemon supplies the service, the worker and the
-    connection bookkeeping)."""
+class Runner(Protocol):
+    """Where work runs (the daemon's ConnectionServer)."""
+
+    async def work(self, fn: Callable[..., Any], *args: Any, urgent: bool = False) -> Any: ...
+
+    async def slow_work(self, fn: Callable[[], Any], long: bool = False) -> Any: ...
+
+
+class Host(Protocol):
+    """What the methods use of the daemon."""
 
     service: Service
     socket_path: Path | None
     started: float
-    conns: set[Connection]
-    _long_slots: asyncio.Semaphore | None
-    _declared_names: dict[bool, frozenset[str]]
-    _tool_lists: dict[tuple[bool, str], P.RawJSON]
 
-    async def _initialize(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        version = params.get("protocolVersion")
-        if version is not None and not isinstance(version, str):
-            raise P.RpcError(P.INVALID_PARAMS, "Invalid params: protocolVersion must be a string")
-        if conn.initialized:
-            raise P.RpcError(P.INVALID_REQUEST, f"Invalid Request: this connection already initialized (as "
-                                                f"{conn.role}); initialize happens once per connection and its "
-                                                f"role is fixed: open a new connection for another role")
-        role = P.client_role(params)
-        if role == P.OPERATOR:
-            refusal = operator_refusal(conn.peer, self.service.config.operator_group)
-            if refusal is not None:
-                log.info("connection %d: %s", conn.id, refusal)
-                raise P.app_error(P.Forbidden(refusal))
-        conn.role = role
-        conn.initialized = True
-        instructions = None
-        if conn.role == P.BOT:
-            try:
-                instructions = await self._work(self.service.prefix)
-            except Exception as e:  # the handshake must not fail because PERSONA.md is odd
-                log.warning("system prefix unavailable for initialize: %r", e)
-        log.debug("connection %d initialized as %s", conn.id, conn.role)
-        result = P.initialize_result(version, __version__, conn.role, instructions)
-        result["capabilities"].update(mcp_extras.CAPABILITIES)
-        return result
+    @property
+    def conns(self) -> set[Connection]: ...
 
-    async def _ping(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        return {}
+    async def reload(self) -> ZcorError | None: ...
 
-    def _bot_tool_names(self, relationship_memory: bool) -> frozenset[str]:
+    def check_tools_changed(self) -> None: ...
+
+
+@dataclass(slots=True)
+class Call:
+    """One request being handled: its connection, params and where its work runs."""
+
+    conn: Connection
+    params: dict[str, Any]
+    args: Any
+    runs: Runs
+    runner: Runner
+
+    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """fn(*args) where the method table says this method's work runs."""
+        return await self.run_at(self.runs, fn, *args)
+
+    async def run_at(self, runs: Runs, fn: Callable[..., Any], *args: Any) -> Any:
+        if runs in ("slow", "long"):
+            return await self.runner.slow_work(lambda: fn(*args), long=runs == "long")
+        if runs == "worker":
+            return await self.runner.work(fn, *args)
+        raise RuntimeError(f"a handler that runs on the {runs!r} cannot run work")
+
+
+class Methods:
+    """Dispatches requests by TABLE; holds what the handlers need of the daemon (the host)
+    and of the connection server (the runner), and the tool-list caches."""
+
+    def __init__(self, host: Host, runner: Runner, table: MethodTable = TABLE):
+        self.host = host
+        self.runner = runner
+        self.table = table
+        self.service = host.service
+        self._declared_names: dict[bool, frozenset[str]] = {}
+        self._tool_lists: dict[tuple[bool, str], P.RawJSON] = {}
+
+    def route(self, name: str) -> Method | None:
+        return self.table.get(name)
+
+    async def handle(self, entry: Method, conn: Connection, params: dict[str, Any]) -> Any:
+        """Validate params against the method's model (invalid_argument naming the field when
+        they do not fit; nothing runs) and run its handler."""
+        args = M.validate(entry.params, params) if entry.params is not None else None
+        return await entry.handler(self, Call(conn, params, args, entry.runs, self.runner))
+
+    def bot_tool_names(self, relationship_memory: bool) -> frozenset[str]:
         names = self._declared_names.get(relationship_memory)
         if names is None:
             names = frozenset(t.name for t in declared_tools(relationship_memory, P.BOT))
             self._declared_names[relationship_memory] = names
         return names
 
-    async def _tools_list(self, conn: Connection, params: dict[str, Any]) -> P.RawJSON:
-        key = (self.service.config.relationship_memory, conn.role)
-        tools = self._tool_lists.get(key)
-        if tools is None:
-            listing = {"tools": [spec.describe() for spec in declared_tools(*key)]}
-            tools = self._tool_lists[key] = P.RawJSON(json.dumps(listing, ensure_ascii=False).encode())
-        return tools
 
-    async def _tools_call(self, conn: Connection, params: dict[str, Any]) -> Any:
-        name = P.str_param(params, "name")
-        arguments = params.get("arguments")
-        meta = params.get("_meta")
-        view = isinstance(meta, dict) and meta.get(P.VIEW_META) is True
-        claim = meta[O.ORIGIN_META] if isinstance(meta, dict) and O.ORIGIN_META in meta else O.NO_CLAIM
-        batch = conn.last_batch
-        service = self.service
-        actor = conn.actor
-        bot = conn.role == P.BOT
+def _service_call(name: str) -> Callable[[Methods, Call], Awaitable[Any]]:
+    """The handler of a method that is one Service call without arguments."""
 
-        def run() -> dict[str, Any]:
-            if conn.writer.is_closing():  # disconnected (e.g. for not reading) while this waited
-                return {}
-            allowed = self._bot_tool_names(service.config.relationship_memory) if bot else None
-            return service.call(name, arguments, actor=actor, allowed=allowed, view=view, claim=claim, batch=batch)
+    async def handler(m: Methods, call: Call) -> Any:
+        return await call.run(getattr(m.service, name))
 
-        spec = TOOLS.get(name)
-        runs = spec.runs if spec is not None else "worker"  # where the tool table says it runs
+    handler.__name__ = handler.__qualname__ = f"_{name}"
+    return handler
+
+
+def _room_call(fn: Callable[[Service, dict[str, Any]], Any]) -> Callable[[Methods, Call], Awaitable[Any]]:
+    """The handler of a method whose params a function of the Service checks and uses
+    (fn(service, params), e.g. undo.revert)."""
+
+    async def handler(m: Methods, call: Call) -> Any:
+        return await call.run(fn, m.service, call.params)
+
+    handler.__name__ = handler.__qualname__ = f"_{fn.__name__}"
+    return handler
+
+
+# -- MCP ----------------------------------------------------------------------------------------
+
+
+@method("initialize", role="bot", runs="worker")
+async def _initialize(m: Methods, call: Call) -> dict[str, Any]:
+    conn, params = call.conn, call.params
+    version = params.get("protocolVersion")
+    if version is not None and not isinstance(version, str):
+        raise P.RpcError(P.INVALID_PARAMS, "Invalid params: protocolVersion must be a string")
+    if conn.initialized:
+        raise P.RpcError(P.INVALID_REQUEST, f"Invalid Request: this connection already initialized (as "
+                                            f"{conn.role}); initialize happens once per connection and its "
+                                            f"role is fixed: open a new connection for another role")
+    role = P.client_role(params)
+    if role == P.OPERATOR:
+        refusal = operator_refusal(conn.peer, m.service.config.operator_group)
+        if refusal is not None:
+            log.info("connection %d: %s", conn.id, refusal)
+            raise P.app_error(P.Forbidden(refusal))
+    conn.role = role
+    conn.initialized = True
+    instructions = None
+    if conn.role == P.BOT:
         try:
-            if runs == "network":
-                result = await self._slow_work(run)
-            elif runs == "long":
-                result = await self._slow_work(run, self._long_slots)
-            else:
-                result = await self._work(run)
-        except ZcorError as e:
-            return P.tool_failure(e)
-        return replies.fit_tool_result(result, name)
+            instructions = await call.run(m.service.prefix)
+        except Exception as e:  # the handshake must not fail because PERSONA.md is odd
+            log.warning("system prefix unavailable for initialize: %r", e)
+    log.debug("connection %d initialized as %s", conn.id, conn.role)
+    result = P.initialize_result(version, __version__, conn.role, instructions)
+    result["capabilities"].update(mcp_extras.CAPABILITIES)
+    return result
 
-    # -- zcor/ methods for the bot -------------------------------------------------------------
 
-    async def _prefix(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        return {"text": await self._work(self.service.prefix)}
+@method("ping", role="bot", runs="loop",
+        client=(C("ping", "*, timeout: float | None = None", returns="None", doc="Round trip; raises when zcord does not answer."),))
+async def _ping(m: Methods, call: Call) -> dict[str, Any]:
+    return {}
 
-    async def _recall(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        session = P.str_param(params, "session")
-        events = params.get("events")
-        if not isinstance(events, list):
-            raise P.RpcError(P.INVALID_PARAMS, "Invalid params: events must be an array of "
-                                               "{text, origin, ts?, source?, senderKey?}", {"field": "events"})
-        ids = await self._work(self.service.recall, session, events)
-        if any(isinstance(e, dict) and e.get("origin") == "external" for e in events):
-            conn.last_batch = (session, O.batch_senders(events))  # the origin of what the bot does next
-        return {"ids": list(ids)}
 
-    async def _context(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        session = P.str_param(params, "session")
-        return await self._work(self.service.context, session)
+@method("tools/list", role="bot", runs="loop",
+        client=(C("list_tools", returns="list[dict[str, Any]]", result="tools",
+                  doc="The tools declared for this connection's role."),))
+async def _tools_list(m: Methods, call: Call) -> P.RawJSON:
+    key = (m.service.config.relationship_memory, call.conn.role)
+    tools = m._tool_lists.get(key)
+    if tools is None:
+        listing = {"tools": [spec.describe() for spec in declared_tools(*key)]}
+        tools = m._tool_lists[key] = P.RawJSON(json.dumps(listing, ensure_ascii=False).encode())
+    return tools
 
-    # -- operator methods ------------------------------------------------------------------------
 
-    async def _status(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        status = await self._work(self.service.status)
-        status.update({
-            "socket": str(self.socket_path) if self.socket_path else None,
-            "version": __version__,
-            "pid": os.getpid(),
-            "uptimeSeconds": round(time.monotonic() - self.started, 3),
-            "connections": len(self.conns),
-            "subscribers": sum(1 for c in self.conns if c.subscribed),
-        })
-        return status
+@method("tools/call", role="bot", runs="tool")
+async def _tools_call(m: Methods, call: Call) -> Any:
+    """Client: call_tool (hand-written: it unwraps the MCP result)."""
+    conn, params = call.conn, call.params
+    name = P.str_param(params, "name")
+    assert name is not None
+    arguments = params.get("arguments")
+    meta = params.get("_meta")
+    view = isinstance(meta, dict) and meta.get(P.VIEW_META) is True
+    claim = meta[O.ORIGIN_META] if isinstance(meta, dict) and O.ORIGIN_META in meta else O.NO_CLAIM
+    batch = conn.last_batch
+    service = m.service
+    actor = conn.actor
+    bot = conn.role == P.BOT
 
-    async def _config_get(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        return await self._work(self.service.public_config)
+    def run() -> dict[str, Any]:
+        if conn.writer.is_closing():  # disconnected (e.g. for not reading) while this waited
+            return {}
+        allowed = m.bot_tool_names(service.config.relationship_memory) if bot else None
+        return service.call(name, arguments, actor=actor, allowed=allowed, view=view, claim=claim, batch=batch)
 
-    async def _config_set(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        patch = params.get("patch")
-        if not isinstance(patch, dict):
-            raise P.RpcError(P.INVALID_PARAMS, "Invalid params: patch must be an object of config changes, "
-                                               'e.g. {"relationshipMemory": false}', {"field": "patch"})
-        try:
-            return await self._work(self.service.update_config, patch, conn.actor)
-        finally:
-            self._check_tools_changed()
+    spec = TOOLS.get(name)
+    runs = spec.runs if spec is not None else "worker"  # where the tool table says it runs
+    try:
+        result = await call.run_at({"network": "slow", "long": "long"}.get(runs, "worker"), run)  # type: ignore[arg-type]  # a Runs value by construction
+    except ZcorError as e:
+        return P.tool_failure(e)
+    return replies.fit_tool_result(result, name)
 
-    async def _subscribe(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        conn.subscribed = True
-        return {"subscribed": True}
 
-    async def _unsubscribe(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        conn.subscribed = False
-        return {"subscribed": False}
+@method("prompts/list", role="bot", runs="loop")
+async def _prompts_list(m: Methods, call: Call) -> dict[str, Any]:
+    return {"prompts": mcp_extras.PROMPTS}
 
-    async def _backups_list(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        store = self.service.store
 
-        def listing() -> list[dict[str, Any]]:
-            items = []
-            for name in store.list_backups():
-                try:
-                    st = (store.backups / name).stat()
-                except OSError:
-                    continue
-                items.append({"backupFile": name, "size": st.st_size,
-                              "modifiedAt": _iso(st.st_mtime), "bot": bool(BOT_BACKUP_RE.match(name))})
-            return items
+method("prompts/get", role="bot")(
+    _room_call(mcp_extras.get_prompt))
 
-        return {"items": await self._work(listing)}
 
-    async def _backups_preview(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        """The counts a restore of the backup would change (parsed off the worker, like a restore)."""
-        name = P.str_param(params, "backupFile")
-        return await self._slow_work(lambda: self.service.backup_preview(name), self._long_slots)
+@method("resources/list", role="bot", runs="loop")
+async def _resources_list(m: Methods, call: Call) -> dict[str, Any]:
+    return mcp_extras.list_resources()
 
-    async def _synonyms_list(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        def listing() -> dict[str, Any]:
-            with self.service.lock:
-                groups = self.service.synonym_groups()
-                syn = self.service.synonyms
-                return {"groups": groups, "botAdded": syn.bot_indexes(), "held": [list(g) for g in syn.bot["held"]]}
 
-        return await self._work(listing)
+@method("resources/templates/list", role="bot", runs="loop")
+async def _resource_templates_list(m: Methods, call: Call) -> dict[str, Any]:
+    return mcp_extras.list_resource_templates()
 
-    async def _synonyms_set(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        return await self._work(self.service.set_synonym_group, params.get("index"), params.get("terms"),
-                                conn.actor)
 
-    async def _synonyms_held(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        return await self._work(synonym_room.held_action, self.service, params, conn.actor)
+method("resources/read", role="bot")(
+    _room_call(mcp_extras.read_resource))
 
-    async def _llm(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        """The deployment's provider settings (never the key), for bots such as `zcor chat`."""
-        cfg = (await self._work(lambda: self.service.config)).llm
-        return cfg.model_dump(mode="json", by_alias=True)
 
-    async def _recall_explain(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        text = P.str_param(params, "text")
-        return await self._work(self.service.recall_explain, text, params.get("senderKey"))
+# -- zcor/ methods for the bot ------------------------------------------------------------------
 
-    async def _persona_get(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        return await self._work(self.service.persona_get)
 
-    async def _persona_set(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        return await self._work(self.service.persona_set, params.get("text"), conn.actor)
+@method("zcor/prefix", role="bot",
+        client=(C("prefix", returns="str", result="text", doc="The system prefix, built now."),))
+async def _prefix(m: Methods, call: Call) -> dict[str, Any]:
+    return {"text": await call.run(m.service.prefix)}
 
-    async def _history_query(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        return await self._work(self.service.history_query, params)
 
-    # -- MCP prompts and resources (zcord/transport/mcp_extras.py) ------------------------------------------
+@method("zcor/recall", role="bot",
+        client=(C("recall", "session: str, events: list[dict[str, Any]] | str", "self._recall_params(session, events)",
+                  returns="list[str]", result="ids",
+                  doc="The session's new recall set (a str is one external event)."),))
+async def _recall(m: Methods, call: Call) -> dict[str, Any]:
+    session = P.str_param(call.params, "session")
+    events = call.params.get("events")
+    if not isinstance(events, list):
+        raise P.RpcError(P.INVALID_PARAMS, "Invalid params: events must be an array of "
+                                           "{text, origin, ts?, source?, senderKey?}", {"field": "events"})
+    ids = await call.run(m.service.recall, session, events)
+    if any(isinstance(e, dict) and e.get("origin") == "external" for e in events):
+        assert session is not None
+        call.conn.last_batch = (session, O.batch_senders(events))  # the origin of what the bot does next
+    return {"ids": list(ids)}
 
-    async def _prompts_list(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        return {"prompts": mcp_extras.PROMPTS}
 
-    async def _prompts_get(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        return await self._work(mcp_extras.get_prompt, self.service, params)
+@method("zcor/context", role="bot",
+        client=(C("context", "session: str", '{"session": session}',
+                  doc="The session's context header rendered now: `{text, ids}`."),))
+async def _context(m: Methods, call: Call) -> dict[str, Any]:
+    session = P.str_param(call.params, "session")
+    return await call.run(m.service.context, session)
 
-    async def _resources_list(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        return mcp_extras.list_resources()
 
-    async def _resource_templates_list(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        return mcp_extras.list_resource_templates()
+@method("zcor/llm", role="bot")
+async def _llm(m: Methods, call: Call) -> dict[str, Any]:
+    """The deployment's provider settings (never the key), for bots such as `zcor chat`."""
+    cfg = (await call.run(lambda: m.service.config)).llm
+    return cfg.model_dump(mode="json", by_alias=True)
 
-    async def _resources_read(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        return await self._work(mcp_extras.read_resource, self.service, params)
 
-    async def _history_revert(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        return await self._work(undo.revert, self.service, params)
+# -- operator methods -----------------------------------------------------------------------------
 
-    async def _history_reinstate(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        return await self._work(undo.reinstate, self.service, params)
 
-    async def _history_versions(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        if set(params) - {"id"}:
-            raise InvalidArgument("params must be {id}")
-        return await self._work(undo.versions, self.service, params.get("id"))
+@method("zcor/status", params=M.NoParams, client=(C("status", doc="The daemon's and the Memory's status."),))
+async def _status(m: Methods, call: Call) -> dict[str, Any]:
+    status = await call.run(m.service.status)
+    conns = m.host.conns
+    status.update({
+        "socket": str(m.host.socket_path) if m.host.socket_path else None,
+        "version": __version__,
+        "pid": os.getpid(),
+        "uptimeSeconds": round(time.monotonic() - m.host.started, 3),
+        "connections": len(conns),
+        "subscribers": sum(1 for c in conns if c.subscribed),
+    })
+    return status
 
-    async def _history_at(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        if set(params) - {"time"} or not isinstance(params.get("time"), str):
-            raise InvalidArgument("params must be {time}: an ISO 8601 time with its UTC offset", field="time")
-        try:
-            when = datetime.fromisoformat(params["time"])
-        except ValueError:
-            raise InvalidArgument(f"time {params['time']!r} is not an ISO 8601 time", field="time") from None
-        if when.tzinfo is None:
-            raise InvalidArgument("time must carry its UTC offset, e.g. 2026-12-01T20:00:00+08:00", field="time")
-        return await self._work(undo.state_at, self.service, when)
 
-    # -- origin, per-sender trust and review (issue 22) ------------------------------------------
+method("zcor/config/get", params=M.NoParams, client=(C("config_get", doc="The config (never the API key)."),))(
+    _service_call("public_config"))
 
-    async def _trust_get(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        if params:
-            raise InvalidArgument("zcor/trust/get takes no parameters")
-        return await self._work(self.service.trust_get)
 
-    async def _trust_set(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        return await self._work(self.service.trust_set, params, conn.actor)
+@method("zcor/config/set", params=M.ConfigSetParams,
+        client=(C("config_set", "patch: dict[str, Any]", '{"patch": patch}',
+                  doc="Change config fields (camelCase keys); returns the new config."),))
+async def _config_set(m: Methods, call: Call) -> dict[str, Any]:
+    try:
+        return await call.run(m.service.update_config, call.args.patch, call.conn.actor)
+    finally:
+        m.host.check_tools_changed()
 
-    async def _review_list(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        return await self._work(review.review_list, self.service, params)
 
-    async def _review_approve(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        return await self._work(review.approve, self.service, params)
+@method("zcor/subscribe", params=M.NoParams, runs="loop")
+async def _subscribe(m: Methods, call: Call) -> dict[str, Any]:
+    """Client: subscribe (hand-written: the subscription is kept across reconnects)."""
+    call.conn.subscribed = True
+    return {"subscribed": True}
 
-    async def _review_reject(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        return await self._work(review.reject, self.service, params)
 
-    async def _history_revert_origin(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        return await self._work(undo.revert_origin, self.service, params)
+@method("zcor/unsubscribe", params=M.NoParams, runs="loop")
+async def _unsubscribe(m: Methods, call: Call) -> dict[str, Any]:
+    """Client: unsubscribe (hand-written, like subscribe)."""
+    call.conn.subscribed = False
+    return {"subscribed": False}
 
-    async def _snapshot_method(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        return await self._work(self.service.snapshot)
 
-    async def _reload_method(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
-        err = await self._reload()
-        if err is not None:
-            raise err
-        return await self._work(self.service.public_config)
+@method("zcor/backups/list", params=M.NoParams,
+        client=(C("backups", returns="list[dict[str, Any]]", result="items",
+                  doc="The backups: `[{backupFile, size, modifiedAt, bot}]`."),))
+async def _backups_list(m: Methods, call: Call) -> dict[str, Any]:
+    store = m.service.store
+
+    def listing() -> list[dict[str, Any]]:
+        items = []
+        for name in store.list_backups():
+            try:
+                st = (store.backups / name).stat()
+            except OSError:
+                continue
+            items.append({"backupFile": name, "size": st.st_size,
+                          "modifiedAt": _iso(st.st_mtime), "bot": bool(BOT_BACKUP_RE.match(name))})
+        return items
+
+    return {"items": await call.run(listing)}
+
+
+@method("zcor/backups/preview", params=M.BackupPreviewParams, runs="long",
+        client=(C("backup_preview", "backup_file: str", '{"backupFile": backup_file}',
+                  doc="What restoring the backup would change (counts); changes nothing."),))
+async def _backups_preview(m: Methods, call: Call) -> dict[str, Any]:
+    """The counts a restore of the backup would change (parsed off the worker, like a restore)."""
+    return await call.run(m.service.backup_preview, call.args.backup_file)
+
+
+@method("zcor/synonyms/list", params=M.NoParams,
+        client=(C("synonym_groups", returns="list[list[str]]", result="groups", doc="The synonym groups."),
+                C("synonym_listing", doc="`zcor/synonyms/list` whole: `{groups, botAdded, held}`.")))
+async def _synonyms_list(m: Methods, call: Call) -> dict[str, Any]:
+    service = m.service
+
+    def listing() -> dict[str, Any]:
+        with service.lock:
+            groups = service.synonym_groups()
+            syn = service.synonyms
+            return {"groups": groups, "botAdded": syn.bot_indexes(), "held": [list(g) for g in syn.bot["held"]]}
+
+    return await call.run(listing)
+
+
+@method("zcor/synonyms/set",
+        client=(C("synonyms_set", "index: int | None, terms: list[str] | None", '{"index": index, "terms": terms}',
+                  doc="Add (index None), replace, or remove (terms None) a synonym group."),))
+async def _synonyms_set(m: Methods, call: Call) -> dict[str, Any]:
+    return await call.run(m.service.set_synonym_group, call.params.get("index"), call.params.get("terms"),
+                          call.conn.actor)
+
+
+@method("zcor/synonyms/held",
+        client=(C("synonyms_held", "action: str, held: int | None = None, index: int | None = None",
+                  "self._held_params(action, held, index)",
+                  doc="`zcor/synonyms/held`: accept or discard held group `held`, or discard the bot's group\n"
+                      "at `index`."),))
+async def _synonyms_held(m: Methods, call: Call) -> dict[str, Any]:
+    return await call.run(synonym_room.held_action, m.service, call.params, call.conn.actor)
+
+
+@method("zcor/recall/explain", params=M.RecallExplainParams,
+        client=(C("recall_explain", "text: str, sender_key: str | None = None",
+                  '{"text": text} if sender_key is None else {"text": text, "senderKey": sender_key}',
+                  doc="Segmentation, expansion, hits and the header a text would produce."),))
+async def _recall_explain(m: Methods, call: Call) -> dict[str, Any]:
+    return await call.run(m.service.recall_explain, call.args.text, call.args.sender_key)
+
+
+@method("zcor/reload", params=M.NoParams, runs="loop",
+        client=(C("reload", doc="Re-read config.json and synonyms.json; returns the config."),))
+async def _reload_method(m: Methods, call: Call) -> dict[str, Any]:
+    err = await m.host.reload()
+    if err is not None:
+        raise err
+    return await call.run_at("worker", m.service.public_config)
+
+
+method("zcor/snapshot", params=M.NoParams)(
+    _service_call("snapshot"))
+
+
+method("zcor/persona/get", params=M.NoParams,
+        client=(C("persona_get", doc="PERSONA.md: `{text, empty, path}` (empty: nothing but comments and blanks)."),))(
+    _service_call("persona_get"))
+
+
+@method("zcor/persona/set",
+        client=(C("persona_set", "text: str", '{"text": text}',
+                  doc="Replace PERSONA.md (atomically, recorded in the operation log)."),))
+async def _persona_set(m: Methods, call: Call) -> dict[str, Any]:
+    return await call.run(m.service.persona_set, call.params.get("text"), call.conn.actor)
+
+
+@method("zcor/history/query",
+        client=(C("history_query", "filters: dict[str, Any] | None = None", "filters or {}",
+                  doc="`zcor/history/query`: `{keywords?, from?, to?, limit?, offset?, changesOnly?, actor?,\n"
+                      "tool?, target?, origin?}` → `{items, total, nextOffset}` (not recorded)."),))
+async def _history_query(m: Methods, call: Call) -> dict[str, Any]:
+    return await call.run(m.service.history_query, call.params)
+
+
+method("zcor/history/revert",
+        client=(C("history_revert", "seq: int, force: bool = False, preview: bool = False",
+                  "self._revert_params(seq, force, preview)",
+                  doc="Undo every change of logged operation `seq` as a new operation (`zcor/history/revert`);\n"
+                      "with `preview` nothing changes and the result lists the changes and conflicts."),))(
+    _room_call(undo.revert))
+
+
+method("zcor/history/reinstate",
+        client=(C("history_reinstate", "id: str, change_id: int", '{"id": id, "changeId": change_id}',
+                  doc="Make the version written by change `change_id` current again, as one new change."),))(
+    _room_call(undo.reinstate))
+
+
+@method("zcor/history/versions", params=M.HistoryVersionsParams,
+        client=(C("history_versions", "id: str", '{"id": id}',
+                  doc="Every version of a memory (or relationship, by personId), oldest first."),))
+async def _history_versions(m: Methods, call: Call) -> dict[str, Any]:
+    return await call.run(undo.versions, m.service, call.args.id)
+
+
+@method("zcor/history/at", params=M.HistoryAtParams,
+        client=(C("history_at", "time: str | datetime", "self._time_param(time)",
+                  doc="The whole Memory as it was at an instant (ISO 8601 with its UTC offset, or an aware datetime)."),))
+async def _history_at(m: Methods, call: Call) -> dict[str, Any]:
+    text = call.args.time
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidArgument(f"time {text!r} is not an ISO 8601 time", field="time") from None
+    if when.tzinfo is None:
+        raise InvalidArgument("time must carry its UTC offset, e.g. 2026-12-01T20:00:00+08:00", field="time")
+    return await call.run(undo.state_at, m.service, when)
+
+
+method("zcor/history/revertOrigin",
+        client=(C("history_revert_origin", "sender: str, start: str | datetime | None = None, "
+                  "end: str | datetime | None = None, force: bool = False, preview: bool = False",
+                  "self._revert_origin_params(sender, start, end, force, preview)",
+                  doc="Undo every change caused by `sender` (between `start` and `end`), newest first, as\n"
+                      "one operation (`zcor/history/revertOrigin`); with `preview` nothing changes."),))(
+    _room_call(undo.revert_origin))
+
+
+# -- origin, per-sender trust and review (issue 22) ---------------------------------------------
+
+
+method("zcor/trust/get", params=M.StrictNoParams,
+        client=(C("trust_get", doc="`zcor/trust/get` → `{default, senders: [{sender, level}]}`."),))(
+    _service_call("trust_get"))
+
+
+@method("zcor/trust/set",
+        client=(C("trust_set", "sender: str, level: str | None", '{"sender": sender, "level": level}',
+                  doc="Give a sender a trust level (trusted, normal, untrusted, blocked; None: the default)."),))
+async def _trust_set(m: Methods, call: Call) -> dict[str, Any]:
+    return await call.run(m.service.trust_set, call.params, call.conn.actor)
+
+
+method("zcor/review/list",
+        client=(C("review_list", doc="`zcor/review/list` → `{items: [{seq, at, tool, origin, changes}], total}`, newest first."),))(
+    _room_call(review.review_list))
+
+
+method("zcor/review/approve",
+        client=(C("review_approve", "ids: list[int]", "self._review_params(ids)",
+                  doc="Approve held changes by their operation seqs (they are recalled from now on)."),))(
+    _room_call(review.approve))
+
+
+method("zcor/review/reject",
+        client=(C("review_reject", "ids: list[int], force: bool = False, preview: bool = False",
+                  "self._review_params(ids, force, preview)",
+                  doc="Reject held changes by their operation seqs: each is reverted, as one operation."),))(
+    _room_call(review.reject))
 
 
 def _iso(ts: float) -> str:
-    from datetime import datetime
-
     return datetime.fromtimestamp(ts, UTC).astimezone().isoformat(timespec="seconds")

@@ -39,8 +39,8 @@ from ..core import protocol as P
 from ..core.errors import MemoryDirInUse, ZcorError
 from ..service.service import Service
 from . import systemd
-from .connections import Connection, ConnectionServer, Handler, Worker
-from .methods import MethodHandlers
+from .connections import Connection, ConnectionServer
+from .methods import Methods
 from .paths import UnsafeSocket, check_daemon_socket_dir, ensure_socket_dir
 
 log = logging.getLogger("zcord")
@@ -58,88 +58,48 @@ class SocketInUse(Exception):
     """Another live daemon answers on the socket path, or the path is not a socket."""
 
 
-class Daemon(MethodHandlers, ConnectionServer):
-    """Serves one open Service on one listening socket until stopped."""
+class Daemon:
+    """Serves one open Service on one listening socket until stopped.
 
-    def __init__(self, service: Service, listener: socket.socket, socket_path: Path | None,
+    Holds its parts instead of inheriting them: the connection server (accepting, reading,
+    limits, the worker) and the methods (the method table's handlers), each reaching the
+    other through a small Protocol (connections.Routes, methods.Runner and methods.Host).
+    """
+
+    def __init__(self, service: Service, listener: socket.socket | None, socket_path: Path | None,
                  owns_socket: bool = True):
         self.service = service
         self.listener = listener
         self.socket_path = socket_path
         self.owns_socket = owns_socket
-        self.worker: Worker | None = None
-        self._slow_slots: asyncio.Semaphore | None = None
-        self._long_slots: asyncio.Semaphore | None = None
-        self.conns: set[Connection] = set()
         self.started = time.monotonic()
+        self.server = ConnectionServer(service)
+        self.methods = Methods(self, self.server)
         self.loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._server: asyncio.AbstractServer | None = None
         self._rel_memory = service.config.relationship_memory
-        self._declared_names: dict[bool, frozenset[str]] = {}
-        self._tool_lists: dict[tuple[bool, str], P.RawJSON] = {}
         self._socket_ino = _inode(socket_path) if owns_socket and socket_path else None
-        self._last_accept_error = 0.0
-        self._accept_errors_quiet = 0
-        self.methods: dict[str, tuple[Handler, bool]] = {
-            "initialize": (self._initialize, False),
-            "ping": (self._ping, False),
-            "tools/list": (self._tools_list, False),
-            "tools/call": (self._tools_call, False),
-            "zcor/prefix": (self._prefix, False),
-            "zcor/recall": (self._recall, False),
-            "zcor/context": (self._context, False),
-            "zcor/status": (self._status, True),
-            "zcor/config/get": (self._config_get, True),
-            "zcor/config/set": (self._config_set, True),
-            "zcor/subscribe": (self._subscribe, True),
-            "zcor/unsubscribe": (self._unsubscribe, True),
-            "zcor/backups/list": (self._backups_list, True),
-            "zcor/backups/preview": (self._backups_preview, True),
-            "zcor/synonyms/list": (self._synonyms_list, True),
-            "zcor/synonyms/set": (self._synonyms_set, True),
-            "zcor/synonyms/held": (self._synonyms_held, True),
-            "zcor/llm": (self._llm, False),
-            "zcor/recall/explain": (self._recall_explain, True),
-            "zcor/reload": (self._reload_method, True),
-            "zcor/snapshot": (self._snapshot_method, True),
-            "zcor/history/revert": (self._history_revert, True),
-            "zcor/history/reinstate": (self._history_reinstate, True),
-            "zcor/history/versions": (self._history_versions, True),
-            "zcor/history/at": (self._history_at, True),
-            "zcor/persona/get": (self._persona_get, True),
-            "zcor/persona/set": (self._persona_set, True),
-            "zcor/history/query": (self._history_query, True),
-            "zcor/trust/get": (self._trust_get, True),
-            "zcor/trust/set": (self._trust_set, True),
-            "zcor/review/list": (self._review_list, True),
-            "zcor/review/approve": (self._review_approve, True),
-            "zcor/review/reject": (self._review_reject, True),
-            "zcor/history/revertOrigin": (self._history_revert_origin, True),
-            # MCP prompts and resources: recall and the prefix for hosts that speak only MCP
-            "prompts/list": (self._prompts_list, False),
-            "prompts/get": (self._prompts_get, False),
-            "resources/list": (self._resources_list, False),
-            "resources/templates/list": (self._resource_templates_list, False),
-            "resources/read": (self._resources_read, False),
-        }
+
+    @property
+    def conns(self) -> set[Connection]:
+        return self.server.conns
 
     # -- lifetime ---------------------------------------------------------------------
 
     async def serve(self) -> None:
         """Accept clients until SIGTERM/SIGINT (or stop()), then shut down cleanly."""
         self.loop = asyncio.get_running_loop()
-        self.worker = Worker(self.loop)
-        self.service.gate.worker_thread = self.worker._thread  # a change held by a restore waits in _work
+        self.server.start(self.loop, self.methods, MAX_SLOW_CALLS, MAX_LONG_CALLS)
+        assert self.server.worker is not None
+        self.service.gate.worker_thread = self.server.worker.thread  # a change held by a restore waits in work()
         self._stop = asyncio.Event()
-        self._slow_slots = asyncio.Semaphore(MAX_SLOW_CALLS)
-        self._long_slots = asyncio.Semaphore(MAX_LONG_CALLS)
         self.service.listeners.append(self._on_change)
-        self.loop.set_exception_handler(self._loop_exception)
+        self.loop.set_exception_handler(self.server.loop_exception)
         for sig in (signal.SIGTERM, signal.SIGINT):
             self.loop.add_signal_handler(sig, self.stop)
         self.loop.add_signal_handler(signal.SIGHUP, self._on_sighup)
-        self._server = await asyncio.start_unix_server(self._on_client, sock=self.listener)
+        self._server = await asyncio.start_unix_server(self.server.on_client, sock=self.listener)
         watchdog = None
         interval = systemd.watchdog_interval()
         if interval:
@@ -185,8 +145,8 @@ class Daemon(MethodHandlers, ConnectionServer):
                 await asyncio.wait(late, timeout=5)
         if self._on_change in self.service.listeners:
             self.service.listeners.remove(self._on_change)
-        assert self.worker is not None
-        await self.loop.run_in_executor(None, self.worker.stop, SHUTDOWN_GRACE)
+        assert self.server.worker is not None and self.loop is not None
+        await self.loop.run_in_executor(None, self.server.worker.stop, SHUTDOWN_GRACE)
         self._remove_socket()
 
     def _remove_socket(self) -> None:
@@ -205,26 +165,26 @@ class Daemon(MethodHandlers, ConnectionServer):
             try:
                 # urgent: ahead of queued calls, so only one call running longer than the
                 # interval (a stuck worker) skips the ping, never a long queue
-                await asyncio.wait_for(self._work(lambda: None, urgent=True), timeout=max(interval, 0.05))
+                await asyncio.wait_for(self.server.work(lambda: None, urgent=True), timeout=max(interval, 0.05))
                 systemd.notify("WATCHDOG=1")
             except TimeoutError:
                 log.warning("worker busy for more than %.1fs; watchdog ping skipped", interval)
             await asyncio.sleep(interval)
 
     def _on_sighup(self) -> None:
-        asyncio.ensure_future(self._reload())
+        asyncio.ensure_future(self.reload())
 
-    async def _reload(self) -> ZcorError | None:
+    async def reload(self) -> ZcorError | None:
         """Re-read config.json and synonyms.json; on error the old values stay and it is returned."""
         err: ZcorError | None = None
         try:
-            await self._work(self.service.reload)
+            await self.server.work(self.service.reload)
         except ZcorError as e:
             err = e
         except Exception as e:
             err = ZcorError(f"reload failed: {type(e).__name__}: {e}")
         finally:
-            self._check_tools_changed()
+            self.check_tools_changed()
         if err is not None:
             log.error("reload failed, keeping the previous values: %s", err.message)
         else:
@@ -245,9 +205,9 @@ class Daemon(MethodHandlers, ConnectionServer):
             if conn.subscribed:
                 conn.send(message)
         if event.get("tool") == "zcor/config/set":
-            self._check_tools_changed()
+            self.check_tools_changed()
 
-    def _check_tools_changed(self) -> None:
+    def check_tools_changed(self) -> None:
         now = self.service.config.relationship_memory
         if now == self._rel_memory:
             return
@@ -435,17 +395,16 @@ def run(memory_dir: Path, socket_path: Path, log_level: str = "info") -> int:
     try:
         service.open()
     except MemoryDirInUse as e:
-        print(f"zcord: {e.message}", file=sys.stderr)
+        log.error("%s", e.message)
         return EXIT_IN_USE
     except ZcorError as e:
-        print(f"zcord: cannot open the Memory in {memory_dir}: {e.message}", file=sys.stderr)
+        log.error("cannot open the Memory in %s: %s", memory_dir, e.message)
         return EXIT_FAILURE
     except OSError as e:
-        print(f"zcord: cannot open the Memory in {memory_dir}: {e.strerror or e} "
-              f"({e.filename or memory_dir})", file=sys.stderr)
+        log.error("cannot open the Memory in %s: %s (%s)", memory_dir, e.strerror or e, e.filename or memory_dir)
         return EXIT_FAILURE
     except Exception as e:  # a bug rather than a bad file, but still: a message, not a traceback
-        print(f"zcord: cannot open the Memory in {memory_dir}: {type(e).__name__}: {e}", file=sys.stderr)
+        log.error("cannot open the Memory in %s: %s: %s", memory_dir, type(e).__name__, e)
         return EXIT_FAILURE
     finally:
         gc.freeze()
@@ -457,13 +416,13 @@ def run(memory_dir: Path, socket_path: Path, log_level: str = "info") -> int:
             try:
                 listener = bind_socket(socket_path)
             except SocketInUse as e:
-                print(f"zcord: {e}", file=sys.stderr)
+                log.error("%s", e)
                 return EXIT_IN_USE
             except UnsafeSocket as e:
-                print(f"zcord: refusing to start: {e}", file=sys.stderr)
+                log.error("refusing to start: %s", e)
                 return EXIT_FAILURE
             except OSError as e:
-                print(f"zcord: cannot listen on {socket_path}: {e.strerror or e}", file=sys.stderr)
+                log.error("cannot listen on %s: %s", socket_path, e.strerror or e)
                 return EXIT_FAILURE
             path: Path | None = socket_path
         else:

@@ -3,49 +3,59 @@
 The daemon writes its messages for the model: they name the tool to call next ("Use
 zcor_memory_query or zcor_memory_children to find ids", "call only the tools you were
 given"). An operator needs the same fact with their own next step. The daemon's text is
-left as the model needs it; these rules, keyed on the error code, swap only the advice.
+left as the model needs it and names its advice in the error's data (`{"hint": key,
+"advice": text}`, zcord.core.errors.HINTS); these words, keyed on the hint, swap only that
+text, exactly as it appears in the message.
 """
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
+from ..core.errors import HINTS
 from .shown import invisible_marked
 
 Where = Literal["tui", "cli"]
 
-# (code, the model's advice, the operator's advice in the TUI, and in the CLI); \1… refer to the groups
-RULES: list[tuple[str, re.Pattern[str], str, str]] = [
-    ("not_found", re.compile(r"\s*Use zcor_memory_query or zcor_memory_children to find ids\."),
-     " It does not exist or was deleted; Search (2) finds memories by their words.",
-     " It does not exist or was deleted; `zcor call zcor_memory_query '{\"keywords\": [\"…\"]}'` finds ids."),
-    ("not_found", re.compile(r"\s*Use zcor_relationship_query to search by name, or zcor_relationship_write to "
-                             r"create one\."),
-     " Relationships (4) lists everyone, and n there creates one.",
-     " `zcor call zcor_relationship_query '{}'` lists them."),
-    ("not_found", re.compile(r"; zcor_memory_backup returns names that can be restored\."),
-     "; the Backups screen lists the files there.",
-     "; `zcor backup --list` lists them."),
-    ("conflict", re.compile(r"unlink them with zcor_relationship_write\(memoryNodeId=null\) first"),
-     "clear their linked memory in Relationships (4) first",
-     "clear their memoryNodeId first (`zcor call zcor_relationship_write`)"),
-    ("unknown_tool", re.compile(r"Tool ('.*') is not declared in this request; call only the tools you were "
-                                r"given\."),
-     r"zcord has no tool \1.",
-     r"zcord has no tool \1; `zcor tools` lists them."),
-    ("conflict", re.compile(r" Pass force to write the old values anyway, as a new change\."),
-     " Force writes the old values anyway, as a new change.",
-     " `--force` writes the old values anyway, as a new change (`--preview` shows them)."),
-]
+OPERATOR_ADVICE: dict[str, tuple[str, str]] = {
+    "find_ids": ("It does not exist or was deleted; Search (2) finds memories by their words.",
+                 "It does not exist or was deleted; `zcor call zcor_memory_query '{\"keywords\": [\"…\"]}'` finds ids."),
+    "find_person": ("Relationships (4) lists everyone, and n there creates one.",
+                    "`zcor call zcor_relationship_query '{}'` lists them."),
+    "list_backups": ("the Backups screen lists the files there.", "`zcor backup --list` lists them."),
+    "unlink_first": ("clear their linked memory in Relationships (4) first",
+                     "clear their memoryNodeId first (`zcor call zcor_relationship_write`)"),
+    "force_revert": ("Force writes the old values anyway, as a new change.",
+                     "`--force` writes the old values anyway, as a new change (`--preview` shows them)."),
+    "undeclared_tool": ("zcord has no tool {tool}.", "zcord has no tool {tool}; `zcor tools` lists them."),
+}
+"""hint key → the operator's next step (in the TUI, in the CLI); TOOL stands for the tool
+the hint names (its `tool` field, quoted as the daemon quotes it)."""
+
+TOOL = "{tool}"
 
 
-def for_operator(code: str, message: str, where: Where = "tui") -> str:
-    """The message with advice meant for the model replaced by the operator's next step."""
-    for rule_code, pattern, tui, cli in RULES:
-        if rule_code == code:
-            message = pattern.sub(tui if where == "tui" else cli, message)
-    return message
+def for_operator(code: str, message: str, where: Where = "tui", data: Any = None) -> str:
+    """The message with advice meant for the model replaced by the operator's next step.
+
+    data: the error's data (ToolError.data); its hint names the advice. Without it, a fixed
+    advice of the error's code is still found by its exact text.
+    """
+    hint = data.get("hint") if isinstance(data, dict) else None
+    if isinstance(hint, str) and hint in OPERATOR_ADVICE and isinstance(data.get("advice"), str):
+        advice, fields = data["advice"], data
+    else:
+        found = [h for h in HINTS.values() if h.code == code and h.advice in message
+                 and TOOL not in OPERATOR_ADVICE[h.key][0]]
+        if not found:
+            return message
+        hint, advice, fields = found[0].key, found[0].advice, {}
+    words = OPERATOR_ADVICE[hint][0 if where == "tui" else 1]
+    if TOOL in words:
+        if "tool" not in fields:
+            return message
+        words = words.replace(TOOL, repr(fields["tool"]))
+    return message.replace(advice, words)
 
 
 def human_size(n: int) -> str:
