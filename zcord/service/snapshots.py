@@ -9,12 +9,12 @@ synchronously (shutdown, restores, migrations, zcor/snapshot) when zcord must wa
 from __future__ import annotations
 
 import json
+import logging
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core.errors import StorageError, describe_os_error
 from ..core.journal import POS_FILE, SnapshotPos, write_pos
@@ -22,15 +22,42 @@ from ..core.store import Seal, StateView
 from .calls import RestoreInProgress
 
 if TYPE_CHECKING:
-    from .service import Service
+    from contextlib import AbstractContextManager
+    from pathlib import Path
 
-SNAPSHOT_CHANGES = int(os.environ.get("ZCOR_SNAPSHOT_CHANGES", "2000"))
-SNAPSHOT_BYTES = int(os.environ.get("ZCOR_SNAPSHOT_BYTES", str(32 << 20)))
-SNAPSHOT_SECONDS = float(os.environ.get("ZCOR_SNAPSHOT_SECONDS", "600"))
+    from ..core.oplog import OpLog
+    from ..core.state import MemoryState
+    from ..core.store import Store
+    from .gate import RestoreGate
+
+log = logging.getLogger("zcord")
+
+
+class SnapshotHost(Protocol):
+    """What the snapshots use of the Service: its lock, directory, store, log, live state
+    and the restore gate (no snapshot starts while a restore writes its own)."""
+
+    @property
+    def lock(self) -> AbstractContextManager[Any]: ...
+    @property
+    def dir(self) -> Path: ...
+    @property
+    def store(self) -> Store: ...
+    @property
+    def oplog(self) -> OpLog: ...
+    @property
+    def state(self) -> MemoryState: ...
+    @property
+    def gate(self) -> RestoreGate: ...
+
+SNAPSHOT_CHANGES = 2000
+SNAPSHOT_BYTES = 32 << 20
+SNAPSHOT_SECONDS = 600.0
 """A snapshot (memory-state.json) is written in the background once this many changes, or
 this many bytes of change records, have been journaled since the last one, or the oldest
 of them is this old (checked at each change). Smaller values: faster start after a crash,
-more background writing."""
+more background writing. ZCOR_SNAPSHOT_CHANGES, ZCOR_SNAPSHOT_BYTES and
+ZCOR_SNAPSHOT_SECONDS override them, read when a Service is made (Snapshots)."""
 SNAPSHOT_RETRY_SECONDS = 30.0
 POS_ADVANCE_BYTES = 64 << 20
 """When the log has grown this much since the snapshot's position (reads are logged too),
@@ -102,8 +129,13 @@ class Snapshots:
     """The journal's counters and the snapshot writer of one Service (whose lock guards
     everything here, except where a method says it runs without it)."""
 
-    def __init__(self, svc: Service) -> None:
+    def __init__(self, svc: SnapshotHost) -> None:
         self.svc = svc
+        env = os.environ
+        self.max_changes = int(env.get("ZCOR_SNAPSHOT_CHANGES", SNAPSHOT_CHANGES))
+        self.max_bytes = int(env.get("ZCOR_SNAPSHOT_BYTES", SNAPSHOT_BYTES))
+        self.max_seconds = float(env.get("ZCOR_SNAPSHOT_SECONDS", SNAPSHOT_SECONDS))
+        """When a background snapshot is due (SNAPSHOT_CHANGES, _BYTES, _SECONDS)."""
         self.changes = 0
         """Changes journaled since the last snapshot."""
         self.nbytes = 0
@@ -136,7 +168,7 @@ class Snapshots:
                     pos = self.pos()
                     self.start()
                     mine = self.thread
-            if mine is None:
+            if mine is None and busy is not None:
                 busy.join()  # a background snapshot is being written: wait for it without the lock
         mine.join()
         with self.svc.lock:
@@ -199,7 +231,7 @@ class Snapshots:
             try:
                 write_pos(self.svc.dir, pos)
             except OSError as e:
-                print(f"zcord: could not update {POS_FILE} ({e})", file=sys.stderr)
+                log.warning("could not update %s (%s)", POS_FILE, e)
             self.pos_offset = pos.log_offset  # on failure, the next try is POS_ADVANCE_BYTES later
         elif time.monotonic() >= self.retry_at:
             self.start()
@@ -221,8 +253,8 @@ class Snapshots:
             self.settle()
         if now_m < self.retry_at or not self.changes or self.svc.gate.restoring:
             return
-        if (self.changes >= SNAPSHOT_CHANGES or self.nbytes >= SNAPSHOT_BYTES
-                or now_m - (self.since or now_m) >= SNAPSHOT_SECONDS):
+        if (self.changes >= self.max_changes or self.nbytes >= self.max_bytes
+                or now_m - (self.since or now_m) >= self.max_seconds):
             self.start()
 
     def start(self) -> None:
@@ -238,7 +270,7 @@ class Snapshots:
         try:
             pid, reader = self.fork(pos)
         except OSError as e:
-            print(f"zcord: cannot fork the snapshot writer ({e}); writing it from a thread", file=sys.stderr)
+            log.warning("cannot fork the snapshot writer (%s); writing it from a thread", e)
             view = StateView.of(self.svc.state)
 
             def run() -> None:
@@ -283,7 +315,7 @@ class Snapshots:
             self.svc.store.snapshot_lock = threading.RLock()  # no other thread exists here
             seal = self.svc.store.write_snapshot(self.svc.state, pos) if view is None else \
                 self.svc.store.write_snapshot(view, pos, private=True)
-            answer = {"seal": None if seal is None else {"segment": seal.segment, "first_id": seal.first_id,
+            answer: dict[str, Any] = {"seal": None if seal is None else {"segment": seal.segment, "first_id": seal.first_id,
                                                          "last_id": seal.last_id}}
             code = 0
         except BaseException as e:
@@ -314,5 +346,5 @@ class Snapshots:
             self.since = time.monotonic() if self.changes else None
         else:
             self.retry_at = time.monotonic() + SNAPSHOT_RETRY_SECONDS
-            print(f"zcord: could not write the snapshot ({value}); the operation log holds every change, "
-                  f"retrying in {SNAPSHOT_RETRY_SECONDS:.0f} s", file=sys.stderr)
+            log.warning("could not write the snapshot (%s); the operation log holds every change, "
+                        "retrying in %.0f s", value, SNAPSHOT_RETRY_SECONDS)
