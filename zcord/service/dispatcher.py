@@ -1,7 +1,11 @@
 """The dispatcher: how every call runs. It finds the tool in the table, validates the
 arguments against its input model, runs the room's rule under the service lock, commits
 the change (memory and disk together, or neither), and records the call in the operation
-log (the journal), then tells the listeners what changed."""
+log (the journal), then tells the listeners what changed.
+
+Every tool call and operator operation runs by one path, `Dispatcher.run`, over the call's
+steps (calls.Steps): a call that holds the lock throughout is one step; search, backup and
+restore declare the middle they run without it."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from .dispatcher import Dispatcher
     from .gate import RestoreGate
     from .review import ReviewBook
-    from .rooms.backups import BotPace
+    from .rooms.backups import Backups
     from .snapshots import Snapshots
     from .trust import TrustBook
     from .undo import UndoBook
@@ -59,7 +59,7 @@ class Room(Protocol):
 class FlowRoom(Room, Protocol):
     """What the calls that let the lock go (search, backups, restores) and the operator's
     operations (revert, reinstate, review) use besides: the directory and its files, the
-    dispatcher, the restore gate, the snapshots, the bot's pace and the undo book."""
+    dispatcher, the restore gate, the snapshots, the backups folder and the undo book."""
 
     @property
     def dir(self) -> Path: ...
@@ -72,7 +72,7 @@ class FlowRoom(Room, Protocol):
     @property
     def snapshots(self) -> Snapshots: ...
     @property
-    def pace(self) -> BotPace: ...
+    def backups(self) -> Backups: ...
     @property
     def undo(self) -> UndoBook: ...
     @property

@@ -127,6 +127,10 @@ class ReviewBook:
             except OSError as e:
                 log.warning("%s: could not drop held operation %s (%s)", self.path.name, seq, e)
 
+    def approve(self, seqs: list[int]) -> None:
+        """The held operations become ordinary (lock held); OSError when the file cannot be written."""
+        self._save({k: v for k, v in self.items.items() if k not in seqs})
+
     def start_reverting(self, seqs: list[int], by: int) -> None:
         """Mark the held ones among seqs as being reverted by operation `by` (before it commits)."""
         held = [s for s in seqs if s in self.items]
@@ -210,7 +214,7 @@ def approve(svc: FlowRoom, params: Any) -> dict[str, Any]:
 
     def apply():
         _pending(svc, ids)
-        svc.review._save({k: v for k, v in svc.review.items.items() if k not in ids})
+        svc.review.approve(ids)
         return {"approved": ids}, [{"kind": "review.approve", "target": str(i)} for i in ids]
 
     return svc.calls.operate(APPROVE, params, "operator", apply, "review.json")
@@ -227,7 +231,7 @@ def reject(svc: FlowRoom, params: Any) -> dict[str, Any]:
         if not isinstance(value, bool):
             raise InvalidArgument(f"{name} must be true or false", field=name)
 
-    def plan(ctx: Ctx, dry: bool):
+    def plan(ctx: Ctx, dry: bool) -> undo.Undo:
         _pending(svc, ids)
         records = []
         for i in ids:

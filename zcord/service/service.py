@@ -1,6 +1,6 @@
 """Service: one Memory directory's tools and views, in-process (SPEC §2 and §4).
 
-`Service.call(tool, params, actor)` (the dispatcher) validates the arguments against the
+`Service.call(tool, params, actor)` (its dispatcher, `Service.calls`) validates the arguments against the
 tool's input model, runs the tool's rule (its room, zcord.service.rooms), commits any
 change atomically (memory and disk together, or neither) and appends the call to the
 operation log. This module adds the Memory's lifetime (open, close, warm-up), the
@@ -31,11 +31,9 @@ from ..core.oplog import OpLog
 from ..core.persona import PersonaName, persona_text
 from ..core.state import MemoryState, Tx
 from ..core.store import (
-    BOT_BACKUP_RE,
     CONFIG_FILE,
     OPLOG_FILE,
     PERSONA_FILE,
-    PRE_RESTORE_RE,
     SYNONYMS_FILE,
     Store,
 )
@@ -63,7 +61,7 @@ class Service:
     """One Memory directory's tools. Thread-safe: calls are serialized by `lock`.
 
     It holds its parts: the dispatcher (`calls`, which runs and records every call), the
-    restore gate, the snapshots, the review and trust books, the bot's pace and the undo
+    restore gate, the snapshots, the review and trust books, the backups folder and the undo
     book. Each part sees the Service through a Protocol naming what it uses (parts.py)."""
 
     def __init__(self, memory_dir: Path | str, clock: Callable[[], datetime] = now):
@@ -71,8 +69,8 @@ class Service:
         self.gate = RestoreGate()
         self.calls = Dispatcher(self)
         self.snapshots = Snapshots(self)
-        self.pace = backups.BotPace()
         self.store = Store(memory_dir)
+        self.backups = backups.Backups(self.store, lambda: self.config)
         self.dir = self.store.dir
         self.clock = clock
         self.oplog = OpLog(self.dir / OPLOG_FILE)
@@ -120,8 +118,7 @@ class Service:
         ops = [c.op_seq for c in self.state.history if c.op_seq]
         self.calls.seq = max([self.oplog.last_seq, *ops[-1:]])
         self.calls.reconcile()
-        self.pace.last_backup = self._bot_backup_clock()
-        self.pace.last_restore = self._bot_backup_clock(PRE_RESTORE_RE)
+        self.backups.read_clocks()
         self.calls.last_at = self._last_recorded_at()
         return self
 
@@ -145,18 +142,6 @@ class Service:
         finally:
             os.close(fd)
         return max(times, default=None)
-
-    def _bot_backup_clock(self, pattern: re.Pattern[str] = BOT_BACKUP_RE) -> float | None:
-        """The bot's last backup (or restore) on the monotonic clock, from the newest file of
-        the pattern (so a restart does not reset the bot's interval)."""
-        try:
-            newest = max((e.stat(follow_symlinks=False).st_mtime for e in os.scandir(self.store.backups)
-                          if pattern.match(e.name)), default=None)
-        except OSError:
-            return None
-        if newest is None:
-            return None
-        return time.monotonic() - max(0.0, time.time() - newest)
 
     def close(self) -> None:
         """Finish any snapshot, write one holding the journaled changes (so the next start

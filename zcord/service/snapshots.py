@@ -215,6 +215,20 @@ class Snapshots:
                 return value
         return self.svc.store.write_snapshot(target, pos, private=view is not None)
 
+    def adopt(self, pos: SnapshotPos, seal: Seal | None) -> None:
+        """(lock held) A restore's new state, written by write_waited(pos, view), has become
+        the live state: take in the history it sealed; nothing is journaled since."""
+        if seal is not None:
+            self.svc.store.apply_seal(self.svc.state, seal)
+        self.written(pos)
+
+    def wait_background(self) -> None:
+        """Without the lock: let a background snapshot finish (a restore, which stops new
+        ones from starting, waits for it before it writes its own)."""
+        thread = self.thread
+        if thread is not None:
+            thread.join()
+
     def written(self, pos: SnapshotPos | None = None) -> None:
         """A synchronous snapshot holding every change so far was written."""
         self.changes, self.nbytes, self.since = 0, 0, None

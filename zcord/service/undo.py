@@ -15,7 +15,7 @@ import json
 import mmap
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -28,7 +28,7 @@ from ..core.fsutil import reverse_lines
 from ..core.journal import apply_change
 from ..core.models import Node, Relationship, format_time
 from ..core.state import MemoryState
-from ..core.store import HISTORY_DIR, RestoreLimits
+from ..core.store import HISTORY_DIR
 
 if TYPE_CHECKING:
     from ..core.oplog import OpLog
@@ -186,7 +186,7 @@ def before_restore(svc: FlowRoom, change: dict[str, Any], src: HistorySource | N
     (pruned, deleted by hand), rebuilt from the change history (which holds every change)."""
     name = (change.get("before") or {}).get("backupFile")
     try:
-        return svc.store.read_backup(str(name), RestoreLimits.of(svc.config))
+        return svc.backups.read(str(name))
     except (ZcorError, OSError):
         return _rebuilt_before(svc, change["changeId"], src if src is not None else HistorySource.live(svc))
 
@@ -207,7 +207,7 @@ def _rebuilt_before(svc: FlowRoom, change_id: int, src: HistorySource) -> Memory
                 state = _rebuilt_before(svc, after["rebuiltBefore"], src)
                 continue
             try:
-                state = svc.store.read_backup(str(after.get("restoredFrom")), RestoreLimits.of(svc.config))
+                state = svc.backups.read(str(after.get("restoredFrom")))
             except (ZcorError, OSError) as e:
                 raise Conflict(f"The Memory before change {change_id} cannot be rebuilt: its pre-restore backup "
                                f"is gone, and so is {after.get('restoredFrom')!r}, restored by change {cid} "
@@ -318,7 +318,7 @@ def _differs(current: dict[str, Any] | None, expected: dict[str, Any] | None) ->
     return sorted(k for k in set(current) | set(expected) if current.get(k) != expected.get(k))
 
 
-class _Undo:
+class Undo:
     """Builds one revert inside the caller's transaction, collecting conflicts."""
 
     def __init__(self, svc: FlowRoom, ctx: Ctx, seq: int, force: bool, tx: Any = None):
@@ -456,9 +456,9 @@ class _Undo:
             return
         name = (change.get("before") or {}).get("backupFile")
         incoming = before_restore(self.svc, change)
-        rebuilt = {} if os.path.exists(self.svc.store.backups / str(name)) else {"rebuiltBefore": change["changeId"]}
+        rebuilt = {} if self.svc.backups.exists(str(name)) else {"rebuiltBefore": change["changeId"]}
         auto = "(a backup written when the revert runs)" if self.dry else \
-            self.svc.store.write_backup(self.st, self.ctx.at, bot=False)
+            self.svc.backups.write(self.st, self.ctx.at, bot=False)
 
         def summary(s) -> dict[str, Any]:
             return {"nodes": len(s.nodes), "relationships": len(s.relationships), "important": list(s.important)}
@@ -522,7 +522,7 @@ def _revert(svc: FlowRoom, ctx: Ctx, seq: int, force: bool) -> dict[str, Any]:
             "changes": [{"kind": c["kind"], "target": c.get("target")} for c in ctx.changes]}
 
 
-def _plan(svc: FlowRoom, ctx: Ctx, seq: int, force: bool, dry: bool = False) -> _Undo:
+def _plan(svc: FlowRoom, ctx: Ctx, seq: int, force: bool, dry: bool = False) -> Undo:
     """Apply the revert inside a transaction (not yet committed); Conflict when refused."""
     rec = svc.find_operation(seq)
     if rec is None:
@@ -531,7 +531,7 @@ def _plan(svc: FlowRoom, ctx: Ctx, seq: int, force: bool, dry: bool = False) -> 
     if rec.get("status") != "ok" or not own:
         raise InvalidArgument(f"Operation {seq} ({rec.get('tool')}) changed nothing in the Memory; there is "
                               f"nothing to revert", field="seq")
-    u = _Undo(svc, ctx, seq, force)
+    u = Undo(svc, ctx, seq, force)
     u.dry = dry
     _undo_changes(u, own)
     _refuse_conflicts(u, f"Operation {seq}", force)
@@ -541,7 +541,7 @@ def _plan(svc: FlowRoom, ctx: Ctx, seq: int, force: bool, dry: bool = False) -> 
     return u
 
 
-def _refuse_conflicts(u: _Undo, what: str, force: bool, field: str = "seq") -> None:
+def _refuse_conflicts(u: Undo, what: str, force: bool, field: str = "seq") -> None:
     hard = [x for x in u.conflicts if x.get("forceable") is False]
     if u.conflicts and (hard or not force):
         shown = "; ".join((f"operation {x['seq']}, " if "seq" in x else "") + f"{x['target'] or 'the Memory'}: "
@@ -552,7 +552,7 @@ def _refuse_conflicts(u: _Undo, what: str, force: bool, field: str = "seq") -> N
                        data={"conflicts": u.conflicts})
 
 
-def _undo_changes(u: _Undo, own: list[dict[str, Any]]) -> None:
+def _undo_changes(u: Undo, own: list[dict[str, Any]]) -> None:
     """Undo one operation's changes (newest first) inside u's transaction, noting conflicts."""
     marks = [c for c in own if c["kind"].startswith("important.")]
     if marks:
@@ -588,7 +588,7 @@ def reinstate(svc: FlowRoom, params: Any) -> dict[str, Any]:
         record = version.get("after")
         if record is None:
             raise InvalidArgument(f"Change {cid} deleted {target}; reinstate a version it had before", field="changeId")
-        u = _Undo(svc, ctx, 0, True)
+        u = Undo(svc, ctx, 0, True)
         u.receipt = {"reinstates": cid}
         if version["kind"].startswith("node."):
             cur = svc.state.nodes.get(target)
@@ -636,11 +636,11 @@ def reverted_seqs(svc: FlowRoom) -> set[int]:
 
 
 def plan_many(svc: FlowRoom, ctx: Ctx, records: list[dict[str, Any]], force: bool, what: str, field: str,
-              dry: bool = False, receipt: dict[str, Any] | None = None) -> _Undo:
+              dry: bool = False, receipt: dict[str, Any] | None = None) -> Undo:
     """Undo several logged operations, newest first, in one transaction (not yet committed);
     Conflict when refused, as `_plan` for one."""
     records = sorted(records, key=lambda r: r["seq"], reverse=True)
-    u = _Undo(svc, ctx, records[0]["seq"], force)
+    u = Undo(svc, ctx, records[0]["seq"], force)
     u.dry = dry
     for rec in records:
         own = [c for c in rec.get("changes", []) if c.get("changeId")]
@@ -656,8 +656,8 @@ def plan_many(svc: FlowRoom, ctx: Ctx, records: list[dict[str, Any]], force: boo
     return u
 
 
-def preview_many(svc: FlowRoom, name: str, plan) -> dict[str, Any]:
-    """Run plan(ctx) -> _Undo as a preview: nothing changed, logged or numbered."""
+def preview_many(svc: FlowRoom, name: str, plan: Callable[[Ctx], Undo]) -> dict[str, Any]:
+    """Run plan(ctx) -> Undo as a preview: nothing changed, logged or numbered."""
     with svc.lock:
         ctx = svc.calls.preview_ctx(name)
         try:
@@ -715,7 +715,7 @@ def revert_origin(svc: FlowRoom, params: Any) -> dict[str, Any]:
         raise InvalidArgument("from must be an ISO 8601 time with its UTC offset", field="from")
     sender, start, end, force, preview = _origin_args(params)
 
-    def plan(ctx: Ctx, dry: bool, seqs: list[int]) -> _Undo:
+    def plan(ctx: Ctx, dry: bool, seqs: list[int]) -> Undo:
         records = origin_operations(svc, sender, start, end)
         if not records:
             raise InvalidArgument(f"No change in force was caused by {sender} in that range; nothing to revert",

@@ -1,26 +1,31 @@
 """Backups and restores: zcor_memory_backup, zcor_memory_restore and the operator's preview.
 
-A backup is encoded and written without the service lock; a restore runs in three steps
-(restore_flow) so reads are answered throughout."""
+A backup is encoded and written without the service lock (BackupSteps); a restore runs in
+three steps (RestoreSteps) so reads are answered throughout. Backups is the part of the
+Service that owns the backups/ folder."""
 
 from __future__ import annotations
 
 import errno
 import logging
 import math
+import os
+import re
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from ...core.errors import InvalidArgument, RateLimited, StorageError, ZcorError, describe_os_error
 from ...core.journal import SnapshotPos
 from ...core.models import Change
 from ...core.state import MemoryState
-from ...core.store import RestoreLimits, StateView
+from ...core.store import BOT_BACKUP_RE, PRE_RESTORE_RE, RestoreLimits, StateView, Store
 from .. import inputs as I
 from ..calls import Ctx, Steps, parse_args
 
 if TYPE_CHECKING:
+    from ...core.config import Config
     from ..parts import FlowRoom
     from ..tools import ToolSpec
 
@@ -32,19 +37,54 @@ def _summary(s: MemoryState | StateView) -> dict[str, Any]:
     return {"nodes": len(s.nodes), "relationships": len(s.relationships), "important": list(s.important)}
 
 
-class BotPace:
-    """When the bot last backed up and restored (time.monotonic()), for its rate limits: a
-    part of the Service, set at open from the newest files so a restart does not reset them."""
+class Backups:
+    """The backups/ folder as the service uses it (a part of the Service): read a backup
+    within the configuration's restore limits, write one, prune the bot's old ones; and when
+    the bot last backed up and restored (time.monotonic()), for its rate limits, taken at
+    open from the newest files so a restart does not reset them."""
 
-    def __init__(self) -> None:
+    def __init__(self, store: Store, config: Callable[[], Config]) -> None:
+        self._store, self._config = store, config
         self.last_backup: float | None = None
         self.last_restore: float | None = None
+
+    def read(self, name: str) -> MemoryState:
+        """Parse backups/<name> (InvalidArgument past the restore limits or for a bad name)."""
+        return self._store.read_backup(name, RestoreLimits.of(self._config()))
+
+    def write(self, state: MemoryState | StateView, at: datetime, *, bot: bool, private: bool = False,
+              pre_restore: bool = False) -> str:
+        """Write a backup of state; its file name."""
+        return self._store.write_backup(state, at, bot=bot, private=private, pre_restore=pre_restore)
+
+    def exists(self, name: str) -> bool:
+        return os.path.exists(self._store.backups / name)
+
+    def prune_bot(self) -> list[str]:
+        """Delete the bot's oldest backups beyond maxBotBackups; the names deleted."""
+        return self._store.prune_bot_backups(self._config().max_bot_backups)
+
+    def read_clocks(self) -> None:
+        """The bot's last backup and restore, from the newest files of each kind."""
+        self.last_backup = self._newest(BOT_BACKUP_RE)
+        self.last_restore = self._newest(PRE_RESTORE_RE)
+
+    def _newest(self, pattern: re.Pattern[str]) -> float | None:
+        """The newest file of the pattern's time on the monotonic clock."""
+        try:
+            newest = max((e.stat(follow_symlinks=False).st_mtime for e in os.scandir(self._store.backups)
+                          if pattern.match(e.name)), default=None)
+        except OSError:
+            return None
+        if newest is None:
+            return None
+        return time.monotonic() - max(0.0, time.time() - newest)
 
 
 def bot_backup_allowed(svc: FlowRoom, now: float) -> None:
     """RateLimited unless the bot's last backup is at least the configured interval old."""
     interval = svc.config.bot_backup_interval_seconds
-    last = svc.pace.last_backup
+    last = svc.backups.last_backup
     if last is not None and now - last < interval:
         raise RateLimited(
             f"The bot may back up the Memory at most once every {interval} s "
@@ -56,7 +96,7 @@ def bot_restore_allowed(svc: FlowRoom, now: float) -> None:
     """RateLimited unless the bot's last restore is at least botRestoreIntervalSeconds old:
     each restore keeps a copy of the whole Memory that is never pruned (the way back)."""
     interval = svc.config.bot_restore_interval_seconds
-    last = svc.pace.last_restore
+    last = svc.backups.last_restore
     if last is not None and now - last < interval:
         wait = math.ceil(interval - (now - last))
         raise RateLimited(
@@ -80,19 +120,19 @@ class BackupSteps(Steps):
         self.now = time.monotonic()
         if self.bot:
             bot_backup_allowed(svc, self.now)
-            self.previous, svc.pace.last_backup = svc.pace.last_backup, self.now  # one at a time
+            self.previous, svc.backups.last_backup = svc.backups.last_backup, self.now  # one at a time
         self.view = StateView.of(svc.state)
         return None
 
     def work(self, ctx: Ctx) -> None:
         try:
-            self.name = self.svc.store.write_backup(self.view, ctx.at, bot=self.bot, private=True)
+            self.name = self.svc.backups.write(self.view, ctx.at, bot=self.bot, private=True)
         except OSError as e:
             raise StorageError(f"The backup could not be written ({describe_os_error(e)}).") from None
 
     def abandon(self, ctx: Ctx) -> None:
-        if self.bot and self.svc.pace.last_backup == self.now:
-            self.svc.pace.last_backup = self.previous
+        if self.bot and self.svc.backups.last_backup == self.now:
+            self.svc.backups.last_backup = self.previous
 
     def finish(self, ctx: Ctx) -> dict[str, Any]:
         ctx.log_result = {"backupFile": self.name}
@@ -103,7 +143,7 @@ class BackupSteps(Steps):
 
 def prune_bot_backups(svc: FlowRoom, ctx: Ctx) -> None:
     try:
-        gone = svc.store.prune_bot_backups(svc.config.max_bot_backups)
+        gone = svc.backups.prune_bot()
     except (OSError, ZcorError) as e:  # the backup itself is written; pruning retries next time
         log.warning("could not prune the bot's old backups: %s", e)
         return
@@ -150,7 +190,7 @@ class RestoreSteps(Steps):
             bot_restore_allowed(svc, time.monotonic())
         pre = self.preloaded
         incoming = pre[1] if pre is not None and pre[0] == a.backup_file \
-            else svc.store.read_backup(a.backup_file, RestoreLimits.of(svc.config))
+            else svc.backups.read(a.backup_file)
         if isinstance(incoming, ZcorError):
             raise incoming
         self.name, self.incoming = a.backup_file, incoming
@@ -160,15 +200,13 @@ class RestoreSteps(Steps):
     def work(self, ctx: Ctx) -> None:
         """Step 2 (changes are held: nothing changes the state)."""
         svc = self.svc
-        snap = svc.snapshots.thread
-        if snap is not None:
-            snap.join()  # a background snapshot finishes without the lock; no other starts now
+        svc.snapshots.wait_background()
         with svc.lock:
             svc.snapshots.settle()
             old = StateView.of(svc.state)
         try:
-            self.auto = svc.store.write_backup(old, ctx.at, bot=ctx.actor == "model", private=True,
-                                               pre_restore=True)
+            self.auto = svc.backups.write(old, ctx.at, bot=ctx.actor == "model", private=True,
+                                          pre_restore=True)
         except OSError as e:
             raise StorageError(f"The pre-restore backup could not be written ({describe_os_error(e)}); "
                                f"nothing was restored.") from None
@@ -195,14 +233,12 @@ class RestoreSteps(Steps):
         tx = svc.begin(ctx)
         tx.replace_all(self.incoming)
         svc.state.history.append(self.change)
-        if self.seal is not None:
-            svc.store.apply_seal(svc.state, self.seal)
-        svc.snapshots.written(self.pos)
+        svc.snapshots.adopt(self.pos, self.seal)
         ctx.committed = ctx.snapshotted = True
         ctx.changes = [self.change.dump()]
         ctx.log_result = {"restoredFrom": self.name, "backupFile": self.auto}
         if ctx.actor == "model":
-            svc.pace.last_restore = time.monotonic()
+            svc.backups.last_restore = time.monotonic()
         return {"restoredFrom": self.name, "backupFile": self.auto, **_summary(svc.state)}
 
     def release(self) -> None:
@@ -230,7 +266,7 @@ def _preload(svc: FlowRoom, spec: ToolSpec, params: Any) -> tuple[str, Any] | No
     except ZcorError:
         return None  # reported by the call itself
     try:
-        return a.backup_file, svc.store.read_backup(a.backup_file, RestoreLimits.of(svc.config))
+        return a.backup_file, svc.backups.read(a.backup_file)
     except ZcorError as e:
         return a.backup_file, e
     except OSError as e:
@@ -244,12 +280,12 @@ def restore(svc: FlowRoom, a: I.RestoreArgs, ctx: Ctx) -> dict[str, Any]:
         if isinstance(incoming, ZcorError):
             raise incoming
     else:
-        incoming = svc.store.read_backup(a.backup_file, RestoreLimits.of(svc.config))
+        incoming = svc.backups.read(a.backup_file)
     bot = ctx.actor == "model"
     if bot:
         bot_restore_allowed(svc, time.monotonic())
     try:
-        auto = svc.store.write_backup(st, ctx.at, bot=bot, pre_restore=True)
+        auto = svc.backups.write(st, ctx.at, bot=bot, pre_restore=True)
     except OSError as e:
         raise StorageError(f"The pre-restore backup could not be written ({describe_os_error(e)}); "
                            f"nothing was restored.") from None
@@ -262,7 +298,7 @@ def restore(svc: FlowRoom, a: I.RestoreArgs, ctx: Ctx) -> dict[str, Any]:
     svc.commit(ctx)
     ctx.log_result = {"restoredFrom": a.backup_file, "backupFile": auto}
     if bot:
-        svc.pace.last_restore = time.monotonic()
+        svc.backups.last_restore = time.monotonic()
     return {"restoredFrom": a.backup_file, "backupFile": auto, **_summary(st)}
 
 
@@ -272,7 +308,7 @@ def preview(svc: FlowRoom, name: Any) -> dict[str, Any]:
     if not isinstance(name, str):
         raise InvalidArgument("backupFile must be a file name from backups/", field="backupFile")
     try:
-        incoming = svc.store.read_backup(name, RestoreLimits.of(svc.config))
+        incoming = svc.backups.read(name)
     except OSError as e:
         raise StorageError(f"The backup could not be read ({describe_os_error(e)}).") from None
     with svc.lock:
