@@ -3,7 +3,8 @@
 The Service (service.py) holds its parts: the dispatcher (calls), the snapshots, the
 restore gate, the review and trust books. The rooms (zcord.service.rooms) and the operator
 operations (undo.py, review.py) see it through `Room` or `FlowRoom`, the dispatcher through
-`CallHost`, so the type checker knows exactly what each one reaches."""
+`CallHost`, the snapshots through `SnapshotHost`, so the type checker knows exactly what
+each one reaches."""
 
 from __future__ import annotations
 
@@ -30,18 +31,51 @@ if TYPE_CHECKING:
     from .undo import UndoBook
 
 
-class Room(Protocol):
-    """What a tool's rule uses: the live state and its transaction, the configuration, the
-    retrieval parts and the review book (held changes are not recalled)."""
+class Live(Protocol):
+    """The service lock and what it guards: the live state and the operation log."""
 
     @property
     def lock(self) -> AbstractContextManager[Any]: ...
     @property
     def state(self) -> MemoryState: ...
     @property
+    def oplog(self) -> OpLog: ...
+
+
+class SnapshotHost(Live, Protocol):
+    """What the snapshots use besides: the directory and its store, and the restore gate
+    (no snapshot starts while a restore writes its own)."""
+
+    @property
+    def dir(self) -> Path: ...
+    @property
+    def store(self) -> Store: ...
+    @property
+    def gate(self) -> RestoreGate: ...
+
+
+class CallHost(SnapshotHost, Protocol):
+    """What the dispatcher uses besides: the clock, the configuration, the trust and review
+    books (per-sender trust, held changes) and the snapshots (journaled changes)."""
+
+    @property
+    def clock(self) -> Callable[[], datetime]: ...
+    @property
     def config(self) -> Config: ...
     @property
-    def oplog(self) -> OpLog: ...
+    def trust(self) -> TrustBook: ...
+    @property
+    def review(self) -> ReviewBook: ...
+    @property
+    def snapshots(self) -> Snapshots: ...
+
+
+class Room(Live, Protocol):
+    """What a tool's rule uses besides: the configuration, the retrieval parts, the review
+    book (held changes are not recalled) and the call's transaction."""
+
+    @property
+    def config(self) -> Config: ...
     @property
     def retriever(self) -> Retriever: ...
     @property
@@ -58,7 +92,7 @@ class Room(Protocol):
 
 class FlowRoom(Room, Protocol):
     """What the calls that let the lock go (search, backups, restores) and the operator's
-    operations (revert, reinstate, review) use besides: the directory and its files, the
+    operations (revert, reinstate, review) use besides: the directory and its store, the
     dispatcher, the restore gate, the snapshots, the backups folder and the undo book."""
 
     @property
@@ -79,29 +113,3 @@ class FlowRoom(Room, Protocol):
     def http_client(self) -> Any: ...
 
     def find_operation(self, seq: int) -> dict[str, Any] | None: ...
-
-
-class CallHost(Protocol):
-    """What the dispatcher uses of the Service: the lock, the directory's store and log, the
-    live state, the clock, the configuration, and the parts a call may touch."""
-
-    @property
-    def lock(self) -> AbstractContextManager[Any]: ...
-    @property
-    def store(self) -> Store: ...
-    @property
-    def oplog(self) -> OpLog: ...
-    @property
-    def state(self) -> MemoryState: ...
-    @property
-    def clock(self) -> Callable[[], datetime]: ...
-    @property
-    def config(self) -> Config: ...
-    @property
-    def trust(self) -> TrustBook: ...
-    @property
-    def review(self) -> ReviewBook: ...
-    @property
-    def gate(self) -> RestoreGate: ...
-    @property
-    def snapshots(self) -> Snapshots: ...

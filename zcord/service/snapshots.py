@@ -14,7 +14,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from ..core.errors import StorageError, describe_os_error
 from ..core.journal import POS_FILE, SnapshotPos, write_pos
@@ -22,33 +22,9 @@ from ..core.store import Seal, StateView
 from .calls import RestoreInProgress
 
 if TYPE_CHECKING:
-    from contextlib import AbstractContextManager
-    from pathlib import Path
-
-    from ..core.oplog import OpLog
-    from ..core.state import MemoryState
-    from ..core.store import Store
-    from .gate import RestoreGate
+    from .parts import SnapshotHost
 
 log = logging.getLogger("zcord")
-
-
-class SnapshotHost(Protocol):
-    """What the snapshots use of the Service: its lock, directory, store, log, live state
-    and the restore gate (no snapshot starts while a restore writes its own)."""
-
-    @property
-    def lock(self) -> AbstractContextManager[Any]: ...
-    @property
-    def dir(self) -> Path: ...
-    @property
-    def store(self) -> Store: ...
-    @property
-    def oplog(self) -> OpLog: ...
-    @property
-    def state(self) -> MemoryState: ...
-    @property
-    def gate(self) -> RestoreGate: ...
 
 SNAPSHOT_CHANGES = 2000
 SNAPSHOT_BYTES = 32 << 20
