@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakellm import FakeLLM, openai_text
+from tests.fault.holds.sitecustomize import daemon_env
 from tests.fault.wire import Wire
 from zcord.client import ToolError
 
@@ -306,11 +307,11 @@ def _until_exists(path: Path, d) -> None:
 
 def test_reads_and_the_watchdog_go_on_while_a_restore_writes_and_changes_wait(make_daemon):
     """The restore's slow phase (pre-restore backup written, new snapshot not yet) is held
-    open by the test hook: meanwhile reads see the old state, the watchdog is fed, a write
+    open by the test (tests/fault/holds): meanwhile reads see the old state, the watchdog is fed, a write
     waits without holding the reads behind it, and runs after the restore."""
     d = make_daemon()
     hold = d.root / "restore-held"
-    d.start(env={"ZCOR_TEST_RESTORE_HOLD": str(hold), "WATCHDOG_USEC": "200000"})
+    d.start(env={**daemon_env(restore=hold), "WATCHDOG_USEC": "200000"})
     op = Wire(d.sock, "operator", timeout=120)
     bot = Wire(d.sock, "bot")
     kept = _tool(bot, "zcor_memory_write", {"title": "备份前", "content": "x"})["id"]
@@ -351,11 +352,11 @@ def test_reads_and_the_watchdog_go_on_while_a_restore_writes_and_changes_wait(ma
 
 
 def test_reads_and_writes_go_on_while_a_backup_is_written(make_daemon):
-    """A backup is encoded and written off the worker (held open here by the test hook):
+    """A backup is encoded and written off the worker (held open here by the test, tests/fault/holds):
     calls go on meanwhile, and the backup holds the Memory as it was when it was asked for."""
     d = make_daemon()
     hold = d.root / "backup-held"
-    d.start(env={"ZCOR_TEST_BACKUP_HOLD": str(hold)})
+    d.start(env=daemon_env(backup=hold))
     op = Wire(d.sock, "operator", timeout=120)
     bot = Wire(d.sock, "bot")
     before = _tool(bot, "zcor_memory_write", {"title": "备份中", "content": "x"})["id"]
@@ -379,7 +380,7 @@ def test_reads_and_writes_go_on_while_a_backup_is_written(make_daemon):
 def test_a_restore_killed_in_its_slow_phase_leaves_the_old_state(make_daemon):
     d = make_daemon()
     hold = d.root / "restore-held"
-    d.start(env={"ZCOR_TEST_RESTORE_HOLD": str(hold)})
+    d.start(env=daemon_env(restore=hold))
     op = Wire(d.sock, "operator", timeout=120)
     kept = _tool(op, "zcor_memory_write", {"title": "甲", "content": "x"})["id"]
     backup = _tool(op, "zcor_memory_backup", {})["backupFile"]

@@ -9,6 +9,7 @@ import os
 import pytest
 
 import zcord.service.snapshots as service_mod
+from tests.fault.holds.sitecustomize import hold_restore
 from zcord.core.errors import StateFileInvalid
 from zcord.core.journal import POS_FILE, read_pos
 from zcord.core.store import Store
@@ -123,7 +124,7 @@ def test_reads_move_the_snapshot_position_up_so_loading_scans_little(monkeypatch
 
 
 def test_a_change_in_another_thread_waits_for_a_restore_and_reads_see_the_old_state(svc, memdir, monkeypatch):
-    """Without a daemon: the restore's slow phase (held open by its test hook) lets reads
+    """Without a daemon: the restore's slow phase (held open by the test, tests/fault/holds) lets reads
     through against the old state; a write from another thread waits for the switch and
     then applies to the restored state, and the journal after a reopen holds both."""
     import threading
@@ -132,7 +133,7 @@ def test_a_change_in_another_thread_waits_for_a_restore_and_reads_see_the_old_st
     backup = svc.call("zcor_memory_backup")["backupFile"]
     dropped = _write(svc, 1, start=1)[0]
     hold = memdir.parent / "restore-held"
-    monkeypatch.setenv("ZCOR_TEST_RESTORE_HOLD", str(hold))
+    hold_restore(str(hold), monkeypatch.setattr)
     monkeypatch.setattr(service_mod, "SYNC_FORK_NODES", 1)  # the new snapshot is written by a child
     done: dict = {}
     restore = threading.Thread(target=lambda: done.setdefault(

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from pydantic.alias_generators import to_camel
@@ -17,6 +17,8 @@ from ..core.invalid import sentence
 from ..core.state import Tx
 from ..core.text import normalize
 from . import inputs as I
+
+A = TypeVar("A", bound=I.Args)
 
 
 class InternalError(ZcorError):
@@ -54,6 +56,53 @@ class Ctx:
     """A change of this call was held for review (the result says so)."""
 
 
+class Steps:
+    """How one call runs, in the order the dispatcher's single path (Dispatcher.run) takes
+    them. A call that needs the lock throughout does all its work in `prepare` and returns
+    its result from it; a call that must let the lock go while it works (an LLM's answer,
+    writing a backup, a restore's new state) returns None from `prepare`, and the
+    dispatcher runs `work` without the lock, then `finish` with it again.
+
+    Every call is recorded once, in seq order, whichever step fails: the dispatcher does
+    that, the steps never log."""
+
+    renumber = True
+    """A call recorded after the lock was let go takes the next seq when it is recorded, so
+    the log's seqs increase line by line (False: the seq is already written elsewhere, as a
+    restore's change names it in the new snapshot)."""
+
+    def admit(self) -> None:
+        """Without the lock, before anything: wait one's turn, read what needs no lock."""
+
+    def prepare(self, ctx: Ctx) -> dict[str, Any] | None:
+        """With the lock: check the arguments and do the call, or take what `work` needs
+        (then return None)."""
+        raise NotImplementedError
+
+    def work(self, ctx: Ctx) -> None:
+        """Without the lock: the slow middle."""
+
+    def finish(self, ctx: Ctx) -> dict[str, Any]:
+        """With the lock again: commit what `work` made; the call's result."""
+        raise NotImplementedError
+
+    def abandon(self, ctx: Ctx) -> None:
+        """With the lock, when `work` failed: put back what `prepare` took."""
+
+    def release(self) -> None:
+        """Without the lock, last, however the call ended."""
+
+
+class Locked(Steps):
+    """A call that holds the lock throughout: fn(ctx) is its whole work."""
+
+    def __init__(self, fn: Callable[[Ctx], dict[str, Any]]) -> None:
+        self.fn = fn
+
+    def prepare(self, ctx: Ctx) -> dict[str, Any]:
+        return self.fn(ctx)
+
+
 def _loc(loc: tuple) -> str:
     out = ""
     for part in loc:
@@ -75,11 +124,11 @@ def invalid_from(err: ValidationError, model: type[BaseModel] | None = None) -> 
             hint = f" (did you mean {to_camel(name)}?)" if "_" in name else ""
             msgs.append(f"unknown parameter {name}{hint}")
         else:
-            msgs.append(sentence(name, e, model))
+            msgs.append(sentence(name, dict(e), model))
     return InvalidArgument("; ".join(msgs), field=first)
 
 
-def parse_args(model: type[I.Args], params: Any) -> I.Args:
+def parse_args(model: type[A], params: Any) -> A:
     """Validate a call's arguments against its input model; errors name every bad field."""
     if not isinstance(params, dict):
         raise InvalidArgument("arguments must be a JSON object", field="arguments")

@@ -1,16 +1,20 @@
 """The dispatcher: how every call runs. It finds the tool in the table, validates the
 arguments against its input model, runs the room's rule under the service lock, commits
 the change (memory and disk together, or neither), and records the call in the operation
-log (the journal), then tells the listeners what changed."""
+log (the journal), then tells the listeners what changed.
+
+Every tool call and operator operation runs by one path, `Dispatcher.run`, over the call's
+steps (calls.Steps): a call that holds the lock throughout is one step; search, backup and
+restore declare the middle they run without it."""
 
 from __future__ import annotations
 
 import errno
-import sys
+import logging
 import threading
 from collections.abc import Callable, Collection
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..core import origin as O
 from ..core.errors import (
@@ -22,40 +26,34 @@ from ..core.errors import (
     describe_os_error,
 )
 from ..core.models import OpError, OpRecord
-from ..core.oplog import OpLog
 from ..core.protocol import VIEW_TOOLS, Forbidden
-from ..core.state import MemoryState, Tx
-from ..core.store import Store
+from ..core.state import Tx
 from . import logbudget
-from .calls import Ctx, InternalError, RestoreInProgress, loggable, parse_args
-from .gate import RestoreGate
-from .snapshots import Snapshots
+from .calls import Ctx, InternalError, Locked, RestoreInProgress, Steps, loggable, parse_args
 from .tools import TOOLS, ToolSpec
+
+if TYPE_CHECKING:
+    from .parts import CallHost
+
+log = logging.getLogger("zcord")
 
 
 class Dispatcher:
-    """Runs tool calls and operator changes: serialized by `lock`, one transaction each,
-    journaled and recorded. Service adds the Memory's lifetime and the views."""
+    """Runs tool calls and operator operations, each by one path (`run`): serialized by the
+    service lock, one transaction each, journaled and recorded once, in seq order. A part of
+    the Service (`Service.calls`), which it sees through CallHost."""
 
-    store: Store
-    oplog: OpLog
-    state: MemoryState
-    clock: Callable[[], datetime]
-    trust: Any  # zcord.service.trust.TrustBook
-    review: Any  # zcord.service.review.ReviewBook
-    config: Any
-
-    def __init__(self) -> None:
-        self.lock = threading.RLock()
+    def __init__(self, host: CallHost) -> None:
+        self.host = host
         self.seq = 0
         """The last operation's sequence number (unique across restarts)."""
         self.last_at: datetime | None = None
         """The last operation's time: a new one never goes below it (restored from the log)."""
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
         self.log_budget = logbudget.LogBudget()  # the bot's log bytes for calls that change nothing
-        self.gate = RestoreGate()
-        self.snapshots = Snapshots(self)
         self._calling = threading.local()  # this thread's call: its origin and whether it is held
+
+    # -- the entry points: a tool call, an operator's operation -----------------------------
 
     def call(self, tool: str, params: Any = None, actor: str = "operator",
              allowed: Collection[str] | None = None, view: bool = False,
@@ -75,19 +73,130 @@ class Dispatcher:
             params = {}
         spec = TOOLS.get(tool) if allowed is None or tool in allowed else None
         if spec is not None and view and actor != "model" and tool in VIEW_TOOLS:
-            return self._view_call(spec, params, actor)
+            if spec.reads_log:
+                self.host.oplog.warm(background=True)
+            return self.run(tool, params, actor, ToolSteps(self.host, tool, spec, params, actor),
+                            recorded=False, reconcile=spec.reads_log)
         origin, refusal, hold = self.judge_origin(spec, actor, claim, batch, view)
         self._calling.origin, self._calling.hold = origin, hold
         try:
-            if refusal is not None:
-                return self.gate.writes_wait(lambda: self._call_locked(tool, spec, params, actor, view, refusal))
-            if spec is not None and spec.flow is not None and not view:
-                return spec.flow(self, spec, params, actor)  # a tool that lets the lock go while it works
-            if spec is not None and spec.reads_log:
-                self.oplog.warm(background=True)  # a large backlog is indexed by its thread, not here
-            return self.gate.writes_wait(lambda: self._call_locked(tool, spec, params, actor, view))
+            steps: Steps
+            if refusal is None and spec is not None and spec.flow is not None and not view:
+                steps = spec.flow(self.host, spec, params, actor)  # a tool that lets the lock go while it works
+            else:
+                if refusal is None and spec is not None and spec.reads_log:
+                    self.host.oplog.warm(background=True)  # a large backlog is indexed by its thread, not here
+                steps = ToolSteps(self.host, tool, spec, params, actor, view, refusal)
+            return self.run(tool, params, actor, steps)
         finally:
             self._calling.origin = self._calling.hold = None
+
+    def operate(self, name: str, params: dict[str, Any], actor: str,
+                fn: Callable[[], tuple[Any, list[dict[str, Any]]]], what: str) -> Any:
+        """An operator action on a file that is not the Memory (config, PERSONA.md, synonym
+        groups, trust, review): fn() -> (result, the changes it made, as log change dicts);
+        run and recorded as tools are. An OSError is a storage_error naming `what`."""
+        def apply(ctx: Ctx) -> Any:
+            result, changes = fn()
+            if changes:
+                ctx.committed = True
+                ctx.changes = changes
+            return result
+
+        return self.run(name, params, actor, Locked(apply), storage=f"{what} could not be saved")
+
+    def run_operation(self, name: str, params: Any, fn: Callable[[Ctx], dict[str, Any]]) -> dict[str, Any]:
+        """An operator method that changes the Memory (revert, reinstate, reject): fn(ctx)
+        under the lock, in one transaction, as a tool call is run."""
+        return self.run(name, params, "operator", Locked(fn), storage=f"{name} could not be completed")
+
+    # -- the one path -----------------------------------------------------------------------
+
+    def run(self, name: str, params: Any, actor: str, steps: Steps, *, recorded: bool = True,
+            reconcile: bool = True, storage: str | None = None) -> Any:
+        """Run one call by its steps (calls.Steps): admit; with the lock, verify the
+        directory, number the call and prepare; without it, work; with it again, finish; then
+        record it (once, in seq order) and tell the listeners what it changed; release.
+
+        Args:
+            recorded: False for an operator's display read (zcor/view): not numbered, not logged.
+            reconcile: log changes whose record failed before the call (so it sees them).
+            storage: how an OSError reads as a storage_error ("config.json could not be
+                saved"); without it, an unexpected error is an internal_error.
+        """
+        steps.admit()
+        try:
+            return self.host.gate.writes_wait(
+                lambda: self._run(name, params, actor, steps, recorded, reconcile, storage))
+        finally:
+            steps.release()
+
+    def _run(self, name: str, params: Any, actor: str, steps: Steps, recorded: bool, reconcile: bool,
+             storage: str | None) -> Any:
+        with self.host.lock:
+            self.host.store.verify_lock()
+            if reconcile:
+                self.reconcile_or_say()  # so a history query sees changes whose log record failed
+            ctx = self.new_ctx(name, actor) if recorded else \
+                Ctx(actor=actor, tool=name, seq=0, at=self.host.clock())
+            result = self._step(steps.prepare, ctx, params, recorded, storage)
+            if result is not None:
+                self._record(ctx, params, recorded)
+                return result
+        try:
+            steps.work(ctx)
+        except Exception as e:
+            err = e if isinstance(e, ZcorError) else InternalError(
+                f"internal error in {name}: {type(e).__name__}: {e}; nothing changed")
+            with self.host.lock:
+                steps.abandon(ctx)
+                if steps.renumber:
+                    self._renumber(ctx)
+                if recorded:
+                    self.log_call(ctx, params, error=err)
+            if err is e:
+                raise
+            raise err from e
+        with self.host.lock:
+            if steps.renumber:
+                self._renumber(ctx)
+            result = self._step(steps.finish, ctx, params, recorded, storage)
+            self._record(ctx, params, recorded)
+            return result
+
+    def _step(self, step: Callable[[Ctx], Any], ctx: Ctx, params: Any, recorded: bool,
+              storage: str | None) -> Any:
+        """Run a step with the lock held; on failure undo its transaction and record the error."""
+        try:
+            return step(ctx)
+        except RestoreInProgress:
+            self.rollback(ctx)  # not an operation: it runs again after the restore
+            if recorded and ctx.seq == self.seq:
+                self.seq -= 1
+            raise
+        except ZcorError as e:
+            self.rollback(ctx)
+            if recorded:
+                self.log_call(ctx, params, error=e)
+            raise
+        except Exception as e:
+            self.rollback(ctx)
+            if storage is not None and isinstance(e, OSError):
+                err: ZcorError = StorageError(f"{storage} ({describe_os_error(e)}); nothing changed.")
+            else:
+                err = InternalError(f"internal error in {ctx.tool}: {type(e).__name__}: {e}; nothing changed")
+            if recorded:
+                self.log_call(ctx, params, error=err)
+            raise err from e
+
+    def _record(self, ctx: Ctx, params: Any, recorded: bool) -> None:
+        if not recorded:
+            return
+        try:
+            self.log_call(ctx, params)
+        finally:
+            if ctx.committed:
+                self.notify(ctx)
 
     def judge_origin(self, spec: ToolSpec | None, actor: str, claim: Any, batch: tuple[str, list[str]] | None,
                      view: bool) -> tuple[dict[str, Any], ZcorError | None, bool]:
@@ -102,7 +211,7 @@ class Dispatcher:
         from ..core.errors import BlockedSender, UntrustedSender
         from .review import HOLDABLE_TOOLS
 
-        level, who = self.trust.judge(origin, self.config.default_trust)
+        level, who = self.host.trust.judge(origin, self.host.config.default_trust)
         named = ", ".join(who) if who else "an unknown sender (the default trust level)"
         if level == "blocked":
             return origin, BlockedSender(
@@ -116,124 +225,12 @@ class Dispatcher:
                 f"of change cannot be held for an operator's review. Do not retry."), False
         return origin, None, False
 
-    def _call_locked(self, tool: str, spec: ToolSpec | None, params: Any, actor: str, view: bool,
-                     refusal: ZcorError | None = None) -> dict[str, Any]:
-        with self.lock:
-            self.store.verify_lock()
-            self.reconcile_or_say()  # so a history query sees changes whose log record failed
-            ctx = self.new_ctx(tool, actor)
-
-            def run() -> dict[str, Any]:
-                if view:
-                    raise (Forbidden("Only operators may make unrecorded display reads (zcor/view); "
-                                     "the model's calls are always recorded.", field="_meta")
-                           if actor == "model" else
-                           InvalidArgument(f"zcor/view is for the read-only tools ({', '.join(sorted(VIEW_TOOLS))}); "
-                                           f"{tool} is always recorded.", field="_meta"))
-                if spec is None or spec.handler is None:
-                    raise UnknownTool.undeclared(tool)
-                if refusal is not None:
-                    raise refusal
-                result = spec.handler(self, parse_args(spec.input_model, params), ctx)
-                if ctx.held:
-                    from .review import REVIEW_NOTE
-                    result = {**result, "review": "pending", "reviewNote": REVIEW_NOTE}
-                return result
-
-            return self.run_logged(ctx, params, run)
-
-    def _view_call(self, spec: ToolSpec, params: Any, actor: str) -> dict[str, Any]:
-        """A read-only tool answered for display: same checks and result, no log record."""
-        if spec.reads_log:
-            self.oplog.warm(background=True)
-        with self.lock:
-            self.store.verify_lock()
-            if spec.reads_log:
-                self.reconcile_or_say()
-            ctx = Ctx(actor=actor, tool=spec.name, seq=0, at=self.clock())
-            try:
-                return spec.handler(self, parse_args(spec.input_model, params), ctx)
-            except ZcorError:
-                raise
-            except Exception as e:
-                raise InternalError(f"internal error in {spec.name}: {type(e).__name__}: {e}; nothing changed") from e
-
-    def operate(self, name: str, params: dict[str, Any], actor: str,
-                fn: Callable[[], tuple[Any, list[dict[str, Any]]]], what: str) -> Any:
-        """Run an operator action that is not a tool (config, synonym groups) the way tools
-        run: serialized, recorded in the operation log, announced to listeners."""
-        with self.lock:
-            self.store.verify_lock()
-            ctx = self.new_ctx(name, actor)
-            try:
-                result, changes = fn()
-            except ZcorError as e:
-                self.log_call(ctx, params, error=e)
-                raise
-            except OSError as e:
-                err = StorageError(f"{what} could not be saved ({describe_os_error(e)}); nothing changed.")
-                self.log_call(ctx, params, error=err)
-                raise err from None
-            if changes:
-                ctx.committed = True
-                ctx.changes = changes
-            try:
-                self.log_call(ctx, params)
-            finally:
-                if changes:
-                    self.notify(ctx)
-            return result
-
-    def run_operation(self, name: str, params: Any, fn: Callable[[Ctx], dict[str, Any]]) -> dict[str, Any]:
-        """An operator method that changes the Memory (revert, reinstate) run as a tool call
-        is: serialized, one transaction, journaled, recorded in the log, announced."""
-        def attempt() -> dict[str, Any]:
-            with self.lock:
-                self.store.verify_lock()
-                ctx = self.new_ctx(name, "operator")
-                return self.run_logged(ctx, params, lambda: fn(ctx), storage_errors=True)
-
-        return self.gate.writes_wait(attempt)
-
-    def run_logged(self, ctx: Ctx, params: Any, fn: Callable[[], dict[str, Any]],
-                   storage_errors: bool = False) -> dict[str, Any]:
-        """Run one call (lock held): on failure undo it and record the error; on success
-        record it and announce what it changed. storage_errors: an OSError is a
-        storage_error (else, like anything unexpected, an internal_error)."""
-        name = ctx.tool
-        try:
-            result = fn()
-        except RestoreInProgress:
-            self.rollback(ctx)  # not an operation: it runs again after the restore
-            if ctx.seq == self.seq:
-                self.seq -= 1
-            raise
-        except ZcorError as e:
-            self.rollback(ctx)
-            self.log_call(ctx, params, error=e)
-            raise
-        except Exception as e:
-            self.rollback(ctx)
-            if storage_errors and isinstance(e, OSError):
-                err: ZcorError = StorageError(f"{name} could not be completed ({describe_os_error(e)}); "
-                                              f"nothing changed.")
-            else:
-                err = InternalError(f"internal error in {name}: {type(e).__name__}: {e}; nothing changed")
-            self.log_call(ctx, params, error=err)
-            raise err from e
-        try:
-            self.log_call(ctx, params)
-        finally:
-            if ctx.committed:
-                self.notify(ctx)
-        return result
-
     def new_ctx(self, tool: str, actor: str) -> Ctx:
         """The next operation: its sequence number and time (call with the lock held). The
         time never goes below the last one recorded: a wall clock stepped back (NTP, a VM
         snapshot) repeats that instant instead of writing times out of order."""
         self.seq += 1
-        at = self.clock()
+        at = self.host.clock()
         if self.last_at is not None and at < self.last_at:
             at = self.last_at
         self.last_at = at
@@ -250,15 +247,15 @@ class Dispatcher:
             ctx.tx.rollback()
 
     def begin(self, ctx: Ctx) -> Tx:
-        if self.gate.restoring:
+        if self.host.gate.restoring:
             raise RestoreInProgress
-        ctx.tx = Tx(self.state, ctx.actor, ctx.tool, ctx.seq, ctx.at)
+        ctx.tx = Tx(self.host.state, ctx.actor, ctx.tool, ctx.seq, ctx.at)
         return ctx.tx
 
     def commit(self, ctx: Ctx) -> None:
         tx = ctx.tx
         assert tx is not None
-        mig = self.state.migration
+        mig = self.host.state.migration
         if mig is not None:
             tx.record("state.migrate", None, before={"version": mig.from_version, "file": mig.file},
                       after={"version": 3})
@@ -266,7 +263,7 @@ class Dispatcher:
         numbered = tx.commit_changes()
         if ctx.hold and numbered:
             try:
-                self.review.hold(ctx, [c.dump() for c in numbered])
+                self.host.review.hold(ctx, [c.dump() for c in numbered])
             except OSError as e:
                 tx.rollback()
                 raise StorageError(f"The change could not be held for review ({describe_os_error(e)}); nothing "
@@ -274,29 +271,29 @@ class Dispatcher:
             ctx.held = True
         # most changes become durable with their log record (log_call); these cannot be
         # replayed from it, so the snapshot is written first, as before the journal
-        if mig is not None or ctx.snapshot_first or not self.store.state_path.exists():
-            self.snapshots.settle()
+        if mig is not None or ctx.snapshot_first or not self.host.store.state_path.exists():
+            self.host.snapshots.settle()
             try:
-                self.snapshots.save(self.snapshots.pos())
+                self.host.snapshots.save(self.host.snapshots.pos())
             except OSError as e:
                 tx.rollback()
                 if ctx.held:
-                    self.review.forget(ctx.seq)
+                    self.host.review.forget(ctx.seq)
                 if e.errno in (errno.EMFILE, errno.ENFILE):
                     raise StorageError(f"The Memory could not be saved: {describe_os_error(e)}; nothing "
                                        f"changed.") from None
                 raise StorageError(f"The Memory could not be saved ({e.strerror or e}); nothing changed. "
                                    f"Check the disk and try again.") from None
             ctx.snapshotted = True
-            self.snapshots.written()
-        self.state.migration = None
+            self.host.snapshots.written()
+        self.host.state.migration = None
         ctx.committed = True
         ctx.changes = [c.dump() for c in numbered]
 
     def log_call(self, ctx: Ctx, params: Any, error: ZcorError | None = None) -> None:
         params = logbudget.bounded_params(
             params if isinstance(params, dict) else {"arguments": repr(params)[:1000]}, error is not None,
-            ctx.actor == "model" and not ctx.changes, self.log_budget, self.config.bot_log_bytes_per_minute)
+            ctx.actor == "model" and not ctx.changes, self.log_budget, self.host.config.bot_log_bytes_per_minute)
         record = OpRecord(
             seq=ctx.seq, at=ctx.at, actor=ctx.actor, tool=ctx.tool,
             params=params,
@@ -308,24 +305,25 @@ class Dispatcher:
         try:
             own = [c["changeId"] for c in ctx.changes if c.get("changeId")]
             self.reconcile(upto=own[0] - 1 if own else None)
-            before = self.oplog.size
+            before = self.host.oplog.size
             try:
-                self.oplog.append(record, durable=bool(ctx.changes))
+                self.host.oplog.append(record, durable=bool(ctx.changes))
             except ValueError:  # JSON cannot carry these params (lone surrogates, nesting too deep)
                 record = record.model_copy(update={"tool": loggable(record.tool), "params": loggable(record.params)})
-                self.oplog.append(record, durable=bool(ctx.changes))
+                self.host.oplog.append(record, durable=bool(ctx.changes))
         except OSError as e:
             if journal:
                 # the record was the change's only durable copy: undo it in memory too
+                assert ctx.tx is not None  # journal says so
                 ctx.tx.rollback()
                 ctx.committed = False
                 ctx.changes = []
                 if ctx.held:
-                    self.review.forget(ctx.seq)
+                    self.host.review.forget(ctx.seq)
                 err = StorageError(f"The Memory could not be saved ({describe_os_error(e)}); nothing changed. "
                                    f"Check the disk and try again.")
                 try:  # the failed call is recorded like any other, if the disk takes it
-                    self.oplog.append(record.model_copy(update={
+                    self.host.oplog.append(record.model_copy(update={
                         "status": "error", "changes": [], "result": None,
                         "error": OpError(code=err.code, message=err.message)}), durable=False)
                 except (OSError, ValueError):
@@ -335,11 +333,11 @@ class Dispatcher:
                 raise MayHaveTakenEffect(
                     f"The change was saved but the operation log could not be written ({describe_os_error(e)}); "
                     f"the operation may have taken effect. Read the memory before retrying.") from None
-            print(f"zcord: could not write the operation log: {e}", file=sys.stderr)
+            log.warning("could not write the operation log: %s", e)
             return
         if journal:
-            self.snapshots.journaled(self.oplog.size - before)
-        self.snapshots.advance_pos()
+            self.host.snapshots.journaled(self.host.oplog.size - before)
+        self.host.snapshots.advance_pos()
 
     def reconcile_or_say(self) -> None:
         """reconcile before a call or a history read: a log that still cannot be written is
@@ -347,7 +345,7 @@ class Dispatcher:
         try:
             self.reconcile()
         except OSError as e:
-            print(f"zcord: could not write the operation log: {e}", file=sys.stderr)
+            log.warning("could not write the operation log: %s", e)
 
     def reconcile(self, upto: int | None = None) -> None:
         """Log changes that reached the state but not the log (crash or failed log write).
@@ -355,26 +353,26 @@ class Dispatcher:
         Args:
             upto: the last change id to consider (the call being logged owns the later ones).
         """
-        history = self.state.history
-        if (not history and self.state.sealed_last_change_id > self.oplog.last_change_id) or \
-                (history and history[0].change_id > self.oplog.last_change_id + 1):
+        history = self.host.state.history
+        if (not history and self.host.state.sealed_last_change_id > self.host.oplog.last_change_id) or \
+                (history and history[0].change_id > self.host.oplog.last_change_id + 1):
             # unlogged changes were already sealed into a segment (rare: read them back)
-            history = list(self.store.iter_history(self.state))
+            history = list(self.host.store.iter_history(self.host.state))
         end = len(history)
         if upto is not None:
             while end > 0 and history[end - 1].change_id > upto:
                 end -= 1
-        if not end or history[end - 1].change_id <= self.oplog.last_change_id:
+        if not end or history[end - 1].change_id <= self.host.oplog.last_change_id:
             return
         i = end
-        while i > 0 and history[i - 1].change_id > self.oplog.last_change_id:
+        while i > 0 and history[i - 1].change_id > self.host.oplog.last_change_id:
             i -= 1
         groups: dict[int | None, list] = {}
         for c in history[i:end]:
             groups.setdefault(c.op_seq, []).append(c)
         for op_seq, changes in groups.items():
             first = changes[0]
-            self.oplog.append(OpRecord(
+            self.host.oplog.append(OpRecord(
                 seq=op_seq or self.seq + 1, at=first.at, actor=first.actor, tool=first.tool,
                 status="ok", changes=[c.dump() for c in changes], recovered=True), durable=True)
             self.seq = max(self.seq, op_seq or self.seq + 1)
@@ -387,16 +385,46 @@ class Dispatcher:
             try:
                 listener(event)
             except Exception as e:  # a broken listener must not fail the call
-                print(f"zcord: change listener failed: {e!r}", file=sys.stderr)
+                log.warning("change listener failed: %r", e)
 
-    def renumber(self, ctx: Ctx) -> None:
+    def _renumber(self, ctx: Ctx) -> None:
         """A record logged after the lock was let go takes the next seq now, so the log's seqs
         increase line by line and the largest is always the last (unique across restarts)."""
         if ctx.seq != self.seq:
             ctx.seq = self.new_ctx(ctx.tool, ctx.actor).seq
 
-    def find_operation(self, seq: int) -> dict[str, Any] | None:
-        """The operation-log record with this seq, or None."""
-        from ..core.journal import find_record
+    def preview_ctx(self, tool: str) -> Ctx:
+        """An operator's preview (a revert's, a reject's): numbered and timed as the next
+        operation would be, but not an operation: its number is not taken."""
+        ctx = self.new_ctx(tool, "operator")
+        self.seq -= 1
+        return ctx
 
-        return find_record(self.oplog.path, seq)
+
+class ToolSteps(Steps):
+    """A tool call that holds the lock throughout: its room's rule (ToolSpec.handler), or
+    the refusal the call met before it (an unknown tool, a misused zcor/view, an origin
+    refused by per-sender trust), which is recorded like any failure."""
+
+    def __init__(self, svc: Any, tool: str, spec: ToolSpec | None, params: Any, actor: str,
+                 view: bool = False, refusal: ZcorError | None = None) -> None:
+        self.svc, self.tool, self.spec, self.params, self.actor = svc, tool, spec, params, actor
+        self.view, self.refusal = view, refusal
+
+    def prepare(self, ctx: Ctx) -> dict[str, Any]:
+        if self.view:  # a display read (zcor/view) of a tool that is always recorded: refused
+            raise (Forbidden("Only operators may make unrecorded display reads (zcor/view); "
+                             "the model's calls are always recorded.", field="_meta")
+                   if self.actor == "model" else
+                   InvalidArgument(f"zcor/view is for the read-only tools ({', '.join(sorted(VIEW_TOOLS))}); "
+                                   f"{self.tool} is always recorded.", field="_meta"))
+        spec = self.spec
+        if spec is None or spec.handler is None:
+            raise UnknownTool.undeclared(self.tool)
+        if self.refusal is not None:
+            raise self.refusal
+        result = spec.handler(self.svc, parse_args(spec.input_model, self.params), ctx)
+        if ctx.held:
+            from .review import REVIEW_NOTE
+            result = {**result, "review": "pending", "reviewNote": REVIEW_NOTE}
+        return result

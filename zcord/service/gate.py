@@ -3,12 +3,14 @@ changes wait and reads go on."""
 
 from __future__ import annotations
 
-import sys
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from .calls import RestoreInProgress
+
+log = logging.getLogger("zcord")
 
 
 class RestoreGate:
@@ -49,13 +51,16 @@ class RestoreGate:
                 return
         callback()
 
-    def set(self, on: bool) -> list[Callable[[], None]]:
-        """(service lock held) Begin or end a restore's slow phase; ending returns the waiters to call."""
+    def hold_changes(self) -> None:
+        """(service lock held) A restore's slow phase begins: changes wait for its end."""
         with self._mutex:
-            self.restoring = on
-            if on:
-                self._idle.clear()
-                return []
+            self.restoring = True
+            self._idle.clear()
+
+    def let_changes_through(self) -> list[Callable[[], None]]:
+        """(service lock held) The restore's slow phase is over: the waiters to call (wake)."""
+        with self._mutex:
+            self.restoring = False
             self._idle.set()
             waiters, self._waiters = self._waiters, []
             return waiters
@@ -66,4 +71,4 @@ class RestoreGate:
             try:
                 callback()
             except Exception as e:  # a waiter that cannot be woken must not fail the restore
-                print(f"zcord: could not resume a call held by a restore: {e!r}", file=sys.stderr)
+                log.warning("could not resume a call held by a restore: %r", e)

@@ -21,7 +21,7 @@ Crash safety (a crash at any instant leaves the old or the new pending set):
 from __future__ import annotations
 
 import json
-import sys
+import logging
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -33,7 +33,9 @@ from .trust import read_small_file
 
 if TYPE_CHECKING:
     from .calls import Ctx
-    from .service import Service
+    from .parts import FlowRoom
+
+log = logging.getLogger("zcord")
 
 REVIEW_FILE = "review.json"
 HIDING_KINDS = frozenset({"node.create", "node.update", "relationship.create", "relationship.update"})
@@ -70,26 +72,26 @@ class ReviewBook:
             doc = json.loads(raw)
             if doc.get("version") != 1 or not isinstance(doc.get("pending"), list):
                 raise ValueError('expected {"version": 1, "pending": [...]}')
-            items = {}
-            for e in doc["pending"]:
-                if not isinstance(e, dict) or not isinstance(e.get("seq"), int) or \
-                        not isinstance(e.get("changes"), list):
+            items: dict[int, dict[str, Any]] = {}
+            for entry in doc["pending"]:
+                if not isinstance(entry, dict) or not isinstance(entry.get("seq"), int) or \
+                        not isinstance(entry.get("changes"), list):
                     raise ValueError("an entry without seq or changes")
-                items[e["seq"]] = e
+                items[entry["seq"]] = entry
         except (ValueError, TypeError, AttributeError) as e:
             raise StateFileInvalid(f"{self.path.name} is not a valid review file ({e}); fix it by hand or remove "
                                    f"it (held changes then count as approved)") from None
-        settled = {}
-        for seq, e in items.items():
+        settled: dict[int, dict[str, Any]] = {}
+        for seq, entry in items.items():
             if seq > last_seq:
                 continue  # its operation never reached the log: it did not happen
-            by = e.get("reverting")
+            by = entry.get("reverting")
             if by is not None:
                 rec = find(by) if isinstance(by, int) and by <= last_seq else None
                 if rec is not None and rec.get("status") == "ok" and rec.get("changes"):
                     continue  # reverted
-                e = {k: v for k, v in e.items() if k != "reverting"}
-            settled[seq] = e
+                entry = {k: v for k, v in entry.items() if k != "reverting"}
+            settled[seq] = entry
         if settled != items:
             self._save(settled)
         else:
@@ -123,7 +125,11 @@ class ReviewBook:
             try:
                 self._save({k: v for k, v in self.items.items() if k != seq})
             except OSError as e:
-                print(f"zcord: {self.path.name}: could not drop held operation {seq} ({e})", file=sys.stderr)
+                log.warning("%s: could not drop held operation %s (%s)", self.path.name, seq, e)
+
+    def approve(self, seqs: list[int]) -> None:
+        """The held operations become ordinary (lock held); OSError when the file cannot be written."""
+        self._save({k: v for k, v in self.items.items() if k not in seqs})
 
     def start_reverting(self, seqs: list[int], by: int) -> None:
         """Mark the held ones among seqs as being reverted by operation `by` (before it commits)."""
@@ -143,7 +149,7 @@ class ReviewBook:
                         self._save({k: {f: x for f, x in v.items() if f != "reverting"} if k in marked else v
                                     for k, v in self.items.items()})
                     except OSError as e:
-                        print(f"zcord: {self.path.name}: {e} (settled at the next start)", file=sys.stderr)
+                        log.warning("%s: %s (settled at the next start)", self.path.name, e)
             raise
         by = result.get("seq")
         with self.lock:
@@ -152,7 +158,7 @@ class ReviewBook:
                 try:
                     self._save({k: v for k, v in self.items.items() if k not in done})
                 except OSError as e:
-                    print(f"zcord: {self.path.name}: {e} (settled at the next start)", file=sys.stderr)
+                    log.warning("%s: %s (settled at the next start)", self.path.name, e)
         return result
 
 
@@ -186,14 +192,14 @@ def _ids(params: Any, allowed: set[str]) -> list[int]:
     return ids
 
 
-def _pending(svc: Service, ids: list[int]) -> None:
+def _pending(svc: FlowRoom, ids: list[int]) -> None:
     missing = [i for i in ids if i not in svc.review.items or "reverting" in svc.review.items[i]]
     if missing:
         raise NotFound(f"No held change with seq {', '.join(map(str, missing))}; zcor/review/list gives the held "
                        f"ones", field="ids")
 
 
-def review_list(svc: Service, params: Any) -> dict[str, Any]:
+def review_list(svc: FlowRoom, params: Any) -> dict[str, Any]:
     """`zcor/review/list`: every held operation, newest first, with its origin and changes."""
     if params:
         raise InvalidArgument("zcor/review/list takes no parameters")
@@ -202,19 +208,19 @@ def review_list(svc: Service, params: Any) -> dict[str, Any]:
     return {"items": items, "total": len(items)}
 
 
-def approve(svc: Service, params: Any) -> dict[str, Any]:
+def approve(svc: FlowRoom, params: Any) -> dict[str, Any]:
     """`zcor/review/approve {ids}`: the held operations become ordinary (recalled); recorded."""
     ids = _ids(params, {"ids"})
 
     def apply():
         _pending(svc, ids)
-        svc.review._save({k: v for k, v in svc.review.items.items() if k not in ids})
+        svc.review.approve(ids)
         return {"approved": ids}, [{"kind": "review.approve", "target": str(i)} for i in ids]
 
-    return svc.operate(APPROVE, params, "operator", apply, "review.json")
+    return svc.calls.operate(APPROVE, params, "operator", apply, "review.json")
 
 
-def reject(svc: Service, params: Any) -> dict[str, Any]:
+def reject(svc: FlowRoom, params: Any) -> dict[str, Any]:
     """`zcor/review/reject {ids, force?, preview?}`: revert the held operations, newest first,
     as one operation (conflicts as `zcor/history/revert`)."""
     from . import undo
@@ -225,7 +231,7 @@ def reject(svc: Service, params: Any) -> dict[str, Any]:
         if not isinstance(value, bool):
             raise InvalidArgument(f"{name} must be true or false", field=name)
 
-    def plan(ctx: Ctx, dry: bool):
+    def plan(ctx: Ctx, dry: bool) -> undo.Undo:
         _pending(svc, ids)
         records = []
         for i in ids:
@@ -247,4 +253,4 @@ def reject(svc: Service, params: Any) -> dict[str, Any]:
         return {"seq": ctx.seq, "rejected": ids, "forced": bool(u.conflicts),
                 "changes": [{"kind": c["kind"], "target": c.get("target")} for c in ctx.changes]}
 
-    return svc.review.settle_after(lambda: svc.run_operation(undo.REJECT, params, run))
+    return svc.review.settle_after(lambda: svc.calls.run_operation(undo.REJECT, params, run))

@@ -1,6 +1,6 @@
 """Service: one Memory directory's tools and views, in-process (SPEC §2 and §4).
 
-`Service.call(tool, params, actor)` (the dispatcher) validates the arguments against the
+`Service.call(tool, params, actor)` (its dispatcher, `Service.calls`) validates the arguments against the
 tool's input model, runs the tool's rule (its room, zcord.service.rooms), commits any
 change atomically (memory and disk together, or neither) and appends the call to the
 operation log. This module adds the Memory's lifetime (open, close, warm-up), the
@@ -10,31 +10,31 @@ recall, context), none of which are tool calls.
 
 from __future__ import annotations
 
+import logging
 import os
 import re
-import sys
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..core import indexcache, nodecache
+from ..core import origin as O
 from ..core.config import Config, ConfigFile, api_key, key_withheld_reason
 from ..core.errors import InvalidArgument, ZcorError
 from ..core.fsutil import atomic_write, reverse_lines
 from ..core.indexes import build_text_piece
-from ..core.journal import read_pos, replay
+from ..core.journal import find_record, read_pos, replay
 from ..core.models import now
 from ..core.oplog import OpLog
 from ..core.persona import PersonaName, persona_text
-from ..core.state import MemoryState
+from ..core.state import MemoryState, Tx
 from ..core.store import (
-    BOT_BACKUP_RE,
     CONFIG_FILE,
     OPLOG_FILE,
     PERSONA_FILE,
-    PRE_RESTORE_RE,
     SYNONYMS_FILE,
     Store,
 )
@@ -44,21 +44,34 @@ from ..retrieval.recall import RecallSessions, Retriever, check_session, parse_e
 from ..retrieval.synonyms import Synonyms
 from .calls import Ctx, InternalError, RestoreInProgress
 from .dispatcher import Dispatcher
+from .gate import RestoreGate
 from .review import REVIEW_FILE, ReviewBook, WithoutHeld
 from .rooms import backups, history, synonyms
+from .snapshots import Snapshots
 from .trust import TRUST_FILE, TrustBook
+from .undo import UndoBook
 
 __all__ = ["Ctx", "InternalError", "RestoreInProgress", "Service"]
+
+log = logging.getLogger("zcord")
 
 MAX_PERSONA = 100_000  # characters of PERSONA.md, which goes into every request
 
 
-class Service(Dispatcher):
-    """One Memory directory's tools. Thread-safe: calls are serialized."""
+class Service:
+    """One Memory directory's tools. Thread-safe: calls are serialized by `lock`.
+
+    It holds its parts: the dispatcher (`calls`, which runs and records every call), the
+    restore gate, the snapshots, the review and trust books, the backups folder and the undo
+    book. Each part sees the Service through a Protocol naming what it uses (parts.py)."""
 
     def __init__(self, memory_dir: Path | str, clock: Callable[[], datetime] = now):
-        super().__init__()
+        self.lock = threading.RLock()
+        self.gate = RestoreGate()
+        self.calls = Dispatcher(self)
+        self.snapshots = Snapshots(self)
         self.store = Store(memory_dir)
+        self.backups = backups.Backups(self.store, lambda: self.config)
         self.dir = self.store.dir
         self.clock = clock
         self.oplog = OpLog(self.dir / OPLOG_FILE)
@@ -71,9 +84,8 @@ class Service(Dispatcher):
         self.review = ReviewBook(self.dir / REVIEW_FILE, self.lock)
         self.retriever.hidden_ids = lambda: self.review.hidden  # held changes: not recalled, not searched
         self.retriever.own_name = PersonaName(self.dir / PERSONA_FILE)  # "thanks Juniper" addresses the bot
-        self.http_client = None  # an httpx.Client to reuse for provider calls (tests may inject one)
-        self.last_bot_backup: float | None = None  # time.monotonic() of the bot's last backup
-        self.last_bot_restore: float | None = None  # and of its last restore
+        self.undo = UndoBook(self.oplog)
+        self.http_client: Any = None  # an httpx.Client to reuse for provider calls (tests may inject one)
         self.is_open = False
         self.index_cache_used = False
         """Whether the last open loaded the retrieval indexes from memory-state.recall.cache."""
@@ -105,11 +117,10 @@ class Service(Dispatcher):
             self.snapshots.changes = replayed
             self.snapshots.since = time.monotonic()
         ops = [c.op_seq for c in self.state.history if c.op_seq]
-        self.seq = max([self.oplog.last_seq, *ops[-1:]])
-        self.reconcile()
-        self.last_bot_backup = self._bot_backup_clock()
-        self.last_bot_restore = self._bot_backup_clock(PRE_RESTORE_RE)
-        self.last_at = self._last_recorded_at()
+        self.calls.seq = max([self.oplog.last_seq, *ops[-1:]])
+        self.calls.reconcile()
+        self.backups.read_clocks()
+        self.calls.last_at = self._last_recorded_at()
         return self
 
     def _last_recorded_at(self) -> datetime | None:
@@ -133,18 +144,6 @@ class Service(Dispatcher):
             os.close(fd)
         return max(times, default=None)
 
-    def _bot_backup_clock(self, pattern: re.Pattern[str] = BOT_BACKUP_RE) -> float | None:
-        """The bot's last backup (or restore) on the monotonic clock, from the newest file of
-        the pattern (so a restart does not reset the bot's interval)."""
-        try:
-            newest = max((e.stat(follow_symlinks=False).st_mtime for e in os.scandir(self.store.backups)
-                          if pattern.match(e.name)), default=None)
-        except OSError:
-            return None
-        if newest is None:
-            return None
-        return time.monotonic() - max(0.0, time.time() - newest)
-
     def close(self) -> None:
         """Finish any snapshot, write one holding the journaled changes (so the next start
         replays nothing), close the log and release the directory."""
@@ -157,16 +156,56 @@ class Service(Dispatcher):
                     try:
                         self.snapshots.save(self.snapshots.pos())
                     except (OSError, ZcorError) as e:
-                        print(f"zcord: could not write the snapshot at shutdown ({e}); the next start replays "
-                              f"the operation log", file=sys.stderr)
+                        log.warning("could not write the snapshot at shutdown (%s); the next start replays "
+                                    "the operation log", e)
             self.oplog.close()
             self.store.close()
 
     def __enter__(self) -> Service:
         return self.open()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
+
+    # -- calls: run and recorded by the dispatcher (self.calls) ----------------------------
+
+    def call(self, tool: str, params: Any = None, actor: str = "operator",
+             allowed: Collection[str] | None = None, view: bool = False,
+             claim: Any = O.NO_CLAIM, batch: tuple[str, list[str]] | None = None) -> dict[str, Any]:
+        """Run one tool call and record it (Dispatcher.call)."""
+        return self.calls.call(tool, params, actor, allowed, view, claim, batch)
+
+    def run_operation(self, name: str, params: Any, fn: Callable[[Ctx], dict[str, Any]]) -> dict[str, Any]:
+        """An operator method that changes the Memory (Dispatcher.run_operation)."""
+        return self.calls.run_operation(name, params, fn)
+
+    def begin(self, ctx: Ctx) -> Tx:
+        return self.calls.begin(ctx)
+
+    def commit(self, ctx: Ctx) -> None:
+        self.calls.commit(ctx)
+
+    def find_operation(self, seq: int) -> dict[str, Any] | None:
+        """The operation-log record with this seq, or None."""
+        return find_record(self.oplog.path, seq)
+
+    @property
+    def seq(self) -> int:
+        """The last operation's sequence number."""
+        return self.calls.seq
+
+    @property
+    def last_at(self) -> datetime | None:
+        return self.calls.last_at
+
+    @last_at.setter
+    def last_at(self, value: datetime | None) -> None:
+        self.calls.last_at = value
+
+    @property
+    def listeners(self) -> list[Callable[[dict[str, Any]], None]]:
+        """Called with each committed call's event (the daemon's subscribers)."""
+        return self.calls.listeners
 
     # -- settings: config.json, PERSONA.md, synonyms.json (operator changes, recorded) ---
 
@@ -188,7 +227,7 @@ class Service(Dispatcher):
             after = self.config_file.stored.model_dump(mode="json", by_alias=True)
             return self.public_config(), [{"kind": "config.update", "before": before, "after": after}]
 
-        return self.operate("zcor/config/set", {"patch": patch}, actor, apply, "config.json")
+        return self.calls.operate("zcor/config/set", {"patch": patch}, actor, apply, "config.json")
 
     def persona_get(self) -> dict[str, Any]:
         """PERSONA.md as stored (`text`, comments included) and whether it is empty for the model."""
@@ -220,7 +259,7 @@ class Service(Dispatcher):
             return self.persona_get(), [{"kind": "persona.update", "target": PERSONA_FILE,
                                          "before": before, "after": text}]
 
-        return self.operate("zcor/persona/set", {"text": text}, actor, apply, PERSONA_FILE)
+        return self.calls.operate("zcor/persona/set", {"text": text}, actor, apply, PERSONA_FILE)
 
     def synonym_groups(self) -> list[list[str]]:
         with self.lock:
@@ -243,17 +282,17 @@ class Service(Dispatcher):
         try:
             self.synonyms.reload_if_changed()
         except ZcorError as e:
-            print(f"zcord: {e.message}; keeping the previous synonym groups", file=sys.stderr)
+            log.warning("%s; keeping the previous synonym groups", e.message)
 
     # -- the bot's views (not tool calls: never recorded) ------------------------------
 
     def prefix(self) -> str:
         """The system prefix, built from live state and PERSONA.md."""
         with self.lock:
-            st = self.state
+            st: MemoryState = self.state
             hidden = self.review.hidden
             if hidden and any(i in hidden for i in st.important):  # held memories wait for review
-                st = WithoutHeld(st, hidden)
+                st = cast(MemoryState, WithoutHeld(st, hidden))  # the state, its important list filtered
             return build_prefix(st, self.dir / PERSONA_FILE, self.config.relationship_memory)
 
     def recall(self, session: str, events: Any) -> list[str]:
@@ -262,10 +301,10 @@ class Service(Dispatcher):
         parsed = parse_events(events)
         with self.lock:
             self.refresh_synonyms()
-            parsed = self._unblocked(session, parsed)
-            if parsed is None:
+            kept = self._unblocked(session, parsed)
+            if kept is None:
                 return []
-            return self.sessions.recall(session, parsed, self.config.recall_budget, self.config.recall_ranking)
+            return self.sessions.recall(session, kept, self.config.recall_budget, self.config.recall_ranking)
 
     def _unblocked(self, session: str, events: list) -> list | None:
         """The batch without blocked senders' external events; None (and the session's recall
@@ -304,7 +343,7 @@ class Service(Dispatcher):
             return out, ([] if before == after else
                          [{"kind": "trust.set", "target": params["sender"], "before": before, "after": after}])
 
-        return self.operate("zcor/trust/set", dict(params), actor, apply, TRUST_FILE)
+        return self.calls.operate("zcor/trust/set", dict(params), actor, apply, TRUST_FILE)
 
     def context(self, session: str) -> dict[str, Any]:
         """The context header for the session, rendered from live state now."""

@@ -9,8 +9,8 @@ synchronously (shutdown, restores, migrations, zcor/snapshot) when zcord must wa
 from __future__ import annotations
 
 import json
+import logging
 import os
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -22,15 +22,18 @@ from ..core.store import Seal, StateView
 from .calls import RestoreInProgress
 
 if TYPE_CHECKING:
-    from .service import Service
+    from .parts import SnapshotHost
 
-SNAPSHOT_CHANGES = int(os.environ.get("ZCOR_SNAPSHOT_CHANGES", "2000"))
-SNAPSHOT_BYTES = int(os.environ.get("ZCOR_SNAPSHOT_BYTES", str(32 << 20)))
-SNAPSHOT_SECONDS = float(os.environ.get("ZCOR_SNAPSHOT_SECONDS", "600"))
+log = logging.getLogger("zcord")
+
+SNAPSHOT_CHANGES = 2000
+SNAPSHOT_BYTES = 32 << 20
+SNAPSHOT_SECONDS = 600.0
 """A snapshot (memory-state.json) is written in the background once this many changes, or
 this many bytes of change records, have been journaled since the last one, or the oldest
 of them is this old (checked at each change). Smaller values: faster start after a crash,
-more background writing."""
+more background writing. ZCOR_SNAPSHOT_CHANGES, ZCOR_SNAPSHOT_BYTES and
+ZCOR_SNAPSHOT_SECONDS override them, read when a Service is made (Snapshots)."""
 SNAPSHOT_RETRY_SECONDS = 30.0
 POS_ADVANCE_BYTES = 64 << 20
 """When the log has grown this much since the snapshot's position (reads are logged too),
@@ -102,8 +105,13 @@ class Snapshots:
     """The journal's counters and the snapshot writer of one Service (whose lock guards
     everything here, except where a method says it runs without it)."""
 
-    def __init__(self, svc: Service) -> None:
+    def __init__(self, svc: SnapshotHost) -> None:
         self.svc = svc
+        env = os.environ
+        self.max_changes = int(env.get("ZCOR_SNAPSHOT_CHANGES", SNAPSHOT_CHANGES))
+        self.max_bytes = int(env.get("ZCOR_SNAPSHOT_BYTES", SNAPSHOT_BYTES))
+        self.max_seconds = float(env.get("ZCOR_SNAPSHOT_SECONDS", SNAPSHOT_SECONDS))
+        """When a background snapshot is due (SNAPSHOT_CHANGES, _BYTES, _SECONDS)."""
         self.changes = 0
         """Changes journaled since the last snapshot."""
         self.nbytes = 0
@@ -136,7 +144,7 @@ class Snapshots:
                     pos = self.pos()
                     self.start()
                     mine = self.thread
-            if mine is None:
+            if mine is None and busy is not None:
                 busy.join()  # a background snapshot is being written: wait for it without the lock
         mine.join()
         with self.svc.lock:
@@ -183,6 +191,20 @@ class Snapshots:
                 return value
         return self.svc.store.write_snapshot(target, pos, private=view is not None)
 
+    def adopt(self, pos: SnapshotPos, seal: Seal | None) -> None:
+        """(lock held) A restore's new state, written by write_waited(pos, view), has become
+        the live state: take in the history it sealed; nothing is journaled since."""
+        if seal is not None:
+            self.svc.store.apply_seal(self.svc.state, seal)
+        self.written(pos)
+
+    def wait_background(self) -> None:
+        """Without the lock: let a background snapshot finish (a restore, which stops new
+        ones from starting, waits for it before it writes its own)."""
+        thread = self.thread
+        if thread is not None:
+            thread.join()
+
     def written(self, pos: SnapshotPos | None = None) -> None:
         """A synchronous snapshot holding every change so far was written."""
         self.changes, self.nbytes, self.since = 0, 0, None
@@ -199,7 +221,7 @@ class Snapshots:
             try:
                 write_pos(self.svc.dir, pos)
             except OSError as e:
-                print(f"zcord: could not update {POS_FILE} ({e})", file=sys.stderr)
+                log.warning("could not update %s (%s)", POS_FILE, e)
             self.pos_offset = pos.log_offset  # on failure, the next try is POS_ADVANCE_BYTES later
         elif time.monotonic() >= self.retry_at:
             self.start()
@@ -221,8 +243,8 @@ class Snapshots:
             self.settle()
         if now_m < self.retry_at or not self.changes or self.svc.gate.restoring:
             return
-        if (self.changes >= SNAPSHOT_CHANGES or self.nbytes >= SNAPSHOT_BYTES
-                or now_m - (self.since or now_m) >= SNAPSHOT_SECONDS):
+        if (self.changes >= self.max_changes or self.nbytes >= self.max_bytes
+                or now_m - (self.since or now_m) >= self.max_seconds):
             self.start()
 
     def start(self) -> None:
@@ -238,7 +260,7 @@ class Snapshots:
         try:
             pid, reader = self.fork(pos)
         except OSError as e:
-            print(f"zcord: cannot fork the snapshot writer ({e}); writing it from a thread", file=sys.stderr)
+            log.warning("cannot fork the snapshot writer (%s); writing it from a thread", e)
             view = StateView.of(self.svc.state)
 
             def run() -> None:
@@ -283,7 +305,7 @@ class Snapshots:
             self.svc.store.snapshot_lock = threading.RLock()  # no other thread exists here
             seal = self.svc.store.write_snapshot(self.svc.state, pos) if view is None else \
                 self.svc.store.write_snapshot(view, pos, private=True)
-            answer = {"seal": None if seal is None else {"segment": seal.segment, "first_id": seal.first_id,
+            answer: dict[str, Any] = {"seal": None if seal is None else {"segment": seal.segment, "first_id": seal.first_id,
                                                          "last_id": seal.last_id}}
             code = 0
         except BaseException as e:
@@ -314,5 +336,5 @@ class Snapshots:
             self.since = time.monotonic() if self.changes else None
         else:
             self.retry_at = time.monotonic() + SNAPSHOT_RETRY_SECONDS
-            print(f"zcord: could not write the snapshot ({value}); the operation log holds every change, "
-                  f"retrying in {SNAPSHOT_RETRY_SECONDS:.0f} s", file=sys.stderr)
+            log.warning("could not write the snapshot (%s); the operation log holds every change, "
+                        "retrying in %.0f s", value, SNAPSHOT_RETRY_SECONDS)

@@ -11,6 +11,7 @@ from functools import cached_property
 from typing import Any, Literal
 
 from . import inputs as I
+from .calls import Steps
 from .rooms import backups, history, important, memories, relationships, search, synonyms
 
 RELATIONSHIP_TOOLS = frozenset({
@@ -26,10 +27,10 @@ class ToolSpec:
     handler: Callable[[Any, Any, Any], dict[str, Any]] | None
     """The rule, run under the service lock: (service, parsed arguments, Ctx) -> result."""
     mutates: bool = False
-    flow: Callable[[Any, ToolSpec, Any, str], dict[str, Any]] | None = None
+    flow: Callable[[Any, ToolSpec, Any, str], Steps] | None = None
     """For a tool that lets the lock go while it works (an LLM call, writing a backup, a
-    restore's slow phase): (service, this spec, raw arguments, actor) -> result. It
-    validates, commits and records the call itself, with the dispatcher's helpers."""
+    restore's slow phase): (service, this spec, raw arguments, actor) -> the call's steps
+    (calls.Steps), which the dispatcher runs by its one path, recording the call."""
     reads_log: bool = False
     """The tool queries the operation log: its index is warmed (in the background) first."""
     runs: Literal["worker", "network", "long"] = "worker"
@@ -114,11 +115,11 @@ _TABLE = [
              I.HistoryArgs, history.history, reads_log=True, runs="long"),
     ToolSpec("zcor_memory_backup",
              "Write a timestamped backup of the whole Memory and return its file name.",
-             I.NoArgs, None, flow=backups.backup_flow, runs="long"),
+             I.NoArgs, None, flow=backups.BackupSteps, runs="long"),
     ToolSpec("zcor_memory_restore",
              "Replace the Memory with a backup from backups/ (a file name from zcor_memory_backup). "
              "The current state is backed up first; the result names that backup.",
-             I.RestoreArgs, backups.restore, mutates=True, flow=backups.restore_flow,
+             I.RestoreArgs, backups.restore, mutates=True, flow=backups.RestoreSteps,
              runs="long"),
     ToolSpec("zcor_synonyms_add",
              "Teach recall that some words mean the same thing (e.g. a nickname and a name). Adds "
@@ -129,7 +130,7 @@ _TABLE = [
              "differ: keywords are expanded with synonyms, matched against memory titles (not "
              "bodies), and a model picks at most 5 relevant results. Slower than query: it calls "
              "an LLM.",
-             I.SearchArgs, None, flow=search.search, runs="network"),
+             I.SearchArgs, None, flow=search.SearchSteps, runs="network"),
 ]
 
 TOOLS: dict[str, ToolSpec] = {t.name: t for t in _TABLE}

@@ -15,21 +15,25 @@ import json
 import mmap
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from orjson import loads as _loads
 
 from ..core.errors import Conflict, InvalidArgument, NotFound, ZcorError
 from ..core.fsutil import reverse_lines
 from ..core.journal import apply_change
 from ..core.models import Node, Relationship, format_time
 from ..core.state import MemoryState
-from ..core.store import HISTORY_DIR, RestoreLimits
+from ..core.store import HISTORY_DIR
 
 if TYPE_CHECKING:
+    from ..core.oplog import OpLog
     from .calls import Ctx
-    from .service import Service
+    from .parts import FlowRoom
 
 REVERT = "zcor/history/revert"
 REINSTATE = "zcor/history/reinstate"
@@ -40,15 +44,60 @@ REVERTERS = (REVERT, REVERT_ORIGIN, REJECT)
 _AT_RE = re.compile(rb'"at":"([^"]+)"')
 
 
+class UndoBook:
+    """What undo keeps between calls (a part of the Service): whether the operation log
+    reaches back to change 1. The log is only ever appended to while zcord runs, so the
+    answer is kept for the process."""
+
+    def __init__(self, oplog: OpLog) -> None:
+        self.oplog = oplog
+        self._log_has_first_change: bool | None = None
+
+    def log_from_the_start(self) -> bool:
+        """Whether operations.jsonl holds change 1."""
+        known = self._log_has_first_change
+        if known is None:
+            known = False
+            try:
+                with open(self.oplog.path, "rb") as f:
+                    for line in f:
+                        if b'"changeId":' in line:
+                            known = any(c.get("changeId") == 1 for c in json.loads(line).get("changes", ()))
+                            break
+            except (OSError, ValueError):
+                known = False
+            self._log_has_first_change = known
+        return known
+
+
+@dataclass
+class HistorySource:
+    """Where the change history is: the Memory directory, the sealed segments' names (files
+    that never change once named) and the inline changes. `live` reads the Service's own
+    lists (lock held); `copied` copies them under the lock, for a walk outside it."""
+
+    dir: Path
+    history: list[Any]
+    history_segments: list[str]
+
+    @classmethod
+    def live(cls, svc: FlowRoom) -> HistorySource:
+        return cls(svc.dir, svc.state.history, svc.state.history_segments)
+
+    @classmethod
+    def copied(cls, svc: FlowRoom) -> HistorySource:
+        return cls(svc.dir, list(svc.state.history), list(svc.state.history_segments))
+
+
 # -- the change history, raw ------------------------------------------------------------------
 
 
-def changes(svc: Service, target: str | None = None) -> Iterator[dict[str, Any]]:
+def changes(src: HistorySource, target: str | None = None) -> Iterator[dict[str, Any]]:
     """Every change ever committed as its JSON dict, oldest first (optionally only those of
     one target: memory id or personId)."""
     needle = None if target is None else b'"target":' + json.dumps(target).encode()
-    for seg in svc.state.history_segments:
-        path = svc.dir / HISTORY_DIR / seg
+    for seg in list(src.history_segments):
+        path = src.dir / HISTORY_DIR / seg
         if needle is None:
             with open(path, "rb") as f:
                 for line in f:
@@ -64,12 +113,12 @@ def changes(svc: Service, target: str | None = None) -> Iterator[dict[str, Any]]
                 if c.get("target") == target:
                     yield c
                 at = data.find(needle, end)
-    for c in list(svc.state.history):
+    for c in list(src.history):
         if target is None or c.target == target:
             yield c.dump()
 
 
-def _indexed_changes(svc: Service, target: str) -> list[dict[str, Any]] | None:
+def _indexed_changes(svc: FlowRoom, target: str) -> list[dict[str, Any]] | None:
     """The changes of one target from the operation log's index (the log holds every change),
     oldest first; None when the index cannot answer (being built) or the log does not reach
     back to the first change (then the history itself is read)."""
@@ -83,27 +132,9 @@ def _indexed_changes(svc: Service, target: str) -> list[dict[str, Any]] | None:
             cid = c.get("changeId")
             if cid and c.get("target") == target:
                 out[cid] = {**c, "origin": rec.get("origin")}
-    if not _log_from_the_start(svc):
+    if not svc.undo.log_from_the_start():
         return None
     return [out[k] for k in sorted(out)]
-
-
-def _log_from_the_start(svc: Service) -> bool:
-    """Whether operations.jsonl holds change 1 (it is only ever appended to while zcord runs,
-    so the answer is kept for the process)."""
-    known = getattr(svc, "_log_has_first_change", None)
-    if known is None:
-        known = False
-        try:
-            with open(svc.oplog.path, "rb") as f:
-                for line in f:
-                    if b'"changeId":' in line:
-                        known = any(c.get("changeId") == 1 for c in json.loads(line).get("changes", ()))
-                        break
-        except (OSError, ValueError):
-            known = False
-        svc._log_has_first_change = known
-    return known
 
 
 def _line_time(line: bytes) -> float:
@@ -111,19 +142,19 @@ def _line_time(line: bytes) -> float:
     return datetime.fromisoformat(m.group(1).decode()).timestamp() if m else float("-inf")
 
 
-def _walk_after(svc: Service, t: float):
+def _walk_after(src: HistorySource, t: float) -> Iterator[Any]:
     """The changes after the last one made at or before instant t, oldest first, as raw
     segment lines (bytes) or inline Change objects. The boundary is found from the newest
     back, so the cost follows how far back t is."""
-    inline = list(svc.state.history)
-    segments = list(svc.state.history_segments)
+    inline = list(src.history)
+    segments = list(src.history_segments)
     k = len(inline)
     while k > 0 and inline[k - 1].at.timestamp() > t:
         k -= 1
     pieces: list[tuple[Path, int]] = []
     if k == 0:
         for seg in reversed(segments):
-            path = svc.dir / HISTORY_DIR / seg
+            path = src.dir / HISTORY_DIR / seg
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
             try:
                 start, found = 0, False
@@ -143,10 +174,6 @@ def _walk_after(svc: Service, t: float):
     yield from inline[k:]
 
 
-try:
-    from orjson import loads as _loads
-except ImportError:  # pragma: no cover - orjson is a dependency; json is the fallback
-    _loads = json.loads
 
 _KEY_RE = re.compile(rb'"kind":"([a-z.]+)","target":(null|"(?:[^"\\]|\\.)*")')
 
@@ -154,33 +181,33 @@ _KEY_RE = re.compile(rb'"kind":"([a-z.]+)","target":(null|"(?:[^"\\]|\\.)*")')
 # -- the Memory before a restore -----------------------------------------------------------------
 
 
-def before_restore(svc: Service, change: dict[str, Any], view: Any = None) -> MemoryState:
+def before_restore(svc: FlowRoom, change: dict[str, Any], src: HistorySource | None = None) -> MemoryState:
     """The Memory just before a restore: its pre-restore backup, or, when that file is gone
     (pruned, deleted by hand), rebuilt from the change history (which holds every change)."""
     name = (change.get("before") or {}).get("backupFile")
     try:
-        return svc.store.read_backup(name, RestoreLimits.of(svc.config))
+        return svc.backups.read(str(name))
     except (ZcorError, OSError):
-        return _rebuilt_before(svc, change["changeId"], view if view is not None else svc)
+        return _rebuilt_before(svc, change["changeId"], src if src is not None else HistorySource.live(svc))
 
 
-def _rebuilt_before(svc: Service, change_id: int, view: Any) -> MemoryState:
+def _rebuilt_before(svc: FlowRoom, change_id: int, src: HistorySource) -> MemoryState:
     """Replay every change before change_id onto an empty Memory. A restore on the way
     brings in the backup it read (or, for a revert that was itself rebuilt, the Memory
     before the restore it reverted). Conflict when the history cannot say (a Memory
     migrated from an old format started with memories no change created)."""
     state = MemoryState()
-    for c in changes(view):
+    for c in changes(src):
         cid, kind = c["changeId"], c["kind"]
         if cid >= change_id:
             break
         if kind == "state.restore":
             after = c.get("after") or {}
             if isinstance(after.get("rebuiltBefore"), int):
-                state = _rebuilt_before(svc, after["rebuiltBefore"], view)
+                state = _rebuilt_before(svc, after["rebuiltBefore"], src)
                 continue
             try:
-                state = svc.store.read_backup(after.get("restoredFrom"), RestoreLimits.of(svc.config))
+                state = svc.backups.read(str(after.get("restoredFrom")))
             except (ZcorError, OSError) as e:
                 raise Conflict(f"The Memory before change {change_id} cannot be rebuilt: its pre-restore backup "
                                f"is gone, and so is {after.get('restoredFrom')!r}, restored by change {cid} "
@@ -201,7 +228,7 @@ def _rebuilt_before(svc: Service, change_id: int, view: Any) -> MemoryState:
 # -- versions and time travel -------------------------------------------------------------------
 
 
-def versions(svc: Service, target: str) -> dict[str, Any]:
+def versions(svc: FlowRoom, target: str) -> dict[str, Any]:
     """Every version of one memory (or relationship, by personId), oldest first: each change
     with the record as it was after it (None after a delete)."""
     if not isinstance(target, str) or not target:
@@ -209,7 +236,7 @@ def versions(svc: Service, target: str) -> dict[str, Any]:
     with svc.lock:
         found = _indexed_changes(svc, target)
         if found is None:
-            found = list(changes(svc, target))
+            found = list(changes(HistorySource.live(svc), target))
         items = [{"at": c["at"], "actor": c["actor"], "seq": c.get("opSeq"), "changeId": c["changeId"],
                   "kind": c["kind"], "tool": c.get("tool"), "origin": c.get("origin"),
                   "record": c.get("after") if not c["kind"].endswith(".delete") else None}
@@ -219,7 +246,7 @@ def versions(svc: Service, target: str) -> dict[str, Any]:
     return {"id": target, "items": items}
 
 
-def state_at(svc: Service, when: datetime) -> dict[str, Any]:
+def state_at(svc: FlowRoom, when: datetime) -> dict[str, Any]:
     """The whole Memory as it was at an instant (read-only).
 
     Walking forward from the instant, the first later change of each memory, relationship
@@ -232,13 +259,11 @@ def state_at(svc: Service, when: datetime) -> dict[str, Any]:
         nodes: dict[str, Any] = dict(st.nodes)
         rels: dict[str, Any] = dict(st.relationships)
         important: Any = list(st.important)
-        inline_copy = list(st.history)
-        seg_copy = list(st.history_segments)
+        src = HistorySource.copied(svc)
     firsts: dict[tuple[str, str | None], dict[str, Any]] = {}
     count = 0
     restore: dict[str, Any] | None = None
-    view = _HistoryView(svc.dir, inline_copy, seg_copy)
-    for item in _walk_after(view, t):
+    for item in _walk_after(src, t):
         count += 1
         if isinstance(item, bytes):
             m = _KEY_RE.search(item)
@@ -258,15 +283,15 @@ def state_at(svc: Service, when: datetime) -> dict[str, Any]:
         key = ("important", None) if kind.startswith("important.") else (kind.split(".")[0], target)
         firsts.setdefault(key, c)
     if restore is not None:
-        old = before_restore(svc, restore, view)
+        old = before_restore(svc, restore, src)
         nodes, rels, important = dict(old.nodes), dict(old.relationships), list(old.important)
-        count = sum(1 for _ in _walk_after(view, t))
+        count = sum(1 for _ in _walk_after(src, t))
     for (what, target), c in firsts.items():
         kind, before = c["kind"], c.get("before")
         if what == "important":
             important = list(before or [])
         table = nodes if what == "node" else rels if what == "relationship" else None
-        if table is None:
+        if table is None or target is None:
             continue
         if kind.endswith(".create"):
             table.pop(target, None)
@@ -284,17 +309,6 @@ def state_at(svc: Service, when: datetime) -> dict[str, Any]:
             "important": important, "relationships": [plain(rels[p]) for p in sorted(rels)]}
 
 
-class _HistoryView:
-    """The history's parts as copied under the lock, for a walk outside it (sealed segment
-    files never change once named)."""
-
-    def __init__(self, memdir: Path, inline: list, segments: list[str]):
-        self.dir = memdir
-        self.state = self
-        self.history = inline
-        self.history_segments = segments
-
-
 # -- revert ------------------------------------------------------------------------------------
 
 
@@ -304,10 +318,10 @@ def _differs(current: dict[str, Any] | None, expected: dict[str, Any] | None) ->
     return sorted(k for k in set(current) | set(expected) if current.get(k) != expected.get(k))
 
 
-class _Undo:
+class Undo:
     """Builds one revert inside the caller's transaction, collecting conflicts."""
 
-    def __init__(self, svc: Service, ctx: Ctx, seq: int, force: bool, tx: Any = None):
+    def __init__(self, svc: FlowRoom, ctx: Ctx, seq: int, force: bool, tx: Any = None):
         self.svc, self.ctx, self.seq, self.force = svc, ctx, seq, force
         self.st = svc.state
         self.tx = svc.begin(ctx) if tx is None else tx
@@ -442,9 +456,9 @@ class _Undo:
             return
         name = (change.get("before") or {}).get("backupFile")
         incoming = before_restore(self.svc, change)
-        rebuilt = {} if os.path.exists(self.svc.store.backups / str(name)) else {"rebuiltBefore": change["changeId"]}
+        rebuilt = {} if self.svc.backups.exists(str(name)) else {"rebuiltBefore": change["changeId"]}
         auto = "(a backup written when the revert runs)" if self.dry else \
-            self.svc.store.write_backup(self.st, self.ctx.at, bot=False)
+            self.svc.backups.write(self.st, self.ctx.at, bot=False)
 
         def summary(s) -> dict[str, Any]:
             return {"nodes": len(s.nodes), "relationships": len(s.relationships), "important": list(s.important)}
@@ -455,7 +469,7 @@ class _Undo:
         self.ctx.snapshot_first = True
 
 
-def revert(svc: Service, params: Any) -> dict[str, Any]:
+def revert(svc: FlowRoom, params: Any) -> dict[str, Any]:
     """Undo every change of one logged operation (operator method `zcor/history/revert`).
 
     With `preview: true` nothing is changed or logged: the result lists exactly the changes
@@ -463,13 +477,12 @@ def revert(svc: Service, params: Any) -> dict[str, Any]:
     seq, force = _seq_args(params)
     if params.get("preview", False):
         return _preview(svc, seq, force)
-    return svc.review.settle_after(lambda: svc.run_operation(REVERT, params, lambda ctx: _revert(svc, ctx, seq, force)))
+    return svc.review.settle_after(lambda: svc.calls.run_operation(REVERT, params, lambda ctx: _revert(svc, ctx, seq, force)))
 
 
-def _preview(svc: Service, seq: int, force: bool) -> dict[str, Any]:
+def _preview(svc: FlowRoom, seq: int, force: bool) -> dict[str, Any]:
     with svc.lock:
-        ctx = svc.new_ctx(REVERT, "operator")
-        svc.seq -= 1  # a preview is not an operation: its number is not used
+        ctx = svc.calls.preview_ctx(REVERT)
         ctx.snapshot_first = False
         try:
             u = _plan(svc, ctx, seq, force, dry=True)
@@ -500,7 +513,7 @@ def _seq_args(params: Any) -> tuple[int, bool]:
     return seq, force
 
 
-def _revert(svc: Service, ctx: Ctx, seq: int, force: bool) -> dict[str, Any]:
+def _revert(svc: FlowRoom, ctx: Ctx, seq: int, force: bool) -> dict[str, Any]:
     u = _plan(svc, ctx, seq, force)
     svc.review.start_reverting([seq], ctx.seq)  # a held operation reverted is no longer pending
     svc.commit(ctx)
@@ -509,7 +522,7 @@ def _revert(svc: Service, ctx: Ctx, seq: int, force: bool) -> dict[str, Any]:
             "changes": [{"kind": c["kind"], "target": c.get("target")} for c in ctx.changes]}
 
 
-def _plan(svc: Service, ctx: Ctx, seq: int, force: bool, dry: bool = False) -> _Undo:
+def _plan(svc: FlowRoom, ctx: Ctx, seq: int, force: bool, dry: bool = False) -> Undo:
     """Apply the revert inside a transaction (not yet committed); Conflict when refused."""
     rec = svc.find_operation(seq)
     if rec is None:
@@ -518,7 +531,7 @@ def _plan(svc: Service, ctx: Ctx, seq: int, force: bool, dry: bool = False) -> _
     if rec.get("status") != "ok" or not own:
         raise InvalidArgument(f"Operation {seq} ({rec.get('tool')}) changed nothing in the Memory; there is "
                               f"nothing to revert", field="seq")
-    u = _Undo(svc, ctx, seq, force)
+    u = Undo(svc, ctx, seq, force)
     u.dry = dry
     _undo_changes(u, own)
     _refuse_conflicts(u, f"Operation {seq}", force)
@@ -528,7 +541,7 @@ def _plan(svc: Service, ctx: Ctx, seq: int, force: bool, dry: bool = False) -> _
     return u
 
 
-def _refuse_conflicts(u: _Undo, what: str, force: bool, field: str = "seq") -> None:
+def _refuse_conflicts(u: Undo, what: str, force: bool, field: str = "seq") -> None:
     hard = [x for x in u.conflicts if x.get("forceable") is False]
     if u.conflicts and (hard or not force):
         shown = "; ".join((f"operation {x['seq']}, " if "seq" in x else "") + f"{x['target'] or 'the Memory'}: "
@@ -539,7 +552,7 @@ def _refuse_conflicts(u: _Undo, what: str, force: bool, field: str = "seq") -> N
                        data={"conflicts": u.conflicts})
 
 
-def _undo_changes(u: _Undo, own: list[dict[str, Any]]) -> None:
+def _undo_changes(u: Undo, own: list[dict[str, Any]]) -> None:
     """Undo one operation's changes (newest first) inside u's transaction, noting conflicts."""
     marks = [c for c in own if c["kind"].startswith("important.")]
     if marks:
@@ -559,7 +572,7 @@ def _undo_changes(u: _Undo, own: list[dict[str, Any]]) -> None:
     u.finish_important()
 
 
-def reinstate(svc: Service, params: Any) -> dict[str, Any]:
+def reinstate(svc: FlowRoom, params: Any) -> dict[str, Any]:
     """Make one earlier version of a memory (or relationship) current again, as one new
     change (operator method `zcor/history/reinstate {id, changeId}`)."""
     if not isinstance(params, dict) or set(params) - {"id", "changeId"}:
@@ -569,13 +582,13 @@ def reinstate(svc: Service, params: Any) -> dict[str, Any]:
         raise InvalidArgument("id must be a memory id or personId and changeId an integer", field="changeId")
 
     def run(ctx: Ctx) -> dict[str, Any]:
-        version = next((c for c in changes(svc, target) if c["changeId"] == cid), None)
+        version = next((c for c in changes(HistorySource.live(svc), target) if c["changeId"] == cid), None)
         if version is None or not version["kind"].startswith(("node.", "relationship.")):
             raise NotFound(f"Change {cid} is not a change of {target!r}", field="changeId")
         record = version.get("after")
         if record is None:
             raise InvalidArgument(f"Change {cid} deleted {target}; reinstate a version it had before", field="changeId")
-        u = _Undo(svc, ctx, 0, True)
+        u = Undo(svc, ctx, 0, True)
         u.receipt = {"reinstates": cid}
         if version["kind"].startswith("node."):
             cur = svc.state.nodes.get(target)
@@ -594,13 +607,13 @@ def reinstate(svc: Service, params: Any) -> dict[str, Any]:
         return {"seq": ctx.seq, "id": target, "changeId": cid,
                 "changes": [{"kind": c["kind"], "target": c.get("target")} for c in ctx.changes]}
 
-    return svc.run_operation(REINSTATE, params, run)
+    return svc.calls.run_operation(REINSTATE, params, run)
 
 
 # -- several operations at once: undo by origin, and the review's reject --------------------------
 
 
-def reverted_seqs(svc: Service) -> set[int]:
+def reverted_seqs(svc: FlowRoom) -> set[int]:
     """The operations undone by a revert that is itself still in force (a revert of a revert
     puts its operation back), from the reverting operations' log results."""
     undone_by: dict[int, list[int]] = {}
@@ -622,12 +635,12 @@ def reverted_seqs(svc: Service) -> set[int]:
     return {x for r, seqs in undone_by.items() if in_force(r) for x in seqs}
 
 
-def plan_many(svc: Service, ctx: Ctx, records: list[dict[str, Any]], force: bool, what: str, field: str,
-              dry: bool = False, receipt: dict[str, Any] | None = None) -> _Undo:
+def plan_many(svc: FlowRoom, ctx: Ctx, records: list[dict[str, Any]], force: bool, what: str, field: str,
+              dry: bool = False, receipt: dict[str, Any] | None = None) -> Undo:
     """Undo several logged operations, newest first, in one transaction (not yet committed);
     Conflict when refused, as `_plan` for one."""
     records = sorted(records, key=lambda r: r["seq"], reverse=True)
-    u = _Undo(svc, ctx, records[0]["seq"], force)
+    u = Undo(svc, ctx, records[0]["seq"], force)
     u.dry = dry
     for rec in records:
         own = [c for c in rec.get("changes", []) if c.get("changeId")]
@@ -643,11 +656,10 @@ def plan_many(svc: Service, ctx: Ctx, records: list[dict[str, Any]], force: bool
     return u
 
 
-def preview_many(svc: Service, name: str, plan) -> dict[str, Any]:
-    """Run plan(ctx) -> _Undo as a preview: nothing changed, logged or numbered."""
+def preview_many(svc: FlowRoom, name: str, plan: Callable[[Ctx], Undo]) -> dict[str, Any]:
+    """Run plan(ctx) -> Undo as a preview: nothing changed, logged or numbered."""
     with svc.lock:
-        ctx = svc.new_ctx(name, "operator")
-        svc.seq -= 1  # a preview is not an operation: its number is not used
+        ctx = svc.calls.preview_ctx(name)
         try:
             u = plan(ctx)
             planned = [c.dump() for c in u.tx.changes]
@@ -686,7 +698,7 @@ def _origin_args(params: Any) -> tuple[str, float | None, float | None, bool, bo
     return sender, start, end, params.get("force", False), params.get("preview", False)
 
 
-def origin_operations(svc: Service, sender: str, start: float | None, end: float | None) -> list[dict[str, Any]]:
+def origin_operations(svc: FlowRoom, sender: str, start: float | None, end: float | None) -> list[dict[str, Any]]:
     """The operations in force that changed the Memory on behalf of `sender` (its origin
     names it) in the time range, newest first."""
     records, _ = svc.oplog.query([], start, end, 1 << 30, 0, changes_only=True, origin=sender)
@@ -695,7 +707,7 @@ def origin_operations(svc: Service, sender: str, start: float | None, end: float
             and any(c.get("changeId") for c in r.get("changes", ()))]
 
 
-def revert_origin(svc: Service, params: Any) -> dict[str, Any]:
+def revert_origin(svc: FlowRoom, params: Any) -> dict[str, Any]:
     """Undo every change caused by one sender in a time range, newest first, as one
     operation (operator method `zcor/history/revertOrigin`), itself revertible. Conflicts
     and `force` / `preview` as for `revert`."""
@@ -703,7 +715,7 @@ def revert_origin(svc: Service, params: Any) -> dict[str, Any]:
         raise InvalidArgument("from must be an ISO 8601 time with its UTC offset", field="from")
     sender, start, end, force, preview = _origin_args(params)
 
-    def plan(ctx: Ctx, dry: bool, seqs: list[int]) -> _Undo:
+    def plan(ctx: Ctx, dry: bool, seqs: list[int]) -> Undo:
         records = origin_operations(svc, sender, start, end)
         if not records:
             raise InvalidArgument(f"No change in force was caused by {sender} in that range; nothing to revert",
@@ -726,4 +738,4 @@ def revert_origin(svc: Service, params: Any) -> dict[str, Any]:
         return {"seq": ctx.seq, "sender": sender, "reverted": seqs, "forced": bool(u.conflicts),
                 "changes": [{"kind": c["kind"], "target": c.get("target")} for c in ctx.changes]}
 
-    return svc.review.settle_after(lambda: svc.run_operation(REVERT_ORIGIN, params, run))
+    return svc.review.settle_after(lambda: svc.calls.run_operation(REVERT_ORIGIN, params, run))

@@ -11,10 +11,10 @@ from ..calls import Ctx
 from .memories import find_node
 
 if TYPE_CHECKING:
-    from ..service import Service
+    from ..parts import Room
 
 
-def important(svc: Service, a: I.ImportantArgs, ctx: Ctx) -> dict[str, Any]:
+def important(svc: Room, a: I.ImportantArgs, ctx: Ctx) -> dict[str, Any]:
     st = svc.state
     node = find_node(svc, a.id)
     result: dict[str, Any] = {"id": a.id, "important": a.important, "changed": False}

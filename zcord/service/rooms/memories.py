@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from ...core.errors import Conflict, InvalidArgument, NotFound, Superseded
@@ -12,7 +13,7 @@ from .. import inputs as I
 from ..calls import Ctx, dedupe_words, newest_first, time_range
 
 if TYPE_CHECKING:
-    from ..service import Service
+    from ..parts import Room
 
 
 NARROW_FROM = 2000
@@ -22,7 +23,7 @@ candidate's title and content (at 100,000 memories, in process: two common keywo
 three 155 → 93 ms; bench/RESULTS.md)."""
 
 
-def find_node(svc: Service, node_id: str, name: str = "id") -> Node:
+def find_node(svc: Room, node_id: str, name: str = "id") -> Node:
     node = svc.state.nodes.get(node_id)
     if node is None:
         raise NotFound(f"No memory with {name} {node_id!r}. Use zcor_memory_query or "
@@ -30,7 +31,7 @@ def find_node(svc: Service, node_id: str, name: str = "id") -> Node:
     return node
 
 
-def current_node(svc: Service, node_id: str, name: str = "id", action: str = "changed") -> Node:
+def current_node(svc: Room, node_id: str, name: str = "id", action: str = "changed") -> Node:
     node = find_node(svc, node_id, name)
     if node.superseded_by is not None:
         raise Superseded(f"Memory {node_id} was superseded by {node.superseded_by} and cannot be "
@@ -38,26 +39,26 @@ def current_node(svc: Service, node_id: str, name: str = "id", action: str = "ch
     return node
 
 
-def check_parent(svc: Service, parent_id: str, node_id: str | None) -> None:
+def check_parent(svc: Room, parent_id: str, node_id: str | None) -> None:
     find_node(svc, parent_id, "parentId")
     if node_id is not None and node_id in svc.state.ancestors(parent_id):
         raise Conflict(f"Moving {node_id} under {parent_id} would create a cycle: {parent_id} is "
                        f"{node_id} itself or one of its descendants.", field="parentId")
 
 
-def derive(svc: Service, title: str) -> list[str]:
+def derive(svc: Room, title: str) -> list[str]:
     """Keywords from a title, cut by a jieba that knows every synonym term and keyword."""
     svc.retriever.teach_jieba()
     return derive_keywords(title)
 
 
-def item(svc: Service, node_id: str) -> dict[str, Any]:
+def item(svc: Room, node_id: str) -> dict[str, Any]:
     node = svc.state.nodes[node_id]
     return {"id": node.id, "title": node.title, "superseded": node.superseded_by is not None,
             "childCount": len(svc.state.child_ids(node_id))}
 
 
-def write(svc: Service, a: I.WriteArgs, ctx: Ctx) -> dict[str, Any]:
+def write(svc: Room, a: I.WriteArgs, ctx: Ctx) -> dict[str, Any]:
     st = svc.state
     if a.keywords is not None:
         keywords = dedupe_words(a.keywords)
@@ -99,7 +100,7 @@ def write(svc: Service, a: I.WriteArgs, ctx: Ctx) -> dict[str, Any]:
     return {"created": created, **st.nodes[node.id].dump()}
 
 
-def read(svc: Service, a: I.IdArgs, ctx: Ctx) -> dict[str, Any]:
+def read(svc: Room, a: I.IdArgs, ctx: Ctx) -> dict[str, Any]:
     node = find_node(svc, a.id)
     parent = svc.state.nodes.get(node.parent_id) if node.parent_id else None
     return {**node.dump(), "important": node.id in svc.state.important,
@@ -107,7 +108,7 @@ def read(svc: Service, a: I.IdArgs, ctx: Ctx) -> dict[str, Any]:
             "childCount": len(svc.state.child_ids(node.id))}
 
 
-def delete(svc: Service, a: I.IdArgs, ctx: Ctx) -> dict[str, Any]:
+def delete(svc: Room, a: I.IdArgs, ctx: Ctx) -> dict[str, Any]:
     st = svc.state
     node = find_node(svc, a.id)
     problems = []
@@ -145,7 +146,7 @@ def _page(ids: list[str], limit: int | None, offset: int) -> tuple[list[str], in
     return ids[offset:end], (end if end < len(ids) else None)
 
 
-def children(svc: Service, a: I.ChildrenArgs, ctx: Ctx) -> dict[str, Any]:
+def children(svc: Room, a: I.ChildrenArgs, ctx: Ctx) -> dict[str, Any]:
     if a.parent_id is not None:
         find_node(svc, a.parent_id, "parentId")
     ids = svc.state.child_ids(a.parent_id)
@@ -153,7 +154,7 @@ def children(svc: Service, a: I.ChildrenArgs, ctx: Ctx) -> dict[str, Any]:
     return {"parentId": a.parent_id, "items": [item(svc, i) for i in page], "total": len(ids), "nextOffset": nxt}
 
 
-def trace(svc: Service, a: I.TraceArgs, ctx: Ctx) -> dict[str, Any]:
+def trace(svc: Room, a: I.TraceArgs, ctx: Ctx) -> dict[str, Any]:
     find_node(svc, a.id)
     path = [{"id": i, "title": svc.state.nodes[i].title} for i in reversed(svc.state.ancestors(a.id))]
     ids = svc.state.child_ids(a.id)
@@ -162,13 +163,13 @@ def trace(svc: Service, a: I.TraceArgs, ctx: Ctx) -> dict[str, Any]:
             "childrenNextOffset": nxt}
 
 
-def query(svc: Service, a: I.QueryArgs, ctx: Ctx) -> dict[str, Any]:
+def query(svc: Room, a: I.QueryArgs, ctx: Ctx) -> dict[str, Any]:
     st = svc.state
     start, end = time_range(a)
     keys = [match_form(k) for k in a.keywords or ()]  # Traditional and Simplified alike
     # the longest keyword is usually the rarest: find its nodes in one pass, check the rest
     keys.sort(key=len, reverse=True)
-    found = st.text_matches(keys[0]) if keys else None
+    found: Collection[str] | None = st.text_matches(keys[0]) if keys else None
     rest = keys if found is None else keys[1:]
     while found is not None and rest and len(found) > NARROW_FROM:
         more = st.text_matches(rest[0])  # many candidates: one more pass costs less than their texts
@@ -195,7 +196,7 @@ def query(svc: Service, a: I.QueryArgs, ctx: Ctx) -> dict[str, Any]:
     return newest_first(hits, a, lambda i: nodes[i].dump())
 
 
-def merge(svc: Service, a: I.MergeArgs, ctx: Ctx) -> dict[str, Any]:
+def merge(svc: Room, a: I.MergeArgs, ctx: Ctx) -> dict[str, Any]:
     st = svc.state
     if len(set(a.ids)) != len(a.ids):
         raise InvalidArgument("ids must be distinct", field="ids")
@@ -215,7 +216,7 @@ def merge(svc: Service, a: I.MergeArgs, ctx: Ctx) -> dict[str, Any]:
             "important": new.id in st.important, "importantIds": list(st.important)}
 
 
-def redirect(svc: Service, tx: Tx, sources: list[Node], target: str, reason: str, ctx: Ctx,
+def redirect(svc: Room, tx: Tx, sources: list[Node], target: str, reason: str, ctx: Ctx,
              move_links: bool) -> tuple[list[str], list[str]]:
     """Supersede sources by target; move important marks (and for merge children and links)."""
     st = svc.state
@@ -255,7 +256,7 @@ def redirect(svc: Service, tx: Tx, sources: list[Node], target: str, reason: str
     return moved, relinked
 
 
-def supersede(svc: Service, a: I.SupersedeArgs, ctx: Ctx) -> dict[str, Any]:
+def supersede(svc: Room, a: I.SupersedeArgs, ctx: Ctx) -> dict[str, Any]:
     st = svc.state
     if len(set(a.ids)) != len(a.ids):
         raise InvalidArgument("ids must be distinct", field="ids")

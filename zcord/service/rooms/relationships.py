@@ -12,10 +12,10 @@ from ..calls import Ctx, dedupe_words, newest_first, time_range
 from .memories import current_node
 
 if TYPE_CHECKING:
-    from ..service import Service
+    from ..parts import Room
 
 
-def find_rel(svc: Service, person_id: str) -> Relationship:
+def find_rel(svc: Room, person_id: str) -> Relationship:
     rel = svc.state.relationships.get(person_id)
     if rel is None:
         raise NotFound(f"No relationship for personId {person_id!r}. Use zcor_relationship_query to "
@@ -23,11 +23,11 @@ def find_rel(svc: Service, person_id: str) -> Relationship:
     return rel
 
 
-def read(svc: Service, a: I.PersonArgs, ctx: Ctx) -> dict[str, Any]:
+def read(svc: Room, a: I.PersonArgs, ctx: Ctx) -> dict[str, Any]:
     return find_rel(svc, a.person_id).dump()
 
 
-def query(svc: Service, a: I.RelQueryArgs, ctx: Ctx) -> dict[str, Any]:
+def query(svc: Room, a: I.RelQueryArgs, ctx: Ctx) -> dict[str, Any]:
     st = svc.state
     start, end = time_range(a)
     if a.min_affinity is not None and a.max_affinity is not None and a.min_affinity > a.max_affinity:
@@ -46,7 +46,7 @@ def query(svc: Service, a: I.RelQueryArgs, ctx: Ctx) -> dict[str, Any]:
     return newest_first(hits, a, lambda p: st.relationships[p].dump())
 
 
-def write(svc: Service, a: I.RelWriteArgs, ctx: Ctx) -> dict[str, Any]:
+def write(svc: Room, a: I.RelWriteArgs, ctx: Ctx) -> dict[str, Any]:
     st = svc.state
     old = st.relationships.get(a.person_id)
     if a.memory_node_id is not None:
@@ -70,7 +70,7 @@ def write(svc: Service, a: I.RelWriteArgs, ctx: Ctx) -> dict[str, Any]:
     return {"created": old is None, **rel.dump()}
 
 
-def delete(svc: Service, a: I.PersonArgs, ctx: Ctx) -> dict[str, Any]:
+def delete(svc: Room, a: I.PersonArgs, ctx: Ctx) -> dict[str, Any]:
     rel = find_rel(svc, a.person_id)
     tx = svc.begin(ctx)
     tx.remove_rel(a.person_id)

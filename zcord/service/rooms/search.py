@@ -8,13 +8,15 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from ...core.config import api_key_for
-from ...core.errors import ProviderError, ZcorError
+from ...core.errors import ProviderError
 from ...retrieval.llm import Message, Provider
 from ...retrieval.recall import SEARCH_CANDIDATES
-from ..calls import parse_args
+from .. import inputs as I
+from ..calls import Ctx, Steps, parse_args
 
 if TYPE_CHECKING:
-    from ..service import Service
+    from ...core.config import LlmConfig
+    from ..parts import FlowRoom
     from ..tools import ToolSpec
 
 SEARCH_SYSTEM = (
@@ -26,41 +28,36 @@ SEARCH_SYSTEM = (
 MAX_SEARCH_RESULTS = 5
 
 
-def search(svc: Service, spec: ToolSpec, params: Any, actor: str) -> dict[str, Any]:
-    with svc.lock:
-        svc.store.verify_lock()
-        ctx = svc.new_ctx(spec.name, actor)
-        try:
-            args = parse_args(spec.input_model, params)
-            svc.refresh_synonyms()
-            terms = sorted(svc.synonyms.classes.expand(args.keywords))
-            hits = svc.retriever.visible_hits(terms, keyword_equality=False, limit=SEARCH_CANDIDATES,
-                                              mode=svc.config.recall_ranking, floor=False)
-            candidates = [svc.state.nodes[h.id].dump() for h in hits]
-            cfg = svc.config.llm
-        except ZcorError as e:
-            svc.log_call(ctx, params, error=e)
-            raise
-    try:
-        if not candidates:
-            ids: list[str] = []
-        else:
-            ids = llm_filter(svc, cfg, args.keywords, candidates)
-    except ZcorError as e:
-        with svc.lock:
-            svc.renumber(ctx)
-            svc.log_call(ctx, params, error=e)
-        raise
-    by_id = {c["id"]: c for c in candidates}
-    result = {"items": [by_id[i] for i in ids], "candidateCount": len(candidates)}
-    with svc.lock:
-        ctx.log_result = {"ids": ids, "candidates": [c["id"] for c in candidates]}
-        svc.renumber(ctx)
-        svc.log_call(ctx, params)
-    return result
+class SearchSteps(Steps):
+    """zcor_memory_search: candidates under the lock, the LLM's choice without it."""
+
+    def __init__(self, svc: FlowRoom, spec: ToolSpec, params: Any, actor: str) -> None:
+        self.svc, self.spec, self.params = svc, spec, params
+        self.candidates: list[dict[str, Any]] = []
+        self.ids: list[str] = []
+
+    def prepare(self, ctx: Ctx) -> None:
+        svc = self.svc
+        self.args = parse_args(I.SearchArgs, self.params)
+        svc.refresh_synonyms()
+        terms = sorted(svc.synonyms.classes.expand(self.args.keywords))
+        hits = svc.retriever.visible_hits(terms, keyword_equality=False, limit=SEARCH_CANDIDATES,
+                                          mode=svc.config.recall_ranking, floor=False)
+        self.candidates = [svc.state.nodes[h.id].dump() for h in hits]
+        self.llm = svc.config.llm
+        return None
+
+    def work(self, ctx: Ctx) -> None:
+        if self.candidates:
+            self.ids = llm_filter(self.svc, self.llm, self.args.keywords, self.candidates)
+
+    def finish(self, ctx: Ctx) -> dict[str, Any]:
+        by_id = {c["id"]: c for c in self.candidates}
+        ctx.log_result = {"ids": self.ids, "candidates": [c["id"] for c in self.candidates]}
+        return {"items": [by_id[i] for i in self.ids], "candidateCount": len(self.candidates)}
 
 
-def llm_filter(svc: Service, cfg, keywords: list[str], candidates: list[dict[str, Any]]) -> list[str]:
+def llm_filter(svc: FlowRoom, cfg: LlmConfig, keywords: list[str], candidates: list[dict[str, Any]]) -> list[str]:
     """Ask the configured provider which candidates are relevant; strict about the answer."""
     provider = Provider(cfg, api_key_for(cfg.base_url), client=svc.http_client)
     payload = {"keywords": keywords,

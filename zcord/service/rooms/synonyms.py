@@ -10,7 +10,7 @@ from .. import inputs as I
 from ..calls import Ctx, parse_args, synonym_terms
 
 if TYPE_CHECKING:
-    from ..service import Service
+    from ..parts import FlowRoom
 
 
 BOT_TERMS = 10
@@ -21,7 +21,7 @@ BOT_TERM_WORDS = 4
 on every batch)."""
 
 
-def _bot_limits(svc: Service, terms: list[str]) -> None:
+def _bot_limits(svc: FlowRoom, terms: list[str]) -> None:
     if len(terms) > BOT_TERMS:
         raise InvalidArgument(f"the bot may add groups of at most {BOT_TERMS} terms (got {len(terms)})",
                               field="terms")
@@ -35,7 +35,7 @@ def _bot_limits(svc: Service, terms: list[str]) -> None:
                               f"(maxBotSynonymGroups is {cap}); an operator can add more", field="terms")
 
 
-def add(svc: Service, a: I.SynonymsAddArgs, ctx: Ctx) -> dict[str, Any]:
+def add(svc: FlowRoom, a: I.SynonymsAddArgs, ctx: Ctx) -> dict[str, Any]:
     terms = synonym_terms(a)
     bot = ctx.actor == "model"
     held = False
@@ -58,7 +58,7 @@ def add(svc: Service, a: I.SynonymsAddArgs, ctx: Ctx) -> dict[str, Any]:
     return {"terms": terms, "added": added, "class": cls, **({"held": True} if held else {})}
 
 
-def _accept_held(svc: Service, terms: list[str] | None) -> None:
+def _accept_held(svc: FlowRoom, terms: list[str] | None) -> None:
     """An operator adding a group the bot's held list has accepts it: it leaves the list."""
     if not terms:
         return
@@ -70,7 +70,7 @@ def _accept_held(svc: Service, terms: list[str] | None) -> None:
         svc.synonyms.replace_groups(svc.synonyms.groups)
 
 
-def set_group(svc: Service, index: int | None, terms: list[str] | None,
+def set_group(svc: FlowRoom, index: int | None, terms: list[str] | None,
                       actor: str = "operator") -> dict[str, Any]:
     """Operators' synonym editing: index None adds, terms None removes, both replace."""
     params = {"index": index, "terms": terms}
@@ -93,6 +93,7 @@ def set_group(svc: Service, index: int | None, terms: list[str] | None,
         before = groups[index] if index is not None else None
         new = list(groups)
         if index is None:
+            assert clean is not None  # refused above otherwise
             new.append(clean)
         elif clean is None:
             del new[index]
@@ -104,7 +105,7 @@ def set_group(svc: Service, index: int | None, terms: list[str] | None,
         kind = "synonyms.add" if before is None else ("synonyms.remove" if clean is None else "synonyms.update")
         return {"groups": len(new)}, [{"kind": kind, "before": before, "after": clean}]
 
-    return svc.operate("zcor/synonyms/set", params, actor, apply, "synonyms.json")
+    return svc.calls.operate("zcor/synonyms/set", params, actor, apply, "synonyms.json")
 
 
 HELD = "zcor/synonyms/held"
@@ -118,7 +119,7 @@ def _index_param(params: dict[str, Any], name: str, size: int, what: str) -> int
     return i
 
 
-def held_action(svc: Service, params: Any, actor: str = "operator") -> dict[str, Any]:
+def held_action(svc: FlowRoom, params: Any, actor: str = "operator") -> dict[str, Any]:
     """`zcor/synonyms/held {action, held?, index?}`: the operator's decision on the bot's
     groups. accept (held): the held group joins the table as an operator's group, as
     `zcor/synonyms/set` would add it; discard (held): it is dropped; discard (index): the
@@ -160,5 +161,5 @@ def held_action(svc: Service, params: Any, actor: str = "operator") -> dict[str,
         svc.retriever.teach_jieba()
         return {"action": action, "terms": terms, "groups": len(syn.groups), "held": len(syn.bot["held"])}, [change]
 
-    return svc.operate(HELD, params if isinstance(params, dict) else {"params": params}, actor, apply,
+    return svc.calls.operate(HELD, params if isinstance(params, dict) else {"params": params}, actor, apply,
                        "synonyms.json")
