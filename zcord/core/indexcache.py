@@ -47,7 +47,8 @@ FORMAT = 2
 
 
 COVERED = ("index", "title_grams", "title_words", "keyword_ids", "title_keys", "title_stems", "keyword_stems",
-           "title_stem_keys", "stem_count", "mixed_keywords", "current_count", "title_len_sum", "pending_words", "_unindexed", "_unindexed_at")
+           "title_stem_keys", "stem_count", "mixed_keywords", "current_count", "title_len_sum", "pending_words",
+           "unindexed", "unindexed_at")
 """The attributes of RetrievalIndexes this file restores (besides the state's nodes and
 ranks): one added there must be added here too (tests/unit/test_indexcache.py checks)."""
 
@@ -205,17 +206,18 @@ def _decode(state: Any, data: tuple) -> bool:
         titled = _uints(titled)
         dict.update(table, zip(map(titles.__getitem__, titled), map(ids.__getitem__, titled)))
         made.append(table)
-    # every piece decoded: now the state takes them all at once
-    state.index = index
-    (state.title_grams, state.title_words, state.keyword_ids, state.title_keys,
-     state.title_stems, state.keyword_stems, state.title_stem_keys) = made
-    state.stem_count = stem_count
-    state.mixed_keywords = mixed
-    state.current_count = count
-    state.title_len_sum = len_sum
-    state.pending_words = list(taught)
-    state._unindexed = None
-    state._unindexed_at = 0
+    # every piece decoded: now the state's indexes take them all at once
+    ix = state.indexes
+    ix.index = index
+    (ix.title_grams, ix.title_words, ix.keyword_ids, ix.title_keys,
+     ix.title_stems, ix.keyword_stems, ix.title_stem_keys) = made
+    ix.stem_count = stem_count
+    ix.mixed_keywords = mixed
+    ix.current_count = count
+    ix.title_len_sum = len_sum
+    ix.pending_words = list(taught)
+    ix.unindexed = None
+    ix.unindexed_at = 0
     return True
 
 
