@@ -110,7 +110,7 @@ def test_background_indexing_failure_is_noted_once(tmp_path, capsys):
         calls.append(1)
         raise OSError(5, "Input/output error")
 
-    log._build_steps = failing_build  # what the background thread runs
+    log.index.build_steps = failing_build  # what the background thread runs
     try:
         for n in (1, 2, 3):
             log.warm(background=True)
