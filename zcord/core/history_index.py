@@ -375,7 +375,8 @@ class HistoryIndex:
         last_change = int(meta.get("last_change_id", 0))
         max_at = float(meta.get("max_at", float("-inf")))
         monotone = int(meta.get("monotone", 1))
-        last_off = last_len = None
+        last_off: int | None = None
+        last_len = 0
         off = pos
         for line in block.split(b"\n")[:-1]:
             if not line:
@@ -405,14 +406,15 @@ class HistoryIndex:
                 marks.append(CHANGED_TOKEN)
             bi.append((rid, bigram_doc(text) + " " + " ".join(marks)))
             max_seq = max(max_seq, rec["seq"])
-            ids = [c.get("changeId") for c in changes if isinstance(c, dict) and isinstance(c.get("changeId"), int)]
+            ids: list[int] = [c["changeId"] for c in changes
+                              if isinstance(c, dict) and isinstance(c.get("changeId"), int)]
             if ids:
                 last_change = max(last_change, *ids)
             last_off, last_len = off, len(line)
             off += len(line) + 1
         covered = pos + len(block)
-        updates = {"covered": covered, "rows": rid, "max_seq": max_seq, "last_change_id": last_change,
-                   "monotone": monotone}
+        updates: dict[str, Any] = {"covered": covered, "rows": rid, "max_seq": max_seq,
+                                   "last_change_id": last_change, "monotone": monotone}
         if max_at != float("-inf"):
             updates["max_at"] = max_at
         if last_off is not None:
@@ -590,7 +592,8 @@ class HistoryQueries:
             terms.append(CHANGED_TOKEN)
         terms += [f'"{filter_token(kind, v)}"' for kind, v in (("a", actor), ("t", tool), ("g", target),
                                                                ("o", origin)) if v is not None]
-        where, args = ["rowid BETWEEN ? AND ?"], [lo, hi]
+        where: list[str] = ["rowid BETWEEN ? AND ?"]
+        args: list[Any] = [lo, hi]
         if long and terms:  # walk bi's matches, test them against tri's (as a set: "+" keeps
             table = "bi"     # SQLite from running tri's query once per candidate row instead)
             where.append("bi MATCH ?")

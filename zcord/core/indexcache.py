@@ -72,14 +72,15 @@ def _code_crc() -> int | None:
     if not _code:
         from . import indexes, text
 
-        crc: int | None = 0
+        crc = 0
         try:
             for module in (text, indexes):
-                with open(module.__file__, "rb") as f:
+                with open(module.__file__ or "", "rb") as f:
                     crc = zlib.crc32(f.read(), crc)
         except (OSError, TypeError):
-            crc = None
-        _code.append(crc)
+            _code.append(None)
+        else:
+            _code.append(crc)
     return _code[0]
 
 

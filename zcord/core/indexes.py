@@ -12,7 +12,7 @@ from array import array
 from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, cast
 
 from .models import Node
 from .text import (
@@ -84,7 +84,7 @@ class Postings(dict):
         cache = self.cache
         ids = cache.pop(key, None)
         if ids is None:
-            ids = frozenset(map(self.by_rank.__getitem__, v))
+            ids = frozenset(map(cast("Callable[[int], str]", self.by_rank.__getitem__), v))  # held ranks: never None
             self.cached += len(ids)
             while self.cached > SET_CACHE and cache:
                 self.cached -= len(cache.pop(next(iter(cache))))
@@ -548,7 +548,7 @@ _LENGTHS: dict[float, float] = {}
 
 def _grams(text: str) -> set[str]:
     """Every CJK character and every pair of adjacent characters holding one."""
-    out = set()
+    out: set[str] = set()
     for m in _CJK_RUN.finditer(text):
         start, end = m.span()
         out.update(m.group())

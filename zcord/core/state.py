@@ -19,7 +19,7 @@ from .text import match_form, normalize
 
 @dataclass(slots=True)
 class RelIndex:
-    rank: int
+    rank: float  # creation order; a relationship brought back takes a rank between two (add_rel)
     updated: float
     norm_text: tuple[str, ...]
 
@@ -53,7 +53,7 @@ class _Held(Generic[_T]):
         self.name = self.name or name
 
     def __get__(self, obj: Any, objtype: Any = None) -> _T:
-        return getattr(getattr(obj, self.part), self.name)  # type: ignore[no-any-return]  # typed by _T
+        return getattr(getattr(obj, self.part), self.name)
 
     def __set__(self, obj: Any, value: _T) -> None:
         setattr(getattr(obj, self.part), self.name, value)
@@ -351,7 +351,7 @@ class MemoryState:
         # dicts keep insertion order = creation order; re-sort after an undo of a delete.
         self.nodes = dict(sorted(self.nodes.items(), key=lambda kv: self.rank[kv[0]]))
 
-    def _put_rel(self, rel: Relationship, rank: int | None = None) -> None:
+    def _put_rel(self, rel: Relationship, rank: float | None = None) -> None:
         old = self.relationships.get(rel.person_id)
         if old is not None:
             rank = self.rel_index[rel.person_id].rank
@@ -406,7 +406,7 @@ class Tx:
     op_seq: int | None
     at: Any
     changes: list[Change] = field(default_factory=list)
-    _undo: list[Callable[[], None]] = field(default_factory=list)
+    _undo: list[Callable[[], object]] = field(default_factory=list)
 
     def record(self, kind: str, target: str | None, before: Any = None, after: Any = None,
                receipt: dict[str, Any] | None = None) -> None:

@@ -13,7 +13,6 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable
-from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, TypeAlias, cast
 
@@ -122,7 +121,8 @@ def _fill_within(local: dict[str, float], t_ids, k_ids, value: float, only: set[
     in_k = only & k_ids if k_ids else k_ids
     if in_t and in_k:
         in_both = in_t & in_k
-        parts = ((in_t - in_both, value), (in_k - in_both, kw), (in_both, both)) if in_both else \
+        parts: tuple[tuple[Any, float], ...] = \
+            ((in_t - in_both, value), (in_k - in_both, kw), (in_both, both)) if in_both else \
             ((in_t, value), (in_k, kw))
     else:
         parts = ((in_t, value),) if in_t else ((in_k, kw),)
@@ -194,7 +194,7 @@ class Ranking:
             ix.ensure_stems()
             if terms and isinstance(terms[0], str):
                 weighted = [Term(stem_key(t), normalize(t), normalize(t), 1.0, False, self.class_of(normalize(t)))
-                            for t in cast("list[str]", terms)]
+                            for t in terms]
             else:
                 weighted = cast("list[Term]", terms)
             return self._weighted(weighted, keyword_equality, limit, explain, floor, list(people), greeting)
@@ -428,9 +428,10 @@ class Ranking:
         # context from the parents' titles, for the classes a memory is not hit by itself
         if PARENT_WEIGHT:
             nodes = st.nodes
-            chains = {}
+            chains: dict[str, list[str]] = {}
             for i in pool:
-                chain, p = [], nodes[i].parent_id
+                chain: list[str] = []
+                p = nodes[i].parent_id
                 while p is not None and len(chain) < ANCESTOR_DEPTH:
                     chain.append(p)
                     p = nodes[p].parent_id
@@ -461,7 +462,7 @@ class Ranking:
             matched: list[Match] = []
             if explain:
                 ln = length_norm(i)
-                parents = []
+                parents: list[str] = []
                 p = st.nodes[i].parent_id
                 while p is not None and len(parents) < ANCESTOR_DEPTH:
                     parents.append(p)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import collections
 import operator
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -89,7 +89,7 @@ def parse_events(events: Any) -> list[Event]:
         except ValidationError as e:
             first = e.errors()[0]
             loc = ".".join(str(p) for p in first["loc"])
-            raise InvalidArgument(sentence(f"events[{i}].{loc}" if loc else f"events[{i}]", first, None),
+            raise InvalidArgument(sentence(f"events[{i}].{loc}" if loc else f"events[{i}]", dict(first), None),
                                   field=f"events[{i}]") from None
     return out
 
@@ -359,7 +359,7 @@ class Retriever:
 _phrasal_stems: dict[str, frozenset[str]] = {}
 
 
-def _phrasal_uses(seq: list[str], phrasal: set[str], plain: set[str]) -> None:
+def _phrasal_uses(seq: Sequence[str], phrasal: set[str], plain: set[str]) -> None:
     """Sort the words of a message (its cut, in order, normalized) whose base form is
     a verb of lexicon.PHRASAL: into `phrasal` when an everyday phrase follows them ("heading"
     in "heading off to bed", "running" in "running a bit late"), else into `plain`."""
@@ -550,7 +550,7 @@ def _person_entry(state: MemoryState, person_id: str, budget: int) -> tuple[str,
 
 
 def render_header(state: MemoryState, ids: list[str], budget: int,
-                  people: list[str] = ()) -> tuple[str, list[str]]:
+                  people: Sequence[str] = ()) -> tuple[str, list[str]]:
     """The context header for these ids, from live state, at most `budget` characters.
 
     The speakers' relationships first (`people`: personIds), then the memories; each once;
@@ -559,7 +559,7 @@ def render_header(state: MemoryState, ids: list[str], budget: int,
     Over budget, every entry keeps its id while titles and bodies are cut (fair shares) and a
     note says how to read more. Returns the text and the memory ids shown.
     """
-    seen = set()
+    seen: set[str | tuple[str, str]] = set()
     entries: list[tuple[str, str, str]] = []
     for pid in people:
         if pid in state.relationships and ("p", pid) not in seen:
