@@ -8,11 +8,11 @@ from __future__ import annotations
 import collections
 import hashlib
 import json
+import logging
 import os
 import re
 import sqlite3
 import stat
-import sys
 import threading
 import time
 from datetime import datetime
@@ -21,6 +21,8 @@ from typing import Any, Protocol
 
 from .errors import StateFileInvalid, ZcorError
 from .text import normalize
+
+log = logging.getLogger("zcord")
 
 INDEX_SUFFIX = ".index.sqlite"
 INDEX_VERSION = 4
@@ -239,7 +241,7 @@ class HistoryIndex:
         return [p, p.with_name(p.name + "-wal"), p.with_name(p.name + "-shm")]
 
     def note(self, message: str) -> None:
-        print(f"zcord: {self.index_path.name}: {message}", file=sys.stderr)
+        log.warning("%s: %s", self.index_path.name, message)
 
     def _connect(self) -> sqlite3.Connection:
         """Connect to the index file, never through a symbolic link: a link (or anything but a

@@ -27,6 +27,7 @@ checksum), then a marshal'd tuple (plain containers of str, int, float, bytes, N
 from __future__ import annotations
 
 import json
+import logging
 import marshal
 import os
 import sys
@@ -39,6 +40,8 @@ from typing import Any
 from .fsutil import atomic_write, read_derived
 from .indexes import _LENGTHS, BIG_POSTING, NodeIndex, Postings
 from .text import FOLDING_VERSION
+
+log = logging.getLogger("zcord")
 
 CACHE_FILE = "memory-state.recall.cache"
 MAGIC = b"zcor memory-state.recall.cache 1\n"
@@ -109,8 +112,8 @@ def write(memdir: Path, state: Any, node_header: dict | None) -> None:
                   "payloadCrc": zlib.crc32(payload)}
         atomic_write(cache_path(memdir), [MAGIC, json.dumps(header).encode() + b"\n", payload], sync=False)
     except (OSError, ValueError, KeyError, TypeError) as e:
-        print(f"zcord: could not write {CACHE_FILE} ({getattr(e, 'strerror', None) or e}); the next start "
-              f"builds the retrieval indexes", file=sys.stderr)
+        log.warning("could not write %s (%s); the next start builds the retrieval indexes", CACHE_FILE,
+                    getattr(e, "strerror", None) or e)
         try:
             remove(memdir)
         except OSError:

@@ -38,9 +38,9 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
 import re
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,6 +50,8 @@ from .errors import StateFileInvalid
 from .fsutil import reverse_lines
 from .history_index import INDEX_SUFFIX, READ_CHUNK, HistoryIndex, HistoryQueries
 from .models import OpRecord
+
+log = logging.getLogger("zcord")
 
 TAIL_SEQ_BYTES = 4 << 20
 _SEQ_RE = re.compile(rb'(?m)^\{"seq":(\d+),')
@@ -98,7 +100,7 @@ class OpLog:
         size = st.st_size
         if size and os.pread(self._fd, 1, size - 1) != b"\n":
             cut = next(self._reverse_lines(size))[0]
-            print(f"zcord: {self.path.name}: dropping a torn last line ({size - cut} bytes)", file=sys.stderr)
+            log.warning("%s: dropping a torn last line (%d bytes)", self.path.name, size - cut)
             os.ftruncate(self._fd, cut)
             os.fsync(self._fd)
             size = cut
