@@ -712,21 +712,21 @@ class HistoryQueries:
                     offset: int) -> tuple[list[tuple[int, int]], int]:
         """The query without the index: read the whole log (when the index cannot be written)."""
         start, end, changes_only, actor, tool, target, origin = filters
-        log = self.log
-        size = log.end()
-        name = log.path.name
+        source = self.log
+        size = source.end()
+        name = source.path.name
         hits: list[tuple[float, int, int, int]] = []
         pos = n = 0
         while pos < size:
-            block = log.pread(min(READ_CHUNK, size - pos), pos)
+            block = source.pread(min(READ_CHUNK, size - pos), pos)
             cut = block.rfind(b"\n") + 1
             while not cut:
-                block += log.pread(min(READ_CHUNK, size - pos - len(block)), pos + len(block))
+                block += source.pread(min(READ_CHUNK, size - pos - len(block)), pos + len(block))
                 cut = block.rfind(b"\n") + 1
             off = pos
             for line in block[:cut].split(b"\n")[:-1]:
                 if line:
-                    rec = log.parse(line, off)
+                    rec = source.parse(line, off)
                     n += 1
                     at = _timestamp(rec, name, off)
                     if ((start is None or at >= start) and (end is None or at <= end)

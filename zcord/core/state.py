@@ -121,6 +121,7 @@ class MemoryState:
     stem_count: _Held[int] = _Held("indexes")
     title_len_sum: _Held[float] = _Held("indexes")
     pending_words: _Held[list[str]] = _Held("indexes")
+    # the build's progress and the blob's pieces, for tests and bench/ that look inside
     _unindexed: _Held[list[str] | None] = _Held("indexes", "unindexed")
     _unindexed_at: _Held[int] = _Held("indexes", "unindexed_at")
     _text: _Held[dict[int, _TextChunk] | None] = _Held("blob", "chunks")
