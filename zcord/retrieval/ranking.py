@@ -488,5 +488,5 @@ class Ranking:
                         factor = PERSON_FACTOR if i in scoped and best.where in ("title", "keyword", "title+keyword") \
                             else 1.0
                         matched.append(Match(best.key, best.where, round(best.weight * ln * factor, 4)))
-            out.append(Hit(i, round(final[i], 4), [m.key for m in matched], scoped.get(i), matched))
+            out.append(Hit(i, round(final[i], 4), [m.key for m in matched] if matched else [], scoped.get(i), matched))
         return out
