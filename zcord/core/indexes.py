@@ -167,12 +167,40 @@ class _TextChunk:
     """The normalized titles and contents of up to TEXT_CHUNK nodes (consecutive ranks), as
     one string searched with str.find: "title\x00content\x01" per node."""
 
-    __slots__ = ("ids", "blob", "starts")
+    __slots__ = ("ids", "blob", "starts", "gen")
 
     def __init__(self) -> None:
         self.ids: list[str] = []
         self.blob: str | None = None
         self.starts: array | None = None
+        self.gen = 0  # one more at each change to the piece's nodes (TextBlob.text_piece_made)
+
+
+TEXT_BUILD_BATCH = 256
+"""build_text_piece calls its pause between this many nodes."""
+
+
+def build_text_piece(nodes: dict[str, Node], ids: tuple[str, ...],
+                     pause: Callable[[], None] | None = None) -> tuple[str, array[int]] | None:
+    """A piece's text and starts, from the nodes as they are now; None when one of them is
+    gone. Safe outside the lock (issue 24: the background build of the query text at
+    100,000 memories is seconds of CPU, mostly Traditional folding, and writes must not wait
+    for it): it only reads, and TextBlob.text_piece_made keeps it only if the piece did not
+    change meanwhile. pause: called every TEXT_BUILD_BATCH nodes (to give way to calls)."""
+    starts = array("q")
+    parts = []
+    pos = 0
+    for n, node_id in enumerate(ids, 1):
+        if pause is not None and not n % TEXT_BUILD_BATCH:
+            pause()
+        node = nodes.get(node_id)
+        if node is None:
+            return None
+        starts.append(pos)
+        piece = f"{match_form(node.title)}\x00{match_form(node.content)}\x01"
+        parts.append(piece)
+        pos += len(piece)
+    return "".join(parts), starts
 
 
 class NodeSource(Protocol):
@@ -501,20 +529,34 @@ class TextBlob:
                 return True
         return False
 
+    def text_piece_wanted(self) -> tuple[_TextChunk, tuple[str, ...], int] | None:
+        """Under the lock: the next piece of the query text to build outside it (with
+        build_text_piece), as (piece, its ids, its generation); None once all are built."""
+        chunks = self.chunks
+        if chunks is None:
+            chunks = self._text_pieces()
+        for chunk in chunks.values():
+            if chunk.blob is None:
+                return chunk, tuple(chunk.ids), chunk.gen
+        return None
+
+    def text_piece_made(self, chunk: _TextChunk, ids: tuple[str, ...], gen: int,
+                        made: tuple[str, array[int]] | None) -> bool:
+        """Under the lock: keep a piece built outside it, unless the piece changed meanwhile
+        (a node of it put or removed, or the whole text replaced by a restore); False: not
+        kept (the next text_piece_wanted offers it again)."""
+        chunks = self.chunks
+        if made is None or chunks is None or chunk.gen != gen or chunk.blob is not None \
+                or chunks.get(self.owner.rank.get(ids[0], -1) // TEXT_CHUNK) is not chunk:
+            return False
+        chunk.blob, chunk.starts = made
+        return True
+
     def _fill_chunk(self, chunk: _TextChunk) -> tuple[str, array[int]]:
-        starts = array("q")
-        parts = []
-        pos = 0
-        nodes = self.owner.nodes
-        for node_id in chunk.ids:
-            node = nodes[node_id]
-            starts.append(pos)
-            piece = f"{match_form(node.title)}\x00{match_form(node.content)}\x01"
-            parts.append(piece)
-            pos += len(piece)
-        blob = chunk.blob = "".join(parts)
-        chunk.starts = starts
-        return blob, starts
+        made = build_text_piece(self.owner.nodes, tuple(chunk.ids))
+        assert made is not None  # under the lock every id of a piece is a node
+        chunk.blob, chunk.starts = made
+        return made
 
     def changed(self, node_id: str, added: bool = False, removed: bool = False) -> None:
         """Keep the blob's pieces in step with a node put or removed (its piece is rebuilt by
@@ -531,6 +573,7 @@ class TextBlob:
             chunks[k] = chunk
             self.chunks = dict(sorted(chunks.items()))
         chunk.blob = chunk.starts = None
+        chunk.gen += 1
         if added:
             ids = chunk.ids
             if not ids or ranks[ids[-1]] < rank:

@@ -7,6 +7,7 @@ so a failed save leaves memory exactly as it was before the call.
 from __future__ import annotations
 
 import bisect
+from array import array
 from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
@@ -163,6 +164,13 @@ class MemoryState:
 
     def text_step(self) -> bool:
         return self.blob.text_step()
+
+    def text_piece_wanted(self) -> tuple[_TextChunk, tuple[str, ...], int] | None:
+        return self.blob.text_piece_wanted()
+
+    def text_piece_made(self, chunk: _TextChunk, ids: tuple[str, ...], gen: int,
+                        made: tuple[str, array[int]] | None) -> bool:
+        return self.blob.text_piece_made(chunk, ids, gen, made)
 
     # -- queries -----------------------------------------------------------------
 
