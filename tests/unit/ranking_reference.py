@@ -2,7 +2,7 @@
 (zcord 2026-12-03, b7123802), kept verbatim as the oracle of test_ranking_equivalence.py:
 the faster code in zcord.retrieval must give the same hits, scores, explain output and
 terms, to the last digit. The parents' context and the explain output were not changed
-and are shared (`Ranking._in_context`). Not used by zcord itself."""
+and are shared (`Ranking._in_context`; OldRanking is held by OldRetriever as Retriever holds Ranking). Not used by zcord itself."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from zcord.retrieval.ranking import (
     PERSON_FACTOR,
     RERANK_POOL,
     Hit,
+    Ranking,
     Term,
     idf,
 )
@@ -47,8 +48,8 @@ def _fill(local: dict[str, float], t_ids, k_ids, value: float, only: set[str] | 
                     local[i] = v
 
 
-class OldRetriever(Retriever):
-    """A Retriever whose weighted ranking and synonym scan are the old ones."""
+class OldRanking(Ranking):
+    """The old weighted ranking (held by OldRetriever)."""
 
     def _synonyms_under_word(self, per_class: dict, keyword_equality: bool, n: int, dfs=None) -> None:
         for cls, items in per_class.items():
@@ -150,6 +151,11 @@ class OldRetriever(Retriever):
         pool_size = max(RERANK_POOL, (limit or 0) * 3)
         pool = heapq.nlargest(pool_size, final, key=final.__getitem__) if len(final) > pool_size else list(final)
         return self._in_context(pool, final, per_class, contrib, scoped, limit, explain, length_norm)
+
+class OldRetriever(Retriever):
+    """A Retriever whose weighted ranking and synonym scan are the old ones."""
+
+    ranking_class = OldRanking
 
     def _terms_in(self, norm: str, words: tuple[str, ...] | None = None) -> list[str]:
         terms = self._cjk_terms

@@ -157,7 +157,7 @@ def test_filters_time_and_paging_totals(logdir, monotone):
             for s_, e_ in ((None, None), (start, None), (None, end), (end, start)):
                 want_all = oracle(dumped, kw, s_, e_, **f)
                 assert seqs(log, kw, s_, e_, **f) == (want_all, len(want_all)), (kw, f, s_, e_)
-            assert log._meta["monotone"] == int(monotone)  # so both query paths are exercised
+            assert log.index.meta["monotone"] == int(monotone)  # so both query paths are exercised
             pages = []
             for off in range(0, total + 7, 7):
                 page, t = seqs(log, kw, start, end, limit=7, offset=off, **f)
@@ -190,7 +190,7 @@ def test_totals_stay_exact_as_the_log_grows(logdir):
                     assert seqs(log, kw, s_, e_, **f) == (want, len(want)), (upto, kw, f, s_, e_)
                     page, total = seqs(log, kw, s_, e_, limit=5, offset=5, **f)
                     assert (page, total) == (want[5:10], len(want)), (upto, kw, f, s_, e_)
-        assert log._meta["monotone"] == 1 and log._totals  # the remembering path was the one taken
+        assert log.index.meta["monotone"] == 1 and log.queries.totals  # the remembering path was the one taken
     finally:
         log.close()
 
@@ -244,7 +244,7 @@ def test_open_takes_last_seq_and_change_id_from_the_index_and_the_tail(logdir):
 
 
 @pytest.mark.parametrize("damage", ["delete", "garbage", "truncate_log", "other_log", "rewrite_last"])
-def test_a_missing_damaged_or_foreign_index_is_rebuilt(logdir, damage, capsys):
+def test_a_missing_damaged_or_foreign_index_is_rebuilt(logdir, damage, caplog):
     rng = random.Random(3)
     records = random_records(rng, 80)
     dumped = fill(logdir, records)
@@ -285,7 +285,7 @@ def test_a_missing_damaged_or_foreign_index_is_rebuilt(logdir, damage, capsys):
         log.close()
     assert index.is_file() and not index.is_symlink()
     if damage != "delete":
-        assert "rebuilding" in capsys.readouterr().err
+        assert "rebuilding" in caplog.text
 
 
 def test_a_symlinked_index_is_never_followed(logdir, tmp_path_factory):
@@ -306,18 +306,18 @@ def test_a_symlinked_index_is_never_followed(logdir, tmp_path_factory):
     assert (logdir / "operations.index.sqlite").is_file()
 
 
-def test_an_index_that_cannot_be_written_falls_back_to_scanning(logdir, monkeypatch, capsys):
+def test_an_index_that_cannot_be_written_falls_back_to_scanning(logdir, monkeypatch, caplog):
     dumped = fill(logdir, random_records(random.Random(5), 60))
     log = open_log(logdir)
     try:
         def full(*a):
             raise sqlite3.OperationalError("database or disk is full")
 
-        monkeypatch.setattr(log, "_catch_up", full)
+        monkeypatch.setattr(log.index, "_catch_up", full)
         for kw, f in [(["山"], {}), ([], {"changes_only": True}), (["m1"], {"actor": "model"})]:
             want = oracle(dumped, kw, **f)
             assert seqs(log, kw, **f) == (want, len(want))
-        assert "cannot be updated" in capsys.readouterr().err
+        assert "cannot be updated" in caplog.text
     finally:
         log.close()
 
@@ -384,13 +384,13 @@ def test_a_query_during_a_long_build_is_told_to_come_back(logdir, monkeypatch):
     monkeypatch.setattr(H, "BUILD_STEP", 5000)
     monkeypatch.setattr(H, "READ_CHUNK", 4000)
     monkeypatch.setattr(O, "READ_CHUNK", 4000)
-    real = O.OpLog._index_block
+    real = H.HistoryIndex._index_block
 
     def slow(self, *a):  # a step of the build takes a while
         time.sleep(0.03)
         return real(self, *a)
 
-    monkeypatch.setattr(O.OpLog, "_index_block", slow)
+    monkeypatch.setattr(H.HistoryIndex, "_index_block", slow)
     log = open_log(logdir)
     try:
         log.warm(background=True)

@@ -81,14 +81,14 @@ def test_text_after_a_nul_is_found_by_the_index(tmp_path, minutes):
     assert seqs(tmp_path, ["plain"]) == ([], 0)
 
 
-def test_index_answers_short_and_long_keywords_itself(tmp_path, capsys):
+def test_index_answers_short_and_long_keywords_itself(tmp_path, caplog):
     # the pair table, the trigram table, both at once: no fallback to the scan
     write_lines(tmp_path, [line(1, "爬山 ab"), line(2, "爬山"), line(3, "ab")])
     assert seqs(tmp_path, ["ab"]) == ([3, 1], 2)
     assert seqs(tmp_path, ["爬山 "]) == ([1], 1)
     assert seqs(tmp_path, ["爬山 ", "ab"]) == ([1], 1)
     assert seqs(tmp_path, ["爬山 a", "b"]) == ([1], 1)
-    assert "query failed" not in capsys.readouterr().err
+    assert "query failed" not in caplog.text
 
 
 def test_invalid_line_met_while_indexing_is_named_by_its_byte_offset(tmp_path):
@@ -100,7 +100,7 @@ def test_invalid_line_met_while_indexing_is_named_by_its_byte_offset(tmp_path):
     assert ei.value.message.startswith(f"operations.jsonl at byte {len(good)} holds an invalid record (")
 
 
-def test_background_indexing_failure_is_noted_once(tmp_path, capsys):
+def test_background_indexing_failure_is_noted_once(tmp_path, caplog):
     write_lines(tmp_path, [line(1, "a")])
     log = OpLog(tmp_path / "operations.jsonl")
     log.open()
@@ -110,7 +110,7 @@ def test_background_indexing_failure_is_noted_once(tmp_path, capsys):
         calls.append(1)
         raise OSError(5, "Input/output error")
 
-    log._build_steps = failing_build  # what the background thread runs
+    log.index.build_steps = failing_build  # what the background thread runs
     try:
         for n in (1, 2, 3):
             log.warm(background=True)
@@ -120,7 +120,7 @@ def test_background_indexing_failure_is_noted_once(tmp_path, capsys):
             assert len(calls) == n
     finally:
         log.close()
-    err = capsys.readouterr().err
+    err = "".join(f"{r.name}: {r.getMessage()}\n" for r in caplog.records)  # logger "zcord"
     assert err.count("indexing stopped: [Errno 5] Input/output error") == 1, err
 
 
@@ -136,10 +136,10 @@ def test_open_takes_the_largest_seq_of_the_tail_not_the_last_lines(tmp_path):
         log.close()
 
 
-def test_index_that_cannot_be_created_is_said_and_queries_scan(tmp_path, capsys):
+def test_index_that_cannot_be_created_is_said_and_queries_scan(tmp_path, caplog):
     write_lines(tmp_path, [line(1, "爬山"), line(2, "ab")])
     (tmp_path / "operations.index.sqlite").mkdir()  # in the way: cannot be removed or opened
     assert seqs(tmp_path, ["爬山"]) == ([1], 1)
-    err = capsys.readouterr().err
+    err = "".join(f"{r.name}: {r.getMessage()}\n" for r in caplog.records)  # logger "zcord"
     assert "zcord: operations.index.sqlite: cannot be created (" in err
     assert "); history queries will scan the log" in err

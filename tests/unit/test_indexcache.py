@@ -281,7 +281,7 @@ def test_the_cache_is_bound_to_the_node_cache_and_smaller_than_the_state_file(me
     assert len(raw) <= os.path.getsize(memdir / STATE_FILE)
 
 
-def test_a_cache_that_cannot_be_written_does_not_fail_the_snapshot(memdir, clock, monkeypatch, capsys):
+def test_a_cache_that_cannot_be_written_does_not_fail_the_snapshot(memdir, clock, monkeypatch, caplog):
     build_random(memdir, clock, 14)
 
     def full(path, data, mode=0o640, sync=True):
@@ -292,7 +292,7 @@ def test_a_cache_that_cannot_be_written_does_not_fail_the_snapshot(memdir, clock
         svc.call("zcor_memory_write", {"id": "m2", "title": "又改了", "content": "z"}, actor="operator")
         svc.state.ensure_index()
         assert svc.snapshot()["changeId"] > 0
-    assert "could not write memory-state.recall.cache (No space left on device)" in capsys.readouterr().err
+    assert "could not write memory-state.recall.cache (No space left on device)" in caplog.text
     assert not (memdir / indexcache.CACHE_FILE).exists()
     assert Store(memdir).load().nodes["m2"].title == "又改了"
 

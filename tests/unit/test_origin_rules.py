@@ -164,7 +164,7 @@ def test_the_origin_filter_is_exact_on_every_path(tmp_path, path):
     log.open()
     try:
         if path == "scan":
-            log._close_db()  # no index: the log is scanned
+            log.index.close_db()  # no index: the log is scanned
         items, total = log.query([], None, None, 2, 0, origin="qq:1")
         everything, _ = log.query([], None, None, 10, 0, origin="qq:1")
         assert total == 3 and len(items) == 2

@@ -49,7 +49,7 @@ def test_explain_says_where_each_term_matched(t, svc):
     kw_only = t.write(title="qtitle", content="", keywords=["qkw"])["id"]
     both = t.write(title="qkw notes", content="", keywords=["qkw"])["id"]
     title_only = t.write(title="qkw list", content="", keywords=[])["id"]
-    hits = {h.id: h.terms for h in svc.retriever.hits([term("qkw")], keyword_equality=True, explain=True,
+    hits = {h.id: h.matches for h in svc.retriever.hits([term("qkw")], keyword_equality=True, explain=True,
                                                       mode="weighted")}
     assert [(m[0], m[1]) for m in hits[kw_only]] == [("qkw", "keyword")]
     assert [(m[0], m[1]) for m in hits[both]] == [("qkw", "title+keyword")]

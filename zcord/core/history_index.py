@@ -5,21 +5,24 @@ The log file itself is zcord.core.oplog; its docstring describes the index's tab
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
+import logging
 import os
 import re
 import sqlite3
 import stat
-import sys
 import threading
 import time
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .errors import StateFileInvalid, ZcorError
 from .text import normalize
+
+log = logging.getLogger("zcord")
 
 INDEX_SUFFIX = ".index.sqlite"
 INDEX_VERSION = 4
@@ -151,29 +154,94 @@ class IndexBuilding(ZcorError):
     code = "busy"
 
 
-class HistoryIndex:
-    """Keeping operations.index.sqlite up with the log (OpLog's index side): opening and
-    checking it, indexing new lines in steps, the background builder."""
+class LogSource(Protocol):
+    """What the history index and queries read of the operation log (zcord.core.oplog.OpLog)."""
 
     path: Path
-    index_path: Path
-    _size: int
-    _db: sqlite3.Connection | None
 
-    def _close_db(self) -> None:
-        if self._db is not None:
+    def end(self) -> int:
+        """The log's length now: every record appended so far ends before it."""
+        ...
+
+    def pread(self, length: int, offset: int) -> bytes:
+        """Bytes of the log."""
+        ...
+
+    def parse(self, line: bytes, offset: int) -> dict[str, Any]:
+        """One record of the log (StateFileInvalid when the line is not one)."""
+        ...
+
+
+class HistoryIndex:
+    """Keeping operations.index.sqlite up with the log (held by OpLog as `index`): opening
+    and checking it, indexing new lines in steps, the background builder. Reads the log only
+    through `LogSource`; `lock` guards the connection and every field below."""
+
+    def __init__(self, log: LogSource, index_path: Path) -> None:
+        self.log = log
+        self.index_path = index_path
+        self.lock = threading.Lock()
+        self.db: sqlite3.Connection | None = None
+        self.covered = 0  # log bytes indexed
+        self.rows = 0  # records indexed
+        self.meta: dict[str, Any] = {}
+        self.warned = False  # a failure to index was said (once, until indexing works again)
+        self.generation = 0  # new index files since opening (remembered totals are for one)
+        self._thread: threading.Thread | None = None
+        self._wake = threading.Event()
+        self._stopping = False
+        self._builders = 0  # threads in build_steps
+        self._builders_lock = threading.Lock()
+
+    def close_db(self) -> None:
+        """Close the connection (queries then scan the log)."""
+        if self.db is not None:
             try:
-                self._db.close()
+                self.db.close()
             except sqlite3.Error:
                 pass
-            self._db = None
+            self.db = None
+
+    def open(self) -> tuple[int, int, int]:
+        """Open the index (or start a new one) and return what it covers: log bytes, the
+        largest seq and the last change id it saw."""
+        with self.lock:
+            self._open_index()
+            return self.covered, int(self.meta.get("max_seq", 0)), int(self.meta.get("last_change_id", 0))
+
+    def close(self) -> None:
+        """Stop the background builder (waiting for it) and close the connection."""
+        self._stopping = True
+        self._wake.set()
+        with self.lock:  # a warm() starting the indexer finishes starting it first
+            thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
+        self._thread = None
+        with self.lock:
+            self.close_db()
+
+    def notify(self) -> None:
+        """The log grew: the background builder (when running) indexes the new records soon."""
+        if self._thread is not None:
+            self._wake.set()
+
+    def coverage(self) -> tuple[int, int]:
+        """(records indexed, log bytes they cover)."""
+        with self.lock:
+            return self.rows, self.covered
+
+    def building(self) -> bool:
+        """Whether a build is under way (a thread in build_steps, or the background builder)."""
+        thread = self._thread
+        return bool(self._builders) or (thread is not None and thread.is_alive())
 
     def _index_files(self) -> list[Path]:
         p = self.index_path
         return [p, p.with_name(p.name + "-wal"), p.with_name(p.name + "-shm")]
 
-    def _note(self, message: str) -> None:
-        print(f"zcord: {self.index_path.name}: {message}", file=sys.stderr)
+    def note(self, message: str) -> None:
+        log.warning("%s: %s", self.index_path.name, message)
 
     def _connect(self) -> sqlite3.Connection:
         """Connect to the index file, never through a symbolic link: a link (or anything but a
@@ -184,7 +252,7 @@ class HistoryIndex:
             except FileNotFoundError:
                 continue
             if not stat.S_ISREG(st.st_mode):
-                self._note(f"{p.name} is not a regular file (a symbolic link?); removing it and rebuilding")
+                self.note(f"{p.name} is not a regular file (a symbolic link?); removing it and rebuilding")
                 os.unlink(p)
                 if p == self.index_path:
                     for other in self._index_files()[1:]:
@@ -214,28 +282,28 @@ class HistoryIndex:
         return db
 
     def _head_hash(self, upto: int) -> str:
-        return hashlib.sha256(os.pread(self._rfd, min(HEAD_BYTES, upto), 0)).hexdigest()
+        return hashlib.sha256(self.log.pread(min(HEAD_BYTES, upto), 0)).hexdigest()
 
     def _line_hash(self, off: int, length: int) -> str:
-        return hashlib.sha256(os.pread(self._rfd, length, off)).hexdigest()
+        return hashlib.sha256(self.log.pread(length, off)).hexdigest()
 
     def _open_index(self) -> None:
         """Open the index, or start a new one if it is not the log's; never raises (an index that
         cannot be opened leaves history queries to scan the log)."""
         try:
-            self._db = self._connect()
-            meta = dict(self._db.execute("SELECT k, v FROM meta").fetchall())
+            self.db = self._connect()
+            meta = dict(self.db.execute("SELECT k, v FROM meta").fetchall())
             problem = self._mismatch(meta)
             if problem is None:
-                self._meta = meta
-                self._covered = int(meta["covered"])
-                self._rows = int(meta["rows"])
+                self.meta = meta
+                self.covered = int(meta["covered"])
+                self.rows = int(meta["rows"])
                 return
             if problem:
-                self._note(f"{problem}; rebuilding it from {self.path.name}")
+                self.note(f"{problem}; rebuilding it from {self.log.path.name}")
         except (sqlite3.Error, OSError) as e:
             if not (isinstance(e, sqlite3.OperationalError) and "no such table" in str(e)):
-                self._note(f"unusable ({e}); rebuilding it from {self.path.name}")
+                self.note(f"unusable ({e}); rebuilding it from {self.log.path.name}")
         self._reset()
 
     def _mismatch(self, meta: dict[str, Any]) -> str | None:
@@ -243,8 +311,9 @@ class HistoryIndex:
         if meta.get("version") != INDEX_VERSION:
             return "" if not meta else f"index format {meta.get('version')!r}, not {INDEX_VERSION}"
         covered = int(meta["covered"])
-        if covered > self._size:
-            return f"the log is shorter ({self._size} bytes) than the index covered ({covered})"
+        size = self.log.end()
+        if covered > size:
+            return f"the log is shorter ({size} bytes) than the index covered ({covered})"
         if covered and meta["head"] != self._head_hash(covered):
             return "the log's first bytes changed"
         if covered and meta["last_hash"] != self._line_hash(int(meta["last_off"]), int(meta["last_len"])):
@@ -253,9 +322,9 @@ class HistoryIndex:
 
     def _reset(self) -> None:
         """Start an empty index (deleting the old files); without one, queries scan the log."""
-        self._close_db()
-        self._meta, self._covered, self._rows = {}, 0, 0
-        self._totals.clear()
+        self.close_db()
+        self.meta, self.covered, self.rows = {}, 0, 0
+        self.generation += 1
         try:
             for p in self._index_files():
                 try:
@@ -270,48 +339,54 @@ class HistoryIndex:
             except BaseException:
                 db.close()
                 raise
-            self._db = db
+            self.db = db
         except (sqlite3.Error, OSError) as e:
-            self._note(f"cannot be created ({e}); history queries will scan the log")
-            self._close_db()
+            self.note(f"cannot be created ({e}); history queries will scan the log")
+            self.close_db()
 
     # -- indexing ---------------------------------------------------------------------------
 
     def _catch_up(self, step: int | None = None) -> None:
         """Index the log's records after the covered bytes, or about `step` bytes of them (call
         with the db lock held)."""
-        db = self._db
+        db = self.db
         assert db is not None
-        with self._lock:
-            end = self._size
-        pos = self._covered
+        end = self.log.end()
+        pos = self.covered
         stop = end if step is None else min(end, pos + step)  # whole blocks: at least one
+        pread = self.log.pread
         while pos < stop and not self._stopping:
-            block = os.pread(self._rfd, min(READ_CHUNK, end - pos), pos)
+            block = pread(min(READ_CHUNK, end - pos), pos)
             cut = block.rfind(b"\n") + 1
             while not cut:  # a line longer than READ_CHUNK
-                block += os.pread(self._rfd, min(READ_CHUNK, end - pos - len(block)), pos + len(block))
+                block += pread(min(READ_CHUNK, end - pos - len(block)), pos + len(block))
                 cut = block.rfind(b"\n") + 1
             self._index_block(db, block[:cut], pos)
             pos += cut
 
     def _index_block(self, db: sqlite3.Connection, block: bytes, pos: int) -> None:
-        ops, targets, origins, tri, bi = [], [], [], [], []
-        rid = self._rows
-        meta = self._meta
+        ops: list[tuple[int, int, float, str, str, int, int, int, int]] = []
+        targets: list[tuple[str, int]] = []
+        origins: list[tuple[str, int]] = []
+        tri: list[tuple[int, str]] = []
+        bi: list[tuple[int, str]] = []
+        rid = self.rows
+        meta = self.meta
+        parse, name = self.log.parse, self.log.path.name
         max_seq = int(meta.get("max_seq", 0))
         last_change = int(meta.get("last_change_id", 0))
         max_at = float(meta.get("max_at", float("-inf")))
         monotone = int(meta.get("monotone", 1))
-        last_off = last_len = None
+        last_off: int | None = None
+        last_len = 0
         off = pos
         for line in block.split(b"\n")[:-1]:
             if not line:
                 off += 1
                 continue
-            rec = self._parse(line, off)
+            rec = parse(line, off)
             rid += 1
-            at = _timestamp(rec, self.path.name, off)
+            at = _timestamp(rec, name, off)
             if at < max_at:
                 monotone = 0
             else:
@@ -333,19 +408,20 @@ class HistoryIndex:
                 marks.append(CHANGED_TOKEN)
             bi.append((rid, bigram_doc(text) + " " + " ".join(marks)))
             max_seq = max(max_seq, rec["seq"])
-            ids = [c.get("changeId") for c in changes if isinstance(c, dict) and isinstance(c.get("changeId"), int)]
+            ids: list[int] = [c["changeId"] for c in changes
+                              if isinstance(c, dict) and isinstance(c.get("changeId"), int)]
             if ids:
                 last_change = max(last_change, *ids)
             last_off, last_len = off, len(line)
             off += len(line) + 1
         covered = pos + len(block)
-        updates = {"covered": covered, "rows": rid, "max_seq": max_seq, "last_change_id": last_change,
-                   "monotone": monotone}
+        updates: dict[str, Any] = {"covered": covered, "rows": rid, "max_seq": max_seq,
+                                   "last_change_id": last_change, "monotone": monotone}
         if max_at != float("-inf"):
             updates["max_at"] = max_at
         if last_off is not None:
             updates.update(last_off=last_off, last_len=last_len, last_hash=self._line_hash(last_off, last_len))
-        if self._covered < HEAD_BYTES:
+        if self.covered < HEAD_BYTES:
             updates["head"] = self._head_hash(covered)
         db.execute("BEGIN")
         try:
@@ -361,7 +437,7 @@ class HistoryIndex:
                 db.execute("ROLLBACK")
             raise
         meta.update(updates)
-        self._covered, self._rows = covered, rid
+        self.covered, self.rows = covered, rid
 
     def warm(self, background: bool = False) -> None:
         """Bring the index up to the log's end (building it if new) and keep it there from a
@@ -370,54 +446,56 @@ class HistoryIndex:
         The work goes in steps, letting go of the index between them, so a query can see
         how far a long build is. background: only make sure the background thread runs.
         """
-        if self._thread is None and self._db is not None and not self._stopping:
-            with self._db_lock:
+        if self._thread is None and self.db is not None and not self._stopping:
+            with self.lock:
                 if self._thread is None and not self._stopping:
                     self._thread = threading.Thread(target=self._indexer, name="zcord-oplog-index", daemon=True)
                     self._thread.start()
         if background:
             self._wake.set()
             return
-        self._build_steps()
+        self.build_steps()
 
-    def _build_steps(self) -> None:
-        with self._lock:
+    def build_steps(self) -> None:
+        """Bring the index up to the log's end, BUILD_STEP bytes per hold of the lock (what
+        the background builder runs)."""
+        with self._builders_lock:
             self._builders += 1
         try:
             while not self._stopping:
-                with self._db_lock:
-                    with self._lock:
-                        behind = self._size - self._covered
-                    if not behind or not self._try_catch_up(BUILD_STEP):
+                with self.lock:
+                    behind = self.log.end() - self.covered
+                    if not behind or not self.try_catch_up(BUILD_STEP):
                         return
         finally:
-            with self._lock:
+            with self._builders_lock:
                 self._builders -= 1
 
-    def _try_catch_up(self, step: int | None = None) -> bool:
-        """Catch up; False (after saying why, once) when the index cannot be written now."""
-        if self._db is None:
+    def try_catch_up(self, step: int | None = None) -> bool:
+        """Catch up (with the lock held); False (after saying why, once) when the index
+        cannot be written now."""
+        if self.db is None:
             return False
         try:
             self._catch_up(step)
-            self._warned = False
+            self.warned = False
             return True
         except sqlite3.OperationalError as e:  # a full disk, a read-only file: retried next time
-            if not self._warned:
-                self._note(f"cannot be updated ({e}); history queries scan the log meanwhile")
-                self._warned = True
+            if not self.warned:
+                self.note(f"cannot be updated ({e}); history queries scan the log meanwhile")
+                self.warned = True
             return False
         except sqlite3.DatabaseError as e:  # corrupt: start over
-            self._note(f"unusable ({e}); rebuilding it from {self.path.name}")
+            self.note(f"unusable ({e}); rebuilding it from {self.log.path.name}")
             self._reset()
-            if self._db is None:
+            if self.db is None:
                 return False
             try:
                 self._catch_up()
                 return True
             except sqlite3.Error as e2:
-                self._note(f"cannot be rebuilt ({e2}); history queries scan the log")
-                self._close_db()
+                self.note(f"cannot be rebuilt ({e2}); history queries scan the log")
+                self.close_db()
                 return False
 
     def _indexer(self) -> None:
@@ -428,16 +506,25 @@ class HistoryIndex:
             time.sleep(INDEX_DELAY)
             self._wake.clear()
             try:
-                self._build_steps()
+                self.build_steps()
             except (OSError, StateFileInvalid) as e:  # the query that needs it reports it
-                if not self._warned:
-                    self._note(f"indexing stopped: {getattr(e, 'message', e)}")
-                    self._warned = True
+                if not self.warned:
+                    self.note(f"indexing stopped: {getattr(e, 'message', e)}")
+                    self.warned = True
 
 
-class HistoryQueries(HistoryIndex):
+class HistoryQueries:
     """History queries answered from the index (or, when it cannot be used, by scanning the
-    log), with exact totals remembered by their conditions."""
+    log), with exact totals remembered by their conditions (held by OpLog as `queries`).
+    Reads the log through `LogSource` and the index through its public fields, under its lock."""
+
+    def __init__(self, log: LogSource, index: HistoryIndex) -> None:
+        self.log = log
+        self.index = index
+        # totals of recent queries by their conditions (see _counted): paging through a
+        # query, or asking it again later, counts only the rows logged since
+        self.totals: collections.OrderedDict[tuple, tuple[int, int]] = collections.OrderedDict()
+        self._generation = index.generation  # of the index files the totals were counted in
 
     def query(self, keywords: list[str], start: float | None, end: float | None, limit: int, offset: int, *,
               changes_only: bool = False, actor: str | None = None, tool: str | None = None,
@@ -452,32 +539,35 @@ class HistoryQueries(HistoryIndex):
         """
         keys = search_keys(keywords)
         filters = (start, end, changes_only, actor, tool, target, origin)
-        with self._db_lock:
-            with self._lock:
-                behind, size = self._size - self._covered, self._size
-            thread = self._thread
-            building = self._builders or (thread is not None and thread.is_alive())
-            if behind > QUERY_CATCH_UP and building and self._db is not None and not self._warned:
-                done = self._covered * 100 // max(size, 1)
+        ix = self.index
+        with ix.lock:
+            size = self.log.end()
+            behind = size - ix.covered
+            if behind > QUERY_CATCH_UP and ix.building() and ix.db is not None and not ix.warned:
+                done = ix.covered * 100 // max(size, 1)
                 raise IndexBuilding(
-                    f"The history index is being built from {self.path.name} ({done} % done, "
+                    f"The history index is being built from {self.log.path.name} ({done} % done, "
                     f"{behind >> 20} MiB to go); history queries answer when it is ready, in a minute or "
                     f"a few. Nothing else waits for it.", data={"retryAfterSeconds": 30})
             # NUL (which FTS5's query parser cuts at) and U+FFFD (which stands for the lone
             # surrogates of a hand-edited log in the index) are matched by scanning
-            if self._try_catch_up() and not any("\x00" in k or "\ufffd" in k for k in keys):
+            if ix.try_catch_up() and not any("\x00" in k or "\ufffd" in k for k in keys):
+                if ix.generation != self._generation:  # a new index: totals counted in the old one are gone
+                    self.totals.clear()
+                    self._generation = ix.generation
                 try:
                     spots, total = self._index_query(keys, filters, limit, offset)
                 except sqlite3.OperationalError as e:
-                    self._note(f"query failed ({e}); scanning the log instead")
+                    ix.note(f"query failed ({e}); scanning the log instead")
                     spots, total = self._scan_query(keys, filters, limit, offset)
             else:
                 spots, total = self._scan_query(keys, filters, limit, offset)
-        return [json.loads(os.pread(self._rfd, length, off)) for off, length in spots], total
+        pread = self.log.pread
+        return [json.loads(pread(length, off)) for off, length in spots], total
 
     def _index_query(self, keys: list[str], filters: tuple, limit: int,
                      offset: int) -> tuple[list[tuple[int, int]], int]:
-        if int(self._meta.get("monotone", 1)):
+        if int(self.index.meta.get("monotone", 1)):
             return self._fts_query(keys, filters, limit, offset)
         return self._sql_query(keys, filters, limit, offset)
 
@@ -487,9 +577,9 @@ class HistoryQueries(HistoryIndex):
         a range of rows, and every filter is a token of `bi`, so the full-text tables answer
         the count and the page themselves (walking their matches backwards, stopping at the page)."""
         start, end, changes_only, actor, tool, target, origin = filters
-        db = self._db
+        db = self.index.db
         assert db is not None
-        lo, hi = 1, self._rows
+        lo, hi = 1, self.index.rows
         if start is not None:
             row = db.execute("SELECT id FROM ops WHERE at >= ? ORDER BY at, id LIMIT 1", (start,)).fetchone()
             lo = row[0] if row else hi + 1
@@ -504,7 +594,8 @@ class HistoryQueries(HistoryIndex):
             terms.append(CHANGED_TOKEN)
         terms += [f'"{filter_token(kind, v)}"' for kind, v in (("a", actor), ("t", tool), ("g", target),
                                                                ("o", origin)) if v is not None]
-        where, args = ["rowid BETWEEN ? AND ?"], [lo, hi]
+        where: list[str] = ["rowid BETWEEN ? AND ?"]
+        args: list[Any] = [lo, hi]
         if long and terms:  # walk bi's matches, test them against tri's (as a set: "+" keeps
             table = "bi"     # SQLite from running tri's query once per candidate row instead)
             where.append("bi MATCH ?")
@@ -554,19 +645,19 @@ class HistoryQueries(HistoryIndex):
         """(last row counted, total up to it) of an earlier query with the same conditions
         from the same first row, when that row is at most hi: rows are only ever appended,
         so the rows after it are all that is left to count."""
-        hit = self._totals.get(key)
+        hit = self.totals.get(key)
         if hit is None or hit[0] > hi:
             return None
-        self._totals.move_to_end(key)
+        self.totals.move_to_end(key)
         return hit
 
     def _remember(self, key: tuple, hi: int, total: int) -> None:
-        hit = self._totals.get(key)
+        hit = self.totals.get(key)
         if hit is None or hit[0] <= hi:
-            self._totals[key] = (hi, total)
-            self._totals.move_to_end(key)
-            while len(self._totals) > COUNTS_KEPT:
-                self._totals.popitem(last=False)
+            self.totals[key] = (hi, total)
+            self.totals.move_to_end(key)
+            while len(self.totals) > COUNTS_KEPT:
+                self.totals.popitem(last=False)
 
     def _sql_query(self, keys: list[str], filters: tuple, limit: int,
                    offset: int) -> tuple[list[tuple[int, int]], int]:
@@ -605,10 +696,10 @@ class HistoryQueries(HistoryIndex):
         if short:
             where.append("id IN (SELECT rowid FROM bi WHERE bi MATCH ?)")
             args.append(" AND ".join(f'"{_hex(k)}"' if len(k) == 2 else f'"{_hex(k)}" *' for k in short))
-        db = self._db
+        db = self.index.db
         assert db is not None
         if not where:
-            total = self._rows
+            total = self.index.rows
         else:
             total = db.execute(f"SELECT count(*) FROM ops WHERE {' AND '.join(where)}", args).fetchone()[0]
         if not total or offset >= total:
@@ -621,22 +712,23 @@ class HistoryQueries(HistoryIndex):
                     offset: int) -> tuple[list[tuple[int, int]], int]:
         """The query without the index: read the whole log (when the index cannot be written)."""
         start, end, changes_only, actor, tool, target, origin = filters
-        with self._lock:
-            size = self._size
+        source = self.log
+        size = source.end()
+        name = source.path.name
         hits: list[tuple[float, int, int, int]] = []
         pos = n = 0
         while pos < size:
-            block = os.pread(self._rfd, min(READ_CHUNK, size - pos), pos)
+            block = source.pread(min(READ_CHUNK, size - pos), pos)
             cut = block.rfind(b"\n") + 1
             while not cut:
-                block += os.pread(self._rfd, min(READ_CHUNK, size - pos - len(block)), pos + len(block))
+                block += source.pread(min(READ_CHUNK, size - pos - len(block)), pos + len(block))
                 cut = block.rfind(b"\n") + 1
             off = pos
             for line in block[:cut].split(b"\n")[:-1]:
                 if line:
-                    rec = self._parse(line, off)
+                    rec = source.parse(line, off)
                     n += 1
-                    at = _timestamp(rec, self.path.name, off)
+                    at = _timestamp(rec, name, off)
                     if ((start is None or at >= start) and (end is None or at <= end)
                             and (not changes_only or rec.get("changes"))
                             and (actor is None or rec.get("actor") == actor)

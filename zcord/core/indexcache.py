@@ -27,6 +27,7 @@ checksum), then a marshal'd tuple (plain containers of str, int, float, bytes, N
 from __future__ import annotations
 
 import json
+import logging
 import marshal
 import os
 import sys
@@ -40,6 +41,8 @@ from .fsutil import atomic_write, read_derived
 from .indexes import _LENGTHS, BIG_POSTING, NodeIndex, Postings
 from .text import FOLDING_VERSION
 
+log = logging.getLogger("zcord")
+
 CACHE_FILE = "memory-state.recall.cache"
 MAGIC = b"zcor memory-state.recall.cache 1\n"
 FORMAT = 2
@@ -47,7 +50,8 @@ FORMAT = 2
 
 
 COVERED = ("index", "title_grams", "title_words", "keyword_ids", "title_keys", "title_stems", "keyword_stems",
-           "title_stem_keys", "stem_count", "mixed_keywords", "current_count", "title_len_sum", "pending_words", "_unindexed", "_unindexed_at")
+           "title_stem_keys", "stem_count", "mixed_keywords", "current_count", "title_len_sum", "pending_words",
+           "unindexed", "unindexed_at")
 """The attributes of RetrievalIndexes this file restores (besides the state's nodes and
 ranks): one added there must be added here too (tests/unit/test_indexcache.py checks)."""
 
@@ -71,14 +75,15 @@ def _code_crc() -> int | None:
     if not _code:
         from . import indexes, text
 
-        crc: int | None = 0
+        crc = 0
         try:
             for module in (text, indexes):
-                with open(module.__file__, "rb") as f:
+                with open(module.__file__ or "", "rb") as f:
                     crc = zlib.crc32(f.read(), crc)
         except (OSError, TypeError):
-            crc = None
-        _code.append(crc)
+            _code.append(None)
+        else:
+            _code.append(crc)
     return _code[0]
 
 
@@ -107,8 +112,8 @@ def write(memdir: Path, state: Any, node_header: dict | None) -> None:
                   "payloadCrc": zlib.crc32(payload)}
         atomic_write(cache_path(memdir), [MAGIC, json.dumps(header).encode() + b"\n", payload], sync=False)
     except (OSError, ValueError, KeyError, TypeError) as e:
-        print(f"zcord: could not write {CACHE_FILE} ({getattr(e, 'strerror', None) or e}); the next start "
-              f"builds the retrieval indexes", file=sys.stderr)
+        log.warning("could not write %s (%s); the next start builds the retrieval indexes", CACHE_FILE,
+                    getattr(e, "strerror", None) or e)
         try:
             remove(memdir)
         except OSError:
@@ -205,17 +210,18 @@ def _decode(state: Any, data: tuple) -> bool:
         titled = _uints(titled)
         dict.update(table, zip(map(titles.__getitem__, titled), map(ids.__getitem__, titled)))
         made.append(table)
-    # every piece decoded: now the state takes them all at once
-    state.index = index
-    (state.title_grams, state.title_words, state.keyword_ids, state.title_keys,
-     state.title_stems, state.keyword_stems, state.title_stem_keys) = made
-    state.stem_count = stem_count
-    state.mixed_keywords = mixed
-    state.current_count = count
-    state.title_len_sum = len_sum
-    state.pending_words = list(taught)
-    state._unindexed = None
-    state._unindexed_at = 0
+    # every piece decoded: now the state's indexes take them all at once
+    ix = state.indexes
+    ix.index = index
+    (ix.title_grams, ix.title_words, ix.keyword_ids, ix.title_keys,
+     ix.title_stems, ix.keyword_stems, ix.title_stem_keys) = made
+    ix.stem_count = stem_count
+    ix.mixed_keywords = mixed
+    ix.current_count = count
+    ix.title_len_sum = len_sum
+    ix.pending_words = list(taught)
+    ix.unindexed = None
+    ix.unindexed_at = 0
     return True
 
 

@@ -9,8 +9,10 @@ from __future__ import annotations
 import bisect
 import functools
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
+from typing import Protocol, cast
 
 from .models import Node
 from .text import (
@@ -82,7 +84,7 @@ class Postings(dict):
         cache = self.cache
         ids = cache.pop(key, None)
         if ids is None:
-            ids = frozenset(map(self.by_rank.__getitem__, v))
+            ids = frozenset(map(cast("Callable[[int], str]", self.by_rank.__getitem__), v))  # held ranks: never None
             self.cached += len(ids)
             while self.cached > SET_CACHE and cache:
                 self.cached -= len(cache.pop(next(iter(cache))))
@@ -179,7 +181,7 @@ TEXT_BUILD_BATCH = 256
 
 
 def build_text_piece(nodes: dict[str, Node], ids: tuple[str, ...],
-                     pause: Callable[[], None] | None = None) -> tuple[str, array] | None:
+                     pause: Callable[[], None] | None = None) -> tuple[str, array[int]] | None:
     """A piece's text and starts, from the nodes as they are now; None when one of them is
     gone. Safe outside the lock (issue 24: the background build of the query text at
     100,000 memories is seconds of CPU, mostly Traditional folding, and writes must not wait
@@ -201,12 +203,20 @@ def build_text_piece(nodes: dict[str, Node], ids: tuple[str, ...],
     return "".join(parts), starts
 
 
-class RetrievalIndexes:
-    """MemoryState's retrieval postings: built after loading (in steps, or at once by the
-    first caller), then kept current by every put and remove."""
+class NodeSource(Protocol):
+    """What the indexes and the text blob read of the state that holds them: its nodes (in
+    creation order) and their ranks. Both may be replaced by new objects (a restore, an undone
+    delete): the parts read them through this, never keep them."""
 
     nodes: dict[str, Node]
     rank: dict[str, int]
+
+
+class RetrievalIndexes:
+    """A MemoryState's retrieval postings: built after loading (in steps, or at once by the
+    first caller), then kept current by the state's every put and remove (`index_node`,
+    `unindex_node`). Reads the nodes and ranks of its owner (`NodeSource`) and nothing else."""
+
     index: dict[str, NodeIndex]
     title_grams: Postings
     title_words: Postings
@@ -220,44 +230,74 @@ class RetrievalIndexes:
     current_count: int
     title_len_sum: float
     pending_words: list[str]
-    _unindexed: list[str] | None
-    _unindexed_at: int
+    unindexed: list[str] | None
+    unindexed_at: int
+
+    def __init__(self, owner: NodeSource, by_rank: list[str | None]) -> None:
+        self.owner = owner
+        self.index = {}  # retrieval forms of current and superseded nodes: see ensure_index
+        # CJK title n-grams (1 and 2 characters), folded non-CJK title words, keyword keys,
+        # whole-title keys; their sizes give each term's document frequency for weighted ranking
+        rank = owner.rank
+        self.title_grams = Postings(by_rank, rank)
+        self.title_words = Postings(by_rank, rank)
+        self.keyword_ids = Postings(by_rank, rank)
+        self.title_keys = Postings(by_rank, rank)
+        # the same for weighted recall's stemmed keys, held for non-CJK keys only
+        self.title_stems = Postings(by_rank, rank)
+        self.keyword_stems = Postings(by_rank, rank)
+        self.title_stem_keys = Postings(by_rank, rank)
+        self.mixed_keywords = {}  # keyword keys with CJK and other letters
+        self.current_count = 0
+        self.stem_count = 0  # current nodes in the stemmed tables (see ensure_stems)
+        self.title_len_sum = 0.0
+        self.pending_words = []
+        # ids loaded but maybe not yet indexed (built by ensure_index or in steps by
+        # index_step); None once every node is indexed
+        self.unindexed = None
+        self.unindexed_at = 0
+
+    def attach(self, owner: NodeSource) -> None:
+        """Read nodes and ranks from another state (one that took these indexes over)."""
+        self.owner = owner
 
     @property
     def indexed(self) -> bool:
         """Whether the retrieval indexes (title grams and words, keyword ids, whole titles,
         `index`, counts, pending_words) cover every node."""
-        return self._unindexed is None
+        return self.unindexed is None
 
     def index_step(self, n: int = INDEX_STEP) -> bool:
         """Index up to n more loaded nodes; False once every node is indexed."""
-        todo = self._unindexed
+        todo = self.unindexed
         if todo is None:
             return False
-        at = self._unindexed_at
+        at = self.unindexed_at
         end = min(len(todo), at + n)
-        nodes, index = self.nodes, self.index
+        nodes, rank, index = self.owner.nodes, self.owner.rank, self.index
         for node_id in todo[at:end]:
             node = nodes.get(node_id)
             if node is not None and node_id not in index:
-                self._index_node(node)
+                self.index_node(node, rank[node_id])
         if end >= len(todo):
-            self._unindexed = None
-            self._unindexed_at = 0
+            self.unindexed = None
+            self.unindexed_at = 0
             return False
-        self._unindexed_at = end
+        self.unindexed_at = end
         return True
 
     def ensure_index(self) -> None:
         """Finish building the retrieval indexes (every caller of them runs this first)."""
-        if self._unindexed is not None:
-            self.index_step(len(self._unindexed))
+        if self.unindexed is not None:
+            self.index_step(len(self.unindexed))
 
-    def _index_node(self, node: Node) -> None:
+    def index_node(self, node: Node, rank: int) -> None:
+        """Index a node (not indexed now) that holds `rank`."""
         title = node.title
         norm_title = match_form(title)
         if norm_title == title:
             norm_title = title  # one string object, not two
+        seq: tuple[str | None, ...]
         if all_cjk(norm_title):  # the usual title of a Chinese Memory: no words, every character counts
             seq = ()
             length = max(1.0, len(norm_title) / 2)
@@ -271,11 +311,19 @@ class RetrievalIndexes:
             title_seq=seq,
         )
         if node.superseded_by is None:
-            self._index_words(node, idx)
+            self._index_words(node, rank, idx)
 
-    def _index_words(self, node: Node, idx: NodeIndex) -> None:
+    def unindex_node(self, node_id: str, node: Node, rank: int) -> bool:
+        """Take out a node (`node`: the version that was indexed, at `rank`); False when it
+        was not indexed yet."""
+        idx = self.index.pop(node_id, None)
+        if idx is None:
+            return False
+        self._unindex_words(node_id, rank, idx, node)
+        return True
+
+    def _index_words(self, node: Node, rank: int, idx: NodeIndex) -> None:
         node_id = node.id
-        rank = self.rank[node_id]
         # Postings.add, its usual cases inlined (the build adds about 20 postings per node)
         get = dict.get
         for table, keys in ((self.title_grams, _grams(idx.norm_title)), (self.title_words, _word_keys(idx))):
@@ -323,22 +371,23 @@ class RetrievalIndexes:
         for table in (self.title_stems, self.keyword_stems, self.title_stem_keys):
             table.clear()
         self.stem_count = 0
-        nodes, rank = self.nodes, self.rank
+        nodes, rank = self.owner.nodes, self.owner.rank
         for node_id, idx in self.index.items():
             node = nodes.get(node_id)
             if node is not None and node.superseded_by is None:
                 self._index_stems(node_id, rank[node_id], idx, _keyword_forms(node)[0])
 
-    def _unindex_words(self, node_id: str, idx: NodeIndex, node: Node) -> None:
+    def _unindex_words(self, node_id: str, rank: int, idx: NodeIndex, node: Node) -> None:
         if node.superseded_by is not None:
             return  # a superseded node: never in the word tables
         norm_keywords, keyword_keys = _keyword_forms(node)
-        rank = self.rank[node_id]
         stems, kw_stems, title_stem = _stem_forms(idx, norm_keywords)
-        for table, keys in ((self.title_grams, _grams(idx.norm_title)), (self.title_words, _word_keys(idx)),
-                            (self.keyword_ids, keyword_keys), (self.title_keys, (_title_key(idx),)),
-                            (self.title_stems, stems), (self.keyword_stems, kw_stems),
-                            (self.title_stem_keys, (title_stem,) if title_stem else ())):
+        tables: tuple[tuple[Postings, Iterable[str]], ...] = (
+            (self.title_grams, _grams(idx.norm_title)), (self.title_words, _word_keys(idx)),
+            (self.keyword_ids, keyword_keys), (self.title_keys, (_title_key(idx),)),
+            (self.title_stems, stems), (self.keyword_stems, kw_stems),
+            (self.title_stem_keys, (title_stem,) if title_stem else ()))
+        for table, keys in tables:
             discard = table.discard
             for key in keys:
                 discard(key, node_id, rank)
@@ -358,7 +407,7 @@ class RetrievalIndexes:
         and its journal replay, what jieba is taught (`pending_words`) whether the indexes came
         from memory-state.recall.cache or are being built, so both teach the same words."""
         words: dict[str, None] = {}
-        nodes = self.nodes
+        nodes = self.owner.nodes
         for node_id in self.index:
             node = nodes[node_id]
             if node.superseded_by is None:
@@ -369,13 +418,15 @@ class RetrievalIndexes:
     def avg_title_len(self) -> float:
         return self.title_len_sum / self.current_count if self.current_count else 1.0
 
-    def title_hits(self, key: str) -> set[str] | frozenset[str]:
+    def title_hits(self, key: str) -> AbstractSet[str]:
         """Ids of current nodes whose title holds the term (given as its `term_key`): a CJK-bearing
-        term as a substring of the normalized title, any other as whole folded words in a row."""
+        term as a substring of the normalized title, any other as whole folded words in a row.
+        Callers must not change the set (it may be the index's own)."""
         if not key:
             return frozenset()
+        index = self.index
         if not has_cjk(key):
-            return self._word_run_hits(self.title_words, key, lambda i: self.index[i].title_seq)
+            return self._word_run_hits(self.title_words, key, lambda i: index[i].title_seq)
         if len(key) <= 2:  # a CJK-bearing pair is a gram itself (most terms of a Chinese batch)
             return self.title_grams.get(key, frozenset())
         grams = [g for g in (key[i:i + 2] for i in range(len(key) - 1)) if has_cjk(g)]
@@ -383,29 +434,34 @@ class RetrievalIndexes:
         sizes = [table.size(g) for g in grams]
         if not sizes or 0 in sizes:
             return frozenset()
-        smallest = table.get(grams[sizes.index(min(sizes))])
-        return {i for i in smallest if key in self.index[i].norm_title}
+        smallest = table.get(grams[sizes.index(min(sizes))], frozenset())
+        return {i for i in smallest if key in index[i].norm_title}
 
-    def _word_run_hits(self, table: Postings, key: str, seq_of) -> set[str] | frozenset[str]:
+    @staticmethod
+    def _word_run_hits(table: Postings, key: str,
+                       seq_of: Callable[[str], tuple[str | None, ...]]) -> AbstractSet[str]:
         """Nodes whose title holds the words of a non-CJK key in a row (by `table`'s postings;
         `seq_of(id)`: the title's words in the table's form)."""
         words = key.split(" ")
+        if len(words) == 1:  # most keys: one word
+            one = table.get(key)
+            return frozenset() if one is None else one  # the index's own set: callers must not change it
         postings = [table.get(w) for w in words]
-        if any(p is None for p in postings):
+        found = [p for p in postings if p is not None]
+        if len(found) < len(postings):
             return frozenset()
-        smallest = min(postings, key=len)
-        if len(words) == 1:
-            return smallest  # the index's own set: callers must not change it
+        smallest = min(found, key=len)
         want = tuple(words)
         return {i for i in smallest if _contains_run(seq_of(i), want)}
 
-    def stem_hits(self, key: str) -> set[str] | frozenset[str]:
+    def stem_hits(self, key: str) -> AbstractSet[str]:
         """`title_hits` for a weighted recall key (`stem_key`): non-CJK words by their stems."""
         if not key or has_cjk(key):
             return self.title_hits(key)
-        return self._word_run_hits(self.title_stems, key, lambda i: stem_seq(self.index[i].norm_title))
+        index = self.index
+        return self._word_run_hits(self.title_stems, key, lambda i: stem_seq(index[i].norm_title))
 
-    def keyword_stem_ids(self, key: str):
+    def keyword_stem_ids(self, key: str) -> AbstractSet[str] | None:
         """Nodes with a keyword equal to a weighted recall key (None: none)."""
         return (self.keyword_ids if has_cjk(key) else self.keyword_stems).get(key)
 
@@ -415,26 +471,33 @@ class RetrievalIndexes:
 
 
 class TextBlob:
-    """MemoryState's normalized titles and contents in pieces of TEXT_CHUNK nodes, for exact
+    """A MemoryState's normalized titles and contents in pieces of TEXT_CHUNK nodes, for exact
     substring queries (zcor_memory_query); a piece is rebuilt by the next query after a
-    change to one of its nodes."""
+    change to one of its nodes (the state reports each one: `changed`). Reads the nodes and
+    ranks of its owner (`NodeSource`) and nothing else."""
 
-    nodes: dict[str, Node]
-    rank: dict[str, int]
-    _text: dict[int, _TextChunk] | None
+    def __init__(self, owner: NodeSource) -> None:
+        self.owner = owner
+        self.chunks: dict[int, _TextChunk] | None = None  # rank // TEXT_CHUNK -> piece; built by a query
+
+    def attach(self, owner: NodeSource) -> None:
+        """Read nodes and ranks from another state (one that took this blob over)."""
+        self.owner = owner
 
     def text_matches(self, keyword: str) -> list[str] | None:
         """Ids of nodes whose normalized title or content contains the normalized keyword,
         found with str.find over the text blob's pieces (None: keyword unusable here)."""
         if "\x00" in keyword or "\x01" in keyword or not keyword:
             return None
-        if self._text is None:
-            self._text_pieces()
+        chunks = self.chunks
+        if chunks is None:
+            chunks = self._text_pieces()
         out: list[str] = []
-        for chunk in self._text.values():
-            if chunk.blob is None:
-                self._fill_chunk(chunk)
-            blob, starts, ids = chunk.blob, chunk.starts, chunk.ids
+        for chunk in chunks.values():
+            blob, starts = chunk.blob, chunk.starts
+            if blob is None or starts is None:
+                blob, starts = self._fill_chunk(chunk)
+            ids = chunk.ids
             at = blob.find(keyword)
             while at >= 0:
                 i = bisect.bisect_right(starts, at) - 1
@@ -443,23 +506,24 @@ class TextBlob:
                 at = blob.find(keyword, nxt)
         return out
 
-    def _text_pieces(self) -> None:
+    def _text_pieces(self) -> dict[int, _TextChunk]:
         chunks: dict[int, _TextChunk] = {}
-        rank = self.rank
-        for node_id in self.nodes:
+        rank = self.owner.rank
+        for node_id in self.owner.nodes:
             k = rank[node_id] // TEXT_CHUNK
             chunk = chunks.get(k)
             if chunk is None:
                 chunk = chunks[k] = _TextChunk()
             chunk.ids.append(node_id)
-        self._text = chunks
+        self.chunks = chunks
+        return chunks
 
     def text_step(self) -> bool:
         """Build one more piece of the query text blob; False once every piece is built."""
-        if self._text is None:
+        if self.chunks is None:
             self._text_pieces()
             return True
-        for chunk in self._text.values():
+        for chunk in self.chunks.values():
             if chunk.blob is None:
                 self._fill_chunk(chunk)
                 return True
@@ -468,51 +532,54 @@ class TextBlob:
     def text_piece_wanted(self) -> tuple[_TextChunk, tuple[str, ...], int] | None:
         """Under the lock: the next piece of the query text to build outside it (with
         build_text_piece), as (piece, its ids, its generation); None once all are built."""
-        if self._text is None:
-            self._text_pieces()
-        for chunk in self._text.values():
+        chunks = self.chunks
+        if chunks is None:
+            chunks = self._text_pieces()
+        for chunk in chunks.values():
             if chunk.blob is None:
                 return chunk, tuple(chunk.ids), chunk.gen
         return None
 
     def text_piece_made(self, chunk: _TextChunk, ids: tuple[str, ...], gen: int,
-                        made: tuple[str, array] | None) -> bool:
+                        made: tuple[str, array[int]] | None) -> bool:
         """Under the lock: keep a piece built outside it, unless the piece changed meanwhile
         (a node of it put or removed, or the whole text replaced by a restore); False: not
         kept (the next text_piece_wanted offers it again)."""
-        chunks = self._text
+        chunks = self.chunks
         if made is None or chunks is None or chunk.gen != gen or chunk.blob is not None \
-                or chunks.get(self.rank.get(ids[0], -1) // TEXT_CHUNK) is not chunk:
+                or chunks.get(self.owner.rank.get(ids[0], -1) // TEXT_CHUNK) is not chunk:
             return False
         chunk.blob, chunk.starts = made
         return True
 
-    def _fill_chunk(self, chunk: _TextChunk) -> None:
-        made = build_text_piece(self.nodes, tuple(chunk.ids))
+    def _fill_chunk(self, chunk: _TextChunk) -> tuple[str, array[int]]:
+        made = build_text_piece(self.owner.nodes, tuple(chunk.ids))
         assert made is not None  # under the lock every id of a piece is a node
         chunk.blob, chunk.starts = made
+        return made
 
-    def _text_changed(self, node_id: str, added: bool = False, removed: bool = False) -> None:
+    def changed(self, node_id: str, added: bool = False, removed: bool = False) -> None:
         """Keep the blob's pieces in step with a node put or removed (its piece is rebuilt by
-        the next query)."""
-        chunks = self._text
+        the next query); called while the node still holds its rank."""
+        chunks = self.chunks
         if chunks is None:
             return
-        rank = self.rank[node_id]
+        ranks = self.owner.rank
+        rank = ranks[node_id]
         k = rank // TEXT_CHUNK
         chunk = chunks.get(k)
         if chunk is None:
             chunk = _TextChunk()
             chunks[k] = chunk
-            self._text = dict(sorted(chunks.items()))
+            self.chunks = dict(sorted(chunks.items()))
         chunk.blob = chunk.starts = None
         chunk.gen += 1
         if added:
             ids = chunk.ids
-            if not ids or self.rank[ids[-1]] < rank:
+            if not ids or ranks[ids[-1]] < rank:
                 ids.append(node_id)
             else:
-                ids.insert(bisect.bisect_left(ids, rank, key=self.rank.__getitem__), node_id)
+                ids.insert(bisect.bisect_left(ids, rank, key=ranks.__getitem__), node_id)
         elif removed:
             chunk.ids.remove(node_id)
             if not chunk.ids:
@@ -524,7 +591,7 @@ _LENGTHS: dict[float, float] = {}
 
 def _grams(text: str) -> set[str]:
     """Every CJK character and every pair of adjacent characters holding one."""
-    out = set()
+    out: set[str] = set()
     for m in _CJK_RUN.finditer(text):
         start, end = m.span()
         out.update(m.group())

@@ -36,13 +36,11 @@ the log's tail after it, so it costs the same at any log length.
 
 from __future__ import annotations
 
-import collections
 import errno
 import json
+import logging
 import os
 import re
-import sqlite3
-import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,16 +48,20 @@ from typing import Any
 
 from .errors import StateFileInvalid
 from .fsutil import reverse_lines
-from .history_index import INDEX_SUFFIX, READ_CHUNK, HistoryQueries
+from .history_index import INDEX_SUFFIX, READ_CHUNK, HistoryIndex, HistoryQueries
 from .models import OpRecord
+
+log = logging.getLogger("zcord")
 
 TAIL_SEQ_BYTES = 4 << 20
 _SEQ_RE = re.compile(rb'(?m)^\{"seq":(\d+),')
 
 
-class OpLog(HistoryQueries):
-    """operations.jsonl: appending records, its tail and counts; history queries and the
-    index come from HistoryQueries (zcord.core.history_index)."""
+class OpLog:
+    """operations.jsonl: appending records, its tail and counts. Holds the history index
+    (`index`: HistoryIndex, keeping operations.index.sqlite up with the log) and the history
+    queries answered from it (`queries`: HistoryQueries); both read the log through
+    history_index.LogSource (`end`, `pread`, `parse`)."""
 
     def __init__(self, path: Path):
         self.path = path
@@ -72,19 +74,8 @@ class OpLog(HistoryQueries):
         self.last_seq = 0
         self.last_change_id = 0
         self._lock = threading.Lock()  # appends
-        self._db_lock = threading.Lock()  # the index connection and the fields below
-        self._db: sqlite3.Connection | None = None
-        self._covered = 0
-        self._rows = 0
-        self._meta: dict[str, Any] = {}
-        self._warned = False
-        self._thread: threading.Thread | None = None
-        self._wake = threading.Event()
-        self._stopping = False
-        self._builders = 0  # threads in _build_steps
-        # totals of recent history queries by their conditions (see _counted): paging
-        # through a query, or asking it again later, counts only the rows logged since
-        self._totals: collections.OrderedDict[tuple, tuple[int, int]] = collections.OrderedDict()
+        self.index = HistoryIndex(self, self.index_path)
+        self.queries = HistoryQueries(self, self.index)
 
     # -- opening -------------------------------------------------------------------------
 
@@ -109,22 +100,18 @@ class OpLog(HistoryQueries):
         size = st.st_size
         if size and os.pread(self._fd, 1, size - 1) != b"\n":
             cut = next(self._reverse_lines(size))[0]
-            print(f"zcord: {self.path.name}: dropping a torn last line ({size - cut} bytes)", file=sys.stderr)
+            log.warning("%s: dropping a torn last line (%d bytes)", self.path.name, size - cut)
             os.ftruncate(self._fd, cut)
             os.fsync(self._fd)
             size = cut
         self._size = size
         self._rfd = os.open(self.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        with self._db_lock:
-            self._open_index()
-            covered = self._covered
-            self.last_seq = int(self._meta.get("max_seq", 0))
-            self.last_change_id = int(self._meta.get("last_change_id", 0))
+        covered, self.last_seq, self.last_change_id = self.index.open()
         for n, (start, line) in enumerate(self._reverse_lines(size, stop=covered)):
             if n == 0:
-                self.last_seq = max(self.last_seq, self._parse(line, start)["seq"])
+                self.last_seq = max(self.last_seq, self.parse(line, start)["seq"])
             if b'"changeId":' in line:  # only records with changes are worth parsing here
-                rec = self._parse(line, start)
+                rec = self.parse(line, start)
                 self.last_seq = max(self.last_seq, rec["seq"])
                 ids = [c.get("changeId") for c in rec.get("changes", []) if c.get("changeId")]
                 if ids:
@@ -139,7 +126,8 @@ class OpLog(HistoryQueries):
         assert self._fd is not None
         return reverse_lines(self._fd, end, stop)
 
-    def _parse(self, line: bytes, offset: int) -> dict[str, Any]:
+    def parse(self, line: bytes, offset: int) -> dict[str, Any]:
+        """One record of the log; StateFileInvalid (naming the byte offset) when the line is not one."""
         try:
             rec = json.loads(line)
             if not isinstance(rec, dict) or not isinstance(rec.get("seq"), int):
@@ -154,16 +142,28 @@ class OpLog(HistoryQueries):
         """The log's length in bytes: every appended record ends before it."""
         return self._size
 
+    def end(self) -> int:
+        """`size`, read under the append lock (history_index.LogSource)."""
+        with self._lock:
+            return self._size
+
+    def pread(self, length: int, offset: int) -> bytes:
+        assert self._rfd is not None, "operation log is not open"
+        return os.pread(self._rfd, length, offset)
+
+    def query(self, keywords: list[str], start: float | None, end: float | None, limit: int, offset: int, *,
+              changes_only: bool = False, actor: str | None = None, tool: str | None = None,
+              target: str | None = None, origin: str | None = None) -> tuple[list[dict[str, Any]], int]:
+        """Matching records newest first, a page of them, and the total (HistoryQueries.query)."""
+        return self.queries.query(keywords, start, end, limit, offset, changes_only=changes_only, actor=actor,
+                                  tool=tool, target=target, origin=origin)
+
+    def warm(self, background: bool = False) -> None:
+        """Bring the history index up to the log's end and keep it there (HistoryIndex.warm)."""
+        self.index.warm(background)
+
     def close(self) -> None:
-        self._stopping = True
-        self._wake.set()
-        with self._db_lock:  # a warm() starting the indexer finishes starting it first
-            thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            thread.join()
-        self._thread = None
-        with self._db_lock:
-            self._close_db()
+        self.index.close()
         for name in ("_fd", "_rfd"):
             fd = getattr(self, name)
             if fd is not None:
@@ -199,21 +199,19 @@ class OpLog(HistoryQueries):
             for c in record.changes:
                 if c.get("changeId"):
                     self.last_change_id = max(self.last_change_id, c["changeId"])
-        if self._thread is not None:
-            self._wake.set()
+        self.index.notify()
         return offset
 
     def count(self) -> int:
         """The number of records in the log (the index's, plus the lines after it)."""
         if self._count is None:
-            with self._db_lock:
-                rows, covered = self._rows, self._covered
+            rows, covered = self.index.coverage()
             with self._lock:
                 size, appends = self._size, self._appends
             tail = 0
             pos = covered
             while pos < size:
-                block = os.pread(self._rfd, min(READ_CHUNK, size - pos), pos)
+                block = self.pread(min(READ_CHUNK, size - pos), pos)
                 if not block:
                     break
                 tail += block.count(b"\n")

@@ -7,18 +7,20 @@ so a failed save leaves memory exactly as it was before the call.
 from __future__ import annotations
 
 import bisect
+from array import array
 from collections.abc import Callable, Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from .indexes import NodeIndex, Postings, RetrievalIndexes, TextBlob, _TextChunk
+from .indexes import INDEX_STEP, NodeIndex, Postings, RetrievalIndexes, TextBlob, _TextChunk
 from .models import Change, Node, Relationship
 from .text import match_form, normalize
 
 
 @dataclass(slots=True)
 class RelIndex:
-    rank: int
+    rank: float  # creation order; a relationship brought back takes a rank between two (add_rel)
     updated: float
     norm_text: tuple[str, ...]
 
@@ -37,8 +39,35 @@ RANK_GAP = 2
 between its neighbours."""
 
 
-class MemoryState(RetrievalIndexes, TextBlob):
-    """All of one persona's Memory, with the indexes the tools need."""
+_T = TypeVar("_T")
+
+
+class _Held(Generic[_T]):
+    """A MemoryState attribute that belongs to one of its parts (`indexes` or `blob`), read
+    and written there: callers keep using `state.title_grams`, `state.current_count`…"""
+
+    def __init__(self, part: str, name: str | None = None) -> None:
+        self.part = part
+        self.name = name or ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = self.name or name
+
+    def __get__(self, obj: Any, objtype: Any = None) -> _T:
+        return getattr(getattr(obj, self.part), self.name)
+
+    def __set__(self, obj: Any, value: _T) -> None:
+        setattr(getattr(obj, self.part), self.name, value)
+
+
+class MemoryState:
+    """All of one persona's Memory, with the indexes the tools need.
+
+    Holds two parts that it keeps in step with every change: `indexes` (RetrievalIndexes,
+    the postings recall and search use) and `blob` (TextBlob, the text zcor_memory_query
+    searches). Each reads only the state's `nodes` and `rank` (indexes.NodeSource). Their
+    attributes and queries are reachable from the state as before (`state.title_grams`,
+    `state.title_hits(key)`); hot loops bind `state.indexes` once."""
 
     def __init__(
         self,
@@ -56,40 +85,21 @@ class MemoryState(RetrievalIndexes, TextBlob):
         self.migration: Migration | None = None
         self._load_parts(nodes, important, relationships, next_id, tree)
 
-    def _load_parts(self, nodes, important, relationships, next_id, tree=None) -> None:
+    def _load_parts(self, nodes: Iterable[Node], important: Iterable[str], relationships: Iterable[Relationship],
+                    next_id: int, tree: tuple[dict, dict] | None = None) -> None:
         self.nodes: dict[str, Node] = {}
         self.rank: dict[str, int] = {}  # creation order, kept by updates and by an undone delete
         self._by_rank: list[str | None] = [None]  # rank -> id (None: no node has it now)
-        self.index: dict[str, NodeIndex] = {}  # retrieval forms: see ensure_index
         self.children: dict[str | None, list[str]] = {None: []}
         self.links: dict[str, set[str]] = {}
         self.replaced: dict[str, set[str]] = {}
         self.relationships: dict[str, Relationship] = {}
         self.rel_index: dict[str, RelIndex] = {}
         self.alias_ids: dict[str, set[str]] = {}  # normalized alias -> personIds (speaker lookup)
-        # retrieval indexes over current nodes only: CJK title n-grams (1 and 2 characters),
-        # folded non-CJK title words, keyword keys, whole-title keys; their sizes give
-        # each term's document frequency for weighted ranking
-        self.title_grams = Postings(self._by_rank, self.rank)
-        self.title_words = Postings(self._by_rank, self.rank)
-        self.keyword_ids = Postings(self._by_rank, self.rank)
-        self.title_keys = Postings(self._by_rank, self.rank)
-        # the same for weighted recall's stemmed keys, held for non-CJK keys only
-        self.title_stems = Postings(self._by_rank, self.rank)
-        self.keyword_stems = Postings(self._by_rank, self.rank)
-        self.title_stem_keys = Postings(self._by_rank, self.rank)
-        self.mixed_keywords: dict[str, int] = {}  # keyword keys with CJK and other letters
-        self.current_count = 0
-        self.stem_count = 0  # current nodes in the stemmed tables (see RetrievalIndexes.ensure_stems)
-        self.title_len_sum = 0.0
-        self.pending_words: list[str] = []
+        self.indexes = RetrievalIndexes(self, self._by_rank)
+        self.blob = TextBlob(self)
         self._rank = 0
         self._rel_rank = 0
-        self._text: dict[int, _TextChunk] | None = None  # rank // TEXT_CHUNK -> piece; built by a query
-        # ids loaded but maybe not yet in the retrieval indexes (built by ensure_index or in
-        # steps by index_step); None once every node is indexed
-        self._unindexed: list[str] | None = None
-        self._unindexed_at = 0
         self.next_id = next_id
         self._max_num: int | None = None  # an upper bound of the nodes' id numbers (None: not known yet)
         self._load_nodes(nodes, tree)
@@ -97,10 +107,70 @@ class MemoryState(RetrievalIndexes, TextBlob):
             self._put_rel(rel)
         self.important: list[str] = list(important)
 
-    # -- the retrieval indexes: built after loading, in steps or at once ----------------
+    # -- the parts' attributes and queries, as the state's ----------------------------------
 
+    index: _Held[dict[str, NodeIndex]] = _Held("indexes")
+    title_grams: _Held[Postings] = _Held("indexes")
+    title_words: _Held[Postings] = _Held("indexes")
+    keyword_ids: _Held[Postings] = _Held("indexes")
+    title_keys: _Held[Postings] = _Held("indexes")
+    title_stems: _Held[Postings] = _Held("indexes")
+    keyword_stems: _Held[Postings] = _Held("indexes")
+    title_stem_keys: _Held[Postings] = _Held("indexes")
+    mixed_keywords: _Held[dict[str, int]] = _Held("indexes")
+    current_count: _Held[int] = _Held("indexes")
+    stem_count: _Held[int] = _Held("indexes")
+    title_len_sum: _Held[float] = _Held("indexes")
+    pending_words: _Held[list[str]] = _Held("indexes")
+    # the build's progress and the blob's pieces, for tests and bench/ that look inside
+    _unindexed: _Held[list[str] | None] = _Held("indexes", "unindexed")
+    _unindexed_at: _Held[int] = _Held("indexes", "unindexed_at")
+    _text: _Held[dict[int, _TextChunk] | None] = _Held("blob", "chunks")
 
+    @property
+    def indexed(self) -> bool:
+        return self.indexes.indexed
 
+    @property
+    def avg_title_len(self) -> float:
+        return self.indexes.avg_title_len
+
+    def index_step(self, n: int = INDEX_STEP) -> bool:
+        return self.indexes.index_step(n)
+
+    def ensure_index(self) -> None:
+        self.indexes.ensure_index()
+
+    def ensure_stems(self) -> None:
+        self.indexes.ensure_stems()
+
+    def indexed_keywords(self) -> list[str]:
+        return self.indexes.indexed_keywords()
+
+    def title_hits(self, key: str) -> AbstractSet[str]:
+        return self.indexes.title_hits(key)
+
+    def stem_hits(self, key: str) -> AbstractSet[str]:
+        return self.indexes.stem_hits(key)
+
+    def keyword_stem_ids(self, key: str) -> AbstractSet[str] | None:
+        return self.indexes.keyword_stem_ids(key)
+
+    def is_stem_title(self, key: str) -> bool:
+        return self.indexes.is_stem_title(key)
+
+    def text_matches(self, keyword: str) -> list[str] | None:
+        return self.blob.text_matches(keyword)
+
+    def text_step(self) -> bool:
+        return self.blob.text_step()
+
+    def text_piece_wanted(self) -> tuple[_TextChunk, tuple[str, ...], int] | None:
+        return self.blob.text_piece_wanted()
+
+    def text_piece_made(self, chunk: _TextChunk, ids: tuple[str, ...], gen: int,
+                        made: tuple[str, array[int]] | None) -> bool:
+        return self.blob.text_piece_made(chunk, ids, gen, made)
 
     # -- queries -----------------------------------------------------------------
 
@@ -179,8 +249,8 @@ class MemoryState(RetrievalIndexes, TextBlob):
             if node.superseded_by is not None:
                 self.replaced.setdefault(node.superseded_by, set()).add(node.id)
         if ids:
-            self._unindexed = ids
-            self._unindexed_at = 0
+            self.indexes.unindexed = ids
+            self.indexes.unindexed_at = 0
 
     def _put_node(self, node: Node, rank: int | None = None) -> None:
         node_id = node.id
@@ -200,18 +270,17 @@ class MemoryState(RetrievalIndexes, TextBlob):
             num = _id_number(node_id)
             if num is not None and num > self._max_num:
                 self._max_num = num
-        idx = self.index.pop(node_id, None)
-        if idx is not None:
-            self._unindex_words(node_id, idx, old)
+        indexes = self.indexes
+        was_indexed = old is not None and indexes.unindex_node(node_id, old, rank)
         self.nodes[node_id] = node
         self.rank[node_id] = rank
         by_rank = self._by_rank
         if rank >= len(by_rank):
             by_rank.extend([None] * (rank + 1 - len(by_rank)))
         by_rank[rank] = node_id
-        self._text_changed(node_id, added=old is None)
-        if idx is not None or old is None or self._unindexed is None:
-            self._index_node(node)
+        self.blob.changed(node_id, added=old is None)
+        if was_indexed or old is None or indexes.unindexed is None:
+            indexes.index_node(node, rank)
         # else: loaded and not indexed yet; the build indexes the node's current version
         if old is None or old.parent_id != node.parent_id:
             self._sibling_insert(node.parent_id, node_id)
@@ -232,11 +301,9 @@ class MemoryState(RetrievalIndexes, TextBlob):
 
     def _remove_node(self, node_id: str) -> int:
         """Remove a node; returns its rank (for _restore_node)."""
-        self._text_changed(node_id, removed=True)
+        self.blob.changed(node_id, removed=True)
         node = self.nodes.pop(node_id)
-        idx = self.index.pop(node_id, None)
-        if idx is not None:
-            self._unindex_words(node_id, idx, node)
+        self.indexes.unindex_node(node_id, node, self.rank[node_id])
         self._sibling_remove(node.parent_id, node_id)
         if node.superseded_by is not None:
             self._unlink_replaced(node.superseded_by, node_id)
@@ -293,7 +360,7 @@ class MemoryState(RetrievalIndexes, TextBlob):
         # dicts keep insertion order = creation order; re-sort after an undo of a delete.
         self.nodes = dict(sorted(self.nodes.items(), key=lambda kv: self.rank[kv[0]]))
 
-    def _put_rel(self, rel: Relationship, rank: int | None = None) -> None:
+    def _put_rel(self, rel: Relationship, rank: float | None = None) -> None:
         old = self.relationships.get(rel.person_id)
         if old is not None:
             rank = self.rel_index[rel.person_id].rank
@@ -348,7 +415,7 @@ class Tx:
     op_seq: int | None
     at: Any
     changes: list[Change] = field(default_factory=list)
-    _undo: list[Callable[[], None]] = field(default_factory=list)
+    _undo: list[Callable[[], object]] = field(default_factory=list)
 
     def record(self, kind: str, target: str | None, before: Any = None, after: Any = None,
                receipt: dict[str, Any] | None = None) -> None:
@@ -428,11 +495,15 @@ class Tx:
         next_id = max(st.next_id, other.next_id)
         for k in _PART_ATTRS:
             setattr(st, k, getattr(other, k))
+        st.indexes.attach(st)  # the parts taken over read this state's nodes from now on
+        st.blob.attach(st)
         st.next_id = next_id
 
         def undo() -> None:
             for k, v in saved.items():
                 setattr(st, k, v)
+            other.indexes.attach(other)
+            other.blob.attach(other)
 
         self._undo.append(undo)
 
@@ -451,11 +522,9 @@ class Tx:
             self._undo.pop()()
 
 
-_PART_ATTRS = ("_text", "_unindexed", "_unindexed_at", "nodes", "rank", "_by_rank", "index", "children", "links", "replaced", "relationships", "rel_index",
-               "alias_ids",
-               "title_grams", "title_words", "keyword_ids", "title_keys", "mixed_keywords", "current_count",
-               "title_stems", "keyword_stems", "title_stem_keys", "stem_count",
-               "title_len_sum", "pending_words", "_rank", "_rel_rank", "important", "next_id", "_max_num")
+_PART_ATTRS = ("nodes", "rank", "_by_rank", "indexes", "blob", "children", "links", "replaced", "relationships",
+               "rel_index", "alias_ids", "_rank", "_rel_rank", "important", "next_id", "_max_num")
+"""What a restore swaps in (Tx.replace_all): every attribute `_load_parts` sets, the parts whole."""
 
 
 def _id_number(node_id: str) -> int | None:

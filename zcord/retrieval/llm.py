@@ -23,10 +23,10 @@ import re
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:
     import httpx  # imported when a provider is first called: it costs a tenth of a second at start
@@ -88,7 +88,7 @@ def _anthropic_messages(messages: list[Message]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for m in messages:
         if m.role == "tool":
-            block = {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content}
+            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content}
             if m.is_error:
                 block["is_error"] = True
             # consecutive tool results share one user turn
@@ -379,7 +379,7 @@ class Provider:
                         "text/event-stream" not in resp.headers.get("content-type", ""):
                     raw = bytearray()
                     # closed here, not left to the loop's finalizer (a task still pending at shutdown)
-                    async with contextlib.aclosing(resp.aiter_bytes()) as chunks:
+                    async with contextlib.aclosing(cast("AsyncGenerator[bytes, None]", resp.aiter_bytes())) as chunks:
                         async for chunk in chunks:
                             raw += chunk
                             if len(raw) > MAX_RESPONSE_BYTES:
@@ -390,7 +390,7 @@ class Provider:
                     return reply
                 state = _OpenAIStream() if self.cfg.protocol == "openai" else _AnthropicStream()
                 received, pending = 0, b""
-                async with contextlib.aclosing(resp.aiter_bytes()) as chunks:
+                async with contextlib.aclosing(cast("AsyncGenerator[bytes, None]", resp.aiter_bytes())) as chunks:
                     async for chunk in chunks:
                         received += len(chunk)
                         if received > MAX_RESPONSE_BYTES:

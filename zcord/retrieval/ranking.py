@@ -12,9 +12,9 @@ import heapq
 import math
 import re
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple, TypeAlias, cast
 
 from ..core.state import MemoryState
 from ..core.text import has_cjk, latin_words, normalize, stem_key, term_key
@@ -41,12 +41,28 @@ class Term:
     cls: frozenset[str]      # its synonym class (itself alone when it has none)
 
 
+RankingMode: TypeAlias = Literal["seed", "weighted"]
+"""How recall ranks (config recallRanking; SPEC §3.3): seed counts the distinct terms a memory
+is hit by, weighted is BM25 with synonym classes and the parents' titles as context."""
+
+Where: TypeAlias = Literal["title", "keyword", "title+keyword", "parent", "ancestor"]
+
+
+class Match(NamedTuple):
+    """What a weighted hit's best term of one synonym class was (explain mode)."""
+
+    key: str         # the term's comparison key
+    where: Where     # where it matched: the memory's own title or keyword, or a parent's title
+    weight: float    # what it added to the score
+
+
 @dataclass
 class Hit:
     id: str
     score: float
-    terms: list[str]
+    terms: list[str]  # explain mode: the keys of the terms that hit it (else empty)
     person: str | None = None  # the named person node it lies under (weighted: PERSON_FACTOR applied)
+    matches: list[Match] = field(default_factory=list)  # weighted explain mode: per class, its best match
 
 
 # Weighted ranking (SPEC §3.3 "weighted"): BM25 over titles and keywords, one title per
@@ -105,7 +121,8 @@ def _fill_within(local: dict[str, float], t_ids, k_ids, value: float, only: set[
     in_k = only & k_ids if k_ids else k_ids
     if in_t and in_k:
         in_both = in_t & in_k
-        parts = ((in_t - in_both, value), (in_k - in_both, kw), (in_both, both)) if in_both else \
+        parts: tuple[tuple[Any, float], ...] = \
+            ((in_t - in_both, value), (in_k - in_both, kw), (in_both, both)) if in_both else \
             ((in_t, value), (in_k, kw))
     else:
         parts = ((in_t, value),) if in_t else ((in_k, kw),)
@@ -147,13 +164,21 @@ def idf(n: int, df: int) -> float:
 
 
 class Ranking:
-    """Retriever's scoring side: `hits` and the two ranking modes."""
+    """Retriever's scoring side (held by it as `ranking`): `hits` and the two ranking modes.
 
-    state: MemoryState  # supplied by Retriever
-    class_of: Callable[[str], frozenset[str]]
+    Needs the current state (`state_ref()`, read anew for each call: a restore replaces it)
+    and the synonym class of a term (`class_of`, for terms given as plain strings)."""
+
+    def __init__(self, state_ref: Callable[[], MemoryState], class_of: Callable[[str], frozenset[str]]) -> None:
+        self._state_ref = state_ref
+        self.class_of = class_of
+
+    @property
+    def state(self) -> MemoryState:
+        return self._state_ref()
 
     def hits(self, terms: list[str] | list[Term], keyword_equality: bool, limit: int | None = None,
-             explain: bool = False, mode: str = "seed", floor: bool = True, people: list[str] = (),
+             explain: bool = False, mode: RankingMode = "seed", floor: bool = True, people: Iterable[str] = (),
              greeting: bool = False) -> list[Hit]:
         """Current nodes hit by the terms, best first.
 
@@ -163,24 +188,29 @@ class Ranking:
         thanks or says goodbye) and `floor`, a batch whose only evidence is the names of
         people it addresses ("Hi Sam!") recalls nothing.
         """
-        self.state.ensure_index()
+        ix = self.state.indexes
+        ix.ensure_index()
         if mode == "weighted":
-            self.state.ensure_stems()
+            ix.ensure_stems()
             if terms and isinstance(terms[0], str):
-                terms = [Term(stem_key(t), normalize(t), normalize(t), 1.0, False, self.class_of(normalize(t)))
-                         for t in terms]
-            return self._weighted(terms, keyword_equality, limit, explain, floor, people, greeting)
+                weighted = [Term(stem_key(t), normalize(t), normalize(t), 1.0, False, self.class_of(normalize(t)))
+                            for t in terms]
+            else:
+                weighted = cast("list[Term]", terms)
+            return self._weighted(weighted, keyword_equality, limit, explain, floor, list(people), greeting)
         keys = list(dict.fromkeys(k for k in (t.key if isinstance(t, Term) else term_key(t) for t in terms) if k))
         return self._seed(keys, keyword_equality, limit, explain)
 
     def _seed(self, terms: list[str], keyword_equality: bool, limit: int | None, explain: bool) -> list[Hit]:
         st = self.state
+        ix = st.indexes
+        title_hits, keyword_ids = ix.title_hits, ix.keyword_ids
         counts: Counter[str] = Counter()
         matched: dict[str, list[str]] = {}
         for term in terms:
-            ids = st.title_hits(term)
+            ids = title_hits(term)
             counts.update(ids)
-            extra = st.keyword_ids.get(term) if keyword_equality else None
+            extra = keyword_ids.get(term) if keyword_equality else None
             if extra:
                 extra = extra - ids  # a node hit by title and keyword counts once
                 counts.update(extra)
@@ -188,13 +218,14 @@ class Ranking:
                 for i in (ids | extra) if extra else ids:
                     matched.setdefault(i, []).append(term)
         out: list[Hit] = []
+        index, nodes = ix.index, st.nodes
 
-        def key(i: str):
-            return (-st.index[i].updated, id_order(i))
+        def key(i: str) -> tuple[float, tuple[str, int, str]]:
+            return (-index[i].updated, id_order(i))
 
         # rank score groups from the top; usually the first one or two fill the quota
         for score in sorted(set(counts.values()), reverse=True):
-            group = [i for i, c in counts.items() if c == score and st.nodes[i].superseded_by is None]
+            group = [i for i, c in counts.items() if c == score and nodes[i].superseded_by is None]
             room = None if limit is None else limit - len(out)
             ranked = sorted(group, key=key) if room is None or len(group) <= room else \
                 heapq.nsmallest(room, group, key=key)
@@ -205,9 +236,9 @@ class Ranking:
 
     def _df(self, key: str, keyword_equality: bool) -> int:
         """How many current memories a weighted recall key hits."""
-        st = self.state
-        t_ids = st.stem_hits(key)
-        k_ids = st.keyword_stem_ids(key) if keyword_equality else None
+        ix = self.state.indexes
+        t_ids = ix.stem_hits(key)
+        k_ids = ix.keyword_stem_ids(key) if keyword_equality else None
         return len(t_ids) + (len(k_ids) - len(k_ids & t_ids) if k_ids else 0)
 
     def _synonyms_under_word(self, per_class: dict, keyword_equality: bool, n: int, dfs: dict[str, int]) -> None:
@@ -231,17 +262,18 @@ class Ranking:
                 if value > cap * t.weight:
                     items[k] = (t, t_ids, k_ids, cap * t.weight, anchor)
 
-    def named_people(self, terms: list[Term], people: list[str] = ()) -> dict[str, str]:
+    def named_people(self, terms: list[Term], people: Iterable[str] = ()) -> dict[str, str]:
         """The person nodes a batch names, each with the key of the term that named it ("" for
         a speaker): a node whose
         whole title is a term of the batch (`Caroline`, `小李`) and has memories under it, the
         person node linked to a relationship whose name, an alias or a Latin name's first word
         is a term, and the linked person node of each speaker (`people`: personIds)."""
         st = self.state
+        ix = st.indexes
         keys = {t.key for t in terms if not t.light and t.key}
         named: dict[str, str] = {}
         for key in keys:
-            for i in (st.title_keys if has_cjk(key) else st.title_stem_keys).get(key) or ():
+            for i in (ix.title_keys if has_cjk(key) else ix.title_stem_keys).get(key) or ():
                 if st.children.get(i):
                     named.setdefault(i, key)
         rels = st.relationships
@@ -282,7 +314,7 @@ class Ranking:
         return out
 
     def _weighted(self, terms: list[Term], keyword_equality: bool, limit: int | None, explain: bool,
-                  floor: bool, people: list[str] = (), greeting: bool = False) -> list[Hit]:
+                  floor: bool, people: Iterable[str] = (), greeting: bool = False) -> list[Hit]:
         """BM25 over titles (and keywords): each term weighs by its rarity among current
         memories; a synonym class counts once per memory (its best term); a title shorter
         than average counts a little more. With `floor`, a memory must be hit by at least
@@ -290,8 +322,8 @@ class Ranking:
         node "Caroline" for "Caroline"), so small talk recalls nothing. Then the titles of a
         memory's parents add context for the terms it lacks (Caroline's facts rank above
         Melanie's for a question about Caroline)."""
-        st = self.state
-        n = st.current_count
+        ix = self.state.indexes
+        n = ix.current_count
         if n == 0 or not terms:
             return []
         common = COMMON_FRACTION * idf(n, 1)
@@ -300,7 +332,7 @@ class Ranking:
         per_class: dict[frozenset[str], list[tuple[Term, Any, Any, float, bool]]] = {}
         dfs: dict[str, int] = {}  # key -> df
         shared_of: dict[str, Any] = {}  # key -> the ids hit by title and keyword both
-        stem_hits, keyword_ids, is_title = st.stem_hits, st.keyword_stem_ids, st.is_stem_title
+        stem_hits, keyword_ids, is_title = ix.stem_hits, ix.keyword_stem_ids, ix.is_stem_title
         for t in terms:
             key = t.key
             t_ids = stem_hits(key)
@@ -337,9 +369,9 @@ class Ranking:
             anchors = {t.key for items in per_class.values() for t, *_, anchor in items if anchor}
             if anchors <= set(self.named_people(terms).values()):
                 return []  # "Hi Sam!", "thanks, Caroline": addressed, not asked about
-        index = st.index
+        index = ix.index
         k1 = BM25_K1
-        a, c = 1 + k1 * (1 - BM25_B), k1 * BM25_B / st.avg_title_len
+        a, c = 1 + k1 * (1 - BM25_B), k1 * BM25_B / ix.avg_title_len
 
         norms: dict[float, float] = {}  # title length -> its BM25 length factor (a few lengths)
 
@@ -392,13 +424,14 @@ class Ranking:
         classes it is not hit by itself (`final` raised in place); with `explain`, each
         class's best match and what it weighed."""
         st = self.state
-        index = st.index
+        index = st.indexes.index
         # context from the parents' titles, for the classes a memory is not hit by itself
         if PARENT_WEIGHT:
             nodes = st.nodes
-            chains = {}
+            chains: dict[str, list[str]] = {}
             for i in pool:
-                chain, p = [], nodes[i].parent_id
+                chain: list[str] = []
+                p = nodes[i].parent_id
                 while p is not None and len(chain) < ANCESTOR_DEPTH:
                     chain.append(p)
                     p = nodes[p].parent_id
@@ -426,33 +459,34 @@ class Ranking:
             ranked = ranked[:limit]
         out = []
         for i in ranked:
-            matched: list = []
+            matched: list[Match] = []
             if explain:
                 ln = length_norm(i)
-                parents = []
+                parents: list[str] = []
                 p = st.nodes[i].parent_id
                 while p is not None and len(parents) < ANCESTOR_DEPTH:
                     parents.append(p)
                     p = st.nodes[p].parent_id
                 for items in per_class.values():
-                    best = None
+                    best: Match | None = None
                     for t, t_ids, k_ids, value, _anchor in items:
                         in_t, in_k = i in t_ids, i in k_ids
                         if in_t or in_k:
                             v = value * (BOTH_FIELDS if in_t and in_k else (1.0 if in_t else KEYWORD_ONLY))
-                            where = "title+keyword" if in_t and in_k else ("title" if in_t else "keyword")
-                            if best is None or v > best[2]:
-                                best = (t.key, where, v)
+                            where: Where = "title+keyword" if in_t and in_k else ("title" if in_t else "keyword")
+                            if best is None or v > best.weight:
+                                best = Match(t.key, where, v)
                     if best is None:
                         for depth, parent in enumerate(parents, 1):
                             for t, t_ids, _k, value, _a in items:
-                                if parent in t_ids and (best is None or PARENT_WEIGHT * value / depth > best[2]):
-                                    best = (t.key, "parent" if depth == 1 else "ancestor", PARENT_WEIGHT * value / depth)
+                                if parent in t_ids and (best is None or PARENT_WEIGHT * value / depth > best.weight):
+                                    best = Match(t.key, "parent" if depth == 1 else "ancestor",
+                                                 PARENT_WEIGHT * value / depth)
                             if best is not None:
                                 break
                     if best is not None:
-                        factor = PERSON_FACTOR if i in scoped and best[1] in ("title", "keyword", "title+keyword") \
+                        factor = PERSON_FACTOR if i in scoped and best.where in ("title", "keyword", "title+keyword") \
                             else 1.0
-                        matched.append((best[0], best[1], round(best[2] * ln * factor, 4)))
-            out.append(Hit(i, round(final[i], 4), matched, scoped.get(i)))
+                        matched.append(Match(best.key, best.where, round(best.weight * ln * factor, 4)))
+            out.append(Hit(i, round(final[i], 4), [m.key for m in matched] if matched else [], scoped.get(i), matched))
         return out

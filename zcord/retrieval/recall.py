@@ -9,7 +9,7 @@ from __future__ import annotations
 import collections
 import operator
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -57,6 +57,7 @@ from .ranking import (
     SYNONYM_WEIGHT,
     Hit,
     Ranking,
+    RankingMode,
     Term,
 )
 from .synonyms import Synonyms
@@ -88,7 +89,7 @@ def parse_events(events: Any) -> list[Event]:
         except ValidationError as e:
             first = e.errors()[0]
             loc = ".".join(str(p) for p in first["loc"])
-            raise InvalidArgument(sentence(f"events[{i}].{loc}" if loc else f"events[{i}]", first, None),
+            raise InvalidArgument(sentence(f"events[{i}].{loc}" if loc else f"events[{i}]", dict(first), None),
                                   field=f"events[{i}]") from None
     return out
 
@@ -123,19 +124,44 @@ class Words:
     greeting: bool = False  # a message of it greets, thanks or says goodbye (lexicon.GREETINGS)
 
 
-class Retriever(Ranking):
-    """Word matching over one MemoryState with one synonym table."""
+class Retriever:
+    """Word matching over one MemoryState with one synonym table: the terms of a text
+    (`words`) here, their scoring in the Ranking it holds (`ranking`, `hits`).
 
-    def __init__(self, state_ref, synonyms: Synonyms):
+    Needs the current state (`state_ref()`: a restore replaces it) and the synonyms; the
+    service sets `hidden_ids` and `own_name`."""
+
+    ranking_class: type[Ranking] = Ranking
+    """What scores the terms (tests plug in the reference ranking)."""
+
+    def __init__(self, state_ref: Callable[[], MemoryState], synonyms: Synonyms):
         self._state_ref = state_ref
         self.synonyms = synonyms
+        self.ranking = self.ranking_class(state_ref, self.class_of)
         self._taught_terms: object = None
         self._tables_for: object = None
         self._own: tuple[str, frozenset[str]] | None = None  # the bot's name and its words
+        # the synonym terms' lookup tables (`_tables`)
+        self._starts: dict[str, tuple[int, ...]] = {}
+        self._ones: frozenset[str] = frozenset()
+        self._ones_at: re.Pattern[str] | None = None
+        self._cjk_terms: set[str] = set()
+        self._latin_scan = WordScanner(())
+        self._class_by_key: dict[str, frozenset[str]] = {}
 
     @property
     def state(self) -> MemoryState:
         return self._state_ref()
+
+    def hits(self, terms: list[str] | list[Term], keyword_equality: bool, limit: int | None = None,
+             explain: bool = False, mode: RankingMode = "seed", floor: bool = True, people: Iterable[str] = (),
+             greeting: bool = False) -> list[Hit]:
+        """Current nodes hit by the terms, best first (`Ranking.hits`)."""
+        return self.ranking.hits(terms, keyword_equality, limit, explain, mode, floor, people, greeting)
+
+    def named_people(self, terms: list[Term], people: Iterable[str] = ()) -> dict[str, str]:
+        """The person nodes a batch names (`Ranking.named_people`)."""
+        return self.ranking.named_people(terms, people)
 
     hidden_ids: Callable[[], AbstractSet[str]] = frozenset
     """The ids recall and search must leave out (changes pending review); set by the service."""
@@ -158,15 +184,17 @@ class Retriever(Ranking):
         self._own = (name, words)
         return words
 
-    def visible_hits(self, terms, keyword_equality: bool, limit: int | None, mode: str,
-                     floor: bool = True, **how: Any) -> list[Hit]:
+    def visible_hits(self, terms: list[str] | list[Term], keyword_equality: bool, limit: int | None,
+                     mode: RankingMode, floor: bool = True, people: Iterable[str] = (),
+                     greeting: bool = False) -> list[Hit]:
         """`hits` without the hidden ids: as many more are asked for as are hidden, so the
         quota is filled by the next best visible memories, ranked as they would be anyway."""
         hidden = self.hidden_ids()
         if not hidden:
-            return self.hits(terms, keyword_equality=keyword_equality, limit=limit, mode=mode, floor=floor, **how)
+            return self.hits(terms, keyword_equality=keyword_equality, limit=limit, mode=mode, floor=floor,
+                             people=people, greeting=greeting)
         hits = self.hits(terms, keyword_equality=keyword_equality, mode=mode, floor=floor,
-                         limit=None if limit is None else limit + len(hidden), **how)
+                         limit=None if limit is None else limit + len(hidden), people=people, greeting=greeting)
         out = [h for h in hits if h.id not in hidden]
         return out if limit is None else out[:limit]
 
@@ -224,7 +252,7 @@ class Retriever(Ranking):
             cls = self._class_by_key.get(term_key(term))
         return cls if cls is not None else frozenset((term,))
 
-    def words(self, texts: str | list[str], mode: str = "seed") -> Words:
+    def words(self, texts: str | list[str], mode: RankingMode = "seed") -> Words:
         """The terms of a text, or of a batch of texts (oldest first: later ones weigh more).
 
         Seed mode takes jieba's dictionary words and every non-CJK whole word; weighted mode
@@ -325,13 +353,13 @@ class Retriever(Ranking):
     def _mixed_keywords_in(self, norm: str) -> list[str]:
         """Keywords holding CJK and other letters (ktv包厢), which no cut of the text keeps
         whole: found as substrings and taken as words of the text."""
-        return [kw for kw in self.state.mixed_keywords if kw in norm]
+        return [kw for kw in self.state.indexes.mixed_keywords if kw in norm]
 
 
 _phrasal_stems: dict[str, frozenset[str]] = {}
 
 
-def _phrasal_uses(seq: list[str], phrasal: set[str], plain: set[str]) -> None:
+def _phrasal_uses(seq: Sequence[str], phrasal: set[str], plain: set[str]) -> None:
     """Sort the words of a message (its cut, in order, normalized) whose base form is
     a verb of lexicon.PHRASAL: into `phrasal` when an everyday phrase follows them ("heading"
     in "heading off to bed", "running" in "running a bit late"), else into `plain`."""
@@ -414,7 +442,7 @@ class RecallSessions:
                     out[pid] = None
         return list(out)
 
-    def recall(self, session: str, events: list[Event], budget: int, mode: str = "weighted") -> list[str]:
+    def recall(self, session: str, events: list[Event], budget: int, mode: RankingMode = "weighted") -> list[str]:
         external = [e.text for e in events if e.origin == "external"]
         if not external:
             return list(self.sets.get(session, []))
@@ -431,7 +459,7 @@ class RecallSessions:
         self.sets[session] = ids
         return ids
 
-    def explain(self, text: str | list[str], budget: int, mode: str = "weighted",
+    def explain(self, text: str | list[str], budget: int, mode: RankingMode = "weighted",
                 sender_key: str | None = None, senders: bool = True) -> dict[str, Any]:
         """For operators: how a text would be segmented, expanded and matched, with each
         hit's score and, per matched term, where it matched and what it weighed; and, for a
@@ -447,16 +475,20 @@ class RecallSessions:
         st = r.state
         by_key = {t.key: t for t in words.terms}
         items = []
+        title_hits = st.indexes.title_hits
         for h in hits:
             node = st.nodes[h.id]
             matches = []
-            for m in h.terms:
-                key, where, weight = (m, None, None) if isinstance(m, str) else m
+            # weighted: each class's best match, where and what it weighed; seed: the terms
+            found: list[tuple[str, str | None, float | None]] = \
+                [(m.key, m.where, m.weight) for m in h.matches] if h.matches else [(k, None, None) for k in h.terms]
+            for key, where, weight in found:
                 term = by_key[key]
                 if where is None:
-                    where = "title" if h.id in st.title_hits(key) else "keyword"
-                match = {"term": term.shown, "from": term.source,
-                         "class": sorted(term.cls) if len(term.cls) > 1 else [term.shown], "where": where}
+                    where = "title" if h.id in title_hits(key) else "keyword"
+                match: dict[str, Any] = {"term": term.shown, "from": term.source,
+                                         "class": sorted(term.cls) if len(term.cls) > 1 else [term.shown],
+                                         "where": where}
                 if weight is not None:
                     match["weight"] = weight
                 matches.append(match)
@@ -518,7 +550,7 @@ def _person_entry(state: MemoryState, person_id: str, budget: int) -> tuple[str,
 
 
 def render_header(state: MemoryState, ids: list[str], budget: int,
-                  people: list[str] = ()) -> tuple[str, list[str]]:
+                  people: Sequence[str] = ()) -> tuple[str, list[str]]:
     """The context header for these ids, from live state, at most `budget` characters.
 
     The speakers' relationships first (`people`: personIds), then the memories; each once;
@@ -527,7 +559,7 @@ def render_header(state: MemoryState, ids: list[str], budget: int,
     Over budget, every entry keeps its id while titles and bodies are cut (fair shares) and a
     note says how to read more. Returns the text and the memory ids shown.
     """
-    seen = set()
+    seen: set[str | tuple[str, str]] = set()
     entries: list[tuple[str, str, str]] = []
     for pid in people:
         if pid in state.relationships and ("p", pid) not in seen:

@@ -97,9 +97,9 @@ class SynonymClasses:
         for t in parent:
             members.setdefault(find(t), set()).add(t)
         self.of: dict[str, frozenset[str]] = {}
-        for group in members.values():
-            frozen = frozenset(group)
-            for t in group:
+        for member_set in members.values():
+            frozen = frozenset(member_set)
+            for t in member_set:
                 self.of[t] = frozen
         self._base: weakref.ref[SynonymClasses] | None = None
         self.new_terms: frozenset[str] = frozenset()

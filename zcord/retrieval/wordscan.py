@@ -66,7 +66,7 @@ class WordScanner:
             t = s if out[s] is not None else link[s]
             # the terms ending here: a term already found had its shorter suffixes found with it
             while t and out[t] not in found:
-                found[out[t]] = None
+                found[out[t]] = None  # type: ignore[index]  # t != 0: a state where a term ends (link skips the others)
                 t = link[t]
                 steps += 1
         self.steps = steps

@@ -172,7 +172,7 @@ def page(total: int, offset: int, count: int) -> int | None:
     return offset + count if offset + count < total else None
 
 
-def newest_first(hits: list[tuple[float, int, str]], a: Any, record: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
+def newest_first(hits: list[tuple[float, int, str]] | list[tuple[float, float, str]], a: Any, record: Callable[[str], dict[str, Any]]) -> dict[str, Any]:
     """A query's answer: its hits, (updatedAt, rank, id) each, newest first, and the page the
     arguments ask for (a.offset, a.limit), each item as record(id) gives it."""
     hits.sort(reverse=True)
