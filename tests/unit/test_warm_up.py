@@ -91,16 +91,16 @@ def test_the_background_build_gives_way_while_calls_come_and_not_otherwise(memdi
 
         def sleep(s: float) -> None:
             waits.append(s)
-            svc.seq += next(calls, 0)
+            svc.calls.seq += next(calls, 0)
 
         monkeypatch.setattr(service_mod.time, "sleep", sleep)
         pause = svc._giving_way(wait=0.004, most=5)
         pause()
         assert waits == []  # nothing came: the build goes straight on
-        svc.seq += 1  # a call
+        svc.calls.seq += 1  # a call
         pause()
         assert waits == [0.004] * 3  # +2 during the first wait, +1 during the second, then quiet
-        svc.seq += 1
+        svc.calls.seq += 1
         calls = iter([1] * 100)  # a bot that never stops
         waits.clear()
         pause()
