@@ -24,19 +24,19 @@ from ..core.config import Config, ConfigFile, api_key, key_withheld_reason
 from ..core.errors import InvalidArgument, ZcorError
 from ..core.fsutil import atomic_write, reverse_lines
 from ..core.journal import read_pos, replay
-from ..core.models import now
-from ..core.oplog import OpLog
-from ..core.persona import PersonaName, persona_text
-from ..core.state import MemoryState
-from ..core.store import (
+from ..core.layout import (
     BOT_BACKUP_RE,
     CONFIG_FILE,
     OPLOG_FILE,
     PERSONA_FILE,
     PRE_RESTORE_RE,
     SYNONYMS_FILE,
-    Store,
 )
+from ..core.models import now
+from ..core.oplog import OpLog
+from ..core.persona import PersonaName, persona_text
+from ..core.state import MemoryState
+from ..core.store import Store
 from ..core.text import tokenizer
 from ..retrieval.prefix import build_prefix
 from ..retrieval.recall import RecallSessions, Retriever, check_session, parse_events
@@ -391,7 +391,7 @@ class Service(Dispatcher):
             self.refresh_synonyms()
             self.retriever.teach_jieba()
             cached = self.store.cache_used and self.index_cache_used
-            if not cached and len(self.state.nodes) >= nodecache.MIN_NODES and \
+            if not cached and len(self.state.nodes) >= nodecache.min_nodes() and \
                     self.snapshots.thread is None and self.is_open and not self.gate.restoring:
                 self.snapshots.start()  # a large Memory without usable caches: the next start has them
         self.oplog.warm()

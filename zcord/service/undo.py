@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 from ..core.errors import Conflict, InvalidArgument, NotFound, ZcorError
 from ..core.fsutil import reverse_lines
 from ..core.journal import apply_change
+from ..core.layout import HISTORY_DIR
 from ..core.models import Node, Relationship, format_time
+from ..core.parsing import RestoreLimits
 from ..core.state import MemoryState
-from ..core.store import HISTORY_DIR, RestoreLimits
 
 if TYPE_CHECKING:
     from .calls import Ctx

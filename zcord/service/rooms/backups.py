@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 from ...core.errors import InvalidArgument, RateLimited, StorageError, ZcorError, describe_os_error
 from ...core.journal import SnapshotPos
 from ...core.models import Change
+from ...core.parsing import RestoreLimits
+from ...core.serializer import StateView
 from ...core.state import MemoryState
-from ...core.store import RestoreLimits, StateView
 from .. import inputs as I
 from ..calls import Ctx, InternalError, parse_args
 
