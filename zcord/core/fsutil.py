@@ -94,7 +94,7 @@ def read_nofollow(path: Path, limit: int | None = None) -> bytes:
         size = os.fstat(fd).st_size
         if limit is not None and size > limit:
             raise ValueError(f"{path.name} is {size} bytes, more than the {limit} accepted")
-        chunks = []
+        chunks: list[bytes] = []
         while True:
             chunk = os.read(fd, 1 << 20)
             if not chunk:
@@ -131,7 +131,7 @@ def make_dir(path: Path, mode: int = 0o750) -> None:
 
 def remove_stale_tmp(directory: Path) -> list[str]:
     """Delete atomic_write's leftovers in directory (only while holding the Memory's lock)."""
-    removed = []
+    removed: list[str] = []
     try:
         names = os.listdir(directory)
     except (FileNotFoundError, NotADirectoryError):
