@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -107,48 +108,52 @@ def _old_str(rec: dict, key: str, where: str) -> str:
     return value
 
 
-def _old_nodes(records: Any, where: str, with_keywords: bool) -> list[Node]:
+def _old_records(records: Any, where: str, what: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """(where, record) for each object of an old file's array of `what`."""
     if not isinstance(records, list):
-        raise StateFileInvalid(f"{where}: expected an array of memories")
-    nodes = []
+        raise StateFileInvalid(f"{where}: expected an array of {what}")
     for i, rec in enumerate(records):
         w = f"{where}[{i}]"
         if not isinstance(rec, dict):
             raise StateFileInvalid(f"{w}: expected an object")
+        yield w, rec
+
+
+def _old_times(rec: dict[str, Any], w: str) -> tuple[datetime, datetime]:
+    """An old record's createdAt and updatedAt (which defaults to createdAt)."""
+    return (parse_time(rec.get("createdAt"), f"{w}.createdAt"),
+            parse_time(rec.get("updatedAt", rec.get("createdAt")), f"{w}.updatedAt"))
+
+
+def _old_nodes(records: Any, where: str, with_keywords: bool) -> list[Node]:
+    nodes = []
+    for w, rec in _old_records(records, where, "memories"):
         title = _old_str(rec, "title", w)
         keywords = rec.get("keywords") if with_keywords else None
         if keywords is None:
             keywords = derive_keywords(title)
         elif not (isinstance(keywords, list) and all(isinstance(k, str) for k in keywords)):
             raise StateFileInvalid(f"{w}.keywords: expected an array of strings")
-        nodes.append(Node(
-            id=_old_str(rec, "id", w), title=title, content=_old_str(rec, "content", w),
-            keywords=keywords, parent_id=None,
-            created_at=parse_time(rec.get("createdAt"), f"{w}.createdAt"),
-            updated_at=parse_time(rec.get("updatedAt", rec.get("createdAt")), f"{w}.updatedAt"),
-        ))
+        node_id, content = _old_str(rec, "id", w), _old_str(rec, "content", w)
+        created, updated = _old_times(rec, w)
+        nodes.append(Node(id=node_id, title=title, content=content, keywords=keywords, parent_id=None,
+                          created_at=created, updated_at=updated))
     return nodes
 
 
 def _old_relationships(records: Any, where: str) -> list[Relationship]:
     if records is None:
         return []
-    if not isinstance(records, list):
-        raise StateFileInvalid(f"{where}: expected an array of relationships")
     out = []
-    for i, rec in enumerate(records):
-        w = f"{where}[{i}]"
-        if not isinstance(rec, dict):
-            raise StateFileInvalid(f"{w}: expected an object")
+    for w, rec in _old_records(records, where, "relationships"):
+        person_id, name = _old_str(rec, "personId", w), _old_str(rec, "name", w)
+        created, updated = _old_times(rec, w)
         try:
             out.append(Relationship(
-                person_id=_old_str(rec, "personId", w), name=_old_str(rec, "name", w),
+                person_id=person_id, name=name,
                 aliases=rec.get("aliases") or [], relationship=rec.get("relationship") or "",
                 affinity=rec.get("affinity", 0), reason=rec.get("reason") or "",
-                memory_node_id=None,
-                created_at=parse_time(rec.get("createdAt"), f"{w}.createdAt"),
-                updated_at=parse_time(rec.get("updatedAt", rec.get("createdAt")), f"{w}.updatedAt"),
-            ))
+                memory_node_id=None, created_at=created, updated_at=updated))
         except ValidationError as e:
             raise StateFileInvalid(f"{w}: {describe_validation(e)}") from None
     return out
