@@ -218,3 +218,24 @@ def test_the_state_file_is_fsynced_and_the_cache_is_not(memdir, clock, monkeypat
     state_tmp = [n for n in synced if n.startswith(".memory-state.json.")]
     assert state_tmp and not [n for n in synced if "memory-state.cache" in n]
     assert (memdir / nodecache.CACHE_FILE).exists()
+
+
+@pytest.mark.parametrize("setting, cached", [("100", False), ("0", True)])
+def test_the_cache_threshold_is_read_from_the_environment_when_a_snapshot_is_written(memdir, clock, monkeypatch,
+                                                                                     setting, cached):
+    """ZCOR_NODE_CACHE_NODES set after zcord was imported still decides (read at each use)."""
+    build(memdir, clock)
+    monkeypatch.setenv("ZCOR_NODE_CACHE_NODES", setting)
+    (memdir / nodecache.CACHE_FILE).unlink()
+    with Service(memdir, clock=clock) as svc:
+        svc.call("zcor_memory_write", {"id": "m2", "title": "妈妈的生日", "content": "改"}, actor="operator")
+        svc.snapshot()
+    assert (memdir / nodecache.CACHE_FILE).exists() == cached
+
+
+def test_a_threshold_that_is_no_number_is_named_and_the_default_used(monkeypatch, caplog):
+    monkeypatch.setenv("ZCOR_NODE_CACHE_NODES", "lots")
+    assert nodecache.min_nodes() == nodecache.MIN_NODES
+    assert "ZCOR_NODE_CACHE_NODES must be a whole number of memories, got 'lots'" in caplog.text
+    monkeypatch.delenv("ZCOR_NODE_CACHE_NODES")
+    assert nodecache.min_nodes() == nodecache.MIN_NODES == 3  # this file's small_memories_cached
