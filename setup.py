@@ -3,7 +3,7 @@
 There is one source file (the design card's top-level `synonyms.json`); the build copies it
 into the package as `zcord/synonyms.json`, so an installed zcord finds it with
 importlib.resources. A source checkout (editable install) reads the top-level file directly
-(zcord.core.store.default_synonyms_bytes). Everything else is in pyproject.toml.
+(zcord.core.layout.default_synonyms_bytes). Everything else is in pyproject.toml.
 """
 
 from pathlib import Path

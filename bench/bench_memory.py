@@ -60,8 +60,10 @@ def memory_dir(cache: Path, n: int) -> Path:
 
 def load_split(memdir: Path) -> dict[str, tuple[float, float]]:
     """(CPU s, wall s) of each load phase, in this process."""
+    from zcord.core.fastload import fast_state
+    from zcord.core.invariants import check_invariants
+    from zcord.core.layout import STATE_FILE
     from zcord.core.state import MemoryState
-    from zcord.core.store import STATE_FILE, _fast_state, check_invariants
 
     raw = (memdir / STATE_FILE).read_bytes()
     out = {}
@@ -79,7 +81,7 @@ def load_split(memdir: Path) -> dict[str, tuple[float, float]]:
     if not store.cache_used:  # fewer than 5,000 memories: no cache is written
         out["whole load from memory-state.cache"] = None
     del cached
-    fast = timed("parse + check + nodes", lambda: _fast_state(raw))
+    fast = timed("parse + check + nodes", lambda: fast_state(raw))
     assert fast is not None, "the fast loader refused the bench's own file"
     nodes, head, rels, history, tree = fast
     del fast

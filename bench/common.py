@@ -9,9 +9,10 @@ import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from zcord.core.layout import OPLOG_FILE
 from zcord.core.models import Change, Node, OpRecord
 from zcord.core.state import MemoryState
-from zcord.core.store import OPLOG_FILE, Store
+from zcord.core.store import Store
 
 SURNAMES = "王李张刘陈杨黄赵吴周徐孙马朱胡郭何高林罗"
 THINGS = ["奶茶", "篮球", "电影", "猫咪", "火锅", "旅行", "考试", "加班", "生日", "咖啡", "周末", "音乐会",
@@ -40,7 +41,7 @@ def ms(values: list[float]) -> str:
 
 def diverse_vocabulary() -> list[str]:
     """About 3,000 chat words (the default synonym terms), for titles as varied as real ones."""
-    from zcord.core.store import default_synonyms_bytes
+    from zcord.core.layout import default_synonyms_bytes
     from zcord.retrieval.synonyms import parse_groups
 
     return sorted({t for g in parse_groups(default_synonyms_bytes(), "synonyms.json") for t in g

@@ -219,7 +219,8 @@ def persisted_bytes(memdir: Path) -> bytes | None:
     """The Memory as the next start loads it (memory-state.json plus the changes journaled
     in operations.jsonl after it), encoded as memory-state.json would hold it after a
     snapshot; None when nothing was ever written. What "persisted" means with the journal."""
-    from zcord.core.store import StateSerializer, read_persisted
+    from tests.persisted import read_persisted
+    from zcord.core.serializer import StateSerializer
 
     if not (memdir / "memory-state.json").exists() and not (memdir / "operations.jsonl").exists():
         return None

@@ -51,7 +51,9 @@ def groups() -> dict[str, list[str]]:
         "recall": names("zcord/retrieval/recall.py", "zcord/retrieval/ranking.py"),
         "state": [n for n in names("zcord/core/state.py", "zcord/core/indexes.py")
                   if not any(func(n).endswith(f) and num(n) == i for f, i in STATE_TRIAGED)],
-        "store": [n for n in names("zcord/core/store.py") if func(n) not in STORE_LOADERS],
+        "store": [n for n in names("zcord/core/store.py", "zcord/core/layout.py", "zcord/core/parsing.py",
+                                             "zcord/core/fastload.py", "zcord/core/invariants.py",
+                                             "zcord/core/serializer.py") if func(n) not in STORE_LOADERS],
         "oplog": [n for n in names("zcord/core/oplog.py", "zcord/core/history_index.py")
                   if func(n) not in OPLOG_HELPERS],
     }

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import persisted_bytes
+from tests.persisted import read_persisted
 from zcord.client import ToolError
-from zcord.core.store import Store, read_persisted
+from zcord.core.store import Store
 
 pytestmark = pytest.mark.fault
 

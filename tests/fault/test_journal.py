@@ -10,7 +10,7 @@ import time
 import pytest
 
 from tests.fault.wire import Wire
-from zcord.core.store import read_persisted
+from tests.persisted import read_persisted
 
 pytestmark = pytest.mark.fault
 

@@ -36,8 +36,10 @@ from typing import Any
 import pytest
 
 from tests.fault.wire import Wire
+from tests.persisted import read_persisted
 from zcord.core import protocol as P
-from zcord.core.store import default_synonyms_bytes, parse_state, read_persisted
+from zcord.core.layout import default_synonyms_bytes
+from zcord.core.parsing import parse_state
 from zcord.retrieval.synonyms import parse_groups
 
 pytestmark = pytest.mark.fault

@@ -11,9 +11,10 @@ import pytest
 
 from zcord.core import indexes as indexes_mod
 from zcord.core.errors import StateFileInvalid
+from zcord.core.fastload import fast_state
 from zcord.core.models import Node, StateFile
+from zcord.core.parsing import parse_state, state_of_model
 from zcord.core.state import MemoryState
-from zcord.core.store import _fast_state, _state_of, parse_state
 from zcord.core.text import normalize
 from zcord.service import Service
 
@@ -66,9 +67,9 @@ def raw(tmp_path) -> bytes:
 
 
 def test_fast_loader_takes_zcords_own_file_and_matches_pydantic(raw):
-    assert _fast_state(raw) is not None
+    assert fast_state(raw) is not None
     fast = parse_state(raw, "memory-state.json")
-    slow = _state_of(StateFile.model_validate_json(raw), "memory-state.json", None)
+    slow = state_of_model(StateFile.model_validate_json(raw), "memory-state.json", None)
     assert structure(fast) == structure(slow)
     assert all(type(n) is Node for n in fast.nodes.values())
     assert tables(fast) == tables(slow)
@@ -102,7 +103,7 @@ def test_other_layouts_and_forms_load_the_same(raw, layout):
         out = json.dumps(doc, ensure_ascii=False)
     data = out.encode()
     got = parse_state(data, "memory-state.json")
-    want = _state_of(StateFile.model_validate_json(data), "memory-state.json", None)
+    want = state_of_model(StateFile.model_validate_json(data), "memory-state.json", None)
     assert structure(got) == structure(want)
     assert tables(got) == tables(want)
 

@@ -17,7 +17,8 @@ import pytest
 import zcord.core.indexcache as indexcache
 import zcord.core.nodecache as nodecache
 from zcord.core import text
-from zcord.core.store import STATE_FILE, Store
+from zcord.core.layout import STATE_FILE
+from zcord.core.store import Store
 from zcord.service import Service
 
 CJK_WORDS = ["奶茶", "篮球", "电影", "猫咪", "火锅", "旅行", "考试", "加班", "生日", "咖啡", "周末", "音乐会",

@@ -9,9 +9,12 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
+import zcord.core.fastload as fastload
 import zcord.core.nodecache as nodecache
-import zcord.core.store as store_mod
-from zcord.core.store import STATE_FILE, StateSerializer, Store, parse_state
+from zcord.core.layout import STATE_FILE
+from zcord.core.parsing import parse_state
+from zcord.core.serializer import StateSerializer
+from zcord.core.store import Store
 from zcord.service import Service
 
 
@@ -24,14 +27,14 @@ def small_memories_cached(monkeypatch):
 def used(monkeypatch):
     """Which way each load went: "cache" or "json"."""
     ways: list[str] = []
-    real = store_mod._state_of_cache
+    real = fastload.state_of_cache
 
     def spy(memdir):
         state = real(memdir)
         ways.append("json" if state is None else "cache")
         return state
 
-    monkeypatch.setattr(store_mod, "_state_of_cache", spy)
+    monkeypatch.setattr(fastload, "state_of_cache", spy)
     return ways
 
 
@@ -150,7 +153,7 @@ def test_a_small_memory_writes_no_cache_and_removes_an_old_one(memdir, clock, mo
     assert Store(memdir).load().nodes["m8"].title == "one more"
 
 
-def test_a_cache_that_cannot_be_written_does_not_fail_the_snapshot(memdir, clock, monkeypatch, capsys, used):
+def test_a_cache_that_cannot_be_written_does_not_fail_the_snapshot(memdir, clock, monkeypatch, caplog, used):
     build(memdir, clock)
     real = nodecache.atomic_write
 
@@ -161,7 +164,7 @@ def test_a_cache_that_cannot_be_written_does_not_fail_the_snapshot(memdir, clock
     with Service(memdir, clock=clock) as svc:
         svc.call("zcor_memory_write", {"id": "m2", "title": "妈妈的生日", "content": "又改了"}, actor="operator")
         assert svc.snapshot()["changeId"] > 0
-    assert "could not write memory-state.cache (No space left on device)" in capsys.readouterr().err
+    assert "could not write memory-state.cache (No space left on device)" in caplog.text  # logger "zcord"
     monkeypatch.setattr(nodecache, "atomic_write", real)
     used.clear()
     assert Store(memdir).load().nodes["m2"].content == "又改了"
@@ -215,3 +218,24 @@ def test_the_state_file_is_fsynced_and_the_cache_is_not(memdir, clock, monkeypat
     state_tmp = [n for n in synced if n.startswith(".memory-state.json.")]
     assert state_tmp and not [n for n in synced if "memory-state.cache" in n]
     assert (memdir / nodecache.CACHE_FILE).exists()
+
+
+@pytest.mark.parametrize("setting, cached", [("100", False), ("0", True)])
+def test_the_cache_threshold_is_read_from_the_environment_when_a_snapshot_is_written(memdir, clock, monkeypatch,
+                                                                                     setting, cached):
+    """ZCOR_NODE_CACHE_NODES set after zcord was imported still decides (read at each use)."""
+    build(memdir, clock)
+    monkeypatch.setenv("ZCOR_NODE_CACHE_NODES", setting)
+    (memdir / nodecache.CACHE_FILE).unlink()
+    with Service(memdir, clock=clock) as svc:
+        svc.call("zcor_memory_write", {"id": "m2", "title": "妈妈的生日", "content": "改"}, actor="operator")
+        svc.snapshot()
+    assert (memdir / nodecache.CACHE_FILE).exists() == cached
+
+
+def test_a_threshold_that_is_no_number_is_named_and_the_default_used(monkeypatch, caplog):
+    monkeypatch.setenv("ZCOR_NODE_CACHE_NODES", "lots")
+    assert nodecache.min_nodes() == nodecache.MIN_NODES
+    assert "ZCOR_NODE_CACHE_NODES must be a whole number of memories, got 'lots'" in caplog.text
+    monkeypatch.delenv("ZCOR_NODE_CACHE_NODES")
+    assert nodecache.min_nodes() == nodecache.MIN_NODES == 3  # this file's small_memories_cached

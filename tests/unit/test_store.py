@@ -4,6 +4,7 @@ migrations, backups and restore, and what happens when a write fails."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -1176,3 +1177,17 @@ def test_stale_lock_file_from_dead_process_does_not_block(memdir):
     (memdir / "zcord.lock").write_text("999999\n")
     with Service(memdir) as s:
         assert call(s, "children")["items"] == []
+
+
+def test_temporary_files_left_by_an_interrupted_write_are_removed_and_counted_in_the_log(memdir, caplog):
+    """The count goes to logger "zcord" (stderr under zcord's logging set-up), at the next open."""
+    with Service(memdir):
+        pass
+    left = [memdir / ".memory-state.json.123.0badc0de.tmp", memdir / "backups" / ".memory-state-x.json.9.00000000.tmp"]
+    for path in left:
+        path.write_bytes(b"half")
+    with caplog.at_level(logging.WARNING, logger="zcord"), Service(memdir):
+        pass
+    assert not any(p.exists() for p in left)
+    assert [(r.name, r.getMessage()) for r in caplog.records] == \
+        [("zcord", "removed 2 temporary file(s) left by an interrupted write")]

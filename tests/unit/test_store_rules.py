@@ -12,7 +12,7 @@ import pytest
 
 import zcord.core.store as store_mod
 from zcord.core.errors import InvalidArgument, StateFileInvalid
-from zcord.core.store import RestoreLimits
+from zcord.core.parsing import RestoreLimits, parse_state
 from zcord.service import Service
 
 
@@ -154,7 +154,7 @@ def test_state_file_errors_name_the_file_on_the_fast_path_too(svc):
     assert b'"historySegments":[]' in raw
     bad = raw.replace(b'"historySegments":[]', b'"historySegments":["changes-1.jsonl"]')
     with pytest.raises(StateFileInvalid) as ei:
-        store_mod.parse_state(bad, "copy.json")
+        parse_state(bad, "copy.json")
     assert ei.value.message == "copy.json: history segment 'changes-1.jsonl' is misnamed or out of order"
 
 
@@ -166,5 +166,5 @@ def test_state_file_with_a_short_time_is_refused_never_crashes(svc, created):
     i = raw.index(b'"createdAt":"') + len(b'"createdAt":"')
     bad = raw[:i] + created.encode() + raw[raw.index(b'"', i):]
     with pytest.raises(StateFileInvalid) as ei:
-        store_mod.parse_state(bad, "copy.json")
+        parse_state(bad, "copy.json")
     assert ei.value.message.startswith("copy.json fails validation: nodes.0.createdAt: ")

@@ -94,7 +94,7 @@ def read_nofollow(path: Path, limit: int | None = None) -> bytes:
         size = os.fstat(fd).st_size
         if limit is not None and size > limit:
             raise ValueError(f"{path.name} is {size} bytes, more than the {limit} accepted")
-        chunks = []
+        chunks: list[bytes] = []
         while True:
             chunk = os.read(fd, 1 << 20)
             if not chunk:
@@ -131,7 +131,7 @@ def make_dir(path: Path, mode: int = 0o750) -> None:
 
 def remove_stale_tmp(directory: Path) -> list[str]:
     """Delete atomic_write's leftovers in directory (only while holding the Memory's lock)."""
-    removed = []
+    removed: list[str] = []
     try:
         names = os.listdir(directory)
     except (FileNotFoundError, NotADirectoryError):
@@ -171,3 +171,25 @@ def reverse_lines(fd: int, end: int, stop: int = 0) -> Iterator[tuple[int, bytes
         buf = os.pread(fd, pos - start, start) + buf[:hi]
         hi = len(buf)
         pos = start
+
+
+def create_new(path: Path, data: bytes, mode: int = 0o640) -> bool:
+    """Write a new file at path, complete or not at all, never replacing one that exists
+    (the content goes to a temporary file that is then hard-linked into place)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")  # cleaned at start if left
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, mode)
+    try:
+        try:
+            os.fchmod(fd, mode)  # the same mode under any umask
+            os.write(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            return False
+    finally:
+        os.unlink(tmp)
+    fsync_dir(path.parent)
+    return True

@@ -8,6 +8,7 @@ be and what it got: "affinity must be between -100 and 100; got 150".
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel
@@ -41,10 +42,11 @@ def bounds(model: type[BaseModel] | None, loc: tuple[Any, ...]) -> tuple[Any, An
     return lo, hi
 
 
-def what_it_must_be(error: dict[str, Any], model: type[BaseModel] | None = None) -> str | None:
+def what_it_must_be(error: Mapping[str, Any], model: type[BaseModel] | None = None) -> str | None:
     """`must be …; got …` (or `is required`, …) for one of pydantic's error dicts; None for
     a rule of the model's own (its message is already in words)."""
-    kind, ctx, got = error["type"], error.get("ctx") or {}, error.get("input")
+    got: Any = error.get("input")  # any JSON value (or none); len() is taken only for the kinds that have one
+    kind, ctx = error["type"], error.get("ctx") or {}
     if kind == "missing":
         return "is required"
     if kind in ("less_than_equal", "greater_than_equal", "less_than", "greater_than"):
@@ -88,7 +90,7 @@ def what_it_must_be(error: dict[str, Any], model: type[BaseModel] | None = None)
     return None
 
 
-def sentence(name: str, error: dict[str, Any], model: type[BaseModel] | None = None) -> str:
+def sentence(name: str, error: Mapping[str, Any], model: type[BaseModel] | None = None) -> str:
     """`affinity must be between -100 and 100; got 150`; a rule of the model's own (a
     `ValueError` in a validator) as `name: its message`."""
     said = what_it_must_be(error, model)

@@ -146,6 +146,8 @@ def apply_change(state: MemoryState, c: dict[str, Any]) -> Change:
             if node.id.startswith("m") and m.isdigit():
                 state.next_id = max(state.next_id, int(m) + 1)
         elif kind == "node.delete":
+            if target is None:
+                raise KeyError(target)  # as the lookup of a node id None would
             state._remove_node(target)
         elif kind.startswith("important."):
             if not isinstance(after, list) or any(i not in state.nodes for i in after):
@@ -156,6 +158,8 @@ def apply_change(state: MemoryState, c: dict[str, Any]) -> Change:
         elif kind in ("relationship.create", "relationship.update"):
             state._put_rel(Relationship.model_validate(after))
         elif kind == "relationship.delete":
+            if target is None:
+                raise KeyError(target)
             state._remove_rel(target)
         elif kind == "state.migrate":
             pass

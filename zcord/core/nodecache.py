@@ -18,9 +18,9 @@ memories as a marshal'd list of tuples in state-file order (times as ISO strings
 from __future__ import annotations
 
 import json
+import logging
 import marshal
 import os
-import sys
 import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -28,10 +28,13 @@ from typing import Any
 
 from .fsutil import atomic_write, read_derived
 
+log = logging.getLogger("zcord")
+
 CACHE_FILE = "memory-state.cache"
 MAGIC = b"zcor memory-state.cache 1\n"
-MIN_NODES = int(os.environ.get("ZCOR_NODE_CACHE_NODES", "5000"))
-"""A snapshot of fewer memories writes no cache (they load fast anyway) and removes an old one."""
+MIN_NODES = 5000
+"""A snapshot of fewer memories writes no cache (they load fast anyway) and removes an old
+one; the environment's ZCOR_NODE_CACHE_NODES, when set, overrides it (min_nodes)."""
 NODES_OPEN = b',\n"nodes":[\n'
 NODES_CLOSE = b'],\n"relationships":[\n'
 
@@ -63,6 +66,21 @@ class Tracker:
             yield piece
 
 
+def min_nodes() -> int:
+    """The fewest memories a snapshot writes a cache for: ZCOR_NODE_CACHE_NODES when set (read
+    at each call, not at import), else MIN_NODES. A value that is no whole number is named
+    in a warning and MIN_NODES used (the cache is an optimisation: never a reason to fail)."""
+    value = os.environ.get("ZCOR_NODE_CACHE_NODES")
+    if value is None:
+        return MIN_NODES
+    try:
+        return int(value)
+    except ValueError:
+        log.warning("ZCOR_NODE_CACHE_NODES must be a whole number of memories, got %r; using %d", value,
+                    MIN_NODES)
+        return MIN_NODES
+
+
 def cache_path(memdir: Path) -> Path:
     return memdir / CACHE_FILE
 
@@ -74,7 +92,7 @@ def write(memdir: Path, state_path: Path, nodes: Iterable[Any], count: int, trac
     bound to it record: zcord.core.indexcache), or None."""
     path = cache_path(memdir)
     try:
-        if count < MIN_NODES or tracker.start is None or tracker.end is None:
+        if count < min_nodes() or tracker.start is None or tracker.end is None:
             try:
                 os.unlink(path)
             except FileNotFoundError:
@@ -95,8 +113,7 @@ def write(memdir: Path, state_path: Path, nodes: Iterable[Any], count: int, trac
         atomic_write(path, [MAGIC, json.dumps(header).encode() + b"\n", payload], sync=False)
         return header
     except OSError as e:
-        print(f"zcord: could not write {CACHE_FILE} ({e.strerror or e}); the next start parses the state file",
-              file=sys.stderr)
+        log.warning("could not write %s (%s); the next start parses the state file", CACHE_FILE, e.strerror or e)
         return None
 
 

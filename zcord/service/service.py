@@ -27,17 +27,17 @@ from ..core.errors import InvalidArgument, ZcorError
 from ..core.fsutil import atomic_write, reverse_lines
 from ..core.indexes import build_text_piece
 from ..core.journal import find_record, read_pos, replay
-from ..core.models import now
-from ..core.oplog import OpLog
-from ..core.persona import PersonaName, persona_text
-from ..core.state import MemoryState, Tx
-from ..core.store import (
+from ..core.layout import (
     CONFIG_FILE,
     OPLOG_FILE,
     PERSONA_FILE,
     SYNONYMS_FILE,
-    Store,
 )
+from ..core.models import now
+from ..core.oplog import OpLog
+from ..core.persona import PersonaName, persona_text
+from ..core.state import MemoryState, Tx
+from ..core.store import Store
 from ..core.text import tokenizer
 from ..retrieval.prefix import build_prefix
 from ..retrieval.recall import RecallSessions, Retriever, check_session, parse_events
@@ -456,7 +456,7 @@ class Service:
             self.refresh_synonyms()
             self.retriever.teach_jieba()
             cached = self.store.cache_used and self.index_cache_used
-            if not cached and len(self.state.nodes) >= nodecache.MIN_NODES and \
+            if not cached and len(self.state.nodes) >= nodecache.min_nodes() and \
                     self.snapshots.thread is None and self.is_open and not self.gate.restoring:
                 self.snapshots.start()  # a large Memory without usable caches: the next start has them
         self.oplog.warm()

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import StorageError, describe_os_error
 from ..core.journal import POS_FILE, SnapshotPos, write_pos
-from ..core.store import Seal, StateView
+from ..core.serializer import StateView
+from ..core.store import Seal
 from .calls import RestoreInProgress
 
 if TYPE_CHECKING:

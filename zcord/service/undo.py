@@ -26,9 +26,9 @@ from orjson import loads as _loads
 from ..core.errors import Conflict, InvalidArgument, NotFound, ZcorError
 from ..core.fsutil import reverse_lines
 from ..core.journal import apply_change
+from ..core.layout import HISTORY_DIR
 from ..core.models import Node, Relationship, format_time
 from ..core.state import MemoryState
-from ..core.store import HISTORY_DIR
 
 if TYPE_CHECKING:
     from ..core.oplog import OpLog

@@ -21,7 +21,7 @@ from .. import __version__
 from ..core import origin as O
 from ..core import protocol as P
 from ..core.errors import InvalidArgument, ZcorError
-from ..core.store import BOT_BACKUP_RE
+from ..core.layout import BOT_BACKUP_RE
 from ..service import review, undo
 from ..service.rooms import synonyms as synonym_room
 from ..service.tools import TOOLS, declared_tools

@@ -18,9 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 from ...core.errors import InvalidArgument, RateLimited, StorageError, ZcorError, describe_os_error
 from ...core.journal import SnapshotPos
+from ...core.layout import BOT_BACKUP_RE, PRE_RESTORE_RE
 from ...core.models import Change
+from ...core.parsing import RestoreLimits
+from ...core.serializer import StateView
 from ...core.state import MemoryState
-from ...core.store import BOT_BACKUP_RE, PRE_RESTORE_RE, RestoreLimits, StateView, Store
+from ...core.store import Store
 from .. import inputs as I
 from ..calls import Ctx, Steps, parse_args
 
