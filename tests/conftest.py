@@ -69,6 +69,24 @@ def t(svc) -> Caller:
     return Caller(svc)
 
 
+# -- fsync, off where durability is not what a test is about ---------------------------------
+
+
+def _no_fsync(fd: int) -> None:
+    """os.fsync that checks its argument is an open descriptor and syncs nothing."""
+    os.fstat(fd)
+
+
+@pytest.fixture
+def fast_fsync(monkeypatch):
+    """os.fsync made a no-op for this test (the unit and TUI suites use it, autouse): fsync
+    was most of a unit test's set-up time. zcord's durable writes all go through os.fsync
+    (zcord.core.fsutil's atomic_write and fsync_dir, the journal and the operation log), so
+    this one patch covers them; a test that fails or counts fsyncs patches over it as before.
+    The fault and durability suites, and every daemon subprocess, keep the real fsync."""
+    monkeypatch.setattr(os, "fsync", _no_fsync)
+
+
 # -- jieba's process-wide dictionary --------------------------------------------------------
 
 

@@ -154,6 +154,12 @@ def steady_cursors(app: ZcorApp) -> None:
         box.cursor_blink = False
 
 
+@pytest.fixture(autouse=True)
+def _fast_fsync(fast_fsync):
+    """Memories built here in process skip fsync (the daemons the TUI talks to keep it)."""
+    yield
+
+
 @pytest.fixture
 def make_daemon():
     """Daemons on fresh /tmp directories; killed and removed after the test."""
