@@ -174,4 +174,7 @@ class ReviewScreen(ZcorScreen):
         if item is None:
             self.notify("Nothing is held for review.", severity="warning")
             return
-        self.app.push_screen(RejectScreen(item["seq"], item), lambda _result: self.load())
+        def reload(_result: dict[str, Any] | None) -> None:
+            self.load()
+
+        self.app.push_screen(RejectScreen(item["seq"], item), reload)

@@ -133,7 +133,7 @@ class SynonymsScreen(ZcorScreen):
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
         key = event.row_key.value
         held = key is not None and key.startswith("h")
-        self.selected_held = int(key[1:]) if held else None
+        self.selected_held = int(key[1:]) if held and key is not None else None
         self.selected = int(key) if key is not None and not held else None
 
     @on(DataTable.RowSelected)
@@ -171,8 +171,11 @@ class SynonymsScreen(ZcorScreen):
         async def edit(args: dict[str, Any]) -> dict[str, Any]:
             return await self._set(index, args["terms"])
 
-        self.app.push_screen(SynonymForm(edit, self.groups[index], index),
-                             lambda r: r and self.notify(f"Synonym group {index} saved."))
+        def saved(result: dict[str, Any] | None) -> None:
+            if result:
+                self.notify(f"Synonym group {index} saved.")
+
+        self.app.push_screen(SynonymForm(edit, self.groups[index], index), saved)
 
     @work(exclusive=True, group="action")
     async def action_remove(self) -> None:

@@ -46,7 +46,7 @@ class VersionsScreen(Screen[None]):
         Binding("escape,q", "close", "Close", id="versions.close", tooltip="Back to Browse"),
     ]
 
-    app: ZcorApp  # type: ignore[assignment]
+    app: ZcorApp
 
     def __init__(self, node_id: str, title: str = ""):
         super().__init__()
