@@ -1,6 +1,6 @@
 # Two entry points, each doing all the set-up it needs on a fresh machine:
 #   make run    the product on a local default Memory directory
-#   make test   the whole test suite (in a random order; the seed is printed first)
+#   make test   the whole test suite (in a random order, on two workers; the seed is printed first)
 #   make lint   ruff and mypy (.ci/run runs it before make test)
 #   make mutate mutation testing of the core rules against the unit tests (slow; not in CI)
 # and `make dist`, the wheel and sdist in dist/ (how to install them: contrib/systemd/README.md).
@@ -24,6 +24,9 @@ ASTRBOT_LATEST_VERSION := 4.29.3
 ASTRBOT_LATEST_PYTHON ?= $(shell for p in python3.13 python3.12 $$HOME/.pyenv/versions/3.13.*/bin/python \
 	$$HOME/.pyenv/versions/3.12.*/bin/python; do command -v "$$p" >/dev/null 2>&1 && \
 	"$$p" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null && { command -v "$$p"; break; }; done)
+
+# pytest-xdist workers for `make test` (docs/testing.md); TEST_WORKERS=0 runs in this process
+TEST_WORKERS ?= 2
 
 .PHONY: setup run test lint bench dist astrbot-env astrbot-latest-env mutate
 
@@ -73,7 +76,8 @@ run: $(RUN_STAMP)
 
 test: $(TEST_STAMP) $(ASTRBOT_STAMP) $(ASTRBOT_LATEST_STAMP)
 	ZCOR_ASTRBOT_PYTHON=$(CURDIR)/$(ASTRBOT_VENV)/bin/python \
-	ZCOR_ASTRBOT_LATEST_PYTHON=$(CURDIR)/$(ASTRBOT_LATEST_VENV)/bin/python $(BIN)/python -m pytest -q
+	ZCOR_ASTRBOT_LATEST_PYTHON=$(CURDIR)/$(ASTRBOT_LATEST_VENV)/bin/python $(BIN)/python -m pytest -q \
+		-n $(TEST_WORKERS) --dist loadgroup
 
 # Static checks ([tool.ruff] and [tool.mypy] in pyproject.toml); .ci/run runs them before the tests
 lint: $(TEST_STAMP)

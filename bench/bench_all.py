@@ -28,25 +28,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_daemon import rss_kib, start_daemon, throughput  # noqa: E402
 from bench_memory import wait_quiet  # noqa: E402
-from common import THINGS, VERBS, build_memory, content, pct, table, title  # noqa: E402
+from common import THINGS, VERBS, build_memory, content, lat, table, timed, title  # noqa: E402
 
 from zcord.client import Client, ToolError  # noqa: E402
 from zcord.service import Service  # noqa: E402
 
 CHAT = "昨天和小明去吃{}了，他说周末想{}，还提到他的{}最近怎么样。我们聊了很多关于工作和考试的事情。"
-
-
-def timed(fn, samples: int) -> list[float]:
-    out = []
-    for _ in range(samples):
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-    return out
-
-
-def lat(values: list[float]) -> str:
-    return f"{pct(values, 50) * 1000:.2f} / {pct(values, 99) * 1000:.2f}"
 
 
 def machine() -> str:

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import THINGS, VERBS, build_memory, content, pct, table, title  # noqa: E402
+from common import THINGS, VERBS, build_memory, content, pct, table, timed, title  # noqa: E402
 
 from zcord.client import Client  # noqa: E402
 from zcord.service import Service  # noqa: E402
@@ -58,15 +58,6 @@ def start_daemon(memdir: Path, sock: Path, notify: Path) -> tuple[subprocess.Pop
                 return proc, time.perf_counter() - t
     finally:
         listener.close()
-
-
-def timed(fn, samples: int) -> list[float]:
-    out = []
-    for _ in range(samples):
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-    return out
 
 
 def reader(sock: str, ids: list[str], seconds: float, start: float, out: mp.Queue) -> None:

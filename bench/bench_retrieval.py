@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import FILLER, THINGS, VERBS, build_memory, diverse_vocabulary, ms, table  # noqa: E402
+from common import FILLER, THINGS, VERBS, build_memory, diverse_vocabulary, ms, table, timed  # noqa: E402
 
 from zcord.core.text import tokenizer  # noqa: E402
 from zcord.service import Service  # noqa: E402
@@ -71,20 +71,6 @@ def weighting_index_bytes(st) -> int:
     return total
 
 
-def timed(fn, samples: int, cpu: list[float] | None = None) -> list[float]:
-    """Wall times of samples calls; with `cpu`, their CPU times (this thread's) too: the
-    machine is shared and wall times under load swing 2×."""
-    out = []
-    for _ in range(samples):
-        c = time.thread_time()
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-        if cpu is not None:
-            cpu.append(time.thread_time() - c)
-    return out
-
-
 def one(nodes: int, samples: int, diverse: bool) -> dict[str, str]:
     rng = random.Random(nodes)
     vocab = diverse_vocabulary() if diverse else None
@@ -105,7 +91,7 @@ def one(nodes: int, samples: int, diverse: bool) -> dict[str, str]:
         hit = len(svc.retriever.hits(list(svc.retriever.words(first).expanded), keyword_equality=True))
         svc.update_config({"recallRanking": "weighted"})
         recall_cpu: list[float] = []
-        recall = timed(lambda: svc.recall("s", events()), samples, recall_cpu)
+        recall = timed(lambda: svc.recall("s", events()), samples, cpu=recall_cpu)
         ids = svc.recall("s", events())
         # a bot sending the dialogue so far: 20 messages of 100 characters, one new per call
         dialogue = [batch(rng, 100) for _ in range(samples + 20)]
@@ -113,7 +99,7 @@ def one(nodes: int, samples: int, diverse: bool) -> dict[str, str]:
         dialogue_cpu: list[float] = []
         recall_dialogue = timed(lambda: svc.recall("s", [{"text": m, "origin": "external"}
                                                          for m in dialogue[next(step) - 20:][:20]]), samples,
-                                dialogue_cpu)
+                                cpu=dialogue_cpu)
         index_mib = weighting_index_bytes(svc.state) / 2**20
         context = timed(lambda: svc.context("s"), samples)
         svc.update_config({"recallBudget": 800})

@@ -18,19 +18,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from common import THINGS, VERBS, build_memory, content, ms, table, title  # noqa: E402
+from common import THINGS, VERBS, build_memory, content, ms, table, timed, title  # noqa: E402
 
 from zcord.core.text import tokenizer  # noqa: E402
 from zcord.service import Service  # noqa: E402
-
-
-def timed(fn, samples: int) -> list[float]:
-    out = []
-    for _ in range(samples):
-        t = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t)
-    return out
 
 
 def bench(nodes: int, history: int, oplog: int, samples: int) -> dict[str, str]:

@@ -121,13 +121,18 @@ def build_chain(memdir: Path, depth: int) -> None:
     store.close()
 
 
-def timed(fn, samples: int, between=None) -> list[float]:
-    """Seconds each of `samples` calls of fn took (between, if given, runs untimed after each)."""
+def timed(fn, samples: int, *, between=None, cpu: list[float] | None = None) -> list[float]:
+    """Seconds (wall) each of `samples` calls of fn took; `between`, if given, runs untimed
+    after each; with `cpu`, each call's CPU time (this thread's) is appended to it too: the
+    machine is shared and wall times under load swing 2×."""
     out = []
     for _ in range(samples):
+        c = time.thread_time() if cpu is not None else 0.0
         t = time.perf_counter()
         fn()
         out.append(time.perf_counter() - t)
+        if cpu is not None:
+            cpu.append(time.thread_time() - c)
         if between is not None:
             between()
     return out

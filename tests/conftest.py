@@ -69,6 +69,24 @@ def t(svc) -> Caller:
     return Caller(svc)
 
 
+# -- fsync, off where durability is not what a test is about ---------------------------------
+
+
+def _no_fsync(fd: int) -> None:
+    """os.fsync that checks its argument is an open descriptor and syncs nothing."""
+    os.fstat(fd)
+
+
+@pytest.fixture
+def fast_fsync(monkeypatch):
+    """os.fsync made a no-op for this test (the unit and TUI suites use it, autouse): fsync
+    was most of a unit test's set-up time. zcord's durable writes all go through os.fsync
+    (zcord.core.fsutil's atomic_write and fsync_dir, the journal and the operation log), so
+    this one patch covers them; a test that fails or counts fsyncs patches over it as before.
+    The fault and durability suites, and every daemon subprocess, keep the real fsync."""
+    monkeypatch.setattr(os, "fsync", _no_fsync)
+
+
 # -- jieba's process-wide dictionary --------------------------------------------------------
 
 
@@ -207,12 +225,52 @@ def failing_disk(monkeypatch, memdir):
     disk.off()
 
 
+_SHARED_SCOPES = {"module", "package", "session"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the marks
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`make test` runs `-n 2 --dist loadgroup`), a test that uses a
+    module-scoped fixture it asked for (one daemon for the module's snapshots, the built
+    wheel and venvs, the fuzz suite's Memory) runs on the same worker as the rest of its
+    module: the fixture is built once, not once per worker. Everything else is spread freely."""
+    if not config.pluginmanager.has_plugin("xdist"):
+        return
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        for defs in info.name2fixturedefs.values():
+            fixture = defs[-1]
+            if fixture.scope in _SHARED_SCOPES and not getattr(fixture, "_autouse", False):
+                item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+                break
+
+
+def _seed_line(config) -> str | None:
+    seed = getattr(config.option, "randomly_seed", None)
+    if seed is None or not config.pluginmanager.has_plugin("randomly"):
+        return None
+    return (f"tests ran in random order: replay it with --randomly-seed={seed} "
+            f"(or keep file order with -p no:randomly)")
+
+
+def pytest_sessionstart(session):
+    """Print the seed first as well: under -q pytest shows no header (where pytest-randomly
+    prints "Using --randomly-seed=N"), and an interrupted run never reaches the summary.
+    Only where the run is reported (not in pytest-xdist's workers)."""
+    config = session.config
+    line = _seed_line(config)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if line and reporter is not None and config.option.verbose < 0 and not hasattr(config, "workerinput"):
+        reporter.write_line(line)
+
+
 def pytest_terminal_summary(terminalreporter, config):
     """Print the random order's seed even under -q (make test), so a failure can be replayed."""
-    seed = getattr(config.option, "randomly_seed", None)
-    if seed is not None and config.pluginmanager.has_plugin("randomly"):
-        terminalreporter.write_line(f"tests ran in random order: replay it with --randomly-seed={seed} "
-                                    f"(or keep file order with -p no:randomly)")
+    line = _seed_line(config)
+    if line:
+        terminalreporter.write_line(line)
 
 
 def persisted_bytes(memdir: Path) -> bytes | None:

@@ -123,6 +123,12 @@ async def settle(pilot: Pilot, timeout: float = 15.0) -> None:
     raise AssertionError(f"the app did not settle: {busy}")
 
 
+async def press(pilot: Pilot, *keys: str) -> None:
+    """Press the keys, then settle: what the operator sees once the app has answered them."""
+    await pilot.press(*keys)
+    await settle(pilot)
+
+
 async def until(pilot: Pilot, predicate, timeout: float = 15.0, what: str = "condition") -> None:
     """Pause until predicate() is true (a deadline, not a fixed sleep)."""
     deadline = time.monotonic() + timeout
@@ -152,6 +158,12 @@ def steady_cursors(app: ZcorApp) -> None:
     """A blinking cursor would make snapshots flaky."""
     for box in app.screen.query(Input):
         box.cursor_blink = False
+
+
+@pytest.fixture(autouse=True)
+def _fast_fsync(fast_fsync):
+    """Memories built here in process skip fsync (the daemons the TUI talks to keep it)."""
+    yield
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from zcor_tui.screens.dialogs import ConfirmDialog, NodeForm, NodePicker
 from zcor_tui.widgets.memory_tree import LEVELS_ABOVE, MemoryTree, Slot
 from zcord.service import Service
 
-from .conftest import screen_text, settle, text_of, until
+from .conftest import press, screen_text, settle, text_of, until
 
 
 def labels(tree_node) -> list[str]:
@@ -74,21 +74,18 @@ async def test_create_and_edit_then_see_the_diff_in_history(memory, app_for):
         form.query_one("#title", Input).value = "爸爸的爱好"
         form.query_one("#content", TextArea).text = "爸爸周末喜欢钓鱼。"
         form.query_one("#keywords", Input).value = "钓鱼, 周末"
-        await pilot.press("ctrl+s")
-        await settle(pilot)
+        await press(pilot, "ctrl+s")
         assert isinstance(app.screen, BrowseScreen)
         tree = app.screen.query_one(MemoryTree)
         new = tree.cursor_item
         assert new.title == "爸爸的爱好" and tree.nodes_by_id[new.id].parent.data.item.id == ids["dad"]
         assert "Created" in app.noted()
 
-        await pilot.press("e")
-        await settle(pilot)
+        await press(pilot, "e")
         form = app.screen
         assert isinstance(form, NodeForm) and form.query_one("#title", Input).value == "爸爸的爱好"
         form.query_one("#content", TextArea).text = "爸爸周末喜欢去河边钓鱼。"
-        await pilot.press("ctrl+s")
-        await settle(pilot)
+        await press(pilot, "ctrl+s")
         assert "河边" in text_of(app.screen.query_one("#detail").content)
 
         await pilot.press("3")  # History
@@ -106,34 +103,26 @@ async def test_a_refused_edit_keeps_the_form_open_with_the_reason(memory, app_fo
     app = app_for(d)
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot)
-        await pilot.press("N")
-        await settle(pilot)
+        await press(pilot, "N")
         form = app.screen
         form.query_one("#title", Input).value = "x" * 201
-        await pilot.press("ctrl+s")
-        await settle(pilot)
+        await press(pilot, "ctrl+s")
         assert app.screen is form
         assert "title" in text_of(form.query_one("#dialog-error").content)
         # Esc on a filled form asks first; n keeps what was typed, y discards it
-        await pilot.press("escape")
-        await settle(pilot)
+        await press(pilot, "escape")
         assert isinstance(app.screen, ConfirmDialog) and "discard" in app.screen.question
-        await pilot.press("n")
-        await settle(pilot)
+        await press(pilot, "n")
         assert app.screen is form and form.query_one("#title", Input).value == "x" * 201
-        await pilot.press("escape", "y")
-        await settle(pilot)
+        await press(pilot, "escape", "y")
         assert isinstance(app.screen, BrowseScreen)
         # an untouched form closes at once; a number key does not switch screens under it
-        await pilot.press("N")
-        await settle(pilot)
+        await press(pilot, "N")
         assert isinstance(app.screen, NodeForm)
         app.screen.query_one("#save").focus()
-        await pilot.press("3")
-        await settle(pilot)
+        await press(pilot, "3")
         assert isinstance(app.screen, NodeForm) and app.current_mode == "browse"
-        await pilot.press("escape")
-        await settle(pilot)
+        await press(pilot, "escape")
         assert isinstance(app.screen, BrowseScreen)
 
 
@@ -144,8 +133,7 @@ async def test_delete_says_first_that_the_memory_has_children(memory, app_for):
         await settle(pilot)
         tree = app.screen.query_one(MemoryTree)
         assert tree.cursor_item.id == ids["family"]
-        await pilot.press("d")
-        await settle(pilot)
+        await press(pilot, "d")
         assert isinstance(app.screen, BrowseScreen)  # no question that can only end in a refusal
         warning = app.noted("warning")
         assert "has 2 children" in warning and ids["mom"] in warning and ids["dad"] in warning
@@ -155,11 +143,9 @@ async def test_delete_says_first_that_the_memory_has_children(memory, app_for):
         # a leaf goes, and the detail pane moves to a neighbour (here its parent), not to an error
         app.show_node(ids["birthday"])
         await settle(pilot)
-        await pilot.press("d")
-        await settle(pilot)
+        await press(pilot, "d")
         assert isinstance(app.screen, ConfirmDialog)
-        await pilot.press("y")
-        await settle(pilot)
+        await press(pilot, "y")
         assert f"Deleted {ids['birthday']}" in app.noted()
         await until(pilot, lambda: ids["birthday"] not in tree.nodes_by_id, what="the deleted line to go")
         await settle(pilot)
@@ -168,8 +154,7 @@ async def test_delete_says_first_that_the_memory_has_children(memory, app_for):
         # between siblings it is the next one
         app.show_node(ids["old_plan"])
         await settle(pilot)
-        await pilot.press("d", "y")
-        await settle(pilot)
+        await press(pilot, "d", "y")
         await until(pilot, lambda: ids["old_plan"] not in tree.nodes_by_id, what="the deleted line to go")
         await settle(pilot)
         assert tree.cursor_item.id == ids["deadline"]
@@ -182,11 +167,9 @@ async def test_an_empty_memory_says_how_to_start(make_daemon, app_for):
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
         assert "Press N to write the first memory" in text_of(app.screen.query_one("#detail").content)
-        await pilot.press("N")
-        await settle(pilot)
+        await press(pilot, "N")
         app.screen.query_one("#title", Input).value = "第一条"
-        await pilot.press("ctrl+s")
-        await settle(pilot)
+        await press(pilot, "ctrl+s")
         await until(pilot, lambda: text_of(app.screen.query_one("#detail").content).startswith("m1"),
                     what="the new memory in the detail pane")
 
@@ -196,13 +179,10 @@ async def test_go_to_takes_a_bare_number_and_words_a_missing_id_for_the_operator
     app = app_for(d)
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot)
-        await pilot.press("g")
-        await settle(pilot)
-        await pilot.press(*ids["apple"].removeprefix("m"), "enter")
-        await settle(pilot)
+        await press(pilot, "g")
+        await press(pilot, *ids["apple"].removeprefix("m"), "enter")
         assert app.screen.query_one(MemoryTree).cursor_item.id == ids["apple"]
-        await pilot.press("g", *"999", "enter")
-        await settle(pilot)
+        await press(pilot, "g", *"999", "enter")
         errors = app.noted("error")
         assert "'m999'" in errors and "does not exist or was deleted" in errors and "Search (2)" in errors
         assert "zcor_memory_query" not in errors and "Use zcor_" not in errors
@@ -242,8 +222,7 @@ async def test_sixth_important_mark_shows_the_replacement_receipt(memory, app_fo
         assert len(app.important) == 5
         app.show_node(ids["hobby"])
         await settle(pilot)
-        await pilot.press("i")
-        await settle(pilot)
+        await press(pilot, "i")
         warning = app.noted("warning")
         assert f"{ids['mom']} “妈妈” unmarked" in warning and "At most 5" in warning
         await until(pilot, lambda: ids["hobby"] in app.important and ids["mom"] not in app.important,
@@ -262,8 +241,7 @@ async def test_move_merge_and_supersede(memory, app_for):
         await settle(pilot)
         app.show_node(ids["apple"])
         await settle(pilot)
-        await pilot.press("m")
-        await settle(pilot)
+        await press(pilot, "m")
         picker = app.screen
         assert isinstance(picker, NodePicker)
         options = picker.query_one("#picker-options")
@@ -285,13 +263,11 @@ async def test_move_merge_and_supersede(memory, app_for):
         await pilot.press("x")
         app.show_node(ids["apple"])
         await settle(pilot)
-        await pilot.press("x", "M")
-        await settle(pilot)
+        await press(pilot, "x", "M")
         form = app.screen
         form.query_one("#title", Input).value = "家里的事"
         form.query_one("#reason", Input).value = "合并"
-        await pilot.press("ctrl+s")
-        await settle(pilot)
+        await press(pilot, "ctrl+s")
         merged = tree.cursor_item
         assert merged.title == "家里的事"
         assert "Merged" in app.noted()
@@ -301,13 +277,11 @@ async def test_move_merge_and_supersede(memory, app_for):
         # supersede: the selected memory by another, picked by id
         app.show_node(ids["colleague"])
         await settle(pilot)
-        await pilot.press("S")
-        await settle(pilot)
+        await press(pilot, "S")
         form = app.screen
         form.query_one("#replacement", Input).value = ids["work"]
         form.query_one("#reason", Input).value = "不再需要"
-        await pilot.press("ctrl+s")
-        await settle(pilot)
+        await press(pilot, "ctrl+s")
         with d.client("operator") as c:
             assert c.call_tool("zcor_memory_read", {"id": ids["colleague"]})["supersededBy"] == ids["work"]
         await until(pilot, lambda: tree.nodes_by_id[ids["colleague"]].data.item.superseded,
@@ -365,8 +339,7 @@ async def test_the_more_line_shows_the_next_page(make_daemon, app_for):
         await settle(pilot)
         tree = app.screen.query_one(MemoryTree)
         tree.go_to(tree.root.children[-1])
-        await pilot.press("enter")
-        await settle(pilot)
+        await press(pilot, "enter")
         assert len(tree.root.children) == 230 and isinstance(tree.root.children[-1].data, Slot)
         assert tree.cursor_item.id == "m201"
 
@@ -394,8 +367,7 @@ async def test_a_very_deep_memory_opens_with_a_few_calls_and_a_short_tree(make_d
             return await real_call(name, args, **kw)
 
         app.client.call_tool = counted
-        await pilot.press("g", *str(depth), "enter")
-        await settle(pilot)
+        await press(pilot, "g", *str(depth), "enter")
         tree = app.screen.query_one(MemoryTree)
         assert tree.cursor_item.id == f"m{depth}"
         assert len(calls) < 15, calls  # not one call per level

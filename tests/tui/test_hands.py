@@ -14,7 +14,7 @@ from zcor_tui.screens.revert import RevertScreen
 from zcor_tui.screens.versions import VersionsScreen
 from zcord.service import Service
 
-from .conftest import screen_text, settle, text_of, until
+from .conftest import press, screen_text, settle, text_of, until
 
 
 async def test_prefilled_fields_keep_their_value_and_take_keys_at_the_end(memory, app_for):
@@ -24,21 +24,16 @@ async def test_prefilled_fields_keep_their_value_and_take_keys_at_the_end(memory
         await settle(pilot)
         app.show_node(ids["dad"])
         await settle(pilot)
-        await pilot.press("e")
-        await settle(pilot)
+        await press(pilot, "e")
         assert isinstance(app.screen, NodeForm)
         await pilot.press("X")
         assert app.screen.query_one("#title", Input).value == "爸爸X"
-        await pilot.press("escape")
-        await settle(pilot)
+        await press(pilot, "escape")
         if isinstance(app.screen, ConfirmDialog):  # discard the change
-            await pilot.press("y")
-            await settle(pilot)
+            await press(pilot, "y")
 
-        await pilot.press("5")
-        await settle(pilot)
-        await pilot.press("e")
-        await settle(pilot)
+        await press(pilot, "5")
+        await press(pilot, "e")
         assert isinstance(app.screen, SynonymForm)
         terms = app.screen.query_one("#terms", Input)
         before = terms.value
@@ -57,33 +52,27 @@ async def test_number_keys_go_to_the_screen_named_and_versions_follow_a_restore(
         await settle(pilot)
         app.show_node(ids["dad"])
         await settle(pilot)
-        await pilot.press("h")
-        await settle(pilot)
+        await press(pilot, "h")
         assert isinstance(app.screen, VersionsScreen)
         await pilot.press("5", "1")  # Synonyms, then Browse: the tree, not the Versions screen again
         await settle(pilot)
         assert isinstance(app.screen, BrowseScreen)
-        await pilot.press("h")
-        await settle(pilot)
-        await pilot.press("4")
-        await settle(pilot)
+        await press(pilot, "h")
+        await press(pilot, "4")
         app.show_node(ids["mom"])  # Relationships' `o` and friends: Browse, no leftover Versions
         await settle(pilot)
         assert isinstance(app.screen, BrowseScreen) and app.screen.tree.cursor_item.id == ids["mom"]
 
         app.show_node(ids["dad"])
         await settle(pilot)
-        await pilot.press("h")
-        await settle(pilot)
+        await press(pilot, "h")
         screen = app.screen
         assert "老爸" in text_of(screen.query_one("#versions-title").content)
         table = screen.query_one("#versions", DataTable)
         table.move_cursor(row=0)  # the first version: 爸爸
         await settle(pilot)
-        await pilot.press("R")
-        await settle(pilot)
-        await pilot.press("y")
-        await settle(pilot)
+        await press(pilot, "R")
+        await press(pilot, "y")
         await until(pilot, lambda: "爸爸" in text_of(screen.query_one("#versions-title").content)
                     and "老爸" not in text_of(screen.query_one("#versions-title").content), what="the new title")
         assert table.cursor_row == table.row_count - 1  # on the new current version
@@ -110,8 +99,7 @@ async def test_80x24_keeps_ids_whole_and_the_essential_keys(make_daemon, app_for
         assert all(re.search(rf"… m{n}\b", "\n".join(lines)) for n in range(2, 13))
         footer = lines[-1]
         assert all(key in footer for key in ("S Supersede", "g Go to", "f1 Help", "q Quit")), footer
-        await pilot.press("3")
-        await settle(pilot)
+        await press(pilot, "3")
         assert app.screen.query_one("#records", DataTable).size.height >= 7  # was 3 rows at 80×24
 
 
@@ -127,8 +115,7 @@ async def test_the_smaller_frictions(memory, app_for, make_daemon):
         await settle(pilot)
         app.show_node(ids["colleague"])  # qq:10001 links to it
         await settle(pilot)
-        await pilot.press("d")
-        await settle(pilot)
+        await press(pilot, "d")
         assert not isinstance(app.screen, ConfirmDialog)
         assert "linked from qq:10001" in app.noted("warning") and "Relationships (4)" in app.noted("warning")
 
@@ -136,8 +123,7 @@ async def test_the_smaller_frictions(memory, app_for, make_daemon):
         await settle(pilot)
         force = app.screen.query_one("#force", Button)
         assert not force.display and "Force" not in screen_text(app).splitlines()[-1]
-        await pilot.press("escape")
-        await settle(pilot)
+        await press(pilot, "escape")
 
         app.notify("a long one", timeout=600)
         assert max(n.timeout for n in app._notifications) <= TOAST_SECONDS
@@ -162,8 +148,7 @@ async def test_relationships_draw_affinity_over_time_with_the_reasons(memory, ap
     app = app_for(d)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        await pilot.press("4")
-        await settle(pilot)
+        await press(pilot, "4")
         table = app.screen.query_one("#rels", DataTable)
         table.move_cursor(row=table.get_row_index("qq:10001"))
         await settle(pilot)

@@ -9,7 +9,7 @@ from textual.widgets import Checkbox, DataTable, Input, Select
 
 from zcord.core.history_index import targets_of
 
-from .conftest import settle, text_of
+from .conftest import press, settle, text_of
 
 
 def log_lines(d) -> list[dict]:
@@ -28,8 +28,7 @@ async def test_history_filters_run_in_zcord_and_the_tuis_reads_are_not_logged(me
         await settle(pilot)
         app.show_node(ids["dad"])  # Browse reads and traces it: display reads
         await settle(pilot)
-        await pilot.press("3")
-        await settle(pilot)
+        await press(pilot, "3")
         screen = app.screen
         assert screen.focused is screen.query_one("#q", Input)  # the first field has the focus on entry
         await pilot.press("4")  # so a digit is typed there, not taken as "Relationships"

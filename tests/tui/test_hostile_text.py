@@ -21,7 +21,7 @@ from zcor_tui.widgets.memory_tree import MemoryTree
 from zcord.client import UNSAFE
 from zcord.service import Service
 
-from .conftest import screen_text, settle, until
+from .conftest import press, screen_text, settle, until
 
 MARKUP = "[/] [b]bold[/b] [link=https://x]l[/link] [@click=app.quit]q[/] [$accent]v[/] [red"
 CONTROLS = "\x1b]2;PWNED-TITLE\x07 \x1b]52;c;Y3VybCBldmlsLnNofHNo\x07 \x1b[2J \u202eevil\u202c \x9b31m \x7f"
@@ -85,52 +85,43 @@ async def test_every_screen_shows_hostile_memory_text_as_text(make_daemon, app_f
         assert isinstance(app.screen, NodeForm)
         assert app.screen.query_one("#title", Input).value == f"root {BAD}"
         assert_clean(app, "the edit form")
-        await pilot.press("escape")
-        await settle(pilot)
+        await press(pilot, "escape")
 
         await pilot.press("h")  # versions of the memory
         await settle(pilot)
         assert_clean(app, "Versions")
-        await pilot.press("escape")
-        await settle(pilot)
+        await press(pilot, "escape")
 
         app.show_node(ids["child"])  # the child, then its versions' diff
         await settle(pilot)
         assert tree.cursor_item.id == ids["child"]
-        await pilot.press("h")
-        await settle(pilot)
+        await press(pilot, "h")
         assert "changed" in assert_clean(app, "Versions of the child")
-        await pilot.press("escape")
-        await settle(pilot)
+        await press(pilot, "escape")
 
         await pilot.press("ctrl+p")  # the palette lists commands naming the selection
         await settle(pilot)
-        await pilot.press("escape")
-        await settle(pilot)
+        await press(pilot, "escape")
 
-        await pilot.press("escape", "2")
-        await settle(pilot)
+        await press(pilot, "escape", "2")
         assert "root [/]" in assert_clean(app, "Search")
         app.screen.query_one("#q", Input).value = "PWNED"
         await settle(pilot)
         assert_clean(app, "Search PWNED")
 
-        await pilot.press("escape", "3")
-        await settle(pilot)
+        await press(pilot, "escape", "3")
         table = app.screen.query_one("#records", DataTable)
         text = assert_clean(app, "History")
         assert "qq:1000⟨U+20" in text and "⟨U+FF51⟩⟨U+" in text  # look-alike targets told apart
         table.focus()
         for _ in range(table.row_count):
             assert_clean(app, f"History row {table.cursor_row}")
-            await pilot.press("down")
-            await settle(pilot)
+            await press(pilot, "down")
         await pilot.press("v")  # side by side
         await settle(pilot)
         assert_clean(app, "History side by side")
 
-        await pilot.press("escape", "4")
-        await settle(pilot)
+        await press(pilot, "escape", "4")
         rels = app.screen.query_one("#rels", DataTable)
         rels.move_cursor(row=rels.get_row_index(f"qq:{SHORT}"))
         await settle(pilot)
@@ -140,39 +131,29 @@ async def test_every_screen_shows_hostile_memory_text_as_text(make_daemon, app_f
         assert "qq:1000⟨U+200B⟩1" in text and "⟨U+FF51⟩⟨U+FF51⟩:10001" in text
         await pilot.press("ctrl+p")  # the palette: "Edit relationship …" with the name as its help
         await settle(pilot)
-        await pilot.press(*"relationship")
-        await settle(pilot)
+        await press(pilot, *"relationship")
         assert "name [/]" in assert_clean(app, "Relationships palette")
-        await pilot.press("escape")
-        await settle(pilot)
-        await pilot.press("d")
-        await settle(pilot)
+        await press(pilot, "escape")
+        await press(pilot, "d")
         assert isinstance(app.screen, ConfirmDialog)
         assert_clean(app, "Relationships delete")
-        await pilot.press("n")
-        await settle(pilot)
+        await press(pilot, "n")
 
-        await pilot.press("escape", "5")
-        await settle(pilot)
+        await press(pilot, "escape", "5")
         assert "term[/]" in assert_clean(app, "Synonyms")
-        await pilot.press("e")
-        await settle(pilot)
+        await press(pilot, "e")
         assert isinstance(app.screen, SynonymForm)
         assert_clean(app, "Synonyms edit")
-        await pilot.press("escape")
-        await settle(pilot)
-        await pilot.press("d")
-        await settle(pilot)
+        await press(pilot, "escape")
+        await press(pilot, "d")
         assert_clean(app, "Synonyms remove")
-        await pilot.press("n")
-        await settle(pilot)
+        await press(pilot, "n")
         app.screen.query_one("#preview-text", Input).value = "同义 [/] \x1b[2J"
         await settle(pilot)
         assert "PWNED-CHILD" in assert_clean(app, "the recall preview")
 
         for key, name in (("6", "Config"), ("7", "Backups"), ("1", "Browse again")):
-            await pilot.press("escape", key)
-            await settle(pilot)
+            await press(pilot, "escape", key)
             assert_clean(app, name)
 
         await pilot.press("T")  # time travel: the tree of an instant

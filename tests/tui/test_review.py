@@ -15,7 +15,7 @@ from zcor_tui.screens.review import RejectScreen, ReviewScreen
 from zcor_tui.screens.versions import VersionsScreen
 from zcord.client import ToolError
 
-from .conftest import screen_text, settle, text_of, until
+from .conftest import press, screen_text, settle, text_of, until
 
 GROUP = "qq:group:1"
 
@@ -35,8 +35,7 @@ async def test_review_screen_approves_and_rejects_held_changes(memory, app_for):
     app = app_for(d)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        await pilot.press("8")
-        await settle(pilot)
+        await press(pilot, "8")
         assert isinstance(app.screen, ReviewScreen)
         table = app.screen.query_one("#held", DataTable)
         await until(pilot, lambda: table.row_count == 2, what="two held changes")
@@ -45,18 +44,15 @@ async def test_review_screen_approves_and_rejects_held_changes(memory, app_for):
         detail = text_of(app.screen.query_one("#held-detail").content)
         assert "爸爸是骗子" in detail and "爸爸在工厂上班" in detail  # the newest first, with its before
         table.focus()
-        await pilot.press("x")
-        await settle(pilot)
+        await press(pilot, "x")
         assert isinstance(app.screen, RejectScreen)
         body = text_of(app.screen.query_one("#revert-body").content)
         assert f"node.update · {ids['dad']}" in body
-        await pilot.press("y")
-        await settle(pilot)
+        await press(pilot, "y")
         assert isinstance(app.screen, ReviewScreen)
         assert "Reverted held operation #" in app.noted()
         await until(pilot, lambda: table.row_count == 1, what="one held change left")
-        await pilot.press("a")
-        await settle(pilot)
+        await press(pilot, "a")
         assert "Approved held operation" in app.noted()
         await until(pilot, lambda: table.row_count == 0, what="nothing held")
         assert "Nothing is held for review" in text_of(app.screen.query_one("#held-detail").content)
@@ -75,8 +71,7 @@ async def test_history_shows_origins_and_undoes_one_sender(memory, app_for):
     app = app_for(d)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        await pilot.press("3")
-        await settle(pilot)
+        await press(pilot, "3")
         assert isinstance(app.screen, HistoryScreen)
         app.screen.query_one("#origin", Input).value = "qq:troll"
         table = app.screen.query_one("#records", DataTable)
@@ -84,14 +79,12 @@ async def test_history_shows_origins_and_undoes_one_sender(memory, app_for):
         record = text_of(app.screen.query_one("#record").content)
         assert re.search(r"Origin +from qq:troll in qq:group:1", record)
         table.focus()
-        await pilot.press("O")
-        await settle(pilot)
+        await press(pilot, "O")
         assert isinstance(app.screen, RevertOriginScreen)
         body = text_of(app.screen.query_one("#revert-body").content)
         assert f"node.delete · {troll}" in body and "Reverting makes 1 change" in body
         assert not app.screen.query_one("#confirm", Button).disabled
-        await pilot.press("y")
-        await settle(pilot)
+        await press(pilot, "y")
         assert isinstance(app.screen, HistoryScreen)
         assert "Reverted the changes caused by qq:troll" in app.noted()
         app.push_screen(VersionsScreen(ids["dad"]))
@@ -114,20 +107,17 @@ async def test_a_relationship_leads_to_undoing_that_persons_changes(memory, app_
     app = app_for(d)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        await pilot.press("4")
-        await settle(pilot)
+        await press(pilot, "4")
         table = app.screen.query_one(DataTable)
         await until(pilot, lambda: table.row_count >= 1, what="the relationships")
         table.focus()
         row = next(n for n in range(table.row_count) if "qq:troll" in str(table.get_row_at(n)[0]))
         table.move_cursor(row=row)
         await settle(pilot)
-        await pilot.press("O")
-        await settle(pilot)
+        await press(pilot, "O")
         assert isinstance(app.screen, RevertOriginScreen) and app.screen.sender == "qq:troll"
         assert f"node.delete · {made}" in text_of(app.screen.query_one("#revert-body").content)
-        await pilot.press("y")
-        await settle(pilot)
+        await press(pilot, "y")
         assert "Reverted the changes caused by qq:troll" in app.noted()
     with d.client("operator") as op:
         assert op.history_query({"origin": "qq:troll", "changesOnly": True})["total"] == 1

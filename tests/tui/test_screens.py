@@ -17,7 +17,7 @@ from zcor_tui.screens.dialogs import (
 from zcor_tui.screens.help import HelpScreen
 from zcor_tui.widgets.memory_tree import MemoryTree
 
-from .conftest import screen_text, settle, text_of, until
+from .conftest import press, screen_text, settle, text_of, until
 
 REL_TOOLS = {"zcor_relationship_read", "zcor_relationship_query", "zcor_relationship_write",
              "zcor_relationship_delete"}
@@ -32,8 +32,7 @@ async def test_search_with_a_time_range_and_jump_to_browse(memory, app_for):
     app = app_for(d)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        await pilot.press("2")
-        await settle(pilot)
+        await press(pilot, "2")
         table = app.screen.query_one("#results", DataTable)
         assert row_keys(table)[0] == ids["deadline"] and len(row_keys(table)) == 9  # newest first, current only
 
@@ -58,8 +57,7 @@ async def test_search_with_a_time_range_and_jump_to_browse(memory, app_for):
         await settle(pilot)
 
         table.focus()
-        await pilot.press("enter")
-        await settle(pilot)
+        await press(pilot, "enter")
         assert isinstance(app.screen, BrowseScreen)
         assert app.screen.query_one(MemoryTree).cursor_item.id == ids["colleague"]
 
@@ -69,16 +67,14 @@ async def test_history_filters_and_shows_the_deleted_record(memory, app_for):
     app = app_for(d)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        await pilot.press("3")
-        await settle(pilot)
+        await press(pilot, "3")
         table = app.screen.query_one("#records", DataTable)
         assert table.row_count == 18  # every change of build_memory, no reads
         app.screen.query_one("#q", Input).value = "临时记录"
         await settle(pilot)
         assert table.row_count == 2  # its create and its delete
         table.focus()
-        await pilot.press("home")
-        await settle(pilot)
+        await press(pilot, "home")
         record = text_of(app.screen.query_one("#record").content)
         assert "zcor_memory_delete" in record and "Deleted. The full record before the delete" in record
         assert "content: 稍后删除。" in record
@@ -107,21 +103,18 @@ async def test_history_pages_stay_whole_while_the_log_grows(memory, app_for):
     app = app_for(d)
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot)
-        await pilot.press("3")
-        await settle(pilot)
+        await press(pilot, "3")
         table = app.screen.query_one("#records", DataTable)
         assert table.row_count == 19
         app.screen.query_one("#changes-only", Checkbox).value = False
         await settle(pilot)
         first = set(row_keys(table))
         assert len(first) == 50
-        await pilot.press("ctrl+n")
-        await settle(pilot)
+        await press(pilot, "ctrl+n")
         second = set(row_keys(table))
         assert len(second) == 50 and not first & second
         assert max(int(k) for k in second) < min(int(k) for k in first)
-        await pilot.press("ctrl+b")
-        await settle(pilot)
+        await press(pilot, "ctrl+b")
         assert "page 1" in text_of(app.screen.query_one("#history-summary").content)
 
 
@@ -130,35 +123,29 @@ async def test_relationship_create_edit_link_and_jump(memory, app_for):
     app = app_for(d)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        await pilot.press("4")
-        await settle(pilot)
+        await press(pilot, "4")
         table = app.screen.query_one("#rels", DataTable)
         assert row_keys(table) == ["qq:10002", "qq:10001"]
-        await pilot.press("n")
-        await settle(pilot)
+        await press(pilot, "n")
         form = app.screen
         assert isinstance(form, RelationshipForm)
         for field, value in (("person", "qq:20001"), ("name", "李雷"), ("aliases", "雷雷, 小李"),
                              ("relationship", "同学"), ("affinity", "55"), ("reason", "一起打球")):
             form.query_one(f"#{field}", Input).value = value
-        await pilot.press("ctrl+s")
-        await settle(pilot)
+        await press(pilot, "ctrl+s")
         assert "qq:20001" in row_keys(table)
         assert "+55" in str(table.get_row("qq:20001")[2])
 
         table.move_cursor(row=table.get_row_index("qq:20001"))
-        await pilot.press("e")
-        await settle(pilot)
+        await press(pilot, "e")
         app.screen.query_one("#affinity", Input).value = "-30"
-        await pilot.press("ctrl+s")
-        await settle(pilot)
+        await press(pilot, "ctrl+s")
         with d.client("operator") as c:
             rel = c.call_tool("zcor_relationship_read", {"personId": "qq:20001"})
         assert rel["affinity"] == -30 and rel["aliases"] == ["雷雷", "小李"]
         await until(pilot, lambda: "-30" in str(table.get_row("qq:20001")[2]), what="the edit in the table")
 
-        await pilot.press("l")
-        await settle(pilot)
+        await press(pilot, "l")
         picker = app.screen
         assert isinstance(picker, NodePicker)
         picker.query_one("#picker-query", Input).value = "爸爸"
@@ -168,22 +155,17 @@ async def test_relationship_create_edit_link_and_jump(memory, app_for):
         with d.client("operator") as c:
             assert c.call_tool("zcor_relationship_read", {"personId": "qq:20001"})["memoryNodeId"] == ids["dad"]
 
-        await pilot.press("o")
-        await settle(pilot)
+        await press(pilot, "o")
         assert isinstance(app.screen, BrowseScreen)
         assert app.screen.query_one(MemoryTree).cursor_item.id == ids["dad"]
         await until(pilot, lambda: "qq:20001 李雷" in text_of(app.screen.query_one("#detail").content),
                     what="the link in the detail pane")
 
-        await pilot.press("4")
-        await settle(pilot)
-        await pilot.press("u")
-        await settle(pilot)
-        await pilot.press("d")
-        await settle(pilot)
+        await press(pilot, "4")
+        await press(pilot, "u")
+        await press(pilot, "d")
         assert isinstance(app.screen, ConfirmDialog)
-        await pilot.press("y")
-        await settle(pilot)
+        await press(pilot, "y")
         await until(pilot, lambda: "qq:20001" not in row_keys(table), what="the delete")
 
 
@@ -194,16 +176,13 @@ async def test_synonym_add_edit_remove_and_preview(memory, app_for):
     app = app_for(d)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        await pilot.press("5")
-        await settle(pilot)
+        await press(pilot, "5")
         table = app.screen.query_one("#groups", DataTable)
         assert table.row_count == 7
-        await pilot.press("a")
-        await settle(pilot)
+        await press(pilot, "a")
         assert isinstance(app.screen, SynonymForm)
         app.screen.query_one("#terms", Input).value = "小猫, 喵星人, 猫咪"
-        await pilot.press("ctrl+s")
-        await settle(pilot)
+        await press(pilot, "ctrl+s")
         await until(pilot, lambda: table.row_count == 8, what="the new group")
         with d.client("operator") as c:
             assert ["小猫", "喵星人", "猫咪"] in c.synonym_groups()
@@ -219,15 +198,12 @@ async def test_synonym_add_edit_remove_and_preview(memory, app_for):
         await settle(pilot)
         assert row_keys(table) == ["7"]
         table.focus()
-        await pilot.press("e")
-        await settle(pilot)
+        await press(pilot, "e")
         app.screen.query_one("#terms", Input).value = "小猫, 喵星人"
-        await pilot.press("ctrl+s")
-        await settle(pilot)
+        await press(pilot, "ctrl+s")
         with d.client("operator") as c:
             assert c.synonym_groups()[7] == ["小猫", "喵星人"]
-        await pilot.press("d", "y")
-        await settle(pilot)
+        await press(pilot, "d", "y")
         await until(pilot, lambda: len(app.screen.groups) == 7, what="the removal")
 
 
@@ -238,16 +214,14 @@ async def test_config_change_takes_effect_for_the_bot(memory, app_for):
         assert REL_TOOLS <= {t["name"] for t in bot.list_tools()}
         async with app.run_test(size=(120, 40)) as pilot:
             await settle(pilot)
-            await pilot.press("6")
-            await settle(pilot)
+            await press(pilot, "6")
             screen = app.screen
             assert "not set" in text_of(screen.query_one("#api-key").content)
             assert screen.query_one("#relationships", Switch).value is True
             screen.query_one("#relationships", Switch).value = False
             screen.query_one("#budget", Input).value = "3000"
             screen.query_one("#model", Input).value = "qwen-test"
-            await pilot.press("ctrl+s")
-            await settle(pilot)
+            await press(pilot, "ctrl+s")
             assert "Applied" in text_of(screen.query_one("#config-note").content)
             assert not REL_TOOLS & {t["name"] for t in bot.list_tools()}
             with d.client("operator") as op:
@@ -257,20 +231,17 @@ async def test_config_change_takes_effect_for_the_bot(memory, app_for):
 
             # a refused apply replaces the "Applied" line with the reason
             screen.query_one("#budget", Input).value = "-5"
-            await pilot.press("ctrl+s")
-            await settle(pilot)
+            await press(pilot, "ctrl+s")
             note = text_of(screen.query_one("#config-note").content)
             assert note.startswith("Not applied:") and "recallBudget" in note and "Applied (" not in note
             assert app.focused is screen.query_one("#budget", Input)
             screen.query_one("#budget", Input).value = "lots"
-            await pilot.press("ctrl+s")
-            await settle(pilot)
+            await press(pilot, "ctrl+s")
             assert "whole number" in text_of(screen.query_one("#config-note").content)
 
             screen.query_one("#budget", Input).value = "3000"
             screen.query_one("#relationships", Switch).value = True
-            await pilot.press("ctrl+s")
-            await settle(pilot)
+            await press(pilot, "ctrl+s")
             assert REL_TOOLS <= {t["name"] for t in bot.list_tools()}
 
 
@@ -288,15 +259,13 @@ async def test_config_says_the_key_is_withheld_from_a_base_url_the_deployment_di
     app = app_for(d)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        await pilot.press("6")
-        await settle(pilot)
+        await press(pilot, "6")
         screen = app.screen
         key_line = screen.query_one("#api-key")
         await until(pilot, lambda: "never shown" in text_of(key_line.content), what="the config")
         assert "withheld" not in text_of(key_line.content)
         screen.query_one("#base-url", Input).value = "http://127.0.0.1:8/v1"
-        await pilot.press("ctrl+s")
-        await settle(pilot)
+        await press(pilot, "ctrl+s")
         await until(pilot, lambda: "withheld" in text_of(key_line.content), what="the key withheld")
         shown = text_of(key_line.content)
         assert "set, withheld from this base URL" in shown and "http://127.0.0.1:8/v1" in shown
@@ -311,31 +280,25 @@ async def test_config_starts_in_its_first_field_and_digits_stay_in_the_form(memo
     app = app_for(d)
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot)
-        await pilot.press("6")
-        await settle(pilot)
+        await press(pilot, "6")
         screen = app.screen
         budget = screen.query_one("#budget", Input)
         assert app.focused is not budget
         await until(pilot, lambda: budget.value == "6000", what="the config")
-        await pilot.press("7")
-        await settle(pilot)
+        await press(pilot, "7")
         assert app.current_mode == "backups"
-        await pilot.press("6")
-        await settle(pilot)
+        await press(pilot, "6")
         assert budget.value == "6000" and "not applied" not in text_of(screen.query_one("#config-note").content)
         budget.focus()
         await pilot.press("3")  # the value stays, the cursor at its end
         await settle(pilot)
         assert app.screen is screen and budget.value == "60003"
         assert "Changed, not applied" in text_of(screen.query_one("#config-note").content)
-        await pilot.press("backspace")
-        await settle(pilot)
+        await press(pilot, "backspace")
         assert "not applied" not in text_of(screen.query_one("#config-note").content)
-        await pilot.press("3")
-        await settle(pilot)
+        await press(pilot, "3")
         screen.query_one("#relationships", Switch).focus()  # a switch takes no digits: still no switching
-        await pilot.press("3")
-        await settle(pilot)
+        await press(pilot, "3")
         assert app.screen is screen
         await pilot.press("escape", "3")  # Esc leaves the field; then the number keys switch again
         await settle(pilot)
@@ -350,19 +313,15 @@ async def test_help_and_palette_commands(memory, app_for):
     app = app_for(d)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await pilot.press("question_mark")
-        await settle(pilot)
+        await press(pilot, "question_mark")
         assert isinstance(app.screen, HelpScreen)
-        await pilot.press("escape")
-        await settle(pilot)
+        await press(pilot, "escape")
         assert isinstance(app.screen, BrowseScreen)
         titles = [c.title for c in app.get_system_commands(app.screen)]
         assert "Go to Search" in titles and "Go to Browse" not in titles
         assert f"Edit {ids['family']}" in titles and "Merge marked memories" not in titles
-        await pilot.press("ctrl+p")
-        await settle(pilot)
-        await pilot.press(*"Go to Hist", "enter")
-        await settle(pilot)
+        await press(pilot, "ctrl+p")
+        await press(pilot, *"Go to Hist", "enter")
         assert app.current_mode == "history"
 
 
@@ -373,8 +332,7 @@ async def test_config_edits_persona_through_the_daemon(memory, app_for):
         assert op.persona_get()["empty"] is True  # the commented template zcord wrote
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot)
-        await pilot.press("6")
-        await settle(pilot)
+        await press(pilot, "6")
         screen = app.screen
         await until(pilot, lambda: "empty" in text_of(screen.query_one("#persona-state").content),
                     what="the persona state")
@@ -401,22 +359,19 @@ async def test_recall_ranking_speakers_and_weights_in_the_preview(memory, app_fo
     app = app_for(d)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        await pilot.press("6")
-        await settle(pilot)
+        await press(pilot, "6")
         screen = app.screen
         assert screen.query_one("#ranking", Select).value == "weighted"
         assert screen.query_one("#senders", Switch).value is True
         screen.query_one("#ranking", Select).value = "seed"
         screen.query_one("#senders", Switch).value = False
-        await pilot.press("ctrl+s")
-        await settle(pilot)
+        await press(pilot, "ctrl+s")
         with d.client("operator") as op:
             config = op.config_get()
         assert config["recallRanking"] == "seed" and config["recallSenders"] is False
         screen.query_one("#ranking", Select).value = "weighted"
         screen.query_one("#senders", Switch).value = True
-        await pilot.press("ctrl+s")
-        await settle(pilot)
+        await press(pilot, "ctrl+s")
 
         await pilot.press("escape", "5")  # Esc leaves Config's field first
         await settle(pilot)
@@ -442,11 +397,9 @@ async def test_rederive_keywords_of_a_subtree(memory, app_for):
         await settle(pilot)
         app.show_node(parent["id"])
         await settle(pilot)
-        await pilot.press("K")
-        await settle(pilot)
+        await press(pilot, "K")
         assert isinstance(app.screen, ConfirmDialog) and "2 memories" in screen_text(app)
-        await pilot.press("y")
-        await settle(pilot)
+        await press(pilot, "y")
         await until(pilot, lambda: "Keywords derived again for 2 of 2" in app.noted(), what="the re-derivation")
     with d.client("operator") as op:
         assert op.call_tool("zcor_memory_read", {"id": parent["id"]})["keywords"] == ["阿珍"]
@@ -459,8 +412,7 @@ async def test_search_fields_fit_80_columns_and_a_failed_query_leaves_no_stale_r
     app = app_for(d)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(pilot)
-        await pilot.press("2")
-        await settle(pilot)
+        await press(pilot, "2")
         screen = app.screen
         assert screen.query_one("#q", Input).content_region.width >= 20
         screen.query_one("#from", Input).value = "2025-12-31 00:00:00"
@@ -489,13 +441,11 @@ async def test_backups_create_and_restore_with_a_preview(memory, app_for):
     app = app_for(d)
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot)
-        await pilot.press("7")
-        await settle(pilot)
+        await press(pilot, "7")
         screen = app.screen
         table = screen.query_one("#backups", DataTable)
         assert table.row_count == 0 and "No backups yet" in text_of(screen.query_one("#backups-summary").content)
-        await pilot.press("c")
-        await settle(pilot)
+        await press(pilot, "c")
         assert table.row_count == 1 and "Backup written" in app.noted()
         name = row_keys(table)[0]
         row = [str(cell) for cell in table.get_row(name)]
@@ -507,31 +457,26 @@ async def test_backups_create_and_restore_with_a_preview(memory, app_for):
             op.call_tool("zcor_memory_write", {"title": "新的", "content": "备份之后写的"})
         with d.client() as bot:
             bot.call_tool("zcor_memory_backup")
-        await pilot.press("r")
-        await settle(pilot)
+        await press(pilot, "r")
         assert table.row_count == 2 and "bot" in [str(table.get_row(k)[2]) for k in table.rows]
         table.move_cursor(row=table.get_row_index(name))
-        await pilot.press("enter")
-        await settle(pilot)
+        await press(pilot, "enter")
         dialog = app.screen
         assert isinstance(dialog, ConfirmDialog)
         assert f"Restore {name}" in dialog.question
         assert "Memories      10 now → 10 after: 1 added, 1 removed, 0 changed" in dialog.question
         assert f"Important     {ids['mom']} → {ids['mom']}, {ids['apple']}" in dialog.question
-        await pilot.press("n")
-        await settle(pilot)
+        await press(pilot, "n")
         with d.client("operator") as op:
             assert op.status()["important"] == [ids["mom"]]  # nothing changed
-        await pilot.press("R", "y")
-        await settle(pilot)
+        await press(pilot, "R", "y")
         assert f"Restored {name}" in app.noted()
         with d.client("operator") as op:
             status = op.status()
             assert status["important"] == [ids["mom"], ids["apple"]] and status["nodes"] == 10
         await until(pilot, lambda: table.row_count == 3, what="the pre-restore backup in the list")
 
-        await pilot.press("question_mark")
-        await settle(pilot)
+        await press(pilot, "question_mark")
         assert "7 Backups" in screen_text(app)
 
 
@@ -540,8 +485,7 @@ async def test_a_failed_relationship_query_leaves_no_stale_rows(memory, app_for)
     app = app_for(d)
     async with app.run_test(size=(100, 30)) as pilot:
         await settle(pilot)
-        await pilot.press("4")
-        await settle(pilot)
+        await press(pilot, "4")
         table = app.screen.query_one("#rels", DataTable)
         assert table.row_count == 2
         app.screen.query_one("#q", Input).value = "x" * 101  # zcord refuses a keyword this long

@@ -8,7 +8,7 @@ from textual.widgets import DataTable
 
 from zcor_tui.screens.dialogs import ConfirmDialog
 
-from .conftest import settle, text_of, until
+from .conftest import press, settle, text_of, until
 
 PLANTED = "[/]毒药"  # markup that would raise if rendered as markup
 LOOKS = "[bold]红[/bold]"
@@ -21,8 +21,7 @@ def _row(table: DataTable, key: str) -> str:
 async def _decide(pilot, key: str) -> None:
     await pilot.press(key)
     await until(pilot, lambda: isinstance(pilot.app.screen, ConfirmDialog), what="the confirmation")
-    await pilot.press("y")
-    await settle(pilot)
+    await press(pilot, "y")
 
 
 async def test_held_and_bot_groups_shown_accepted_and_discarded(memory, app_for):
@@ -34,8 +33,7 @@ async def test_held_and_bot_groups_shown_accepted_and_discarded(memory, app_for)
     app = app_for(d)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        await pilot.press("5")
-        await settle(pilot)
+        await press(pilot, "5")
         screen = app.screen
         table = screen.query_one("#groups", DataTable)
         await until(pilot, lambda: table.row_count == 10, what="7 groups, 1 by the bot, 2 held")
@@ -49,8 +47,7 @@ async def test_held_and_bot_groups_shown_accepted_and_discarded(memory, app_for)
 
         # y on an ordinary group: nothing to accept
         table.move_cursor(row=table.get_row_index("0"))
-        await pilot.press("y")
-        await settle(pilot)
+        await press(pilot, "y")
         assert "Select a held group" in app.noted("warning")
 
         table.move_cursor(row=table.get_row_index("h0"))

@@ -20,7 +20,7 @@ from zcor_tui.screens.versions import VersionsScreen
 from zcor_tui.widgets.memory_tree import MemoryTree
 from zcord.client import ToolError
 
-from .conftest import screen_text, settle, text_of, until
+from .conftest import press, screen_text, settle, text_of, until
 
 
 def test_instants_for_time_travel():
@@ -41,12 +41,10 @@ def last_seq(op) -> int:
 
 
 async def open_revert_of_newest(pilot, app) -> RevertScreen:
-    await pilot.press("3")
-    await settle(pilot)
+    await press(pilot, "3")
     assert isinstance(app.screen, HistoryScreen)
     app.screen.query_one("#records", DataTable).focus()
-    await pilot.press("home", "u")
-    await settle(pilot)
+    await press(pilot, "home", "u")
     assert isinstance(app.screen, RevertScreen)
     return app.screen
 
@@ -76,8 +74,7 @@ async def test_revert_a_merge_from_history_after_its_preview(memory, app_for):
             assert last_seq(op) > merge_seq
             assert op.call_tool("zcor_memory_read", {"id": merged})["title"] == "父母"  # the preview changed nothing
 
-        await pilot.press("y")
-        await settle(pilot)
+        await press(pilot, "y")
         assert isinstance(app.screen, HistoryScreen)
         assert f"Reverted operation #{merge_seq}" in app.noted() and "recorded as operation #" in app.noted()
         with d.client() as bot:
@@ -114,8 +111,7 @@ async def test_a_conflict_is_shown_and_force_writes_the_old_values(memory, app_f
         await pilot.press("y")  # not while there are conflicts
         await settle(pilot)
         assert app.screen is dialog and "force" in app.noted("warning")
-        await pilot.press("f")
-        await settle(pilot)
+        await press(pilot, "f")
         assert not isinstance(app.screen, RevertScreen)
         assert f"Reverted operation #{bot_seq} (forced)" in app.noted()
         with d.client() as bot:
@@ -129,11 +125,9 @@ async def test_a_conflict_is_shown_and_force_writes_the_old_values(memory, app_f
         body = text_of(dialog.query_one("#revert-body").content)
         assert f"{ids['family']}: removing it would orphan children" in body and "cannot be forced" in body
         assert dialog.query_one("#confirm", Button).disabled and dialog.query_one("#force", Button).disabled
-        await pilot.press("f")
-        await settle(pilot)
+        await press(pilot, "f")
         assert app.screen is dialog
-        await pilot.press("escape")
-        await settle(pilot)
+        await press(pilot, "escape")
         assert not isinstance(app.screen, RevertScreen)
         with d.client() as bot:
             assert bot.call_tool("zcor_memory_read", {"id": ids["family"]})["title"] == "家人"
@@ -148,8 +142,7 @@ async def test_versions_diff_between_any_two_and_restore_one(memory, app_for):
         await settle(pilot)
         app.show_node(ids["deadline"])
         await settle(pilot)
-        await pilot.press("h")
-        await settle(pilot)
+        await press(pilot, "h")
         screen = app.screen
         assert isinstance(screen, VersionsScreen)
         table = screen.query_one("#versions", DataTable)
@@ -169,17 +162,14 @@ async def test_versions_diff_between_any_two_and_restore_one(memory, app_for):
         assert "- 三月底上线。" in diff and "+ 五月上线。" in diff and "from change" in diff
 
         table.move_cursor(row=1)
-        await pilot.press("R")
-        await settle(pilot)
+        await press(pilot, "R")
         assert isinstance(app.screen, ConfirmDialog)
-        await pilot.press("y")
-        await settle(pilot)
+        await press(pilot, "y")
         assert app.screen is screen and "Restored" in app.noted()
         await until(pilot, lambda: table.row_count == 4, what="the restored version listed")
         with d.client() as bot:
             assert bot.call_tool("zcor_memory_read", {"id": ids["deadline"]})["content"] == "四月中旬上线，三月底提测。"
-        await pilot.press("escape")
-        await settle(pilot)
+        await press(pilot, "escape")
         assert isinstance(app.screen, BrowseScreen)
         assert "四月中旬上线" in text_of(app.screen.query_one("#detail").content)
 
@@ -191,27 +181,23 @@ async def test_time_travel_shows_the_old_tree_read_only(memory, app_for):
     app = app_for(d)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        await pilot.press("question_mark")
-        await settle(pilot)
+        await press(pilot, "question_mark")
         assert isinstance(app.screen, HelpScreen)
         help_text = text_of(app.screen.query_one("#dialog VerticalScroll Static").content)
         for entry in (r"\bu +Revert — Undo", r"\bh +Versions — Every version", r"\bT +Time travel — The tree",
                       r"\bR +Restore this version", r"escape, n +Cancel", r"\bb +Mark base", r"escape +Back to now"):
             assert re.search(entry, help_text), entry
         await pilot.press("escape")
-        await pilot.press("T")
-        await settle(pilot)
+        await press(pilot, "T")
         screen = app.screen
         assert isinstance(screen, TimeTravelScreen)
         box = screen.query_one("#past-time", Input)
         box.value = "yesterday"
-        await pilot.press("enter")
-        await settle(pilot)
+        await press(pilot, "enter")
         assert box.has_class("-invalid") and "not a time" in text_of(screen.query_one("#past-summary").content)
 
         box.value = "-1h"  # before the bot's edit a moment ago
-        await pilot.press("enter")
-        await settle(pilot)
+        await press(pilot, "enter")
         banner = text_of(screen.query_one("#past-banner").content)
         assert "PAST · READ-ONLY" in banner and "1 later change undone" in banner
         tree = screen.query_one("#past-tree", Tree)
@@ -228,8 +214,7 @@ async def test_time_travel_shows_the_old_tree_read_only(memory, app_for):
         await pilot.press("ctrl+t")  # back to the time box
         assert box.has_focus
         box.value = "2026-01-03T12:00:00+08:00"  # before the bot's 工作 and the 爱好 branch
-        await pilot.press("enter")
-        await settle(pilot)
+        await press(pilot, "enter")
         assert "2026-01-03 12:00:00 +08:00" in text_of(screen.query_one("#past-banner").content)
         assert [str(c.label).split()[0] for c in tree.root.children] == ["家人"]
 
@@ -240,7 +225,6 @@ async def test_time_travel_shows_the_old_tree_read_only(memory, app_for):
         with d.client() as bot:
             mom = bot.call_tool("zcor_memory_read", {"id": ids["mom"]})
         assert mom["title"] == "母亲" and mom["important"]
-        await pilot.press("escape")
-        await settle(pilot)
+        await press(pilot, "escape")
         assert isinstance(app.screen, BrowseScreen)
         assert str(app.screen.query_one(MemoryTree).root.children[0].label).startswith("家人")

@@ -14,6 +14,7 @@ from textual.widgets import DataTable, Static
 
 from ..format import human_size, plural, when
 from ..messages import MemoryChanged
+from ..widgets.rows import add_columns, cursor_key, move_to, row_table
 from .base import ZcorScreen
 from .dialogs import ConfirmDialog
 
@@ -59,15 +60,11 @@ class BackupsScreen(ZcorScreen):
 
     def compose_body(self) -> ComposeResult:
         yield Static("", id="backups-summary", classes="summary")
-        table: DataTable[Any] = DataTable(id="backups", cursor_type="row", zebra_stripes=True)
-        yield table
+        yield row_table("backups")
 
     def on_mount(self) -> None:
         table = self.query_one("#backups", DataTable)
-        table.add_column("Written", key="time", width=26)
-        table.add_column("Size", key="size", width=9)
-        table.add_column("By", key="by", width=8)
-        table.add_column("File", key="file")
+        add_columns(table, [("Written", "time", 26), ("Size", "size", 9), ("By", "by", 8), ("File", "file", None)])
         table.focus()
 
     def on_screen_resume(self) -> None:
@@ -98,8 +95,7 @@ class BackupsScreen(ZcorScreen):
             table.add_row(when(b.get("modifiedAt")), Text(human_size(b.get("size", 0)), justify="right"),
                           Text("bot", style="yellow") if b.get("bot") else Text("operator", style="dim"),
                           Text(b["backupFile"]), key=b["backupFile"])
-        if keep in self.items:
-            table.move_cursor(row=table.get_row_index(keep))
+        move_to(table, keep)
         if not items:
             summary.update(Text("No backups yet. c writes one.", style="italic"))
         else:
@@ -107,11 +103,7 @@ class BackupsScreen(ZcorScreen):
                                          ("  c create · Enter restore… · r refresh", "dim")))
 
     def _selected(self) -> str | None:
-        table = self.query_one("#backups", DataTable)
-        if not table.row_count:
-            return None
-        key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
-        return str(key.value) if key.value else None
+        return cursor_key(self.query_one("#backups", DataTable)) or None
 
     @work(exclusive=True, group="action")
     async def action_create(self) -> None:

@@ -36,7 +36,7 @@ class ZcorScreen(Screen[None]):
     WATCHES: ClassVar[tuple[str, ...]] = ()
     """Change-kind prefixes (`node.`, `relationship.`…) that make this screen reload; () = all."""
 
-    app: ZcorApp  # type: ignore[assignment]
+    app: ZcorApp
 
     def __init__(self) -> None:
         super().__init__()

@@ -20,7 +20,7 @@ from zcord.client import ToolError, for_operator
 
 from ..format import invisible_marked, one_line
 from ..messages import MemoryChanged
-from ..widgets.memory_tree import DEEP, LEVELS_ABOVE, Item, MemoryTree, More, Slot
+from ..widgets.memory_tree import DEEP, LEVELS_ABOVE, Item, MemoryTree, More, Slot, slot_of
 from ..widgets.node_detail import NodeDetail
 from .base import ZcorScreen
 from .dialogs import ConfirmDialog, MergeForm, NodeForm, NodePicker, PromptDialog, SupersedeForm
@@ -75,7 +75,7 @@ class BrowseScreen(ZcorScreen):
                 yield NodeDetail(id="detail")
 
     @property
-    def tree(self) -> MemoryTree:
+    def tree(self) -> MemoryTree:  # type: ignore[override]  # the memory tree; DOMNode.tree (a debug view of the DOM) is not used on screens
         return self.query_one("#tree", MemoryTree)
 
     def on_mount(self) -> None:
@@ -111,7 +111,7 @@ class BrowseScreen(ZcorScreen):
         self.sync_tree()
 
     async def _fetch_children(self, tree_node: TreeNode[Any]) -> list[Item] | None:
-        slot: Slot = tree_node.data
+        slot = slot_of(tree_node)
         args = {"parentId": slot.item.id} if slot.item else {}
         result, err = await self.app.try_tool("zcor_memory_children", args)
         if result is None:
@@ -121,7 +121,7 @@ class BrowseScreen(ZcorScreen):
         return [Item.from_dict(d) for d in result["items"]]
 
     async def load_children(self, tree_node: TreeNode[Any]) -> bool:
-        slot: Slot = tree_node.data
+        slot = slot_of(tree_node)
         slot.loading = True
         try:
             items = await self._fetch_children(tree_node)
@@ -138,7 +138,7 @@ class BrowseScreen(ZcorScreen):
         if delay:
             await asyncio.sleep(delay)  # a burst of changes (a merge) needs one pass
         tree = self.tree
-        first = not tree.root.data.loaded
+        first = not slot_of(tree.root).loaded
         level: list[TreeNode[Any]] = [tree.root]
         while level:
             results = await asyncio.gather(*(self._fetch_children(n) for n in level))
@@ -231,7 +231,7 @@ class BrowseScreen(ZcorScreen):
         parent: TreeNode[Any] = tree.root
         target: TreeNode[Any] | None = None
         for n, step in enumerate(path[start:], start):
-            if not parent.data.loaded and not await self.load_children(parent):
+            if not slot_of(parent).loaded and not await self.load_children(parent):
                 return
             target = tree.ensure_shown(parent, step["id"])
             if target is None:  # new since the parent was loaded
@@ -243,7 +243,7 @@ class BrowseScreen(ZcorScreen):
                             severity="warning")
                 return
             if n < len(path) - 1:
-                if not target.data.loaded and not await self.load_children(target):
+                if not slot_of(target).loaded and not await self.load_children(target):
                     return
                 target.expand()
                 parent = target
@@ -380,6 +380,7 @@ class BrowseScreen(ZcorScreen):
             message = for_operator(err.code, err.message, data=err.data) if isinstance(err, ToolError) else str(err)
             self.notify(message, title="Not deleted", severity="error", timeout=15)
             return
+        assert result is not None  # try_tool gives a result or an error
         self.notify(f"Deleted {item.id}." + (" It was important; its mark is gone." if result.get("wasImportant")
                                             else ""))
         tree = self.tree

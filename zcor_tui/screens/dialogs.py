@@ -100,7 +100,7 @@ class FormDialog(ModalScreen[Any]):
     FIELDS: ClassVar[dict[str, str]] = {}
     """zcord's field names (from a refusal) → the widget id to focus."""
 
-    app: ZcorApp  # type: ignore[assignment]
+    app: ZcorApp
 
     def __init__(self, title: str, submit: Submit | None = None, save_label: str = "Save"):
         super().__init__()
@@ -432,7 +432,7 @@ class NodePicker(ModalScreen[str | None]):
         Binding("down", "to_list", "List", show=False, id="picker.list", tooltip="Move into the results"),
     ]
 
-    app: ZcorApp  # type: ignore[assignment]
+    app: ZcorApp
 
     def __init__(self, title: str = "Pick a memory", *, allow_root: bool = False, exclude: set[str] | None = None):
         super().__init__()

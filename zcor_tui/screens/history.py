@@ -28,6 +28,7 @@ from zcord.client import ClientError
 from ..diff import change_view
 from ..format import cell, change_targets, compact_json, origin_text, plain, when
 from ..messages import MemoryChanged, NodeRequested
+from ..widgets.rows import add_columns, cursor_key, move_to, row_table
 from .base import ZcorScreen
 from .origin_revert import RevertOriginScreen
 from .revert import RevertScreen
@@ -84,18 +85,13 @@ class HistoryScreen(ZcorScreen):
             yield Input(placeholder="origin sender", id="origin")
             yield Checkbox("changes only", True, id="changes-only")
         yield Static("", id="history-summary", classes="summary")
-        table: DataTable[Any] = DataTable(id="records", cursor_type="row", zebra_stripes=True)
-        yield table
+        yield row_table("records")
         with VerticalScroll(id="record-scroll"):
             yield Static("", id="record")
 
     def on_mount(self) -> None:
-        table = self.query_one("#records", DataTable)
-        table.add_column("Time", key="time", width=19)
-        table.add_column("Actor", key="actor", width=8)
-        table.add_column("Tool", key="tool", width=24)
-        table.add_column("Target", key="target", width=14)
-        table.add_column("Status", key="status")
+        add_columns(self.query_one("#records", DataTable), [("Time", "time", 19), ("Actor", "actor", 8),
+                    ("Tool", "tool", 24), ("Target", "target", 14), ("Status", "status", None)])
         self.query_one("#q", Input).focus()  # the first field: typed digits go there, not to the screen keys
 
     def action_focus_keywords(self) -> None:
@@ -198,8 +194,7 @@ class HistoryScreen(ZcorScreen):
             table.add_row(when(record.get("at"))[:19], Text(record.get("actor", ""),
                                                             style="magenta" if record.get("actor") == "model" else ""),
                           cell(record.get("tool", "")), Text(change_targets(record)), status, key=key)
-        if keep is not None and str(keep) in self.records:
-            table.move_cursor(row=table.get_row_index(str(keep)))
+        move_to(table, None if keep is None else str(keep))
         summary = Text()
         page_no = len(self.pages)
         summary.append(f"page {page_no}", style="bold")
@@ -214,7 +209,7 @@ class HistoryScreen(ZcorScreen):
             self.selected = None
             self.query_one("#record", Static).update(Text("No records.", style="dim italic"))
         elif table.row_count:
-            self._select(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+            self._select(cursor_key(table))
 
     @on(DataTable.RowHighlighted)
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:

@@ -29,6 +29,7 @@ from ..format import (
     when_short,
 )
 from ..messages import MemoryChanged, NodeRequested
+from ..widgets.rows import add_columns, cursor_key, move_to, row_table
 from .base import ZcorScreen
 from .dialogs import ConfirmDialog, NodePicker, RelationshipForm
 
@@ -84,19 +85,16 @@ class RelationshipsScreen(ZcorScreen):
         with Horizontal(id="rel-form", classes="form-bar"):
             yield Input(placeholder="search names, aliases, relationship, reason", id="q")
         yield Static("", id="rel-summary", classes="summary")
-        table: DataTable[Any] = DataTable(id="rels", cursor_type="row", zebra_stripes=True)
-        yield table
+        yield row_table("rels")
         with VerticalScroll(id="rel-scroll"):
             yield Static("", id="rel-detail")
             yield Static("", id="rel-series")
 
     def on_mount(self) -> None:
         table = self.query_one("#rels", DataTable)
-        table.add_column("Person", key="person")  # as wide as the longest id: ids are never cut
-        table.add_column("Name", key="name", width=10)
-        table.add_column("Affinity", key="affinity", width=25)
-        table.add_column("Relationship", key="relationship", width=18)
-        table.add_column("Memory", key="memory")
+        add_columns(table, [("Person", "person", None),  # as wide as the longest id: ids are never cut
+                            ("Name", "name", 10), ("Affinity", "affinity", 25),
+                            ("Relationship", "relationship", 18), ("Memory", "memory", None)])
         table.focus()
 
     def reload(self, changed: MemoryChanged | None = None) -> None:
@@ -145,10 +143,9 @@ class RelationshipsScreen(ZcorScreen):
             summary.append(f" · showing {offset + 1}–{offset + len(page['items'])} (^n/^b pages)")
         summary.append("  n new · e edit · l link a memory · o open it", style="dim")
         self.query_one("#rel-summary", Static).update(summary)
-        if keep in self.rels:
-            table.move_cursor(row=table.get_row_index(keep))
+        move_to(table, keep)
         if table.row_count:
-            self._select(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value)
+            self._select(cursor_key(table))
         else:
             self.selected = None
             self.query_one("#rel-detail", Static).update(Text("No relationships.", style="dim italic"))

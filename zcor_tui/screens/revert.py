@@ -87,7 +87,7 @@ class RevertScreen(ModalScreen[dict[str, Any] | None]):
         Binding("escape,n", "cancel", "Cancel", id="revert.cancel", tooltip="Close without reverting"),
     ]
 
-    app: ZcorApp  # type: ignore[assignment]
+    app: ZcorApp
 
     def __init__(self, seq: int, record: dict[str, Any] | None = None):
         super().__init__()

@@ -8,7 +8,7 @@ Held changes are named by their operation's seq, the number History shows.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -24,6 +24,7 @@ from zcord.client import ClientError, ToolError
 from ..diff import change_view
 from ..format import change_targets, origin_text, plural, when
 from ..messages import MemoryChanged
+from ..widgets.rows import Column, add_columns, cursor_key, move_to, row_table
 from .base import ZcorScreen
 from .revert import RevertScreen
 
@@ -62,6 +63,9 @@ class ReviewScreen(ZcorScreen):
         Binding("r", "reload", "Refresh", id="review.reload", tooltip="List the held changes again"),
     ]
 
+    COLUMNS: ClassVar[list[Column]] = [("Seq", "seq", 7), ("Time", "time", 19), ("Tool", "tool", 24),
+                                       ("Target", "target", 12), ("Origin", "origin", None)]
+
     def __init__(self) -> None:
         super().__init__()
         self.items: dict[str, dict[str, Any]] = {}
@@ -69,18 +73,12 @@ class ReviewScreen(ZcorScreen):
 
     def compose_body(self) -> ComposeResult:
         yield Static("", id="review-summary", classes="summary")
-        table: DataTable[Any] = DataTable(id="held", cursor_type="row", zebra_stripes=True)
-        yield table
+        yield row_table("held")
         with VerticalScroll(id="held-scroll"):
             yield Static("", id="held-detail")
 
     def on_mount(self) -> None:
-        table = self.query_one("#held", DataTable)
-        table.add_column("Seq", key="seq", width=7)
-        table.add_column("Time", key="time", width=19)
-        table.add_column("Tool", key="tool", width=24)
-        table.add_column("Target", key="target", width=12)
-        table.add_column("Origin", key="origin")
+        add_columns(self.query_one("#held", DataTable), self.COLUMNS)
         super().on_mount()
 
     def reload(self, changed: MemoryChanged | None = None) -> None:
@@ -101,7 +99,7 @@ class ReviewScreen(ZcorScreen):
             summary.update(Text(getattr(e, "message", None) or str(e), style="bold red"))
             return
         table = self.query_one("#held", DataTable)
-        keep = table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value if table.row_count else None
+        keep = cursor_key(table)
         table.clear()
         self.items = {}
         for item in listing["items"]:
@@ -109,8 +107,7 @@ class ReviewScreen(ZcorScreen):
             self.items[key] = item
             table.add_row(f"#{item['seq']}", when(item.get("at"))[:19], item.get("tool", ""), change_targets(item),
                           Text(origin_text(item.get("origin")), style="yellow"), key=key)
-        if keep in self.items:
-            table.move_cursor(row=table.get_row_index(keep))
+        move_to(table, keep)
         total = listing["total"]
         line = Text(plural(total, "held change"), style="bold")
         line.append("  a approve · x reject · v: ", style="dim")
@@ -120,10 +117,7 @@ class ReviewScreen(ZcorScreen):
 
     @property
     def selected(self) -> dict[str, Any] | None:
-        table = self.query_one("#held", DataTable)
-        if not table.row_count:
-            return None
-        return self.items.get(table.coordinate_to_cell_key(table.cursor_coordinate).row_key.value or "")
+        return self.items.get(cursor_key(self.query_one("#held", DataTable)) or "")
 
     @on(DataTable.RowHighlighted)
     def _highlighted(self) -> None:
@@ -174,4 +168,7 @@ class ReviewScreen(ZcorScreen):
         if item is None:
             self.notify("Nothing is held for review.", severity="warning")
             return
-        self.app.push_screen(RejectScreen(item["seq"], item), lambda _result: self.load())
+        def reload(_result: dict[str, Any] | None) -> None:
+            self.load()
+
+        self.app.push_screen(RejectScreen(item["seq"], item), reload)

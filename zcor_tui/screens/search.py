@@ -17,6 +17,7 @@ from zcord.client import ToolError, for_operator
 
 from ..format import SUPERSEDED_MARK, one_line, when_short
 from ..messages import MemoryChanged, NodeRequested
+from ..widgets.rows import add_columns, cursor_key, row_table
 from .base import ZcorScreen
 
 PAGE_SIZE = 50
@@ -49,15 +50,11 @@ class SearchScreen(ZcorScreen):
             yield Input(placeholder="to YYYY-MM-DD", id="to", classes="date", compact=True)
             yield Checkbox("superseded", id="superseded", compact=True)
         yield Static("", id="search-summary", classes="summary")
-        table: DataTable[Any] = DataTable(id="results", cursor_type="row", zebra_stripes=True)
-        yield table
+        yield row_table("results")
 
     def on_mount(self) -> None:
-        table = self.query_one("#results", DataTable)
-        table.add_column("Updated", key="updated", width=16)
-        table.add_column("ID", key="id", width=7)
-        table.add_column("Title", key="title", width=28)
-        table.add_column("Content", key="content")
+        add_columns(self.query_one("#results", DataTable), [("Updated", "updated", 16), ("ID", "id", 7),
+                    ("Title", "title", 28), ("Content", "content", None)])
         self.query_one("#q", Input).focus()
 
     def reload(self, changed: MemoryChanged | None = None) -> None:
@@ -146,8 +143,6 @@ class SearchScreen(ZcorScreen):
             self.post_message(NodeRequested(str(event.row_key.value)))
 
     def action_open(self) -> None:
-        table = self.query_one("#results", DataTable)
-        if table.row_count:
-            key = table.coordinate_to_cell_key(table.cursor_coordinate).row_key
-            if key.value:
-                self.post_message(NodeRequested(str(key.value)))
+        key = cursor_key(self.query_one("#results", DataTable))
+        if key:
+            self.post_message(NodeRequested(key))

@@ -20,6 +20,7 @@ from textual.widgets import DataTable, Input, Static
 
 from ..format import one_line, plain, shown
 from ..messages import MemoryChanged
+from ..widgets.rows import add_columns, move_to, row_table
 from .base import ZcorScreen
 from .dialogs import ConfirmDialog, SynonymForm
 
@@ -57,8 +58,7 @@ class SynonymsScreen(ZcorScreen):
             with Vertical(id="syn-left"):
                 yield Input(placeholder="filter groups", id="filter", compact=True)
                 yield Static("", id="syn-summary", classes="summary")
-                table: DataTable[Any] = DataTable(id="groups", cursor_type="row", zebra_stripes=True)
-                yield table
+                yield row_table("groups")
             with Vertical(id="syn-right"):
                 yield Input(placeholder="type a message to preview auto-recall", id="preview-text", compact=True)
                 yield Input(placeholder="from (a personId or alias; optional)", id="preview-sender", compact=True)
@@ -69,8 +69,7 @@ class SynonymsScreen(ZcorScreen):
 
     def on_mount(self) -> None:
         table = self.query_one("#groups", DataTable)
-        table.add_column("#", key="index", width=5)
-        table.add_column("Terms", key="terms")
+        add_columns(table, [("#", "index", 5), ("Terms", "terms", None)])
         table.focus()
 
     def reload(self, changed: MemoryChanged | None = None) -> None:
@@ -117,8 +116,7 @@ class SynonymsScreen(ZcorScreen):
         if needle:
             summary.append(f" · {matching:,} match")
         self.query_one("#syn-summary", Static).update(summary)
-        if keep is not None and str(keep) in table.rows:
-            table.move_cursor(row=table.get_row_index(str(keep)))
+        move_to(table, None if keep is None else str(keep))
 
     @staticmethod
     def _terms_cell(terms: list[str], mark: str | None) -> Text:
@@ -133,7 +131,7 @@ class SynonymsScreen(ZcorScreen):
     def _highlighted(self, event: DataTable.RowHighlighted) -> None:
         key = event.row_key.value
         held = key is not None and key.startswith("h")
-        self.selected_held = int(key[1:]) if held else None
+        self.selected_held = int(key[1:]) if held and key is not None else None
         self.selected = int(key) if key is not None and not held else None
 
     @on(DataTable.RowSelected)
@@ -171,8 +169,11 @@ class SynonymsScreen(ZcorScreen):
         async def edit(args: dict[str, Any]) -> dict[str, Any]:
             return await self._set(index, args["terms"])
 
-        self.app.push_screen(SynonymForm(edit, self.groups[index], index),
-                             lambda r: r and self.notify(f"Synonym group {index} saved."))
+        def saved(result: dict[str, Any] | None) -> None:
+            if result:
+                self.notify(f"Synonym group {index} saved.")
+
+        self.app.push_screen(SynonymForm(edit, self.groups[index], index), saved)
 
     @work(exclusive=True, group="action")
     async def action_remove(self) -> None:

@@ -77,7 +77,7 @@ class TimeTravelScreen(Screen[None]):
         Binding("ctrl+t", "focus_time", "Time", id="timetravel.time", tooltip="Type another instant"),
     ]
 
-    app: ZcorApp  # type: ignore[assignment]
+    app: ZcorApp
 
     def __init__(self, time: str = ""):
         super().__init__()
@@ -149,7 +149,7 @@ class TimeTravelScreen(Screen[None]):
             f"{len(past.important)} important · ", ("Esc: back to now", "dim")))
         tree = self.query_one("#past-tree", Tree)
         tree.clear()
-        self._add_children(tree.root, None)
+        self._add_past_children(tree.root, None)
         tree.root.expand()
         detail = self.query_one("#past-detail", NodeDetail)
         if not past.nodes:
@@ -159,7 +159,7 @@ class TimeTravelScreen(Screen[None]):
             tree.focus()
             tree.move_cursor_to_line(0)
 
-    def _add_children(self, parent: TreeNode[str | None], parent_id: str | None) -> None:
+    def _add_past_children(self, parent: TreeNode[str | None], parent_id: str | None) -> None:
         past = self.past
         assert past is not None
         for node_id in past.children.get(parent_id, []):
@@ -173,7 +173,7 @@ class TimeTravelScreen(Screen[None]):
     def _expanded(self, event: Tree.NodeExpanded) -> None:
         node_id = event.node.data
         if node_id is not None and self.past is not None and not event.node.children:
-            self._add_children(event.node, node_id)
+            self._add_past_children(event.node, node_id)
 
     @on(Tree.NodeHighlighted, "#past-tree")
     def _highlighted(self, event: Tree.NodeHighlighted) -> None:

@@ -23,6 +23,7 @@ from textual.widgets import DataTable, Footer, Static
 from ..diff import fields_diff, record_text
 from ..format import one_line, origin_text, plural, when
 from ..messages import MemoryChanged
+from ..widgets.rows import add_columns, row_table
 from .dialogs import ConfirmDialog
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ class VersionsScreen(Screen[None]):
         Binding("escape,q", "close", "Close", id="versions.close", tooltip="Back to Browse"),
     ]
 
-    app: ZcorApp  # type: ignore[assignment]
+    app: ZcorApp
 
     def __init__(self, node_id: str, title: str = ""):
         super().__init__()
@@ -65,20 +66,15 @@ class VersionsScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Static(self._head(), id="versions-title", classes="banner")
         yield Static("", id="versions-summary", classes="summary")
-        table: DataTable[Any] = DataTable(id="versions", cursor_type="row", zebra_stripes=True)
-        yield table
+        yield row_table("versions")
         with VerticalScroll(id="version-scroll"):
             yield Static("", id="version-diff")
         yield Footer()
 
     def on_mount(self) -> None:
         table = self.query_one("#versions", DataTable)
-        table.add_column("", key="mark", width=4)
-        table.add_column("Time", key="time", width=19)
-        table.add_column("Actor", key="actor", width=8)
-        table.add_column("Change", key="kind", width=18)
-        table.add_column("Tool", key="tool", width=24)
-        table.add_column("Op", key="seq")
+        add_columns(table, [("", "mark", 4), ("Time", "time", 19), ("Actor", "actor", 8), ("Change", "kind", 18),
+                            ("Tool", "tool", 24), ("Op", "seq", None)])
         table.focus()
         self.app.memory_changed.subscribe(self, self._memory_changed)
         self.load()

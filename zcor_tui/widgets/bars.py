@@ -45,7 +45,7 @@ class StatusLine(Static):
         self._changed()
 
     def _changed(self, *_: Any) -> None:
-        app = self.app
+        app: Any = self.app  # a ZcorApp, read by name (its reactives)
         state = getattr(app, "link_state", "connecting")
         status = getattr(app, "status", None) or {}
         self.set_class(state != "connected", "-down")

@@ -9,7 +9,7 @@ holds more lines than the operator asked for.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from rich.style import Style
 from rich.text import Text
@@ -65,6 +65,16 @@ class More:
     remaining: int
 
 
+def slot_of(node: TreeNode[Any]) -> Slot:
+    """The Slot a memory's tree node (or the root) holds: every node but a "… more" line."""
+    return cast(Slot, node.data)
+
+
+def item_of(node: TreeNode[Any]) -> Item:
+    """The memory a tree node below the root shows."""
+    return cast(Item, slot_of(node).item)
+
+
 class MemoryTree(Tree[Any]):
     """A lazily loaded, paged tree of memories; `nodes_by_id` finds the tree node of a memory."""
 
@@ -83,7 +93,7 @@ class MemoryTree(Tree[Any]):
     @property
     def base(self) -> Item | None:
         """The memory whose children are the tree's top lines (None: the roots)."""
-        return self.root.data.item
+        return slot_of(self.root).item
 
     def set_base(self, item: Item | None, depth: int = 0) -> None:
         """Start the tree at `item` (`depth` levels below the roots), or at the roots (None).
@@ -159,7 +169,7 @@ class MemoryTree(Tree[Any]):
     def set_children(self, parent: TreeNode[Any], items: list[Item]) -> None:
         """Make the children of `parent` match `items` (daemon order), keeping the tree
         nodes (and so the expansion and cursor) of memories that are still there."""
-        slot: Slot = parent.data
+        slot = slot_of(parent)
         slot.items = items
         slot.loaded = True
         slot.shown = min(len(items), max(slot.shown, PAGE))
@@ -173,7 +183,7 @@ class MemoryTree(Tree[Any]):
         existing = list(parent.children)
         j = 0
         for i, it in enumerate(target):
-            if j < len(existing) and existing[j].data.item.id == it.id:
+            if j < len(existing) and item_of(existing[j]).id == it.id:
                 self._update(existing[j], it)
                 j += 1
                 continue
@@ -196,7 +206,7 @@ class MemoryTree(Tree[Any]):
             self.root.expand()
 
     def _update(self, tree_node: TreeNode[Any], item: Item) -> None:
-        slot: Slot = tree_node.data
+        slot = slot_of(tree_node)
         old = slot.item
         slot.item = item
         if old != item:
@@ -210,7 +220,7 @@ class MemoryTree(Tree[Any]):
         for child in list(tree_node.children):
             self._forget(child)
         tree_node.remove_children()
-        slot: Slot = tree_node.data
+        slot = slot_of(tree_node)
         slot.loaded = False
         slot.items = []
         slot.shown = 0
@@ -227,7 +237,7 @@ class MemoryTree(Tree[Any]):
         parent = more_node.parent
         if parent is None:
             return
-        slot: Slot = parent.data
+        slot = slot_of(parent)
         first_new = slot.shown
         slot.shown = min(len(slot.items), slot.shown + PAGE)
         self.set_children(parent, slot.items)
@@ -239,7 +249,7 @@ class MemoryTree(Tree[Any]):
         node = self.nodes_by_id.get(node_id)
         if node is not None and node.parent is parent:
             return node
-        slot: Slot = parent.data
+        slot = slot_of(parent)
         index = next((n for n, it in enumerate(slot.items) if it.id == node_id), None)
         if index is None:
             return None

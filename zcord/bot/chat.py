@@ -18,6 +18,7 @@ import os
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import ModuleType
 from typing import TextIO
 
 from ..core.config import Config, ConfigFile, LlmConfig, api_key_for
@@ -69,13 +70,14 @@ class LineReader:
     def __init__(self, out: TextIO, inp: TextIO, history_file: Path | None = None):
         self.out, self.inp = out, inp
         self.history_file = history_file
-        self.readline = None
+        self.readline: ModuleType | None = None
         if inp is sys.stdin and out is sys.stdout and inp.isatty() and out.isatty():
             try:
                 import readline  # only at a terminal; some builds have none
             except ImportError:
-                readline = None
-            self.readline = readline
+                pass
+            else:
+                self.readline = readline
         if self.readline is not None and history_file is not None:
             self.readline.set_history_length(HISTORY_LENGTH)
             try:

@@ -32,6 +32,7 @@ import stat
 import sys
 import time
 import unicodedata
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from pathlib import Path
@@ -537,7 +538,8 @@ class ProxyServer:
         import httpx  # one pooled client for every upstream request (keeps connections open)
 
         self._http = httpx.AsyncClient()
-        self.provider = Provider(llm, api_key, client=self._http) if llm.model else None
+        # the pooled client goes to each achat() call; Provider's own client is the sync one
+        self.provider = Provider(llm, api_key) if llm.model else None
         self.daemon = Daemon(settings.socket, self.limits.memory_timeout)
         self._busy = 0
         self._tasks: set[asyncio.Task] = set()
@@ -764,10 +766,10 @@ class ProxyServer:
 def read_token(token_file: str | None, env: dict[str, str] | None = None) -> str | None:
     """The bearer token: --token-file (owner-only), else the systemd credential proxy-token,
     else $ZCOR_PROXY_TOKEN. ValueError with the reason when a file is unfit."""
-    env = os.environ if env is None else env
+    environ: Mapping[str, str] = os.environ if env is None else env
     path: Path | None = Path(token_file) if token_file else None
-    if path is None and env.get("CREDENTIALS_DIRECTORY"):
-        cred = Path(env["CREDENTIALS_DIRECTORY"]) / TOKEN_CREDENTIAL
+    if path is None and environ.get("CREDENTIALS_DIRECTORY"):
+        cred = Path(environ["CREDENTIALS_DIRECTORY"]) / TOKEN_CREDENTIAL
         path = cred if cred.is_file() else None
     if path is not None:
         try:
@@ -781,7 +783,7 @@ def read_token(token_file: str | None, env: dict[str, str] | None = None) -> str
         if not text:
             raise ValueError(f"the token file {path} is empty")
         return text
-    token = (env.get(TOKEN_ENV) or "").strip()
+    token = (environ.get(TOKEN_ENV) or "").strip()
     return token or None
 
 
