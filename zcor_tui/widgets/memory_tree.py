@@ -270,9 +270,6 @@ class MemoryTree(Tree[Any]):
             return tree_node is self.root
         return self.nodes_by_id.get(slot.item.id) is tree_node
 
-    def loaded_parents(self) -> list[TreeNode[Any]]:
-        return [self.root] + [n for n in self.nodes_by_id.values() if isinstance(n.data, Slot) and n.data.loaded]
-
     @property
     def cursor_item(self) -> Item | None:
         node = self.cursor_node
