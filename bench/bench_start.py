@@ -9,10 +9,13 @@ copy of that Memory:
    (and the daemon's CPU time by then: the figure a loaded machine changes least);
 2. writes (creates) back to back from READY=1 for 5 s, p50 / p99, then, once the daemon's
    CPU time has been still for a second (warm), the same number of writes again;
-3. RSS once warm, and the size of the state file and of the derived files beside it.
+3. RSS once warm: of the first start before any write (the Memory of that size), and of
+   the second after its writes (the Memory grown by them); the size of the state file and
+   of the derived files beside it.
 
 Prints a table; never asserts. Usage: python bench/bench_start.py [--sizes 1000,10000,100000]
-[--cache DIR] (DIR keeps the built Memories between runs) [--repeat N].
+[--cache DIR] (DIR keeps the built Memories between runs) [--repeat N] [--starts N] (the
+first-recall rows are the p50 of N starts, 5 by default, with their range).
 """
 
 from __future__ import annotations
@@ -99,10 +102,9 @@ def derived_mib(memdir: Path) -> str:
     return " / ".join(sizes)
 
 
-def bench(n: int, cache: Path) -> dict[str, str]:
-    built = prepared(n, cache)
-    rng = random.Random(n)
-    out: dict[str, str] = {}
+def first_recall(built: Path, last: bool) -> tuple[float, float, float, float | None]:
+    """One start of a fresh copy: (ready s, first recall answered s, daemon CPU s by then,
+    RSS MiB once the background warm-up is done — measured on the last start only)."""
     run = Run(built)
     try:
         proc, t0, ready = run.start()
@@ -110,12 +112,32 @@ def bench(n: int, cache: Path) -> dict[str, str]:
             c.recall("first", CHAT)
             first = time.perf_counter() - t0
             cpu = cpu_seconds(proc.pid)
+            rss = None
+            if last:
+                wait_quiet(proc.pid)  # the background warm-up done: the Memory as it was, served
+                c.recall("rss", CHAT)
+                rss = rss_kib(proc.pid)[0] / 1024
         run.stop(proc)
-        out["ready s"] = f"{ready:.2f}"
-        out["first recall answered s"] = f"{first:.2f}"
-        out["daemon CPU s by then"] = f"{cpu:.2f}"
+        return ready, first, cpu, rss
     finally:
         run.close()
+
+
+def bench(n: int, cache: Path, starts: int) -> dict[str, str]:
+    built = prepared(n, cache)
+    rng = random.Random(n)
+    out: dict[str, str] = {}
+    runs = [first_recall(built, i == starts - 1) for i in range(starts)]
+
+    def median(k: int) -> str:
+        got = sorted(r[k] for r in runs)
+        mid = got[len(got) // 2] if len(got) % 2 else (got[len(got) // 2 - 1] + got[len(got) // 2]) / 2
+        return f"{mid:.2f}" + (f" ({got[0]:.2f}–{got[-1]:.2f})" if len(got) > 1 else "")
+
+    out[f"ready s, p50 of {starts} (range)"] = median(0)
+    out["first recall answered s"] = median(1)
+    out["daemon CPU s by then"] = median(2)
+    out["RSS MiB warm, before any write"] = f"{runs[-1][3]:.0f}"
     run = Run(built)
     try:
         proc, t0, ready = run.start()
@@ -134,11 +156,12 @@ def bench(n: int, cache: Path) -> dict[str, str]:
                 warm.append(time.perf_counter() - t)
             c.recall("rss", CHAT)
             rss = rss_kib(proc.pid)[0] / 1024
+            grown = n + len(early) + max(len(early), 200)
         run.stop(proc)
         out[f"writes in the first {WRITE_SECONDS:.0f} s ms (n)"] = f"{lat(early)} ({len(early)})"
         out["writes once warm ms"] = lat(warm)
         out["early / warm p50"] = f"{pct(early, 50) / pct(warm, 50):.2f}×"
-        out["RSS MiB warm"] = f"{rss:.0f}"
+        out["RSS MiB after the writes (memories)"] = f"{rss:.0f} ({grown:,})"
         out["state / node cache / recall cache MiB"] = derived_mib(built)
     finally:
         run.close()
@@ -150,13 +173,14 @@ def main() -> None:
     ap.add_argument("--sizes", default="1000,10000,100000")
     ap.add_argument("--cache", type=Path, default=None, help="keep the built Memories here between runs")
     ap.add_argument("--repeat", type=int, default=1, help="runs per size (each a column)")
+    ap.add_argument("--starts", type=int, default=5, help="starts per run for the first-recall rows (p50)")
     args = ap.parse_args()
     cache = args.cache or Path(tempfile.mkdtemp(dir="/tmp", prefix="zcsb"))
     cache.mkdir(parents=True, exist_ok=True)
     cols, heads = [], []
     for n in (int(s) for s in args.sizes.split(",")):
         for r in range(args.repeat):
-            cols.append(bench(n, cache))
+            cols.append(bench(n, cache, args.starts))
             heads.append(f"{n:,}" + (f" #{r + 1}" if args.repeat > 1 else ""))
             print(f"done {n}", file=sys.stderr)
     if args.cache is None:
