@@ -126,3 +126,35 @@ def test_the_warm_up_builds_the_query_text_outside_the_lock(memdir, clock):
             expected["items"] != []
     finally:
         svc.close()
+
+
+def test_a_piece_changed_while_the_warm_up_built_it_is_left_to_the_next_query(memdir, clock, monkeypatch):
+    """The warm-up tries each piece of the query text once: a piece whose memories a call
+    changed while it was being built (the lock is free meanwhile) is not built again in the
+    background (a Memory written all the time would have its pieces built over and over);
+    the next query that needs it builds it, and answers with the change."""
+    from zcord.core import indexes
+    from zcord.service import Service
+    from zcord.service import service as service_mod
+
+    monkeypatch.setattr(indexes, "TEXT_CHUNK", 8)
+    with Service(memdir, clock=clock) as svc:
+        for i in range(20):
+            svc.call("zcor_memory_write", {"title": f"t{i}", "content": f"old {i}"}, actor="operator")
+    svc = Service(memdir, clock=clock).open()
+    built: list[tuple[str, ...]] = []
+
+    def build(nodes, ids, pause=None):
+        built.append(ids)
+        if len(built) == 1:  # a write lands in the first piece while it is being built
+            svc.call("zcor_memory_write", {"id": ids[0], "title": "t0", "content": "new 0"}, actor="operator")
+        return indexes.build_text_piece(nodes, ids, pause)
+
+    monkeypatch.setattr(service_mod, "build_text_piece", build)
+    try:
+        svc.warm()
+        assert len(built) == len(set(built)) == len(svc.state._text)  # each piece tried once
+        assert svc.call("zcor_memory_query", {"keywords": ["new 0"]}, actor="operator")["total"] == 1
+        assert svc.call("zcor_memory_query", {"keywords": ["old 0"]}, actor="operator")["total"] == 0
+    finally:
+        svc.close()

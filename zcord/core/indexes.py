@@ -9,7 +9,7 @@ from __future__ import annotations
 import bisect
 import functools
 from array import array
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from typing import Protocol, cast
@@ -529,14 +529,15 @@ class TextBlob:
                 return True
         return False
 
-    def text_piece_wanted(self) -> tuple[_TextChunk, tuple[str, ...], int] | None:
+    def text_piece_wanted(self, tried: Collection[_TextChunk] = ()) -> tuple[_TextChunk, tuple[str, ...], int] | None:
         """Under the lock: the next piece of the query text to build outside it (with
-        build_text_piece), as (piece, its ids, its generation); None once all are built."""
+        build_text_piece), as (piece, its ids, its generation), passing over the pieces in
+        `tried`; None once all the others are built."""
         chunks = self.chunks
         if chunks is None:
             chunks = self._text_pieces()
         for chunk in chunks.values():
-            if chunk.blob is None:
+            if chunk.blob is None and chunk not in tried:
                 return chunk, tuple(chunk.ids), chunk.gen
         return None
 
@@ -544,7 +545,7 @@ class TextBlob:
                         made: tuple[str, array[int]] | None) -> bool:
         """Under the lock: keep a piece built outside it, unless the piece changed meanwhile
         (a node of it put or removed, or the whole text replaced by a restore); False: not
-        kept (the next text_piece_wanted offers it again)."""
+        kept (a query that needs it builds it, as after any change)."""
         chunks = self.chunks
         if made is None or chunks is None or chunk.gen != gen or chunk.blob is not None \
                 or chunks.get(self.owner.rank.get(ids[0], -1) // TEXT_CHUNK) is not chunk:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import bisect
 from array import array
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -165,8 +165,8 @@ class MemoryState:
     def text_step(self) -> bool:
         return self.blob.text_step()
 
-    def text_piece_wanted(self) -> tuple[_TextChunk, tuple[str, ...], int] | None:
-        return self.blob.text_piece_wanted()
+    def text_piece_wanted(self, tried: Collection[_TextChunk] = ()) -> tuple[_TextChunk, tuple[str, ...], int] | None:
+        return self.blob.text_piece_wanted(tried)
 
     def text_piece_made(self, chunk: _TextChunk, ids: tuple[str, ...], gen: int,
                         made: tuple[str, array[int]] | None) -> bool:

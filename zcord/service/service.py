@@ -443,11 +443,16 @@ class Service:
                     break
             time.sleep(0.0005)  # let a waiting call take the lock
         pause = self._giving_way()
-        while True:  # the query text: each piece built outside the lock, kept under it
+        # the query text: each piece built outside the lock, kept under it, and tried once: one
+        # whose memories changed while it was built is left to the next query that needs it
+        # (a Memory written all the time would otherwise have its pieces built over and over)
+        tried: set[Any] = set()
+        while True:
             with self.lock:
-                wanted = self.state.text_piece_wanted()
+                wanted = self.state.text_piece_wanted(tried)
             if wanted is None:
                 break
+            tried.add(wanted[0])
             made = build_text_piece(self.state.nodes, wanted[1], pause)
             with self.lock:
                 self.state.text_piece_made(*wanted, made)
