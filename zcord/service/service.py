@@ -430,11 +430,11 @@ class Service:
         return pause
 
     def warm(self) -> None:
-        """Build the retrieval indexes and the query text, load jieba, teach it the Memory's
-        words and index the log (a daemon runs this in the background after it is ready, so
-        the first calls do not pay for it). The indexes and the text are built in steps (1,000
-        nodes, one 4,096-node piece of text), each under the lock, so calls are answered in
-        between; a call that needs them finishes the build. A large Memory whose memories or
+        """Build the retrieval indexes, load jieba, teach it the Memory's words, index the log
+        and build the query text (a daemon runs this in the background after it is ready, so
+        the first calls do not pay for it). The indexes are built in steps of 1,000 nodes under
+        the lock, the text a 4,096-node piece at a time outside it, so calls are answered in
+        between; a call that needs either finishes the build. A large Memory whose memories or
         indexes did not come from their caches is then snapshotted in the background, so the
         next start has both."""
         while True:
@@ -442,10 +442,20 @@ class Service:
                 if not self.state.index_step():
                     break
             time.sleep(0.0005)  # let a waiting call take the lock
+        tokenizer()
+        with self.lock:
+            self.refresh_synonyms()
+            self.retriever.teach_jieba()
+            cached = self.store.cache_used and self.index_cache_used
+            if not cached and len(self.state.nodes) >= nodecache.min_nodes() and \
+                    self.snapshots.thread is None and self.is_open and not self.gate.restoring:
+                self.snapshots.start()  # a large Memory without usable caches: the next start has them
+        self.oplog.warm()
+        # last, the query text (it gives way to calls, so it may take a while: the log index
+        # is not kept waiting behind it): each piece built outside the lock, kept under it, and
+        # tried once; one whose memories changed while it was built is left to the next query
+        # that needs it (a Memory written all the time would have its pieces built over and over)
         pause = self._giving_way()
-        # the query text: each piece built outside the lock, kept under it, and tried once: one
-        # whose memories changed while it was built is left to the next query that needs it
-        # (a Memory written all the time would otherwise have its pieces built over and over)
         tried: set[Any] = set()
         while True:
             with self.lock:
@@ -456,12 +466,3 @@ class Service:
             made = build_text_piece(self.state.nodes, wanted[1], pause)
             with self.lock:
                 self.state.text_piece_made(*wanted, made)
-        tokenizer()
-        with self.lock:
-            self.refresh_synonyms()
-            self.retriever.teach_jieba()
-            cached = self.store.cache_used and self.index_cache_used
-            if not cached and len(self.state.nodes) >= nodecache.min_nodes() and \
-                    self.snapshots.thread is None and self.is_open and not self.gate.restoring:
-                self.snapshots.start()  # a large Memory without usable caches: the next start has them
-        self.oplog.warm()
