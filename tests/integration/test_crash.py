@@ -13,6 +13,9 @@ async def test_sigkill_during_writes_loses_no_acknowledged_write(make_daemon):
     d = make_daemon().start()
     rng = random.Random(7)
     acked: dict[str, str] = {}
+    # an update in flight when the daemon died may have taken effect without its answer
+    # arriving: the node then has that newer title, which is no lost write
+    unanswered: dict[str, str] = {}
     clients = [await d.aclient(reconnect=False) for _ in range(4)]
     stop = asyncio.Event()
 
@@ -25,8 +28,12 @@ async def test_sigkill_during_writes_loses_no_acknowledged_write(make_daemon):
                 if i % 5 == 4 and own:
                     # updates must survive too: the acked title is the newest one
                     node_id = rng.choice(own)
-                    result = await client.call_tool("zcor_memory_write",
-                                                    {"id": node_id, "title": title, "content": "u"})
+                    try:
+                        result = await client.call_tool("zcor_memory_write",
+                                                        {"id": node_id, "title": title, "content": "u"})
+                    except ClientError:
+                        unanswered[node_id] = title
+                        raise
                 else:
                     result = await client.call_tool("zcor_memory_write", {"title": title, "content": "c" * 500})
             except ClientError:
@@ -49,7 +56,7 @@ async def test_sigkill_during_writes_loses_no_acknowledged_write(make_daemon):
     d.start()
     with d.client("operator") as op:
         for node_id, title in acked.items():
-            assert op.call_tool("zcor_memory_read", {"id": node_id})["title"] == title
+            assert op.call_tool("zcor_memory_read", {"id": node_id})["title"] in (title, unanswered.get(node_id))
         # every change in the state is also in the operation log (reconciled after the crash)
         status = op.status()
     records = [json.loads(line) for line in (d.memdir / "operations.jsonl").read_text().splitlines()]
