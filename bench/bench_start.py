@@ -130,9 +130,8 @@ def bench(n: int, cache: Path, starts: int) -> dict[str, str]:
     runs = [first_recall(built, i == starts - 1) for i in range(starts)]
 
     def median(k: int) -> str:
-        got = sorted(r[k] for r in runs)
-        mid = got[len(got) // 2] if len(got) % 2 else (got[len(got) // 2 - 1] + got[len(got) // 2]) / 2
-        return f"{mid:.2f}" + (f" ({got[0]:.2f}–{got[-1]:.2f})" if len(got) > 1 else "")
+        got = [r[k] for r in runs]
+        return f"{pct(got, 50):.2f}" + (f" ({min(got):.2f}–{max(got):.2f})" if len(got) > 1 else "")
 
     out[f"ready s, p50 of {starts} (range)"] = median(0)
     out["first recall answered s"] = median(1)

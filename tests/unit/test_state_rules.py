@@ -57,12 +57,14 @@ def test_text_pieces_built_one_step_at_a_time(monkeypatch):
     st = MemoryState([node(i, f"t{i}", content=f"c{i}") for i in range(1, 6)])  # ranks 2..10: 4 pieces
     filled = []
     for _ in range(20):
-        if not st.text_step():
+        if (wanted := st.text_piece_wanted()) is None:
             break
-        filled.append(sum(c.blob is not None for c in st._text.values()))
+        filled.append(sum(c.blob is not None for c in st._text.values()))  # the pieces are laid out first
+        assert st.text_piece_made(*wanted, indexes_mod.build_text_piece(st.nodes, wanted[1]))
+    filled.append(sum(c.blob is not None for c in st._text.values()))
     assert len(st._text) == 5  # ranks 2, 4, ..., 10 in pieces of two ranks
     assert filled == [0, 1, 2, 3, 4, 5]  # the pieces first, then one filled per step
-    assert st.text_step() is False
+    assert st.text_piece_wanted() is None
     assert st.text_matches("c3") == ["m3"] and st.text_matches("t5") == ["m5"]
 
 

@@ -518,17 +518,6 @@ class TextBlob:
         self.chunks = chunks
         return chunks
 
-    def text_step(self) -> bool:
-        """Build one more piece of the query text blob; False once every piece is built."""
-        if self.chunks is None:
-            self._text_pieces()
-            return True
-        for chunk in self.chunks.values():
-            if chunk.blob is None:
-                self._fill_chunk(chunk)
-                return True
-        return False
-
     def text_piece_wanted(self, tried: Collection[_TextChunk] = ()) -> tuple[_TextChunk, tuple[str, ...], int] | None:
         """Under the lock: the next piece of the query text to build outside it (with
         build_text_piece), as (piece, its ids, its generation), passing over the pieces in

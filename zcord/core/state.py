@@ -162,9 +162,6 @@ class MemoryState:
     def text_matches(self, keyword: str) -> list[str] | None:
         return self.blob.text_matches(keyword)
 
-    def text_step(self) -> bool:
-        return self.blob.text_step()
-
     def text_piece_wanted(self, tried: Collection[_TextChunk] = ()) -> tuple[_TextChunk, tuple[str, ...], int] | None:
         return self.blob.text_piece_wanted(tried)
 
