@@ -222,13 +222,19 @@ def test_zcor_chat_sends_the_fenced_header_once(poisoned):
                               input="，".join(words) + "\n/quit\n", capture_output=True, text=True, timeout=60,
                               env=env)
         assert proc.returncode == 0, proc.stderr
-        system = llm.requests[0]["json"]["messages"][0]["content"]
+        messages = llm.requests[0]["json"]["messages"]
+    # the system text holds the prefix; the header is the user message just before the batch
+    system = messages[0]["content"]
+    header = messages[1]["content"]
+    assert messages[0]["role"] == "system" and messages[1]["role"] == "user"
+    assert [c["function"]["name"] for c in messages[2]["tool_calls"]] == ["external_event_frame"]
     with d.client("bot") as bot:
         ids = bot.context("chat-poison")["ids"]
     assert sorted(ids) == sorted(p["by_word"][w] for w in words)
-    assert system.count(HEADER_PEOPLE) == 1 and system.count(QUOTED) == 1
-    assert_fenced(p, system, memory_entries(p, p["important"]) + [person_entry(p, PERSON)]
-                  + memory_entries(p, ids))
+    whole = system + "\n\n" + header
+    assert whole.count(HEADER_PEOPLE) == 1 and whole.count(QUOTED) == 1 and header.count(HEADER_PEOPLE) == 1
+    assert_fenced(p, system, memory_entries(p, p["important"]))
+    assert_fenced(p, header, [person_entry(p, PERSON)] + memory_entries(p, ids))
 
 
 # -- a real AstrBot ---------------------------------------------------------------------------

@@ -37,7 +37,24 @@ def tools(llm, *calls):
 
 def system_of(llm, req):
     body = req["json"]
-    return body["messages"][0]["content"] if llm.protocol == "openai" else body["system"]
+    if llm.protocol == "openai":
+        return body["messages"][0]["content"]
+    system = body["system"]
+    return system if isinstance(system, str) else "\n\n".join(b["text"] for b in system)
+
+
+def texts_of(message) -> str:
+    content = message["content"]
+    if isinstance(content, str):
+        return content
+    return "\n\n".join(b.get("text", "") for b in content if b.get("type") == "text")
+
+
+def header_index(llm, req, needle):
+    """The index of the message that carries the context header (the one holding `needle`)."""
+    found = [i for i, m in enumerate(req["json"]["messages"]) if m["role"] == "user" and needle in texts_of(m)]
+    assert len(found) == 1, req["json"]["messages"]
+    return found[0]
 
 
 def declared_of(llm, req):
@@ -93,7 +110,7 @@ def test_a_turn_carries_prefix_header_tools_and_frame_and_the_model_writes(daemo
     system = system_of(llm, first)
     assert "主人叫阿杰，住在杭州" in system, "the prefix carries the important memory"
     assert "external_event_frame" in system
-    assert f"[{cat['id']}] 阿杰的猫叫团子" in system, "the context header recalled from the typed text"
+    assert "阿杰的猫叫团子" not in system, "the header is not in the stable system text"
     declared = declared_of(llm, first)
     assert "zcor_memory_write" in declared and not declared & RELATIONSHIP_TOOLS
     assert "external_event_frame" not in declared
@@ -101,12 +118,21 @@ def test_a_turn_carries_prefix_header_tools_and_frame_and_the_model_writes(daemo
     frame_result = json.loads(tool_results(llm, first)[0][1])
     assert frame_result["events"][0]["text"] == "我周末要去爬山，团子就交给你了"
     assert frame_result["events"][0]["from"] == "console:ajie"
-    # the header is never stored in the transcript: it is rendered into each request's system
-    # text, and the second request's conversation messages do not carry it
+    # the header is the message just before the newest batch (the frame's call), last of all
+    # but the batch, recalled from the typed text
+    messages = first["json"]["messages"]
+    at = header_index(llm, first, f"[{cat['id']}] 阿杰的猫叫团子")
+    assert messages[at + 1]["role"] == "assistant" and len(messages) == at + 3
+    # the tool round re-renders only the header's message: everything before it is the same
+    # bytes, and the header is never stored in the transcript
     second = llm.requests[1]
-    convo = second["json"]["messages"][1:] if llm.protocol == "openai" else second["json"]["messages"]
-    assert "阿杰的猫叫团子" not in json.dumps(convo, ensure_ascii=False)
-    assert "阿杰的猫叫团子" in system_of(llm, second)
+    again = header_index(llm, second, "阿杰的猫叫团子")
+    assert again == at
+    assert json.dumps(second["json"]["messages"][:at]) == json.dumps(messages[:at])
+    assert json.dumps(second["json"]["messages"][at + 1:at + 3]) == json.dumps(messages[at + 1:])
+    assert system_of(llm, second) == system
+    assert "阿杰的猫叫团子" not in json.dumps([m.__dict__ for m in conv.transcript], ensure_ascii=False,
+                                             default=str)
     assert uses and uses[0].ok and uses[0].name == "zcor_memory_write"
     with daemon.client("operator") as op:
         found = op.call_tool("zcor_memory_query", {"keywords": ["爬山"]})["items"]

@@ -23,8 +23,17 @@ from typing import Any
 
 from ..core.errors import ZcorError
 from ..core.origin import batch_senders
-from ..retrieval.llm import Message, Provider, ToolCall, anthropic_tools, openai_tools
-from ..transport.client import Client, ClientError, ToolError
+from ..retrieval.llm import (
+    Message,
+    Prompt,
+    Provider,
+    Reply,
+    ToolCall,
+    anthropic_tools,
+    openai_tools,
+)
+from ..transport.client import Client, ClientError, RpcError, ToolError
+from .prompt import assemble
 
 FRAME_TOOL = "external_event_frame"
 DEFAULT_MAX_ROUNDS = 8
@@ -91,6 +100,18 @@ class MemoryBot:
     def context_header(self) -> str:
         return self.client.context(self.session)["text"]
 
+    def report_usage(self, reply: Reply, prompt: Prompt, front_end: str) -> None:
+        """Tell zcord what the provider said the request cost (`zcor/usage/report`), with
+        what zcor added to it; nothing when the provider gave no usage. A zcord that does
+        not know the method, or a failure, costs the conversation nothing."""
+        params = usage_params(self.session, reply, prompt, front_end)
+        if params is None:
+            return
+        try:
+            self.client.request("zcor/usage/report", params)
+        except (ClientError, RpcError, ZcorError):
+            pass
+
     # -- running the model's tool calls --------------------------------------------------
 
     def execute(self, call: ToolCall, declared: set[str]) -> tuple[Message, ToolUse]:
@@ -124,6 +145,24 @@ class MemoryBot:
                 ToolUse(call.name, call.arguments, True, _summary(call.name, result)))
 
 
+def usage_params(session: str, reply: Reply, prompt: Prompt, front_end: str,
+                 model: str | None = None, protocol: str | None = None) -> dict[str, Any] | None:
+    """The params of `zcor/usage/report` for one provider reply (None when it had no usage):
+    its token counts and the characters zcor put in the request (the prefix, the header)."""
+    u = reply.usage
+    if u is None:
+        return None
+    params: dict[str, Any] = {
+        "session": session, "frontEnd": front_end, "inputTokens": u.input_tokens,
+        "cachedTokens": u.cached_tokens, "cacheWriteTokens": u.cache_write_tokens, "outputTokens": u.output_tokens,
+        "prefixChars": len(prompt.system[0]) if prompt.system else 0, "headerChars": len(prompt.header)}
+    if model:
+        params["model"] = model[:200]
+    if protocol:
+        params["protocol"] = protocol
+    return params
+
+
 def _summary(name: str, result: dict[str, Any]) -> str:
     if "id" in result and "title" in result:
         return f"{result['id']} {result['title']}"
@@ -138,7 +177,8 @@ class Conversation:
 
     The transcript holds, per batch, the synthesized external_event_frame call/result pair,
     the model's tool calls and results, and its answer. The context header is never stored:
-    it is put in front of each request only.
+    each request is laid out by zcord.bot.prompt.assemble, the header just before the newest
+    batch, so that everything before it is the same bytes as in the request before.
     """
 
     bot: MemoryBot
@@ -157,10 +197,6 @@ class Conversation:
         return [Message("assistant", "", tool_calls=[call]),
                 Message("tool", json.dumps({"events": payload}, ensure_ascii=False), tool_call_id=call.id)]
 
-    def system(self, header: str) -> str:
-        prefix = self.bot.prefix()
-        return prefix + ("\n\n" + header if header else "")
-
     def handle(self, events: list[dict[str, Any]],
                on_tool: Callable[[ToolUse], None] | None = None,
                on_text: Callable[[str], None] | None = None) -> str:
@@ -174,12 +210,19 @@ class Conversation:
             e.setdefault("origin", "external")
             e.setdefault("ts", datetime.now(UTC).astimezone().isoformat(timespec="seconds"))
         self.bot.deliver(events)
+        batch_at = len(self.transcript)
         self.transcript += self.frame([e for e in events if e["origin"] == "external"])
+        # the prefix is read once a turn: a tool round that marks a memory important changes it
+        # from the next batch on, not under this turn's second request (the cache keeps it)
+        prefix = self.bot.prefix()
         for _ in range(self.max_rounds):
             tools = self.bot.tools()  # declared per request: config may change between rounds
             declared = {t["name"] for t in tools}
-            reply = self.provider.chat(self.system(self.bot.context_header()), self.transcript, tools,
-                                       on_text=on_text)
+            prompt = assemble(prefix=prefix, history=self.transcript[:batch_at],
+                              batch=self.transcript[batch_at:], header=self.bot.context_header(),
+                              zcor_tools=tools, session=self.bot.session)
+            reply = self.provider.send(prompt, on_text=on_text)
+            self.bot.report_usage(reply, prompt, "chat")
             if not reply.tool_calls:
                 self.transcript.append(Message("assistant", reply.text))
                 return reply.text

@@ -40,6 +40,10 @@ class LlmConfig(_Base):
     """Model name sent with each request; empty means not configured."""
     timeout_seconds: float = Field(30.0, gt=0, le=600)
     """How long one request may take before it is an error."""
+    prompt_cache_key: Literal["auto", "on", "off"] = "auto"
+    """Whether OpenAI-protocol requests carry `prompt_cache_key` (a digest of the zcor session)
+    so that one session's requests meet the same prompt cache: "auto" sends it to
+    api.openai.com only (other providers may refuse an unknown field), "on" always, "off" never."""
 
 
 class Config(_Base):

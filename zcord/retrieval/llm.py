@@ -60,53 +60,193 @@ class Message:
     is_error: bool = False
 
 
+@dataclass(frozen=True)
+class Usage:
+    """What the provider says one request cost, in tokens, the same for every protocol.
+
+    input_tokens is the whole prompt, its cached part included (OpenAI's prompt_tokens;
+    Anthropic's input_tokens + cache_read_input_tokens + cache_creation_input_tokens)."""
+
+    input_tokens: int = 0
+    cached_tokens: int = 0
+    """Read from the provider's prompt cache (OpenAI prompt_tokens_details.cached_tokens,
+    Anthropic cache_read_input_tokens, DeepSeek prompt_cache_hit_tokens)."""
+    cache_write_tokens: int = 0
+    """Written to the cache (Anthropic cache_creation_input_tokens)."""
+    output_tokens: int = 0
+
+
+def _count(obj: Any, *path: str) -> int:
+    for key in path:
+        obj = obj.get(key) if isinstance(obj, dict) else None
+    return obj if isinstance(obj, int) and not isinstance(obj, bool) and obj >= 0 else 0
+
+
+def usage_of(data: Any) -> Usage | None:
+    """The Usage in a provider's `usage` object (either protocol, DeepSeek's fields too);
+    None when there is none."""
+    if not isinstance(data, dict):
+        return None
+    if "prompt_tokens" in data or "completion_tokens" in data:  # OpenAI-compatible
+        cached = _count(data, "prompt_tokens_details", "cached_tokens") or _count(data, "prompt_cache_hit_tokens")
+        return Usage(_count(data, "prompt_tokens"), cached, 0, _count(data, "completion_tokens"))
+    if "input_tokens" in data or "output_tokens" in data:  # Anthropic
+        read, write = _count(data, "cache_read_input_tokens"), _count(data, "cache_creation_input_tokens")
+        return Usage(_count(data, "input_tokens") + read + write, read, write, _count(data, "output_tokens"))
+    return None
+
+
 @dataclass
 class Reply:
     text: str
     tool_calls: list[ToolCall]
     stop_reason: str | None
     raw: dict[str, Any]
+    usage: Usage | None = None
 
 
-def _openai_messages(system: str, messages: list[Message]) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = [{"role": "system", "content": system}] if system else []
-    for m in messages:
-        if m.role == "tool":
-            out.append({"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content})
-        elif m.role == "assistant" and m.tool_calls:
-            out.append({"role": "assistant", "content": m.content or None, "tool_calls": [
-                {"id": c.id, "type": "function",
-                 "function": {"name": c.name, "arguments": c.arguments if isinstance(c.arguments, str)
-                              else json.dumps(c.arguments, ensure_ascii=False)}}
-                for c in m.tool_calls]})
-        else:
-            out.append({"role": m.role, "content": m.content})
+@dataclass(frozen=True)
+class Prompt:
+    """One model request in the neutral format, laid out for the provider's prompt cache
+    (zcord.bot.prompt.assemble makes it; the renderers below turn it into wire bodies).
+
+    Attributes:
+        system: the stable system parts in order (zcor's prefix, then the front end's text).
+        messages: the history, then the newest batch and this turn's tool rounds.
+        batch_at: index in `messages` where the newest batch starts: the header goes just
+            before it, and everything before it is the stable part of the conversation.
+        header: the context header ("" when nothing is recalled).
+        tools: declarations in MCP form (name, description, inputSchema), in a fixed order.
+        cache_key: a per-session key for providers that take one (prompt_cache_key), or None.
+        cache: whether to mark Anthropic cache breakpoints (a one-off request, such as the
+            search filter, would only pay for writing a cache nobody reads).
+    """
+
+    system: tuple[str, ...] = ()
+    messages: tuple[Message, ...] = ()
+    batch_at: int = 0
+    header: str = ""
+    tools: tuple[dict[str, Any], ...] = ()
+    cache_key: str | None = None
+    cache: bool = True
+
+    @property
+    def system_text(self) -> str:
+        """The system parts as one text (protocols that take a single system string)."""
+        return "\n\n".join(self.system)
+
+    @property
+    def stable(self) -> tuple[Message, ...]:
+        """The messages before the header: identical from one batch to the next."""
+        return self.messages[:self.batch_at]
+
+
+def plain_prompt(system: str, messages: list[Message], tools: list[dict[str, Any]] | None) -> Prompt:
+    """A request with no context header (the search filter, callers of chat())."""
+    return Prompt(system=(system,) if system else (), messages=tuple(messages), batch_at=len(messages),
+                  tools=tuple(tools or ()), cache=False)
+
+
+def _openai_message(m: Message) -> dict[str, Any]:
+    if m.role == "tool":
+        return {"role": "tool", "tool_call_id": m.tool_call_id, "content": m.content}
+    if m.role == "assistant" and m.tool_calls:
+        return {"role": "assistant", "content": m.content or None, "tool_calls": [
+            {"id": c.id, "type": "function",
+             "function": {"name": c.name, "arguments": c.arguments if isinstance(c.arguments, str)
+                          else json.dumps(c.arguments, ensure_ascii=False)}}
+            for c in m.tool_calls]}
+    return {"role": m.role, "content": m.content}
+
+
+def _openai_messages(prompt: Prompt) -> list[dict[str, Any]]:
+    """Chat Completions messages: one system message (the stable parts), the history, then
+    the header as the first part of the newest user turn (a text put before that message's
+    text: every OpenAI-compatible server takes it, where a system or second user message in
+    mid-conversation is refused by some chat templates), or as a user message of its own
+    when the batch does not start with one (zcor chat's event frame)."""
+    out: list[dict[str, Any]] = [{"role": "system", "content": prompt.system_text}] if prompt.system else []
+    for i, m in enumerate(prompt.messages):
+        if i == prompt.batch_at and prompt.header:
+            if m.role == "user":
+                out.append({"role": "user", "content": prompt.header + "\n\n" + m.content})
+                continue
+            out.append({"role": "user", "content": prompt.header})
+        out.append(_openai_message(m))
+    if prompt.header and prompt.batch_at >= len(prompt.messages):
+        out.append({"role": "user", "content": prompt.header})
     return out
 
 
-def _anthropic_messages(messages: list[Message]) -> list[dict[str, Any]]:
+CACHE = {"type": "ephemeral"}
+"""Anthropic's cache breakpoint: the prefix up to the block that carries it is cached."""
+
+
+def _anthropic_message(m: Message) -> dict[str, Any]:
+    if m.role == "tool":
+        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content}
+        if m.is_error:
+            block["is_error"] = True
+        return {"role": "user", "content": [block]}
+    if m.role == "assistant" and m.tool_calls:
+        blocks: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
+        blocks += [{"type": "tool_use", "id": c.id, "name": c.name,
+                    "input": c.arguments if isinstance(c.arguments, dict) else {}} for c in m.tool_calls]
+        return {"role": "assistant", "content": blocks}
+    if m.role in ("system", "developer"):
+        # Messages has no system role inside the conversation: a front end's system message in
+        # the middle of its history stays where it was, as a user turn that says what it is
+        return {"role": "user", "content": f"[system] {m.content}"}
+    return {"role": m.role, "content": m.content}
+
+
+def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message["content"]
+    if isinstance(content, list):
+        return content
+    message["content"] = [{"type": "text", "text": content}] if content else []
+    return message["content"]
+
+
+def _join(out: list[dict[str, Any]], message: dict[str, Any]) -> None:
+    """Append a message; consecutive tool results share one user turn."""
+    prev = out[-1] if out else None
+    if (prev is not None and message["role"] == "user" and prev["role"] == "user"
+            and isinstance(prev["content"], list) and prev["content"]
+            and all(b.get("type") == "tool_result" for b in prev["content"])
+            and isinstance(message["content"], list)
+            and all(b.get("type") == "tool_result" for b in message["content"])):
+        prev["content"].extend(message["content"])
+    else:
+        out.append(message)
+
+
+def _anthropic_messages(prompt: Prompt) -> list[dict[str, Any]]:
+    """Messages turns; the header as the first text block of the newest user turn (or a
+    user turn of its own before zcor chat's event frame), and a cache breakpoint on the
+    last turn before it."""
     out: list[dict[str, Any]] = []
-    for m in messages:
-        if m.role == "tool":
-            block: dict[str, Any] = {"type": "tool_result", "tool_use_id": m.tool_call_id, "content": m.content}
-            if m.is_error:
-                block["is_error"] = True
-            # consecutive tool results share one user turn
-            if out and out[-1]["role"] == "user" and isinstance(out[-1]["content"], list) and \
-                    all(b.get("type") == "tool_result" for b in out[-1]["content"]):
-                out[-1]["content"].append(block)
-            else:
-                out.append({"role": "user", "content": [block]})
-        elif m.role == "assistant" and m.tool_calls:
-            blocks: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
-            blocks += [{"type": "tool_use", "id": c.id, "name": c.name,
-                        "input": c.arguments if isinstance(c.arguments, dict) else {}} for c in m.tool_calls]
-            out.append({"role": "assistant", "content": blocks})
-        else:
-            out.append({"role": m.role, "content": m.content})
+    stable = 0  # how many of `out` are before the header
+    for i, m in enumerate(prompt.messages):
+        if i == prompt.batch_at:
+            stable = len(out)
+            if prompt.header:
+                if m.role == "user":
+                    out.append({"role": "user", "content": [{"type": "text", "text": prompt.header},
+                                                            {"type": "text", "text": m.content}]})
+                    continue
+                out.append({"role": "user", "content": [{"type": "text", "text": prompt.header}]})
+        _join(out, _anthropic_message(m))
+    if prompt.batch_at >= len(prompt.messages):
+        stable = len(out)
+        if prompt.header:
+            out.append({"role": "user", "content": [{"type": "text", "text": prompt.header}]})
     if out and out[0]["role"] != "user":
         # Messages must open with a user turn; a transcript may open with a synthesized frame.
         out.insert(0, {"role": "user", "content": "[conversation start]"})
+        stable += 1
+    if prompt.cache and stable > 0 and (blocks := _blocks(out[stable - 1])):
+        blocks[-1] = {**blocks[-1], "cache_control": CACHE}
     return out
 
 
@@ -276,34 +416,54 @@ class Provider:
             raise ProviderError("The LLM provider's answer is not a JSON object.")
         return self._openai_reply(data) if self.cfg.protocol == "openai" else self._anthropic_reply(data)
 
-    def _request(self, system: str, messages: list[Message], tools: list[dict[str, Any]] | None,
-                 max_tokens: int, options: dict[str, Any] | None = None) -> tuple[str, dict[str, str], dict[str, Any]]:
+    def _request(self, prompt: Prompt, max_tokens: int,
+                 options: dict[str, Any] | None = None) -> tuple[str, dict[str, str], dict[str, Any]]:
         """URL, headers and body of one request in the configured wire format; `options`
         (sampling settings already in that format) are added to the body."""
         base = self.cfg.base_url.rstrip("/")
+        tools = list(prompt.tools)
         if self.cfg.protocol == "openai":
             headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-            body: dict[str, Any] = {"model": self.cfg.model, "messages": _openai_messages(system, messages),
+            body: dict[str, Any] = {"model": self.cfg.model, "messages": _openai_messages(prompt),
                                     "max_tokens": max_tokens}
             if tools:
                 body["tools"] = openai_tools(tools)
+            if prompt.cache_key and self._sends_cache_key():
+                body["prompt_cache_key"] = prompt.cache_key
             return base + "/chat/completions", headers, {**(options or {}), **body}
         headers = {"anthropic-version": ANTHROPIC_VERSION}
         if self.api_key:
             headers["x-api-key"] = self.api_key
-        body = {"model": self.cfg.model, "max_tokens": max_tokens, "messages": _anthropic_messages(messages)}
-        if system:
-            body["system"] = system
+        body = {"model": self.cfg.model, "max_tokens": max_tokens, "messages": _anthropic_messages(prompt)}
+        if prompt.system and prompt.cache:
+            # the system parts as blocks, the last a breakpoint: tools and system are cached together
+            body["system"] = [{"type": "text", "text": part} for part in prompt.system]
+            body["system"][-1]["cache_control"] = CACHE
+        elif prompt.system:
+            body["system"] = prompt.system_text
         if tools:
             body["tools"] = anthropic_tools(tools)
         return base + "/messages", headers, {**(options or {}), **body}
 
+    def _sends_cache_key(self) -> bool:
+        if self.cfg.prompt_cache_key == "auto":
+            from urllib.parse import urlsplit
+
+            host = (urlsplit(self.cfg.base_url).hostname or "").lower()
+            return host == "api.openai.com"
+        return self.cfg.prompt_cache_key == "on"
+
     def chat(self, system: str, messages: list[Message], tools: list[dict[str, Any]] | None = None,
              max_tokens: int = DEFAULT_MAX_TOKENS, on_text: Callable[[str], None] | None = None,
              options: dict[str, Any] | None = None) -> Reply:
-        """Send the conversation; with on_text, stream and hand over the text as it arrives.
+        """Send a conversation with no context header (see send())."""
+        return self.send(plain_prompt(system, messages, tools), max_tokens, on_text, options)
+
+    def send(self, prompt: Prompt, max_tokens: int = DEFAULT_MAX_TOKENS,
+             on_text: Callable[[str], None] | None = None, options: dict[str, Any] | None = None) -> Reply:
+        """Send a laid-out request; with on_text, stream and hand over the text as it arrives.
         `options`: extra body fields in the configured wire format (temperature, top_p, …)."""
-        url, headers, body = self._request(system, messages, tools, max_tokens, options)
+        url, headers, body = self._request(prompt, max_tokens, options)
         deadline = time.monotonic() + self.cfg.timeout_seconds
         if on_text is not None:
             return self._stream(url, headers, body, on_text, deadline)
@@ -316,7 +476,7 @@ class Provider:
 
     def _stream(self, url: str, headers: dict[str, str], body: dict[str, Any],
                 on_text: Callable[[str], None], deadline: float) -> Reply:
-        body = {**body, "stream": True}
+        body = self._streamed(body)
         state = _OpenAIStream() if self.cfg.protocol == "openai" else _AnthropicStream()
         resp, chunks = self._exchange(url, headers, body, deadline, "failed mid-answer")
         with contextlib.closing(chunks):
@@ -333,6 +493,13 @@ class Provider:
                 if piece:
                     on_text(piece)
         return state.reply()
+
+    def _streamed(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The body asking for a stream; OpenAI-compatible servers are asked for the usage too
+        (a last chunk with no choice), as Anthropic's stream always carries it."""
+        if self.cfg.protocol == "openai":
+            return {**body, "stream": True, "stream_options": {"include_usage": True}}
+        return {**body, "stream": True}
 
     @staticmethod
     def _sse_piece(line: str, state: _OpenAIStream | _AnthropicStream) -> str | None:
@@ -354,14 +521,20 @@ class Provider:
                     max_tokens: int = DEFAULT_MAX_TOKENS,
                     on_text: Callable[[str], Awaitable[None] | None] | None = None,
                     options: dict[str, Any] | None = None, client: httpx.AsyncClient | None = None) -> Reply:
-        """chat() for asyncio callers, on the event loop itself (no helper thread): the same
+        """chat() for asyncio callers (see asend())."""
+        return await self.asend(plain_prompt(system, messages, tools), max_tokens, on_text, options, client)
+
+    async def asend(self, prompt: Prompt, max_tokens: int = DEFAULT_MAX_TOKENS,
+                    on_text: Callable[[str], Awaitable[None] | None] | None = None,
+                    options: dict[str, Any] | None = None, client: httpx.AsyncClient | None = None) -> Reply:
+        """send() for asyncio callers, on the event loop itself (no helper thread): the same
         wire formats, the same deadline over the whole request and the same size cap.
         on_text may be a coroutine function; it is awaited for each piece."""
         import httpx
 
-        url, headers, body = self._request(system, messages, tools, max_tokens, options)
+        url, headers, body = self._request(prompt, max_tokens, options)
         if on_text is not None:
-            body = {**body, "stream": True}
+            body = self._streamed(body)
         http = client or httpx.AsyncClient()
         timeout = self.cfg.timeout_seconds
         what = ["did not answer"]
@@ -430,7 +603,8 @@ class Provider:
         content = msg.get("content")
         if content is not None and not isinstance(content, str):
             raise ProviderError("The LLM provider's message content is not text.")
-        return Reply(text=content or "", tool_calls=calls, stop_reason=choices[0].get("finish_reason"), raw=data)
+        return Reply(text=content or "", tool_calls=calls, stop_reason=choices[0].get("finish_reason"), raw=data,
+                     usage=usage_of(data.get("usage")))
 
     @staticmethod
     def _anthropic_reply(data: dict[str, Any]) -> Reply:
@@ -440,7 +614,8 @@ class Provider:
         text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
         calls = [ToolCall(id=str(b.get("id", "")), name=str(b.get("name", "")), arguments=b.get("input", {}))
                  for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
-        return Reply(text=text, tool_calls=calls, stop_reason=data.get("stop_reason"), raw=data)
+        return Reply(text=text, tool_calls=calls, stop_reason=data.get("stop_reason"), raw=data,
+                     usage=usage_of(data.get("usage")))
 
 
 class _OpenAIStream:
@@ -451,8 +626,11 @@ class _OpenAIStream:
         self.calls: dict[int, dict[str, str]] = {}
         self.stop: str | None = None
         self.seen = False
+        self.usage: dict[str, Any] | None = None
 
     def feed(self, event: dict[str, Any]) -> str:
+        if isinstance(event.get("usage"), dict):  # stream_options.include_usage: the last chunk
+            self.usage = event["usage"]
         if "error" in event:
             raise ProviderError(f"The LLM provider reported an error mid-answer: {json.dumps(event)[:200]}")
         choices = event.get("choices") or []
@@ -478,7 +656,8 @@ class _OpenAIStream:
             raise ProviderError("The LLM provider returned no choice.")
         calls = [ToolCall(c["id"], c["name"], _parse_args(c["arguments"] or "{}"))
                  for _, c in sorted(self.calls.items())]
-        return Reply("".join(self.text), calls, self.stop, {"streamed": True})
+        return Reply("".join(self.text), calls, self.stop, {"streamed": True, "usage": self.usage},
+                     usage_of(self.usage))
 
 
 class _AnthropicStream:
@@ -488,6 +667,8 @@ class _AnthropicStream:
         self.blocks: dict[int, dict[str, Any]] = {}
         self.stop: str | None = None
         self.seen = False
+        self.usage: dict[str, Any] = {}
+        """message_start's usage (the input and cache counts), updated by message_delta's."""
 
     def feed(self, event: dict[str, Any]) -> str:
         kind = event.get("type")
@@ -495,6 +676,9 @@ class _AnthropicStream:
             raise ProviderError(f"The LLM provider reported an error mid-answer: {json.dumps(event)[:200]}")
         if kind == "message_start":
             self.seen = True
+            start = (event.get("message") or {}).get("usage")
+            if isinstance(start, dict):
+                self.usage.update(start)
         elif kind == "content_block_start":
             block = event.get("content_block") or {}
             self.blocks[event.get("index", 0)] = {"type": block.get("type"), "text": block.get("text", ""),
@@ -510,6 +694,8 @@ class _AnthropicStream:
                 block["json"] += delta.get("partial_json", "")
         elif kind == "message_delta":
             self.stop = (event.get("delta") or {}).get("stop_reason") or self.stop
+            if isinstance(event.get("usage"), dict):
+                self.usage.update(event["usage"])
         return ""
 
     def reply(self) -> Reply:
@@ -519,4 +705,5 @@ class _AnthropicStream:
         text = "".join(b["text"] for b in blocks if b["type"] == "text")
         calls = [ToolCall(b["id"], b["name"], _parse_args(b["json"] or "{}")) for b in blocks
                  if b["type"] == "tool_use"]
-        return Reply(text, calls, self.stop, {"streamed": True})
+        return Reply(text, calls, self.stop, {"streamed": True, "usage": self.usage or None},
+                     usage_of(self.usage or None))
