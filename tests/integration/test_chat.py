@@ -225,3 +225,35 @@ def test_streamed_replies_build_the_same_tool_calls_and_text(daemon, llm):
     assert all(r["json"].get("stream") for r in llm.requests)
     with daemon.client("operator") as op:
         assert op.call_tool("zcor_memory_query", {"keywords": ["流式写入"]})["total"] == 1
+
+
+def test_consecutive_turns_share_everything_before_the_header(daemon, llm):
+    """The prompt cache's view: turn two's request repeats turn one's up to where turn one's
+    header was, byte for byte; only the header's message, the last exchange and the new
+    batch differ. With Anthropic, breakpoints mark the system text and the last stable turn."""
+    with daemon.client("operator") as op:
+        op.call_tool("zcor_memory_write", {"title": "阿杰的猫叫团子", "content": "橘猫，怕洗澡"})
+        op.call_tool("zcor_memory_write", {"title": "阿杰喜欢爬山", "content": "常去西湖边"})
+    llm.script += [text(llm, "团子还好吗？"), text(llm, "爬山注意安全。"), text(llm, "晚安。")]
+    with MemoryBot.connect("console", str(daemon.sock)) as bot:
+        conv = Conversation(bot, provider_for(llm))
+        conv.handle([{"text": "团子今天又不肯洗澡", "senderKey": "console:ajie"}])
+        conv.handle([{"text": "周末去爬山吧", "senderKey": "console:ajie"}])
+        conv.handle([{"text": "困了", "senderKey": "console:ajie"}])
+    one, two, three = (r["json"] for r in llm.requests)
+    assert json.dumps(one.get("tools")) == json.dumps(two.get("tools"))
+    assert json.dumps(one.get("system")) == json.dumps(two.get("system"))
+    at_one = header_index(llm, llm.requests[0], "阿杰的猫叫团子")
+    at_two = header_index(llm, llm.requests[1], "阿杰喜欢爬山")
+    assert at_two == at_one + 3, "the last exchange (frame call, frame result, answer) moved before the header"
+    assert json.dumps(two["messages"][0]) == json.dumps(one["messages"][0])
+    assert json.dumps(two["messages"][:at_one]) == json.dumps(one["messages"][:at_one])
+    assert "阿杰的猫叫团子" not in json.dumps(two["messages"], ensure_ascii=False)
+    # a batch that recalls nothing sends no header message at all
+    assert not any("阿杰" in texts_of(m) for m in three["messages"][at_two + 1:] if m["role"] == "user")
+    if llm.protocol == "anthropic":
+        assert two["system"][-1]["cache_control"] == {"type": "ephemeral"}
+        marked = [i for i, m in enumerate(two["messages"]) if isinstance(m["content"], list)
+                  and any("cache_control" in b for b in m["content"])]
+        assert marked == [at_two - 1], "the breakpoint is on the turn just before the header"
+        assert json.dumps(two).count("cache_control") <= 4

@@ -241,10 +241,12 @@ def _anthropic_messages(prompt: Prompt) -> list[dict[str, Any]]:
         stable = len(out)
         if prompt.header:
             out.append({"role": "user", "content": [{"type": "text", "text": prompt.header}]})
-    if out and out[0]["role"] != "user":
+    if prompt.messages and _anthropic_message(prompt.messages[0])["role"] != "user":
         # Messages must open with a user turn; a transcript may open with a synthesized frame.
+        # Decided by the conversation, not by the header in front of it: the opening stays the
+        # same bytes when the first batch's header is gone from the next request.
         out.insert(0, {"role": "user", "content": "[conversation start]"})
-        stable += 1
+        stable += 1 if stable else 0  # a breakpoint there would repeat the system's
     if prompt.cache and stable > 0 and (blocks := _blocks(out[stable - 1])):
         blocks[-1] = {**blocks[-1], "cache_control": CACHE}
     return out
