@@ -2,10 +2,12 @@
 
 AstrBot pins versions that clash with ours, so it lives in a venv of its own (.venv-astrbot,
 made by `make astrbot-env`, which `make test` runs); $ZCOR_ASTRBOT_PYTHON names its Python.
-tests/astrbot/drive_plugin.py runs there: AstrBot loads the plugin, a QQ group message goes
-through AstrBot's LLM-request hook and then AstrBot's agent runner, whose OpenAI provider
-talks to the scripted fake LLM below, so the model's tool call runs through AstrBot's tool
-machinery into the real daemon. This side checks what the model was sent and the Memory.
+tests/astrbot/drive_plugin.py runs there: AstrBot's core starts and loads the plugin, and QQ
+group messages go through AstrBot's whole message pipeline (the LLM-request hook, the agent
+runner, whose OpenAI provider talks to the scripted fake LLM below, so the model's tool call
+runs through AstrBot's tool machinery into the real daemon, and AstrBot saving the
+conversation). This side checks what the model was sent, what AstrBot saved, the usage
+reports and the Memory.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ ASTRBOTS = {  # which AstrBot: (its venv's Python, why it may be missing)
                        "makes it where such a Python exists)"),
 }
 MESSAGE = "我这周末又要去香山爬山了，上次那双登山鞋还挺好穿"
+SECOND = "对了，小王那双登山鞋防水吗？"
+ASTRBOT_PROMPT = "你是群里的聊天机器人。"  # the persona's prompt the driver gives AstrBot
+PROMPT_START, PROMPT_END = "<!-- zcor memory -->", "<!-- /zcor memory -->"
 PERSONA = "你是小雪，群里温柔的猫娘，说话句尾带“喵”。"
 REL_TOOLS = {"zcor_relationship_read", "zcor_relationship_query", "zcor_relationship_write",
              "zcor_relationship_delete"}
@@ -69,12 +74,19 @@ def astrbot_version(python: str) -> tuple[str, tuple[int, int]]:
     return version, (int(major), int(minor))
 
 
+def cached_reply(text: str) -> dict:
+    """An OpenAI answer whose usage says part of the prompt came from the provider's cache."""
+    return {**openai_text(text), "usage": {"prompt_tokens": 1800, "completion_tokens": 12, "total_tokens": 1812,
+                                           "prompt_tokens_details": {"cached_tokens": 1536}}}
+
+
 @pytest.fixture(scope="module", params=list(ASTRBOTS))
 def run(request, tmp_path_factory):
-    """One AstrBot process (its start-up is slow) through four steps: a group message on a
-    daemon with relationship memory on; one on a daemon with it off; one after that daemon
-    stopped under the connected plugin; one with the setting pointing at no daemon at all.
-    Once with AstrBot 4.14 (the last for Python 3.11), once with the newest."""
+    """One AstrBot process (its start-up is slow) through five group messages, each through
+    AstrBot's whole pipeline: two on a daemon with relationship memory on (the model writes a
+    memory in the first, the second recalls it again); one on a daemon with it off; one after
+    that daemon stopped under the connected plugin; one with the setting pointing at no
+    daemon at all. Once with AstrBot 4.14 (the last for Python 3.11), once with the newest."""
     from tests.integration.conftest import Factory
 
     python, missing = ASTRBOTS[request.param]
@@ -97,16 +109,41 @@ def run(request, tmp_path_factory):
                   "parentId": shoes, "sourceMessage": MESSAGE}
     nobody = str(tmp_path_factory.mktemp("down") / "nobody.sock")
     with FakeLLM() as llm:
-        llm.script += [openai_tools(("zcor_memory_write", write_args)), openai_text("好呀，注意安全喵～"),
-                       openai_text("嗯嗯"), openai_text("刚才走神了"), openai_text("我在呢")]
+        llm.script += [openai_tools(("zcor_memory_write", write_args)), cached_reply("好呀，注意安全喵～"),
+                       cached_reply("防水的喵"), openai_text("嗯嗯"), openai_text("刚才走神了"), openai_text("我在呢")]
         transcript, log = drive(llm.url, [{"socket": str(on.sock), "message": MESSAGE},
+                                          {"socket": str(on.sock), "message": SECOND, "retries": 2},
                                           {"socket": str(off.sock), "message": "你还记得我吗"},
                                           {"socket": str(off.sock), "message": "登山鞋呢", "kill": off.proc.pid},
                                           {"socket": nobody, "message": "在吗"}], python)
-    yield {"on": on, "off": off, "shoes": shoes, "write_args": write_args, "llm": llm,
+    yield {"on": on, "off": off, "shoes": shoes, "write_args": write_args, "llm": llm, "version": version,
+           "temp_parts": tuple(map(int, version.split(".")[:2])) > (4, 14),
            "transcript": transcript, "log": log, "nobody": nobody}
     problems = factory.cleanup()
     assert not problems, "zcord logged a crash:\n" + "\n---\n".join(problems)
+
+
+def block_of(system: str) -> str:
+    """zcor's part of a system prompt: from its start marker to its end marker."""
+    assert system.startswith(PROMPT_START + "\n"), system[:200]
+    end = system.index(PROMPT_END) + len(PROMPT_END)
+    return system[:end]
+
+
+def header_sent(messages: list[dict], temp_parts: bool) -> tuple[str, list[dict]]:
+    """The context header in what AstrBot sent, and the messages without it (as the next
+    request repeats them). Newest AstrBot: the last text part of the newest user message;
+    4.14: a user message of its own just before the newest one."""
+    if temp_parts:
+        *rest, last = messages
+        assert last["role"] == "user" and isinstance(last["content"], list), last
+        *parts, header = last["content"]
+        assert header["type"] == "text" and header["text"].startswith("[Auto-recall"), last
+        return header["text"], [*rest, {**last, "content": parts}]
+    *rest, header, last = messages
+    assert header["role"] == "user" and header["content"].startswith("[Auto-recall"), header
+    assert last["role"] == "user", last
+    return header["content"], [*rest, last]
 
 
 def test_a_group_message_gets_memory_and_the_model_writes_through_astrbot(run):
@@ -117,18 +154,20 @@ def test_a_group_message_gets_memory_and_the_model_writes_through_astrbot(run):
     assert step["plugin"]["class"] == "ZcorMemory" and step["plugin"]["name"] == "astrbot_plugin_zcor"
     assert step["plugin"]["config"]["socket"] == str(on.sock)
 
-    # the hook put prefix and context header into the system prompt, and the tools into the request
+    # the hook put zcor's prefix first in the system prompt, AstrBot's own prompt after it
     system = step["hook"]["systemPrompt"]
-    assert step["hook"]["stopped"] is False
-    assert system.index(PERSONA) < system.index("external_event_frame") < system.index("[" + shoes + "]")
-    assert "小王的登山鞋" in system and "周五的会议" not in system  # recalled for this message only
-    assert system.rstrip().endswith("你是群里的聊天机器人。")  # AstrBot's own prompt is kept, after zcor's
+    block = block_of(system)
+    assert block.index(PERSONA) < block.index("external_event_frame") and block.endswith(PROMPT_END)
+    assert system.startswith(block + "\n\n") and ASTRBOT_PROMPT in system[len(block):]
+    assert "小王的登山鞋" not in system and "Auto-recall" not in system  # the header is not in it
     assert {"zcor_memory_write", "zcor_memory_search"} | REL_TOOLS <= set(step["hook"]["tools"])
     assert "external_event_frame" not in step["hook"]["tools"]
 
-    # what AstrBot's OpenAI provider sent to the model
+    # what AstrBot's OpenAI provider sent to the model: the header with the newest message
     first = llm.requests[0]["json"]
     assert first["messages"][0] == {"role": "system", "content": system}
+    header, _ = header_sent(first["messages"], run["temp_parts"])
+    assert "[" + shoes + "] 小王的登山鞋" in header and "周五的会议" not in header  # recalled for this message only
     sent = {t["function"]["name"]: t["function"] for t in first["tools"]}
     assert sent["zcor_memory_write"]["parameters"]["required"] == ["title", "content"]
 
@@ -146,19 +185,78 @@ def test_a_group_message_gets_memory_and_the_model_writes_through_astrbot(run):
         assert origin["session"] == "qq:group:123456" and len(origin["senders"]) == 1 and "inferred" not in origin
         assert op.context("qq:group:123456")["ids"][0] == shoes  # the session is the QQ group
 
-    print("\n--- AstrBot transcript ---")
-    print("system prompt:\n" + system[:300] + "\n…\n" + system[-700:])
-    print("tool call: zcor_memory_write", json.dumps(write_args, ensure_ascii=False))
+    print(f"\n--- AstrBot {run['version']} transcript ---")
+    print("system prompt:\n" + system[:300] + "\n…\n" + system[-300:])
+    print("newest messages sent:", json.dumps(first["messages"][-2:], ensure_ascii=False)[:800])
     print("tool result:", step["toolResults"][0])
-    print("memory:", json.dumps(node, ensure_ascii=False))
-    print("reply:", step["reply"])
+    print("saved history:", json.dumps(step["history"], ensure_ascii=False)[:800])
+
+
+def test_the_layout_keeps_the_prompt_cache_and_astrbot_never_saves_the_header(run):
+    """Consecutive messages of one group: the system prompt is the same bytes; the header
+    is the last thing sent, with the newest message, and changes with it; AstrBot's saved
+    history never holds it; each request repeats the one before it, header left out, byte
+    for byte (what a provider's prompt cache serves)."""
+    llm, temp_parts = run["llm"], run["temp_parts"]
+    one, two = run["transcript"][0], run["transcript"][1]
+    tool_round, answered, second = (llm.requests[i]["json"]["messages"] for i in range(3))
+
+    assert tool_round[0] == answered[0] == second[0], "the system prompt changed between requests"
+    assert one["hook"]["systemPrompt"] == two["hook"]["systemPrompt"]
+
+    header1, stable1 = header_sent(tool_round, temp_parts)
+    header2, stable2 = header_sent(second, temp_parts)
+    assert header1 != header2 and "小王周末去香山爬山" in header2  # re-rendered: the memory the model wrote
+    # within the first turn the tool round only appends (AstrBot runs the hook once a turn)
+    assert answered[:len(tool_round)] == tool_round
+    assert [m["role"] for m in answered[len(tool_round):]] == ["assistant", "tool"]
+    # the second turn repeats the first one, header left out, then the answer and the new message
+    _, stable_answered = header_sent(answered[:len(tool_round)], temp_parts)
+    stable_answered += answered[len(tool_round):]
+    assert second[:len(stable_answered)] == stable_answered
+    assert second[len(stable_answered)] == {"role": "assistant", "content": [{"type": "text", "text": one["reply"]}]}
+    assert SECOND in json.dumps(second[-1], ensure_ascii=False)
+    assert len(second) == len(stable_answered) + 2 + (0 if temp_parts else 1)
+
+    # what AstrBot saved, read back from its conversation manager: never the header
+    for step, header in ((one, header1), (two, header2)):
+        saved = json.dumps(step["history"], ensure_ascii=False)
+        assert "Auto-recall" not in saved and header not in saved and PROMPT_START not in saved
+    assert [m["role"] for m in two["history"]] == ["user", "assistant", "tool", "assistant", "user", "assistant"]
+    assert MESSAGE in json.dumps(two["history"][0], ensure_ascii=False)
+    assert SECOND in json.dumps(two["history"][4], ensure_ascii=False)
+
+    # the hook run again on the same request (a retry) leaves it as it was: one prefix, one header
+    for again in two["hook"]["retried"]:
+        assert again["systemPrompt"] == two["hook"]["systemPrompt"]
+        assert again["contexts"] == two["hook"]["contexts"] and again["extraParts"] == two["hook"]["extraParts"]
+    where = two["hook"]["extraParts"] if temp_parts else two["hook"]["contexts"]
+    assert sum("Auto-recall" in json.dumps(x, ensure_ascii=False) for x in where) == 1
+
+
+def test_usage_is_reported_to_zcord_after_each_answer(run):
+    """After each answer the plugin sends `zcor/usage/report` with the provider's counts and
+    what zcor added. zcord's method comes with issue 32's usage work: until it is there the
+    call is refused as unknown, which the plugin ignores; the driver counts the calls."""
+    one, two = run["transcript"][0], run["transcript"][1]
+    for step in (one, two):
+        (report,) = step["usageReports"]  # one per answer AstrBot hands to plugins
+        params = report["params"]
+        header, _ = header_sent(run["llm"].requests[2 if step is two else 0]["json"]["messages"], run["temp_parts"])
+        assert params == {"session": "qq:group:123456", "frontEnd": "astrbot", "model": "fake", "protocol": "openai",
+                          "inputTokens": 1800, "cachedTokens": 1536, "cacheWriteTokens": 0, "outputTokens": 12,
+                          "prefixChars": len(block_of(step["hook"]["systemPrompt"])), "headerChars": len(header)}
+        assert "result" in report or "Method not found" in report["error"], report
+    assert two["reply"] == "防水的喵"  # the report, taken or refused, cost the conversation nothing
+    for step in run["transcript"][3:]:
+        assert step["usageReports"] == []  # zcord down: nothing to report to
 
 
 def test_relationship_tools_follow_the_daemon_switch(run):
-    step, llm = run["transcript"][1], run["llm"]
+    step, llm = run["transcript"][2], run["llm"]
     assert step["plugin"]["config"]["socket"] == str(run["off"].sock)  # reloaded with the new setting
     assert not REL_TOOLS & set(step["hook"]["tools"]) and "zcor_memory_write" in step["hook"]["tools"]
-    sent = {t["function"]["name"] for t in llm.requests[2]["json"]["tools"]}
+    sent = {t["function"]["name"] for t in llm.requests[3]["json"]["tools"]}
     assert not REL_TOOLS & sent and "zcor_memory_write" in sent
     assert "zcor_relationship" not in step["hook"]["systemPrompt"]  # nor their guidance
     assert step["reply"] == "嗯嗯"
@@ -166,12 +264,14 @@ def test_relationship_tools_follow_the_daemon_switch(run):
 
 def test_a_daemon_that_is_down_leaves_the_bot_answering_without_memory(run):
     log, llm = run["log"], run["llm"]
-    stopped, nowhere = run["transcript"][2], run["transcript"][3]
-    assert len(llm.requests) == 5
-    for step, request in ((stopped, llm.requests[3]), (nowhere, llm.requests[4])):
-        assert step["hook"]["systemPrompt"] == "你是群里的聊天机器人。"
+    stopped, nowhere = run["transcript"][3], run["transcript"][4]
+    assert len(llm.requests) == 6
+    for step, request in ((stopped, llm.requests[4]), (nowhere, llm.requests[5])):
+        system = step["hook"]["systemPrompt"]
+        assert PROMPT_START not in system and ASTRBOT_PROMPT in system
         assert not any(t.startswith("zcor_") for t in step["hook"]["tools"])
-        assert request["json"]["messages"][0] == {"role": "system", "content": "你是群里的聊天机器人。"}
+        assert request["json"]["messages"][0] == {"role": "system", "content": system}
+        assert "Auto-recall" not in json.dumps(request["json"]["messages"], ensure_ascii=False)
     assert stopped["reply"] == "刚才走神了" and nowhere["reply"] == "我在呢"
     assert f"zcor: zcord at {run['off'].sock} is unavailable" in log  # the connection it had broke
     assert f"zcor: zcord at {run['nobody']} is unavailable" in log and "answering without memory" in log

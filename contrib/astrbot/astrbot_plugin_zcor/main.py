@@ -1,14 +1,25 @@
 """zcor memory for AstrBot: every LLM request of a conversation gets the persona's long-term
-memory from a zcord daemon.
+memory from a zcord daemon, laid out so the provider's prompt cache keeps working.
 
 On each LLM request the plugin
 1. delivers the new user message to zcor's auto-recall as an external event (the sender's
    id becomes `senderKey`, the group or private chat the zcor session: plugin settings),
-2. puts zcor's system prefix (PERSONA.md, the memory rules, the important memories) and the
-   session's context header (the recalled memories) into the request's system prompt,
-3. offers the tools zcord declares to the bot right now as AstrBot LLM tools, which call the
+2. puts zcor's system prefix (PERSONA.md, the memory rules, the important memories) first in
+   the request's system prompt, between two fixed markers: the same bytes every request
+   while nothing it shows changes, so the system prompt and the history after it stay
+   cached from one message to the next;
+3. puts the session's context header (the memories recalled for this message) last, with
+   the newest user message, as a part AstrBot sends to the model but never saves in the
+   conversation history (AstrBot 4.x after 4.14: a temporary part of the user message,
+   `mark_as_temp`; AstrBot 4.14 and older: a user message of its own just before the newest
+   one, which AstrBot leaves out of what it saves). The header is replaced by the next
+   message's; no copy of it is ever stored;
+4. offers the tools zcord declares to the bot right now as AstrBot LLM tools, which call the
    daemon as the bot (so relationship tools come and go with the daemon's switch, and every
-   call is in zcor's history with actor `model`).
+   call is in zcor's history with actor `model`);
+5. after the model's answer, reports the provider's token usage (input, cached, output) and
+   what zcor added (prefix and header characters) to zcord (`zcor/usage/report`), so
+   `zcor usage` shows the cache hits.
 
 It reaches zcord only through `zcord.client` (install the zcor wheel into AstrBot's Python).
 When zcord cannot be reached the plugin logs a warning and the bot answers without memory;
@@ -20,14 +31,14 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import re
 from datetime import UTC, datetime
 from typing import Any
 
 from astrbot.api import AstrBotConfig, logger
 from astrbot.api.event import AstrMessageEvent, filter
-from astrbot.api.provider import ProviderRequest
+from astrbot.api.provider import LLMResponse, ProviderRequest
 from astrbot.api.star import Context, Star
+from astrbot.core.agent.message import Message, TextPart
 from astrbot.core.agent.tool import FunctionTool, ToolSet
 from pydantic.dataclasses import dataclass
 
@@ -36,6 +47,10 @@ try:
 except ImportError:  # the plugin loads, says what is missing, and leaves the bot alone
     AsyncClient = None  # type: ignore[assignment,misc]
     ClientError = ToolError = Exception  # type: ignore[assignment,misc]
+try:
+    from zcord.retrieval.llm import usage_of
+except ImportError:  # an older zcor wheel: usage is read from AstrBot's own counts only
+    usage_of = None  # type: ignore[assignment]
 
 DEFAULTS = {
     "socket": "",
@@ -43,15 +58,34 @@ DEFAULTS = {
     "sender_template": "{platform}:{sender_id}",
     "timeout_seconds": 10.0,
 }
-# Mark the part of the system prompt this plugin added, so a retried request is not doubled:
-# `<!-- zcor memory N -->`, a newline, the N characters of zcor's text, a newline,
-# `<!-- /zcor memory N -->`. The length makes the block's end exact: text inside it (zcor
-# fences memory text so that it never holds a marker, but PERSONA.md is the operator's) cannot
-# end it early, and removing it takes the whole block. Both markers are among the
-# RESERVED_MARKERS of zcord/core/fence.py.
-PROMPT_START = "<!-- zcor memory"
-PROMPT_END = "<!-- /zcor memory"
-_BLOCK_START = re.compile(r"<!-- zcor memory (\d{1,9}) -->\n")
+# zcor's prefix in the system prompt sits between these two markers (fixed text: they are the
+# same bytes every request, so the prompt cache keeps them). Both are among the
+# RESERVED_MARKERS of zcord/core/fence.py: memory text shown in the prefix never holds one.
+PROMPT_START = "<!-- zcor memory -->"
+PROMPT_END = "<!-- /zcor memory -->"
+ADDED = "_zcor_added"
+"""Attribute of a ProviderRequest: what this plugin put into it (taken out again when the
+hook runs a second time on the same request, so a retried request is not doubled)."""
+USAGE = "_zcor_usage"
+"""Event extra: the session and the characters zcor added, for the usage report."""
+LAST = -100000
+"""The hook's priority: after every other plugin's (AstrBot's web search tools run at
+-10000), so the header stays the last thing in the request."""
+TEMP_PARTS = hasattr(TextPart, "mark_as_temp")
+"""AstrBot after 4.14: a content part marked temporary is sent and never saved."""
+
+
+class HeaderMessage(Message):
+    """AstrBot 4.14 and older: the context header as a user message of its own, which
+    AstrBot's `_save_to_history` leaves out (its `_no_save`, set on each instance). It reads
+    like the dict messages around it in `ProviderRequest.contexts`, for code that reads them
+    so."""
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return getattr(self, key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        return getattr(self, key)
 
 
 @dataclass
@@ -156,11 +190,13 @@ class ZcorMemory(Star):
             return json.dumps({"error": {"code": "unavailable", "message": f"The memory is unavailable: {e}"}})
         return json.dumps(result, ensure_ascii=False)
 
-    # -- the hook -----------------------------------------------------------------------
+    # -- the hooks ----------------------------------------------------------------------
 
-    @filter.on_llm_request()
+    @filter.on_llm_request(priority=LAST)
     async def zcor_on_llm_request(self, event: AstrMessageEvent, req: ProviderRequest) -> None:
-        """Recall for the new message; prefix, context header and memory tools into the request."""
+        """Recall for the new message; prefix first in the system prompt, the context header
+        last (never saved), memory tools into the request."""
+        take_out(req)  # a retried request: what this hook added before goes first
         client = await self.daemon()
         if client is None:
             return
@@ -178,14 +214,32 @@ class ZcorMemory(Star):
         except (ClientError, OSError) as e:
             self.unavailable(e)
             return
-        memory = prefix.strip() + ("\n\n" + header.strip() if header.strip() else "")
-        req.system_prompt = add_memory(req.system_prompt or "", memory)
+        block, header = add_memory(req, prefix, header)
+        event.set_extra(USAGE, {"session": session, "prefixChars": len(block), "headerChars": len(header)})
         if req.func_tool is None:
             req.func_tool = ToolSet()
         for tool in tools:
             req.func_tool.add_tool(ZcorTool(name=tool["name"], description=tool.get("description", ""),
                                             parameters=tool.get("inputSchema") or {"type": "object", "properties": {}},
                                             handler_module_path=__name__, plugin=self, origin=origin))
+
+    @filter.on_llm_response()
+    async def zcor_on_llm_response(self, event: AstrMessageEvent, resp: LLMResponse) -> None:
+        """Tell zcord what the provider said the answer cost (`zcor/usage/report`); a zcord
+        that does not know the method, or any failure, costs the conversation nothing."""
+        added = event.get_extra(USAGE)
+        if not isinstance(added, dict) or self.client is None or not self.client.connected:
+            return
+        params = usage_params(resp)
+        if params is None:
+            return
+        params = {"session": added["session"], "frontEnd": "astrbot", **params,
+                  "prefixChars": added["prefixChars"], "headerChars": added["headerChars"]}
+        try:
+            await self.client.request("zcor/usage/report", params,
+                                      timeout=min(float(self.config["timeout_seconds"]), 5.0))
+        except Exception as e:  # noqa: BLE001 - a report is never worth failing the answer
+            logger.debug(f"zcor: usage report not taken ({e})")
 
     async def terminate(self) -> None:
         if self.client is not None:
@@ -201,28 +255,83 @@ def told(client: Any, origin: dict[str, Any] | None) -> dict[str, Any]:
     return {"origin": origin}
 
 
-def add_memory(system_prompt: str, memory: str) -> str:
-    """The system prompt with zcor's part first (replacing the one a retried request had)."""
-    system_prompt = remove_memory(system_prompt)
-    n = len(memory)
-    block = f"{PROMPT_START} {n} -->\n{memory}\n{PROMPT_END} {n} -->"
-    return block + ("\n\n" + system_prompt if system_prompt.strip() else "")
+def add_memory(req: ProviderRequest, prefix: str, header: str) -> tuple[str, str]:
+    """Put zcor's prefix first in the request's system prompt and the context header last;
+    returns the prefix block and the header as added. What was added is remembered on the
+    request (take_out removes exactly that)."""
+    block = f"{PROMPT_START}\n{prefix.strip()}\n{PROMPT_END}" if prefix.strip() else ""
+    header = header.strip("\n") if header.strip() else ""
+    system = req.system_prompt or ""
+    if block:
+        system = block + ("\n\n" + system if system.strip() else "")
+    added: dict[str, Any] = {"system": block}
+    if header:
+        if req.conversation is None:
+            # no conversation AstrBot keeps (a third-party agent runner, a plugin's own
+            # request): nothing is saved and there is no history to keep cached
+            system = system + "\n\n" + header if system else header
+            added["systemTail"] = header
+        elif TEMP_PARTS:  # sent with the newest user message, left out when AstrBot saves it
+            part = TextPart(text=header).mark_as_temp()
+            req.extra_user_content_parts.append(part)
+            added["part"] = part
+        else:  # AstrBot 4.14: a user message just before the newest one, never saved
+            message = HeaderMessage(role="user", content=header)
+            message._no_save = True  # read by AstrBot's _save_to_history
+            req.contexts.append(message)
+            added["message"] = message
+    req.system_prompt = system
+    setattr(req, ADDED, added)
+    return block, header
 
 
-def remove_memory(system_prompt: str) -> str:
-    """The system prompt without this plugin's blocks (and the blank line after each), each
-    taken whole from its start marker to the end marker its length names; what the block
-    was added to comes back as it was."""
-    pos = 0
-    while (m := _BLOCK_START.search(system_prompt, pos)) is not None:
-        n = int(m.group(1))
-        end = f"\n{PROMPT_END} {n} -->"
-        if not system_prompt.startswith(end, m.end() + n):
-            pos = m.start() + 1  # not a whole block of ours: leave it
-            continue
-        stop = m.end() + n + len(end)
-        if system_prompt.startswith("\n\n", stop):
-            stop += 2
-        system_prompt = system_prompt[:m.start()] + system_prompt[stop:]
-        pos = m.start()
-    return system_prompt
+def take_out(req: ProviderRequest) -> None:
+    """Remove what add_memory put into this request (nothing when it put nothing in)."""
+    added = getattr(req, ADDED, None)
+    if not isinstance(added, dict):
+        return
+    setattr(req, ADDED, None)
+    system = req.system_prompt or ""
+    if tail := added.get("systemTail"):
+        if system.endswith("\n\n" + tail):
+            system = system[:-len(tail) - 2]
+        elif system == tail:
+            system = ""
+    if block := added.get("system"):
+        if system.startswith(block + "\n\n"):
+            system = system[len(block) + 2:]
+        elif system == block:
+            system = ""
+    req.system_prompt = system
+    if (part := added.get("part")) is not None:
+        req.extra_user_content_parts[:] = [p for p in req.extra_user_content_parts if p is not part]
+    if (message := added.get("message")) is not None:
+        req.contexts[:] = [m for m in req.contexts if m is not message]
+
+
+def usage_params(resp: LLMResponse) -> dict[str, Any] | None:
+    """Token counts of one answer: the provider's own usage object when AstrBot kept the raw
+    completion (OpenAI, Anthropic and DeepSeek fields, read by zcord's usage_of), else
+    AstrBot's TokenUsage; with the model and wire protocol when known. None without usage."""
+    raw = getattr(resp, "raw_completion", None)
+    usage = getattr(raw, "usage", None)
+    if usage is not None and not isinstance(usage, dict):
+        usage = usage.model_dump() if hasattr(usage, "model_dump") else None
+    parsed = usage_of(usage) if usage_of is not None and usage else None
+    params: dict[str, Any] = {}
+    if parsed is not None:
+        params = {"inputTokens": parsed.input_tokens, "cachedTokens": parsed.cached_tokens,
+                  "cacheWriteTokens": parsed.cache_write_tokens, "outputTokens": parsed.output_tokens}
+        params["protocol"] = "openai" if "prompt_tokens" in usage or "completion_tokens" in usage else "anthropic"
+    else:
+        counted = getattr(resp, "usage", None)
+        if counted is None:
+            return None
+        cached = max(int(getattr(counted, "input_cached", 0) or 0), 0)
+        params = {"inputTokens": max(int(getattr(counted, "input_other", 0) or 0), 0) + cached,
+                  "cachedTokens": cached, "cacheWriteTokens": 0,
+                  "outputTokens": max(int(getattr(counted, "output", 0) or 0), 0)}
+    model = getattr(raw, "model", None)
+    if isinstance(model, str) and model:
+        params["model"] = model[:200]
+    return params
