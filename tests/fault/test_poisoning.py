@@ -248,32 +248,40 @@ ASTRBOT_PROMPT = "你是群里的聊天机器人。"
 @pytest.mark.skipif(not Path(ASTRBOT_PYTHON).exists(),
                     reason="the AstrBot test venv is missing: run `make astrbot-env` (make test does)")
 def test_astrbot_gets_one_whole_block_also_on_retries(poisoned):
-    """The plugin puts one block of zcor's between its markers; the memories cannot close it,
-    and a retried request (the hook run again on it) has the same prompt, not a longer one."""
-    from tests.integration.test_astrbot import drive
+    """The plugin puts one block of zcor's prefix between its markers at the top of the system
+    prompt and the context header with the newest message; the memories can close neither, and
+    a retried request (the hook run again on it) is the same request, not a longer one."""
+    from tests.integration.test_astrbot import (
+        PROMPT_END,
+        PROMPT_START,
+        drive,
+        header_sent,
+        version_of,
+    )
 
     p = poisoned
     d = p["daemon"]
     words = groups()[4] + groups()[0][:2]
+    temp_parts = version_of(ASTRBOT_PYTHON) > (4, 14)
     with FakeLLM() as llm:
         llm.script += [openai_text("好的喵")]
         transcript, log = drive(llm.url, [{"socket": str(d.sock), "message": "，".join(words), "retries": 3}])
-        sent = llm.requests[0]["json"]["messages"][0]["content"]
+        messages = llm.requests[0]["json"]["messages"]
     hook = transcript[0]["hook"]
     system = hook["systemPrompt"]
-    assert hook["retried"] == [system] * 3, "a retry leaves the same prompt"
-    assert sent == system
-    assert system.endswith("\n\n" + ASTRBOT_PROMPT)
+    assert hook["retried"] == [{k: hook[k] for k in ("systemPrompt", "contexts", "extraParts")}] * 3, \
+        "a retry leaves the same request"
+    assert messages[0] == {"role": "system", "content": system}
     head, _, rest = system.partition("\n")
-    n = int(head.removeprefix("<!-- zcor memory ").removesuffix(" -->"))
-    assert head == f"<!-- zcor memory {n} -->"
-    block, tail = rest[:n], rest[n:]
-    assert tail == f"\n<!-- /zcor memory {n} -->\n\n{ASTRBOT_PROMPT}"
+    assert head == PROMPT_START
+    block, end, tail = rest.partition("\n" + PROMPT_END + "\n\n")
+    assert end and ASTRBOT_PROMPT in tail
     assert system.count("<!--") == 2 and system.count("-->") == 2, "the plugin's two markers, nothing else"
+    assert_fenced(p, block, memory_entries(p, p["important"]))
+    header, _ = header_sent(messages, temp_parts)
     with d.client("bot") as bot:
         ids = bot.context(SESSION)["ids"]
     assert sorted(ids) == sorted(p["by_word"][w] for w in words)
-    assert block.count(HEADER_PEOPLE) == 1
-    assert_fenced(p, block, memory_entries(p, p["important"]) + [person_entry(p, PERSON)]
-                  + memory_entries(p, ids))
+    assert header.count(HEADER_PEOPLE) == 1 and "<!--" not in header and "-->" not in header
+    assert_fenced(p, header, [person_entry(p, PERSON)] + memory_entries(p, ids))
     assert "Traceback" not in log

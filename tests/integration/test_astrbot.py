@@ -80,6 +80,11 @@ def cached_reply(text: str) -> dict:
                                            "prompt_tokens_details": {"cached_tokens": 1536}}}
 
 
+def version_of(python: str) -> tuple[int, int]:
+    """AstrBot's (major, minor) in that venv."""
+    return tuple(map(int, astrbot_version(python)[0].split(".")[:2]))  # type: ignore[return-value]
+
+
 @pytest.fixture(scope="module", params=list(ASTRBOTS))
 def run(request, tmp_path_factory):
     """One AstrBot process (its start-up is slow) through five group messages, each through

@@ -261,10 +261,10 @@ def add_memory(req: ProviderRequest, prefix: str, header: str) -> tuple[str, str
     request (take_out removes exactly that)."""
     block = f"{PROMPT_START}\n{prefix.strip()}\n{PROMPT_END}" if prefix.strip() else ""
     header = header.strip("\n") if header.strip() else ""
-    system = req.system_prompt or ""
+    before = system = req.system_prompt or ""
     if block:
         system = block + ("\n\n" + system if system.strip() else "")
-    added: dict[str, Any] = {"system": block}
+    added: dict[str, Any] = {"system": block, "before": before}
     if header:
         if req.conversation is None:
             # no conversation AstrBot keeps (a third-party agent runner, a plugin's own
@@ -280,7 +280,7 @@ def add_memory(req: ProviderRequest, prefix: str, header: str) -> tuple[str, str
             message._no_save = True  # read by AstrBot's _save_to_history
             req.contexts.append(message)
             added["message"] = message
-    req.system_prompt = system
+    req.system_prompt = added["after"] = system
     setattr(req, ADDED, added)
     return block, header
 
@@ -292,16 +292,13 @@ def take_out(req: ProviderRequest) -> None:
         return
     setattr(req, ADDED, None)
     system = req.system_prompt or ""
-    if tail := added.get("systemTail"):
-        if system.endswith("\n\n" + tail):
+    if system == added.get("after"):  # as add_memory left it
+        system = added.get("before", "")
+    else:  # another plugin changed it since: take out ours only
+        if (tail := added.get("systemTail")) and system.endswith("\n\n" + tail):
             system = system[:-len(tail) - 2]
-        elif system == tail:
-            system = ""
-    if block := added.get("system"):
-        if system.startswith(block + "\n\n"):
+        if (block := added.get("system")) and system.startswith(block + "\n\n"):
             system = system[len(block) + 2:]
-        elif system == block:
-            system = ""
     req.system_prompt = system
     if (part := added.get("part")) is not None:
         req.extra_user_content_parts[:] = [p for p in req.extra_user_content_parts if p is not part]
