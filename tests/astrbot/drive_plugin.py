@@ -20,7 +20,7 @@ leaves is in the transcript). The plugin's client calls of `zcor/usage/report` a
 (method, params, and whether zcord answered or refused).
 Prints one JSON line: what each step saw (the transcript the outer test checks).
 
-Usage: python drive_plugin.py ROOT PLUGIN_DIR LLM_BASE_URL '[{"socket": ..., "message": ...}, ...]'
+Usage: python drive_plugin.py ROOT PLUGIN_DIR|- LLM_BASE_URL '[{"socket": ..., "message": ...}, ...]'
 """
 
 from __future__ import annotations
@@ -65,8 +65,10 @@ async def main(root: Path, plugin_src: Path, llm_url: str, steps: list[dict]) ->
     sys.path.insert(0, str(root))  # AstrBot imports plugins as data.plugins.<dir>.main
     (root / "data" / "plugins").mkdir(parents=True, exist_ok=True)
     (root / "data" / "config").mkdir(parents=True, exist_ok=True)
-    shutil.copytree(plugin_src, root / "data" / "plugins" / plugin_src.name)
-    settings(root, plugin_src.name, steps[0]["socket"])
+    plugged = plugin_src.name != "-"  # "-": AstrBot without the plugin (bench_cache_astrbot's ceiling)
+    if plugged:
+        shutil.copytree(plugin_src, root / "data" / "plugins" / plugin_src.name)
+        settings(root, plugin_src.name, steps[0]["socket"])
 
     import astrbot.core.core_lifecycle as lifecycle  # AstrBot's own import order: some modules are circular
     from astrbot.core import LogBroker, astrbot_config, db_helper
@@ -105,15 +107,17 @@ async def main(root: Path, plugin_src: Path, llm_url: str, steps: list[dict]) ->
             deadline = time.monotonic() + 40
             while os.path.exists(step["socket"]) and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
-        if step["socket"] != sock:
+        if step["socket"] != sock and plugged:
             sock = step["socket"]
             settings(root, plugin_src.name, sock)
             ok, error = await core.plugin_manager.reload(specified_plugin_name=plugin_name(star_map, plugin_src.name))
             assert ok is not False, f"AstrBot did not reload the plugin: {error}"
-        metadata = next(m for m in star_map.values() if m.root_dir_name == plugin_src.name)
-        count_usage_reports(metadata.star_cls, reports)
-        out: dict = {"plugin": {"name": metadata.name, "class": type(metadata.star_cls).__name__,
-                                "config": dict(metadata.config or {})}}
+        out: dict = {"plugin": None}
+        if plugged:
+            metadata = next(m for m in star_map.values() if m.root_dir_name == plugin_src.name)
+            count_usage_reports(metadata.star_cls, reports)
+            out["plugin"] = {"name": metadata.name, "class": type(metadata.star_cls).__name__,
+                             "config": dict(metadata.config or {})}
         message = step["message"]
         # a QQ group message that @s the bot, as AstrBot's aiocqhttp adapter builds it
         msg = AstrBotMessage()
@@ -153,8 +157,9 @@ async def main(root: Path, plugin_src: Path, llm_url: str, steps: list[dict]) ->
         out["toolResults"] = [m.get("content") for m in out["history"][len(done):] if m.get("role") == "tool"]
         out["usageReports"] = reports[before:]
         transcript.append(out)
-    metadata = next(m for m in star_map.values() if m.root_dir_name == plugin_src.name)
-    await metadata.star_cls.terminate()
+    if plugged:
+        metadata = next(m for m in star_map.values() if m.root_dir_name == plugin_src.name)
+        await metadata.star_cls.terminate()
     return transcript
 
 
