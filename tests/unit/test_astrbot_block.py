@@ -20,6 +20,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from zcord.bot.prompt import assemble
+
 MAIN = Path(__file__).resolve().parents[2] / "contrib" / "astrbot" / "astrbot_plugin_zcor" / "main.py"
 NAMES = {"add_memory", "take_out", "PROMPT_START", "PROMPT_END", "ADDED"}
 
@@ -49,7 +51,7 @@ class Request:  # astrbot.core.provider.entities.ProviderRequest, the fields the
     conversation: Any = "conversation"
 
 
-def plugin_functions(temp_parts: bool) -> dict:
+def plugin_functions(temp_parts: bool, assembler: Any = assemble) -> dict:
     tree = ast.parse(MAIN.read_text(encoding="utf-8"))
     keep = [n for n in tree.body
             if (isinstance(n, ast.FunctionDef) and n.name in NAMES)
@@ -57,12 +59,13 @@ def plugin_functions(temp_parts: bool) -> dict:
             or (isinstance(n, ast.AnnAssign) and getattr(n.target, "id", None) in NAMES)]
     assert len(keep) == len(NAMES), "the plugin still defines its functions and markers"
     ns: dict = {"Any": Any, "ProviderRequest": Request, "TextPart": TextPart, "HeaderMessage": HeaderMessage,
-                "TEMP_PARTS": temp_parts}
+                "TEMP_PARTS": temp_parts, "assemble": assembler}
     exec(compile(ast.Module(body=keep, type_ignores=[]), str(MAIN), "exec"), ns)
     return ns
 
 
 NEWER, OLDER = plugin_functions(True), plugin_functions(False)
+BY_HAND = plugin_functions(True, None)  # an older zcor wheel, without zcord.bot.prompt
 START, END = NEWER["PROMPT_START"], NEWER["PROMPT_END"]
 PIECES = [START, END, "<!-- zcor memory 12 -->", "\n", "\n\n", "-->", "<!--", " ", "x", "记忆", "[Auto-recall]"]
 texts = st.lists(st.one_of(st.sampled_from(PIECES), st.text(max_size=4)), max_size=10).map("".join)
@@ -79,13 +82,13 @@ def hook(p: dict, req: Request, prefix: str, header: str) -> tuple[str, str]:
     return p["add_memory"](req, prefix, header)
 
 
-@pytest.mark.parametrize("p", [NEWER, OLDER], ids=["newer", "4.14"])
+@pytest.mark.parametrize("p", [NEWER, OLDER, BY_HAND], ids=["newer", "4.14", "without-assembler"])
 def test_the_prefix_comes_first_and_the_header_last_and_temporary(p):
     req = Request("你是群里的聊天机器人。", copy.deepcopy(HISTORY))
     block, header = hook(p, req, "PERSONA\n\n## Rules\n- x\n", "\n[Auto-recall: …]\n\n[m1] 火锅\n│ 好吃\n")
     assert block == f"{START}\nPERSONA\n\n## Rules\n- x\n{END}" and header == "[Auto-recall: …]\n\n[m1] 火锅\n│ 好吃"
     assert req.system_prompt == block + "\n\n你是群里的聊天机器人。"
-    if p is NEWER:
+    if p is not OLDER:
         assert req.contexts == HISTORY and req.extra_user_content_parts == [TextPart(header, temp=True)]
     else:  # a user message of its own after the history (AstrBot adds the newest message after it)
         assert req.contexts[:-1] == HISTORY and req.extra_user_content_parts == []
@@ -95,7 +98,7 @@ def test_the_prefix_comes_first_and_the_header_last_and_temporary(p):
 
 def test_without_a_conversation_the_header_ends_the_system_prompt():
     """A request AstrBot keeps no history for (a third-party runner, a plugin's own)."""
-    for p in (NEWER, OLDER):
+    for p in (NEWER, OLDER, BY_HAND):
         req = Request("bot", conversation=None)
         block, header = hook(p, req, "P", "H")
         assert req.system_prompt == block + "\n\nbot\n\nH" and req.contexts == [] == req.extra_user_content_parts
@@ -104,13 +107,13 @@ def test_without_a_conversation_the_header_ends_the_system_prompt():
 
 
 def test_nothing_to_add_adds_nothing():
-    for p in (NEWER, OLDER):
+    for p in (NEWER, OLDER, BY_HAND):
         req = Request("bot", copy.deepcopy(HISTORY))
         assert hook(p, req, "  \n", "\n") == ("", "")
         assert state(req) == ("bot", HISTORY, [])
 
 
-@pytest.mark.parametrize("p", [NEWER, OLDER], ids=["newer", "4.14"])
+@pytest.mark.parametrize("p", [NEWER, OLDER, BY_HAND], ids=["newer", "4.14", "without-assembler"])
 @settings(max_examples=200, deadline=None)
 @given(system=texts, prefix=texts, first=texts, second=texts, conversation=st.booleans())
 def test_retries_replace_exactly_what_the_plugin_added(p, system, prefix, first, second, conversation):
@@ -131,3 +134,12 @@ def test_retries_replace_exactly_what_the_plugin_added(p, system, prefix, first,
     assert state(req) == original, "AstrBot's own request comes back as it was"
     p["take_out"](req)
     assert state(req) == original
+
+
+@settings(max_examples=200, deadline=None)
+@given(system=texts, prefix=texts, header=texts)
+def test_zcors_assembler_and_the_fallback_lay_out_the_same_request(system, prefix, header):
+    """An older zcor wheel (no zcord.bot.prompt) gets the same bytes."""
+    one, two = Request(system), Request(system)
+    assert NEWER["add_memory"](one, prefix, header) == BY_HAND["add_memory"](two, prefix, header)
+    assert state(one) == state(two)

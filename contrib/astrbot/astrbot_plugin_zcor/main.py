@@ -48,9 +48,10 @@ except ImportError:  # the plugin loads, says what is missing, and leaves the bo
     AsyncClient = None  # type: ignore[assignment,misc]
     ClientError = ToolError = Exception  # type: ignore[assignment,misc]
 try:
+    from zcord.bot.prompt import assemble
     from zcord.retrieval.llm import usage_of
-except ImportError:  # an older zcor wheel: usage is read from AstrBot's own counts only
-    usage_of = None  # type: ignore[assignment]
+except ImportError:  # an older zcor wheel: the same layout by hand, usage from AstrBot's counts
+    assemble = usage_of = None  # type: ignore[assignment]
 
 DEFAULTS = {
     "socket": "",
@@ -260,10 +261,16 @@ def add_memory(req: ProviderRequest, prefix: str, header: str) -> tuple[str, str
     returns the prefix block and the header as added. What was added is remembered on the
     request (take_out removes exactly that)."""
     block = f"{PROMPT_START}\n{prefix.strip()}\n{PROMPT_END}" if prefix.strip() else ""
-    header = header.strip("\n") if header.strip() else ""
     before = system = req.system_prompt or ""
-    if block:
-        system = block + ("\n\n" + system if system.strip() else "")
+    if assemble is not None:  # zcor's assembler: its order of the system parts, its header
+        laid = assemble(prefix=block, system=system, header=header if header.strip() else "")
+        header = laid.header
+        if block:  # without one AstrBot's prompt stays exactly as it was
+            system = laid.system_text
+    else:
+        header = header.strip("\n") if header.strip() else ""
+        if block:
+            system = block + ("\n\n" + system if system.strip() else "")
     added: dict[str, Any] = {"system": block, "before": before}
     if header:
         if req.conversation is None:
