@@ -82,6 +82,10 @@ async def main(root: Path, plugin_src: Path, llm_url: str, steps: list[dict]) ->
     from astrbot.core.star.star_handler import EventType
 
     astrbot_config["provider_settings"]["datetime_system_prompt"] = False  # a clock in every message: not ours to test
+    async def offline() -> None:  # AstrBot would fetch model metadata from the internet at start
+        pass
+
+    lifecycle.update_llm_metadata = offline
     core = lifecycle.AstrBotCoreLifecycle(LogBroker(), db_helper)
     await core.initialize()  # loads the plugin (and AstrBot's built-in ones) with AstrBot's PluginManager
     provider = ProviderOpenAIOfficial({"id": "fake", "type": "openai_chat_completion", "key": ["sk-test"],
