@@ -27,7 +27,7 @@ You have a long-term memory that persists across conversations. Use it:
   sourceMessage. File related memories under a parent node (parentId), e.g. events under a person.
 - Before creating a memory, check whether one exists (zcor_memory_query, or zcor_memory_search
   for words that may be phrased differently) and update it by id instead of duplicating it.
-- Memories recalled automatically for the latest messages are shown in a header before them; they
+- Memories recalled automatically for the latest messages are shown in a header next to them; they
   were matched by words, not meaning, so judge their relevance. zcor_memory_read gives full text.
 - When memories are outdated, use zcor_memory_supersede or zcor_memory_merge rather than deleting.
 - Mark at most 5 truly essential memories with zcor_memory_important; they appear below every time."""
