@@ -6,14 +6,12 @@ the import itself, its preview and the export are zcord's (zcord.service.interop
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from .transport.client import Client
-from .transport.interop_client import export_steps, import_steps, run
+from .transport.interop_client import export_steps, import_steps, run, write_export
 from .transport.shown import shown
 
 
@@ -69,41 +67,18 @@ def print_import(answer: dict[str, Any], persona_asked: bool) -> None:
 
 
 def cmd_export(args: argparse.Namespace, client: Client) -> dict[str, Any]:
+    if args.format == "markdown" and not args.out:
+        raise SystemExit("zcor: --out FOLDER is needed for the markdown format (one file per memory)")
     with client as c:
         summary, files = run(c, export_steps(args.format), timeout=args.timeout)
-    if args.format == "markdown":
-        if not args.out:
-            raise SystemExit("zcor: --out FOLDER is needed for the markdown format (one file per memory)")
-        root = Path(args.out)
-        root.mkdir(parents=True, exist_ok=True)
-        for rel, text in files:
-            target = root / rel
-            if ".." in Path(rel).parts or Path(rel).is_absolute():
-                raise SystemExit(f"zcor: refusing to write {rel!r} outside {root}")
-            target.parent.mkdir(parents=True, exist_ok=True)
-            _write(target, text)
-    elif args.out:
-        _write(Path(args.out), files[0][1])
+    if args.out:
+        try:
+            write_export(args.format, files, args.out)
+        except (OSError, ValueError) as e:
+            raise SystemExit(f"zcor: cannot write {args.out}: {getattr(e, 'strerror', None) or e}") from None
     else:
         sys.stdout.write(files[0][1])
     return summary
-
-
-def _write(path: Path, text: str) -> None:
-    """Atomically: a temporary file beside it, then renamed over it."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name[:40]}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 def add_parsers(sub: Any, common: argparse.ArgumentParser, import_fn: Any, export_fn: Any) -> None:

@@ -258,7 +258,7 @@ def test_world_info_export_is_what_sillytavern_loads(svc):
     wi = json.loads(files[0].text)
     assert set(wi) == {"entries"} and summary["memories"] == 2  # the superseded one is not lore
     e = wi["entries"]["1"]
-    assert e["uid"] == 1 and e["key"] == [] or e["key"] == list(svc.state.nodes[ids["b"]].keywords)
+    assert e["uid"] == 1 and e["key"] == list(svc.state.nodes[ids["b"]].keywords)
     assert e["comment"] == "Castle" and e["content"] == "Castle\n\nStone." and e["constant"] is True
     assert e["extensions"]["zcor"] == {"id": ids["b"], "parentId": ids["a"], "titleInContent": True}
     assert wi["entries"]["0"]["constant"] is False and wi["entries"]["0"]["key"] == ["north", "kingdom"]

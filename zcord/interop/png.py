@@ -16,7 +16,7 @@ import zlib
 
 from PIL import PngImagePlugin
 
-from .readers import PNG_MAGIC, BadFile
+from .common import PNG_MAGIC, BadFile
 
 CARD_CHUNKS = ("ccv3", "chara")
 """The text chunks that hold a card, the one read first first (as SillyTavern does)."""

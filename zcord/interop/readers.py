@@ -24,25 +24,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.errors import InvalidArgument
+from .common import (
+    FORMATS,
+    JSONL_TYPE,
+    MAX_CONTENT,
+    MAX_ENTRIES,
+    MAX_KEYWORD,
+    MAX_KEYWORDS,
+    MAX_SOURCE,
+    MAX_TITLE,
+    PNG_MAGIC,
+    BadFile,
+)
+from .png import card_json
 
-MAX_TITLE = 200
-MAX_CONTENT = 20_000
-MAX_KEYWORD = 100
-MAX_KEYWORDS = 50
-MAX_SOURCE = 20_000
-MAX_ENTRIES = 20_000
-"""Entries of one lorebook or World Info file (zcor's JSONL has no such limit: a whole Memory)."""
-FORMATS = ("worldinfo", "card", "lorebook", "jsonl")
-PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-JSONL_TYPE = "zcor-export"
 _SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-class BadFile(InvalidArgument):
-    """A file zcor cannot import: the message names the entry and the field."""
-
-    def __init__(self, message: str, where: str = "data") -> None:
-        super().__init__(f"{message}; nothing was imported.", field="data", data={"where": where})
 
 
 @dataclass
@@ -119,8 +115,6 @@ def read(raw: bytes, fmt: str | None = None) -> Book:
     if raw.startswith(PNG_MAGIC):
         if fmt not in (None, "card"):
             raise BadFile(f"the file is a PNG image, which can only be a character card, not {fmt}")
-        from .png import card_json
-
         return _card(_json(card_json(raw), "the PNG's character card"), "the PNG's card")
     try:
         text = raw.decode("utf-8")

@@ -27,7 +27,7 @@ import orjson
 import yaml
 
 from ..core.models import Node, Relationship, format_time
-from .readers import JSONL_TYPE
+from .common import JSONL_TYPE
 
 EXPORT_FORMATS = ("lorebook", "worldinfo", "jsonl", "markdown")
 

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import tempfile
 from collections.abc import Generator
+from pathlib import Path
 from typing import Any
 
 INLINE_BYTES = 900_000
@@ -84,3 +87,39 @@ async def arun(client: Any, steps: Steps, timeout: float | None = None) -> Any:
             method, params = steps.send(await client.request(method, params, timeout=timeout))
     except StopIteration as done:
         return done.value
+
+
+def write_export(fmt: str, files: list[tuple[str, str]], out: str | os.PathLike[str]) -> list[Path]:
+    """Write an export's files: the one file of lorebook / worldinfo / jsonl to `out`, the
+    Markdown files into the folder `out` (made if missing). Each file is written atomically
+    (a temporary file beside it, fsync, rename); a path that would leave `out` is refused."""
+    target = Path(out).expanduser()
+    if fmt != "markdown":
+        _write_atomic(target, files[0][1])
+        return [target]
+    root = target.resolve()
+    written = []
+    for rel, text in files:
+        path = (root / rel).resolve()
+        if root not in path.parents:
+            raise ValueError(f"refusing to write {rel!r} outside {root}")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _write_atomic(path, text)
+        written.append(path)
+    return written
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:40]}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
