@@ -324,7 +324,7 @@ def _shape(svc: Service) -> dict:
             "synonyms": {key_of(g) for g in svc.synonym_groups()}}
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=memory_spec)
 def test_jsonl_round_trip_into_an_empty_memory(spec):
     with Service(tempfile.mkdtemp(dir="/tmp", prefix="zj")) as a, Service(tempfile.mkdtemp(dir="/tmp", prefix="zk")) as b:
@@ -337,7 +337,7 @@ def test_jsonl_round_trip_into_an_empty_memory(spec):
         assert again["created"] == 0 and _shape(b) == _shape(a)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(spec=memory_spec, fmt=stt.sampled_from(["lorebook", "worldinfo"]))
 def test_lorebook_round_trip_keeps_titles_contents_keywords_and_the_important_set(spec, fmt):
     with Service(tempfile.mkdtemp(dir="/tmp", prefix="zl")) as a, Service(tempfile.mkdtemp(dir="/tmp", prefix="zm")) as b:
@@ -376,3 +376,32 @@ def test_name_must_be_a_file_name(svc):
     with pytest.raises(InvalidArgument) as e:
         imp(svc, dumps(world_info(GOOD)), name="../etc/x")
     assert e.value.field == "name"
+
+
+@settings(max_examples=60, deadline=None)
+@given(title=text.filter(lambda s: s.strip()), keywords=stt.lists(text, max_size=3), source=stt.none() | text,
+       content=text)
+def test_markdown_front_matter_reads_back_as_the_fields(title, keywords, source, content):
+    from datetime import datetime, timezone
+
+    from zcord.core.models import Node
+    from zcord.interop.writers import Snapshot, markdown
+
+    at = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    node = Node(id="m1", title=title, content=content, keywords=keywords, source_message=source, created_at=at,
+                updated_at=at)
+    [f] = markdown(Snapshot(nodes={"m1": node}, important=["m1"], relationships={}, synonyms=[], at=at))
+    assert "/" not in f.path and f.path.endswith("(m1).md") or f.path == "m1.md"
+    head, body = f.text[len("---\n"):].split("\n---\n\n", 1)
+    meta = yaml.safe_load(head)
+    assert (meta["title"], meta["keywords"], meta.get("sourceMessage"), meta["important"]) == \
+        (title, keywords, source, True)
+    assert body.rstrip("\n") == content.rstrip("\n")
+
+
+def test_the_limits_are_the_tools_limits():
+    from zcord.interop import common
+    from zcord.service import inputs
+
+    assert (common.MAX_TITLE, common.MAX_CONTENT, common.MAX_KEYWORD, common.MAX_KEYWORDS, common.MAX_SOURCE) == \
+        (inputs.MAX_TITLE, inputs.MAX_CONTENT, inputs.MAX_KEYWORD, inputs.MAX_KEYWORDS, inputs.MAX_SOURCE)

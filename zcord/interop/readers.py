@@ -36,7 +36,6 @@ from .common import (
     PNG_MAGIC,
     BadFile,
 )
-from .png import card_json
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -115,6 +114,8 @@ def read(raw: bytes, fmt: str | None = None) -> Book:
     if raw.startswith(PNG_MAGIC):
         if fmt not in (None, "card"):
             raise BadFile(f"the file is a PNG image, which can only be a character card, not {fmt}")
+        from .png import card_json  # Pillow only when a PNG comes
+
         return _card(_json(card_json(raw), "the PNG's character card"), "the PNG's card")
     try:
         text = raw.decode("utf-8")

@@ -16,6 +16,7 @@ formats, one per memory for Markdown.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Iterable, Mapping
@@ -24,7 +25,6 @@ from datetime import datetime
 from typing import Any
 
 import orjson
-import yaml
 
 from ..core.models import Node, Relationship, format_time
 from .common import JSONL_TYPE
@@ -135,16 +135,21 @@ def file_stem(n: Node) -> str:
     return f"{title} ({n.id})" if title else n.id
 
 
-class _Dumper(yaml.SafeDumper):
-    pass
+@functools.cache
+def _dumper() -> Any:
+    """PyYAML's safe dumper, with text of several lines as block scalars (loaded on first use:
+    only a Markdown export needs it)."""
+    import yaml
 
+    class Dumper(yaml.SafeDumper):
+        pass
 
-def _str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
-    style = "|" if "\n" in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+    def text(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+        style = "|" if "\n" in value else None
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
-
-_Dumper.add_representer(str, _str)
+    Dumper.add_representer(str, text)
+    return Dumper
 
 
 def front_matter(n: Node, important: bool) -> str:
@@ -156,7 +161,9 @@ def front_matter(n: Node, important: bool) -> str:
         fields["supersedeReason"] = n.supersede_reason
     if n.source_message is not None:
         fields["sourceMessage"] = n.source_message
-    return yaml.dump(fields, Dumper=_Dumper, allow_unicode=True, sort_keys=False, width=1 << 20)
+    import yaml
+
+    return yaml.dump(fields, Dumper=_dumper(), allow_unicode=True, sort_keys=False, width=1 << 20)
 
 
 def markdown(snap: Snapshot) -> list[ExportFile]:
