@@ -137,11 +137,12 @@ def file_stem(n: Node) -> str:
 
 @functools.cache
 def _dumper() -> Any:
-    """PyYAML's safe dumper, with text of several lines as block scalars (loaded on first use:
-    only a Markdown export needs it)."""
+    """PyYAML's safe dumper (its C emitter, libyaml, when PyYAML was built with it: some five
+    times faster), with text of several lines as block scalars. Loaded on first use: only a
+    Markdown export needs it."""
     import yaml
 
-    class Dumper(yaml.SafeDumper):
+    class Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
         pass
 
     def text(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
