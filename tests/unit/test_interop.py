@@ -382,12 +382,12 @@ def test_name_must_be_a_file_name(svc):
 @given(title=text.filter(lambda s: s.strip()), keywords=stt.lists(text, max_size=3), source=stt.none() | text,
        content=text)
 def test_markdown_front_matter_reads_back_as_the_fields(title, keywords, source, content):
-    from datetime import datetime, timezone
+    from datetime import UTC, datetime
 
     from zcord.core.models import Node
     from zcord.interop.writers import Snapshot, markdown
 
-    at = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    at = datetime(2026, 1, 1, tzinfo=UTC)
     node = Node(id="m1", title=title, content=content, keywords=keywords, source_message=source, created_at=at,
                 updated_at=at)
     [f] = markdown(Snapshot(nodes={"m1": node}, important=["m1"], relationships={}, synonyms=[], at=at))
@@ -405,3 +405,13 @@ def test_the_limits_are_the_tools_limits():
 
     assert (common.MAX_TITLE, common.MAX_CONTENT, common.MAX_KEYWORD, common.MAX_KEYWORDS, common.MAX_SOURCE) == \
         (inputs.MAX_TITLE, inputs.MAX_CONTENT, inputs.MAX_KEYWORD, inputs.MAX_KEYWORDS, inputs.MAX_SOURCE)
+
+
+def test_a_huge_preview_cuts_each_content_but_keeps_everything_else(svc, monkeypatch):
+    monkeypatch.setattr(X, "PREVIEW_CONTENT", 1000)
+    wi = dumps(world_info(*[wi_entry(i, [f"k{i}"], "x" * 600, f"T{i}") for i in range(3)]))
+    p = imp(svc, wi, preview=True)
+    assert [(i["title"], len(i["content"]), i["contentCut"]) for i in p["items"]] == \
+        [("T0", 300, True), ("T1", 300, True), ("T2", 300, True)]
+    r = imp(svc, wi)
+    assert [svc.state.nodes[i["id"]].content for i in r["items"]] == ["x" * 600] * 3

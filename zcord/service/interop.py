@@ -37,6 +37,10 @@ ORIGIN_PREFIX = "import:"
 MAX_IMPORT_BYTES = 256 << 20
 """The largest file an import takes (a whole Memory's JSONL export included)."""
 MAX_NAME = 200
+PREVIEW_CONTENT = 4_000_000
+"""A preview whose contents add up to more than this many characters shows each content's
+first PREVIEW_CUT characters (`contentCut: true`), so its reply stays deliverable."""
+PREVIEW_CUT = 300
 
 
 @dataclass
@@ -125,7 +129,13 @@ def _empty() -> dict[str, Any]:
 
 
 def _result(r: _Report, preview: bool) -> dict[str, Any]:
-    items = r.items if preview else [{k: v for k, v in i.items() if k != "content"} for i in r.items]
+    if not preview:
+        items = [{k: v for k, v in i.items() if k != "content"} for i in r.items]
+    elif sum(len(i["content"]) for i in r.items) > PREVIEW_CONTENT:  # a reply may be 16 MiB
+        items = [{**i, "content": i["content"][:PREVIEW_CUT], "contentCut": True}
+                 if len(i["content"]) > PREVIEW_CUT else i for i in r.items]
+    else:
+        items = r.items
     return {**r.counts, "items": items, "skipped": r.skipped, "important": r.marked, "notMarked": r.not_marked,
             "relationships": r.rels, "synonymGroups": len(r.synonyms)}
 
