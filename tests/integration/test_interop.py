@@ -152,3 +152,18 @@ def test_import_params_are_checked_by_name(daemon):
             assert "operator" in str(e).lower()
         else:
             raise AssertionError("the bot imported")
+
+
+def test_an_import_survives_a_kill(daemon, tmp_path):
+    """The import's log record is its journal: after SIGKILL the restarted daemon has it whole."""
+    book = tmp_path / "world.json"
+    book.write_bytes(dumps(WI))
+    r = daemon.zcor("import", str(book))
+    assert r.returncode == 0, r.stderr
+    daemon.kill()
+    daemon.start()
+    with daemon.client("operator") as c:
+        assert _titles(c) == ["Sky", "The Moon", "The Sun", "The inn"]
+        assert len(c.call_tool("zcor_memory_query", {"keywords": ["moon"]})["items"]) == 1
+    again = json.loads(daemon.zcor("import", str(book), "--json").stdout)
+    assert (again["created"], again["unchanged"]) == (0, 4)  # the mapping came back from the log too
