@@ -155,6 +155,8 @@ def test_the_import_is_one_operation_with_its_origin_and_reverts_as_one(svc):
     rec = svc.find_operation(r["seq"])
     assert rec["tool"] == "zcor/import" and rec["origin"] == {"operator": True, "senders": ["import:lore.json"]}
     assert "data" not in rec["params"] and rec["params"]["name"] == "lore.json"
+    from zcord.client import describe_origin
+    assert describe_origin(rec["origin"]) == "operator (import:lore.json)"
     assert {c["kind"] for c in rec["changes"]} == {"node.create", "important.set"}
     assert changed_ops(svc) == 1
     undo.revert(svc, {"seq": r["seq"]})
