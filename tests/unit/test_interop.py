@@ -284,7 +284,8 @@ def test_markdown_export_has_front_matter_and_the_tree_as_folders(svc):
 # -- round trips (hypothesis) ----------------------------------------------------------------------------
 
 text = stt.text(stt.characters(blacklist_categories=("Cs", "Cc")), max_size=40)
-word = stt.text(stt.characters(whitelist_categories=("Ll", "Lu", "Lo", "Nd")), min_size=1, max_size=8)
+word = stt.text(stt.characters(whitelist_categories=("Ll", "Lu", "Lo", "Nd", "Zs")), min_size=1,
+               max_size=8).filter(lambda w: w.strip())
 node_spec = stt.tuples(text.filter(lambda s: s.strip()), text, stt.lists(word, max_size=4, unique=True),
                        stt.integers(min_value=-1, max_value=10))
 memory_spec = stt.tuples(stt.lists(node_spec, min_size=1, max_size=7), stt.sets(stt.integers(0, 6), max_size=5),
@@ -295,7 +296,7 @@ def _build(svc: Service, spec) -> None:
     nodes, important, supersede, groups = spec
     ids: list[str] = []
     for title, content, keywords, parent in nodes:
-        args = {"title": title.strip()[:200], "content": content, "keywords": keywords}
+        args = {"title": title[:200] if title[:200].strip() else "t", "content": content, "keywords": keywords}
         if 0 <= parent < len(ids):
             args["parentId"] = ids[parent]
         ids.append(svc.call("zcor_memory_write", args)["id"])

@@ -202,11 +202,11 @@ def _keys(value: Any, where: str, name: str) -> list[str]:
     for i, k in enumerate(value):
         if not isinstance(k, str):
             raise BadFile(f"{where}.{name}[{i}] must be a string, not {_kind(k)}", f"{where}.{name}[{i}]")
-        k = _text(k, where, f"{name}[{i}]", None).strip()
+        k = _text(k, where, f"{name}[{i}]", None)
         if len(k) > MAX_KEYWORD:
             raise BadFile(f"{where}.{name}[{i}] is {len(k)} characters; a keyword may have at most {MAX_KEYWORD}",
                           f"{where}.{name}[{i}]")
-        if k:
+        if k.strip():  # kept as written (a key's spaces can matter to its matching); blank ones dropped
             out.append(k)
     return out
 
@@ -223,7 +223,7 @@ def _words(primary: list[str], secondary: list[str], where: str) -> list[str]:
 
 def _title(explicit: str, keys: list[str], content: str, fallback: str) -> str:
     if explicit.strip():
-        return explicit.strip()
+        return explicit
     if keys:
         joined = ", ".join(keys)
         return joined if len(joined) <= MAX_TITLE else joined[:MAX_TITLE - 1] + "…"
@@ -384,7 +384,7 @@ def _lorebook(book: dict[str, Any], prefix: str, fmt: str) -> Book:
         comment = _text(e.get("comment"), where, "comment", None)
         content = _text(e.get("content"), where, "content", None)
         z = _zcor_ext(e, where)
-        explicit = comment if comment.strip() and len(comment.strip()) <= MAX_TITLE else name
+        explicit = comment if comment.strip() and len(comment) <= MAX_TITLE else name
         title = _title(explicit, keys, content, f"Entry {eid if eid is not None else i}")
         content = _strip_title(content, title, z)
         if len(content) > MAX_CONTENT:
