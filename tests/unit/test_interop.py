@@ -418,3 +418,15 @@ def test_a_huge_preview_cuts_each_content_but_keeps_everything_else(svc, monkeyp
         [("T0", 300, True), ("T1", 300, True), ("T2", 300, True)]
     r = imp(svc, wi)
     assert [svc.state.nodes[i["id"]].content for i in r["items"]] == ["x" * 600] * 3
+
+
+def test_the_identity_mapping_is_found_while_the_history_index_is_busy(svc, monkeypatch):
+    wi = dumps(world_info(wi_entry(0, ["a"], "A.", "Alpha")))
+    imp(svc, wi)
+    from zcord.core.history_index import IndexBuilding
+
+    def busy(*a, **kw):
+        raise IndexBuilding("the history index is being built")
+
+    monkeypatch.setattr(svc.oplog, "query", busy)
+    assert imp(svc, wi)["unchanged"] == 1 and titles(svc) == ["Alpha"]

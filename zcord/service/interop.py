@@ -17,10 +17,13 @@ else needs to be stored; a memory deleted (or an import reverted) since is creat
 from __future__ import annotations
 
 import hashlib
+import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import InvalidArgument
+from ..core.errors import InvalidArgument, ZcorError
 from ..core.models import MAX_IMPORTANT, Node, Relationship, now
 from ..interop import readers
 from ..interop.readers import BadFile, Book, Entry
@@ -153,14 +156,31 @@ def _unkept(entries: list[Entry]) -> dict[str, int]:
 
 def earlier_ids(svc: FlowRoom, name: str) -> dict[str, str]:
     """identity → memory id, from the log records of earlier imports of a file of this name."""
-    records, _ = svc.oplog.query([], None, None, 1 << 30, 0, changes_only=False, tool=IMPORT,
-                                 origin=ORIGIN_PREFIX + name)
+    sender = ORIGIN_PREFIX + name
+    try:
+        records, _ = svc.oplog.query([], None, None, 1 << 30, 0, changes_only=False, tool=IMPORT, origin=sender)
+    except ZcorError:  # the history index is being built (busy): read the log itself
+        records = list(_scan_log(svc.oplog.path, sender))
     out: dict[str, str] = {}
     for rec in sorted(records, key=lambda r: r["seq"]):
         got = (rec.get("result") or {}).get("ids") if rec.get("status") == "ok" else None
         if isinstance(got, dict):
             out.update({k: v for k, v in got.items() if isinstance(k, str) and isinstance(v, str)})
     return out
+
+
+def _scan_log(path: Path, sender: str) -> Iterator[dict[str, Any]]:
+    """The log records of imports from `sender`, by reading operations.jsonl line by line."""
+    needle = json.dumps(sender).encode()
+    with open(path, "rb") as f:
+        for line in f:
+            if b'"zcor/import"' in line and needle in line:
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                if rec.get("tool") == IMPORT and sender in ((rec.get("origin") or {}).get("senders") or ()):
+                    yield rec
 
 
 # -- the one path: applied in a transaction (committed by the caller, or rolled back) ---------------
