@@ -19,6 +19,14 @@ def _say(text: str = "") -> None:
     print(shown(text))
 
 
+LONG_WAIT = 600.0
+"""Seconds an import or export waits for zcord at least: a 100,000-memory move takes minutes."""
+
+
+def _patient(args: argparse.Namespace) -> float:
+    return max(args.timeout, LONG_WAIT)
+
+
 def cmd_import(args: argparse.Namespace, client: Client) -> dict[str, Any]:
     path = Path(args.file)
     try:
@@ -27,7 +35,7 @@ def cmd_import(args: argparse.Namespace, client: Client) -> dict[str, Any]:
         raise SystemExit(f"zcor: cannot read {args.file}: {e.strerror or e}") from None
     with client as c:
         answer = run(c, import_steps(raw, path.name, fmt=args.format, preview=args.preview,
-                                     parent_id=args.parent, persona=args.persona), timeout=args.timeout)
+                                     parent_id=args.parent, persona=args.persona), timeout=_patient(args))
     return answer
 
 
@@ -70,7 +78,7 @@ def cmd_export(args: argparse.Namespace, client: Client) -> dict[str, Any]:
     if args.format == "markdown" and not args.out:
         raise SystemExit("zcor: --out FOLDER is needed for the markdown format (one file per memory)")
     with client as c:
-        summary, files = run(c, export_steps(args.format), timeout=args.timeout)
+        summary, files = run(c, export_steps(args.format), timeout=_patient(args))
     if args.out:
         try:
             write_export(args.format, files, args.out)
@@ -85,7 +93,7 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser, import_fn: Any, expor
     p = sub.add_parser("import", parents=[common],
                        help="import a SillyTavern World Info file, a character card (JSON or PNG), a lorebook_v3 "
                             "or a zcor JSONL export, as one operation")
-    p.add_argument("file", metavar="FILE")
+    p.add_argument("file", metavar="FILE", help="the file (its format is found from its content)")
     p.add_argument("--preview", action="store_true", help="show exactly what would be created; change nothing")
     p.add_argument("--parent", metavar="ID", help="put the imported memories under this memory")
     p.add_argument("--format", choices=("worldinfo", "card", "lorebook", "jsonl"),
