@@ -415,7 +415,7 @@ def test_a_huge_preview_cuts_each_content_but_keeps_everything_else(svc, monkeyp
     wi = dumps(world_info(*[wi_entry(i, [f"k{i}"], "x" * 600, f"T{i}") for i in range(3)]))
     p = imp(svc, wi, preview=True)
     assert [(i["title"], len(i["content"]), i["contentCut"]) for i in p["items"]] == \
-        [("T0", 300, True), ("T1", 300, True), ("T2", 300, True)]
+        [("T0", 333, True), ("T1", 333, True), ("T2", 333, True)]
     r = imp(svc, wi)
     assert [svc.state.nodes[i["id"]].content for i in r["items"]] == ["x" * 600] * 3
 
@@ -430,3 +430,10 @@ def test_the_identity_mapping_is_found_while_the_history_index_is_busy(svc, monk
 
     monkeypatch.setattr(svc.oplog, "query", busy)
     assert imp(svc, wi)["unchanged"] == 1 and titles(svc) == ["Alpha"]
+
+
+def test_an_answer_lists_at_most_max_items_and_counts_them_all(svc, monkeypatch):
+    monkeypatch.setattr(X, "MAX_ITEMS", 2)
+    r = imp(svc, dumps(world_info(*[wi_entry(i, [f"k{i}"], "c", f"T{i}") for i in range(5)])))
+    assert r["created"] == 5 and r["itemsTotal"] == 5 and [i["title"] for i in r["items"]] == ["T0", "T1"]
+    assert len(svc.state.nodes) == 5

@@ -40,10 +40,12 @@ ORIGIN_PREFIX = "import:"
 MAX_IMPORT_BYTES = 256 << 20
 """The largest file an import takes (a whole Memory's JSONL export included)."""
 MAX_NAME = 200
-PREVIEW_CONTENT = 4_000_000
-"""A preview whose contents add up to more than this many characters shows each content's
-first PREVIEW_CUT characters (`contentCut: true`), so its reply stays deliverable."""
-PREVIEW_CUT = 300
+MAX_ITEMS = 20_000
+"""Items an answer lists (a whole Memory's JSONL has more; the counts cover them all)."""
+PREVIEW_CONTENT = 2_000_000
+"""A preview whose contents add up to more than this many characters shows the first
+PREVIEW_CONTENT / items characters of each (`contentCut: true`), so its reply stays
+deliverable (a reply may be 16 MiB)."""
 
 
 @dataclass
@@ -132,15 +134,20 @@ def _empty() -> dict[str, Any]:
 
 
 def _result(r: _Report, preview: bool) -> dict[str, Any]:
+    """The answer: counts, and the items (at most MAX_ITEMS, contents in a preview only, cut
+    when they add up to more than PREVIEW_CONTENT), so that it fits in one reply."""
+    shown = r.items[:MAX_ITEMS]
     if not preview:
-        items = [{k: v for k, v in i.items() if k != "content"} for i in r.items]
-    elif sum(len(i["content"]) for i in r.items) > PREVIEW_CONTENT:  # a reply may be 16 MiB
-        items = [{**i, "content": i["content"][:PREVIEW_CUT], "contentCut": True}
-                 if len(i["content"]) > PREVIEW_CUT else i for i in r.items]
+        items = [{k: v for k, v in i.items() if k != "content"} for i in shown]
+    elif sum(len(i["content"]) for i in shown) > PREVIEW_CONTENT:  # a reply may be 16 MiB
+        cut = max(20, PREVIEW_CONTENT // len(shown))
+        items = [{**i, "content": i["content"][:cut], "contentCut": True} if len(i["content"]) > cut else i
+                 for i in shown]
     else:
-        items = r.items
-    return {**r.counts, "items": items, "skipped": r.skipped, "important": r.marked, "notMarked": r.not_marked,
-            "relationships": r.rels, "synonymGroups": len(r.synonyms)}
+        items = shown
+    return {**r.counts, "items": items, "itemsTotal": len(r.items), "skipped": r.skipped[:MAX_ITEMS],
+            "important": r.marked, "notMarked": r.not_marked, "relationships": r.rels,
+            "synonymGroups": len(r.synonyms)}
 
 
 def _unkept(entries: list[Entry]) -> dict[str, int]:
