@@ -48,6 +48,9 @@ def print_import(answer: dict[str, Any], persona_asked: bool) -> None:
         mark = " *" if item.get("important") else ""
         _say(f"  {item['action']:<9} {item.get('id') or '':<8} {item['title'][:60]}{mark}"
              + (f"  (under {item['parentId']})" if item.get("parentId") else ""))
+    unlisted = answer.get("itemsTotal", 0) - len(answer.get("items") or [])
+    if unlisted > 0:
+        _say(f"  … and {unlisted:,} more (the counts above cover them)")
     for s in answer.get("skipped") or []:
         _say(f"  skipped   {s['entry']}: {s['reason']}")
     for s in answer.get("notMarked") or []:

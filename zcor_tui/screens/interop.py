@@ -31,8 +31,9 @@ def import_text(answer: dict[str, Any]) -> str:
         lines.append(f"  {item['action']:<7} {item.get('id') or '':<7} {item['title'][:50]}"
                      + (" *" if item.get("important") else "")
                      + (f"  (under {item['parentId']})" if item.get("parentId") else ""))
-    if len(items) > SHOWN_ITEMS:
-        lines.append(f"  … and {len(items) - SHOWN_ITEMS} more")
+    unlisted = answer.get("itemsTotal", 0) - len(answer.get("items") or [])  # past what zcord lists
+    if len(items) + unlisted > SHOWN_ITEMS:
+        lines.append(f"  … and {len(items) + unlisted - SHOWN_ITEMS:,} more")
     for s in (answer.get("skipped") or [])[:4]:
         lines.append(f"  skipped {s['entry']}: {s['reason']}")
     if answer.get("notMarked"):
