@@ -437,3 +437,11 @@ def test_an_answer_lists_at_most_max_items_and_counts_them_all(svc, monkeypatch)
     r = imp(svc, dumps(world_info(*[wi_entry(i, [f"k{i}"], "c", f"T{i}") for i in range(5)])))
     assert r["created"] == 5 and r["itemsTotal"] == 5 and [i["title"] for i in r["items"]] == ["T0", "T1"]
     assert len(svc.state.nodes) == 5
+
+
+def test_a_persona_too_long_for_persona_md_is_refused_before_anything(svc):
+    c = dumps(card([book_entry(["k"], "c")], description="d" * 100_001))
+    with pytest.raises(InvalidArgument, match="data.description: the card's PERSONA.md would be"):
+        imp(svc, c, persona=True)
+    assert svc.state.nodes == {} and changed_ops(svc) == 0
+    assert imp(svc, c)["created"] == 1  # without persona the book comes in

@@ -30,6 +30,7 @@ from ..interop.readers import BadFile, Book, Entry
 from ..interop.writers import EXPORT_FORMATS, ExportFile, Snapshot, export
 from ..retrieval.synonyms import key_of
 from .rooms.memories import find_node
+from .service import MAX_PERSONA
 
 if TYPE_CHECKING:
     from .calls import Ctx
@@ -89,6 +90,9 @@ def import_file(svc: FlowRoom, raw: bytes, opts: Options) -> dict[str, Any]:
         raise BadFile("data.character_book: the card has no lorebook, so there is nothing to import"
                       + (" (its description, personality and scenario can be taken as PERSONA.md with persona)"
                          if book.persona else ""), "data.character_book")
+    if opts.persona and book.persona and len(book.persona) > MAX_PERSONA:
+        raise BadFile(f"data.description: the card's PERSONA.md would be {len(book.persona):,} characters; "
+                      f"PERSONA.md may have at most {MAX_PERSONA:,}", "data.description")
     base = {"format": book.format, "name": opts.name, "origin": ORIGIN_PREFIX + opts.name,
             "persona": book.persona, "personaWritten": False, "unkept": _unkept(book.entries)}
     if not book.has_book:  # a card without a book, taken for its persona only
@@ -97,7 +101,7 @@ def import_file(svc: FlowRoom, raw: bytes, opts: Options) -> dict[str, Any]:
         with svc.lock:
             ctx = svc.calls.preview_ctx(IMPORT)
             try:
-                report = _apply(svc, ctx, book, opts, dry=True)
+                report = _apply(svc, ctx, book, opts)
             finally:
                 if ctx.tx is not None:
                     ctx.tx.rollback()
@@ -108,7 +112,7 @@ def import_file(svc: FlowRoom, raw: bytes, opts: Options) -> dict[str, Any]:
 
         def run(ctx: Ctx) -> dict[str, Any]:
             ctx.origin = {"operator": True, "senders": [ORIGIN_PREFIX + opts.name]}
-            report = _apply(svc, ctx, book, opts, dry=False)
+            report = _apply(svc, ctx, book, opts)
             if ctx.tx is not None and ctx.tx.changes:
                 _add_synonyms(svc, report)
                 try:
@@ -193,7 +197,7 @@ def _scan_log(path: Path, sender: str) -> Iterator[dict[str, Any]]:
 # -- the one path: applied in a transaction (committed by the caller, or rolled back) ---------------
 
 
-def _apply(svc: FlowRoom, ctx: Ctx, book: Book, opts: Options, dry: bool) -> _Report:
+def _apply(svc: FlowRoom, ctx: Ctx, book: Book, opts: Options) -> _Report:
     st = svc.state
     if opts.parent_id is not None:
         find_node(svc, opts.parent_id, "parentId")
@@ -242,7 +246,7 @@ def _apply(svc: FlowRoom, ctx: Ctx, book: Book, opts: Options, dry: bool) -> _Re
         old = earlier.get(ident)
         _put(svc, ctx, report, ident, f"group {g!r}", old if old in st.nodes and
              st.nodes[old].superseded_by is None else None,
-             {"title": g, "content": "", "keywords": [], "parent_id": opts.parent_id}, ids, dry)
+             {"title": g, "content": "", "keywords": [], "parent_id": opts.parent_id}, ids)
 
     for e in _parents_first(list(live.values()), live):
         fields: dict[str, Any] = {"title": e.title, "content": e.content, "keywords": e.keywords,
@@ -250,7 +254,7 @@ def _apply(svc: FlowRoom, ctx: Ctx, book: Book, opts: Options, dry: bool) -> _Re
         if jsonl and e.node is not None:
             fields["source_message"] = e.node["sourceMessage"]
             fields["times"] = (e.node["createdAt"], e.node["updatedAt"])
-        _put(svc, ctx, report, e.ident, e.where, existing.get(e.ident), fields, ids, dry)
+        _put(svc, ctx, report, e.ident, e.where, existing.get(e.ident), fields, ids)
         report.items[-1]["important"] = False
 
     if jsonl:  # superseded memories: after every memory exists (the replacement may come later)
@@ -287,7 +291,7 @@ def _parents_first(entries: list[Entry], live: dict[str, Entry]) -> list[Entry]:
 
 
 def _put(svc: FlowRoom, ctx: Ctx, report: _Report, ident: str, where: str, old_id: str | None,
-         fields: dict[str, Any], ids: dict[str, str], dry: bool) -> None:
+         fields: dict[str, Any], ids: dict[str, str]) -> None:
     st = svc.state
     tx = ctx.tx
     assert tx is not None
