@@ -94,13 +94,41 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
-def _json(text: str, what: str) -> Any:
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _json(text: str, what: str, where: str = "") -> Any:
     try:
-        return json.loads(text, object_pairs_hook=_pairs)
+        obj = json.loads(text, object_pairs_hook=_pairs)
     except json.JSONDecodeError as e:
-        raise BadFile(f"{what} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+        raise BadFile(f"{what} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})", where or "data") \
+            from None
     except RecursionError:
-        raise BadFile(f"{what} is nested too deeply to be a lore file") from None
+        raise BadFile(f"{what} is nested too deeply to be a lore file", where or "data") from None
+    if _SURROGATE_ESCAPE.search(text):  # an escaped surrogate: fine in a pair, not alone
+        path = _lone_surrogate(obj, where)
+        if path is not None:
+            raise BadFile(f"{path or what} holds a lone surrogate (not valid Unicode)", path or "data")
+    return obj
+
+
+def _lone_surrogate(value: Any, path: str) -> str | None:
+    """Where in a parsed JSON value a lone surrogate is (a key or a string), or None."""
+    stack = [(value, path)]
+    while stack:
+        v, p = stack.pop()
+        if isinstance(v, str):
+            if _SURROGATE.search(v):
+                return p
+        elif isinstance(v, dict):
+            for k, item in v.items():
+                name = (f"{p}.{k}" if p else k) if k.isidentifier() else f"{p}[{json.dumps(k)}]"
+                if _SURROGATE.search(k):
+                    return name
+                stack.append((item, name))
+        elif isinstance(v, list):
+            stack.extend((item, f"{p}[{i}]") for i, item in enumerate(v))
+    return None
 
 
 # -- detection -----------------------------------------------------------------------------------
@@ -460,10 +488,7 @@ def _jsonl(text: str) -> Book:
         if not line.strip():
             continue
         where = f"line {n}"
-        try:
-            rec = json.loads(line, object_pairs_hook=_pairs)
-        except json.JSONDecodeError as e:
-            raise BadFile(f"{where} is not valid JSON (column {e.colno}: {e.msg})", where) from None
+        rec = _json(line, where, where)
         if not isinstance(rec, dict) or not isinstance(rec.get("type"), str):
             raise BadFile(f"{where} must be an object with a type", f"{where}.type")
         _repeated(rec, where)
