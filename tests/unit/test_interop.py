@@ -215,6 +215,9 @@ def _bad_files() -> list[tuple[str, bytes, str]]:
         ("Character Card V1", dumps({"name": "A", "description": "d", "first_mes": "hi"}), "V1"),
         ("a lone surrogate", b'{"entries": {"0": {"uid": 0, "key": ["k"], "content": "\\ud800"}}}',
          'entries["0"].content holds a lone surrogate'),
+        ("a relationship name over 200", b'{"type":"zcor-export","version":1}\n{"type":"relationship","personId":"p",'
+         b'"name":"' + b"n" * 201 + b'","relationship":"r","affinity":1,"reason":"x","createdAt":'
+         b'"2026-01-01T00:00:00+00:00","updatedAt":"2026-01-01T00:00:00+00:00"}\n', "line 2.name is 201"),
         ("zcor JSONL with a missing parent", b'{"type":"zcor-export","version":1}\n{"type":"memory","id":"m1",'
          b'"title":"t","content":"","keywords":[],"parentId":"m9","createdAt":"2026-01-01T00:00:00+00:00",'
          b'"updatedAt":"2026-01-01T00:00:00+00:00"}\n', "line 2.parentId names m9"),
@@ -406,8 +409,10 @@ def test_the_limits_are_the_tools_limits():
     from zcord.interop import common
     from zcord.service import inputs
 
-    assert (common.MAX_TITLE, common.MAX_CONTENT, common.MAX_KEYWORD, common.MAX_KEYWORDS, common.MAX_SOURCE) == \
-        (inputs.MAX_TITLE, inputs.MAX_CONTENT, inputs.MAX_KEYWORD, inputs.MAX_KEYWORDS, inputs.MAX_SOURCE)
+    assert (common.MAX_TITLE, common.MAX_CONTENT, common.MAX_KEYWORD, common.MAX_KEYWORDS, common.MAX_SOURCE,
+            common.MAX_ID, common.MAX_SHORT_TEXT) == \
+        (inputs.MAX_TITLE, inputs.MAX_CONTENT, inputs.MAX_KEYWORD, inputs.MAX_KEYWORDS, inputs.MAX_SOURCE,
+         inputs.MAX_ID, inputs.MAX_SHORT_TEXT)
 
 
 def test_a_huge_preview_cuts_each_content_but_keeps_everything_else(svc, monkeypatch):

@@ -1,4 +1,5 @@
-"""What the readers and the PNG reader share: the limits a memory has, and the error."""
+"""What the readers and the PNG reader share: the limits a memory has (the tools' limits,
+zcord.service.inputs, which this package cannot import), and the error."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ MAX_CONTENT = 20_000
 MAX_KEYWORD = 100
 MAX_KEYWORDS = 50
 MAX_SOURCE = 20_000
+MAX_ID = 200
+MAX_SHORT_TEXT = 2_000
 MAX_ENTRIES = 20_000
 """Entries of one lorebook or World Info file (zcor's JSONL has no such limit: a whole Memory)."""
 FORMATS = ("worldinfo", "card", "lorebook", "jsonl")

@@ -29,8 +29,10 @@ from .common import (
     JSONL_TYPE,
     MAX_CONTENT,
     MAX_ENTRIES,
+    MAX_ID,
     MAX_KEYWORD,
     MAX_KEYWORDS,
+    MAX_SHORT_TEXT,
     MAX_SOURCE,
     MAX_TITLE,
     PNG_MAGIC,
@@ -208,12 +210,13 @@ def _text(value: Any, where: str, name: str, limit: int | None, default: str = "
     if _SURROGATE.search(value):
         raise BadFile(f"{where}.{name} holds a lone surrogate (not valid Unicode)", f"{where}.{name}")
     if limit is not None and len(value) > limit:
-        raise BadFile(f"{where}.{name} is {len(value):,} characters; a memory's {_WHAT.get(name, name)} may have "
+        raise BadFile(f"{where}.{name} is {len(value):,} characters; {_WHAT.get(name, 'this field')} may have "
                       f"at most {limit:,}", f"{where}.{name}")
     return value
 
 
-_WHAT = {"comment": "title", "name": "title", "content": "content", "title": "title"}
+_WHAT = {"comment": "a memory's title", "title": "a memory's title", "content": "a memory's content",
+         "sourceMessage": "a memory's source message"}
 
 
 def _kind(value: Any) -> str:
@@ -511,6 +514,7 @@ def _jsonl(text: str) -> Book:
             if not node["title"].strip():
                 raise BadFile(f"{where}.title must not be empty", f"{where}.title")
             _words(_keys(node["keywords"], where, "keywords"), [], where)
+            _text(node["id"], where, "id", MAX_ID)
             if node["id"] in seen:
                 raise BadFile(f"{where}.id {node['id']} is also the id of {seen[node['id']]} (duplicate ids)",
                               f"{where}.id")
@@ -529,6 +533,12 @@ def _jsonl(text: str) -> Book:
                 err = e.errors()[0]
                 loc = ".".join(str(x) for x in err["loc"])
                 raise BadFile(f"{where}.{loc}: {err['msg']}", f"{where}.{loc}") from None
+            for name, limit in (("personId", MAX_ID), ("name", MAX_TITLE), ("relationship", MAX_SHORT_TEXT),
+                                ("reason", MAX_SHORT_TEXT)):
+                _text(rel[name], where, name, limit)
+            if not rel["personId"].strip() or not rel["name"].strip():
+                raise BadFile(f"{where}: personId and name must not be empty", f"{where}.personId")
+            _words(_keys(rel["aliases"], where, "aliases"), [], where)
             if rel["personId"] in person_ids:
                 raise BadFile(f"{where}.personId {rel['personId']!r} is given twice", f"{where}.personId")
             person_ids.add(rel["personId"])
