@@ -570,6 +570,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print zcord's answer with every record")
     p.set_defaults(func=cmd_at)
 
+    from .interop_cli import add_parsers
+
+    add_parsers(sub, common, cmd_import, cmd_export)
+
     p = sub.add_parser("chat", parents=[common], add_help=False,
                        help="talk to the persona in the terminal (the reference console bot); "
                             "`zcor chat --help` for its options")
@@ -584,6 +588,27 @@ def build_parser() -> argparse.ArgumentParser:
                             "`zcor serve-openai --help` for its options")
     p.set_defaults(func=None)
     return parser
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from .interop_cli import cmd_import as run_import
+    from .interop_cli import print_import
+
+    answer = run_import(args, Client(args.socket, role=P.OPERATOR, timeout=args.timeout, client_name="zcor-cli"))
+    if args.json:
+        _print_json(answer)
+    else:
+        print_import(answer, args.persona)
+    return EXIT_OK
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from .interop_cli import cmd_export as run_export
+
+    summary = run_export(args, Client(args.socket, role=P.OPERATOR, timeout=args.timeout, client_name="zcor-cli"))
+    if args.out:
+        print(f"zcor: wrote {summary['memories']} memories as {summary['format']} to {args.out}", file=sys.stderr)
+    return EXIT_OK
 
 
 def cmd_chat(args: argparse.Namespace, rest: list[str]) -> int:

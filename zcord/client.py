@@ -7,6 +7,9 @@ from .transport.affinity import affinity_series, sparkline
 from .transport.client import *  # noqa: F401,F403
 from .transport.client import __all__ as _client_all
 from .transport.client import initialize_params
+from .transport.interop_client import arun as arun_steps
+from .transport.interop_client import export_steps, import_steps, write_export
+from .transport.interop_client import run as run_steps
 from .transport.paths import SYSTEM_SOCKET, client_socket, default_socket, memory_dir
 from .transport.shown import UNSAFE, invisible_marked, json_shown, shown
 
@@ -20,4 +23,5 @@ from .transport.wording import (
 
 __all__ = [*_client_all, "initialize_params", "for_operator", "human_size", "SYSTEM_SOCKET", "client_socket",
            "default_socket", "memory_dir", "describe_origin", "UNSAFE", "shown", "json_shown",
-           "invisible_marked", "affinity_series", "sparkline"]
+           "invisible_marked", "affinity_series", "sparkline", "import_steps", "export_steps", "run_steps",
+           "arun_steps", "write_export"]

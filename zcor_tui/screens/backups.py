@@ -1,6 +1,7 @@
 """Backups: the files in backups/ with their time and size, `c` to write one, and restore
 with a preview of what would change (`zcor/backups/preview`) before the operator confirms.
-The restore itself is `zcor_memory_restore`, which first backs up the current state."""
+The restore itself is `zcor_memory_restore`, which first backs up the current state.
+`i` imports a lore file and `e` exports the Memory (screens/interop.py)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from ..messages import MemoryChanged
 from ..widgets.rows import add_columns, cursor_key, move_to, row_table
 from .base import ZcorScreen
 from .dialogs import ConfirmDialog
+from .interop import export_flow, import_flow
 
 
 def counts_line(label: str, part: dict[str, Any]) -> str:
@@ -52,6 +54,10 @@ class BackupsScreen(ZcorScreen):
         Binding("enter,R", "restore", "Restore…", id="backups.restore",
                 tooltip="Restore the selected backup (shows what would change and asks first)"),
         Binding("r", "reload", "Refresh", id="backups.reload", tooltip="List the files again"),
+        Binding("i", "import_file", "Import…", id="backups.import",
+                tooltip="Import a World Info file, character card, lorebook or zcor JSONL (after a preview)"),
+        Binding("e", "export", "Export…", id="backups.export",
+                tooltip="Export the Memory as JSONL, SillyTavern World Info, lorebook_v3 or Markdown"),
     ]
 
     def __init__(self) -> None:
@@ -100,7 +106,7 @@ class BackupsScreen(ZcorScreen):
             summary.update(Text("No backups yet. c writes one.", style="italic"))
         else:
             summary.update(Text.assemble((plural(len(items), "backup"), "bold"), " · newest first",
-                                         ("  c create · Enter restore… · r refresh", "dim")))
+                                         ("  c create · Enter restore… · r refresh · i import… · e export…", "dim")))
 
     def _selected(self) -> str | None:
         return cursor_key(self.query_one("#backups", DataTable)) or None
@@ -111,6 +117,14 @@ class BackupsScreen(ZcorScreen):
         if result:
             self.notify(f"Backup written: {result['backupFile']}.")
             self.fetch(select=result["backupFile"])
+
+    @work(exclusive=True, group="action")
+    async def action_import_file(self) -> None:
+        await import_flow(self.app)
+
+    @work(exclusive=True, group="action")
+    async def action_export(self) -> None:
+        await export_flow(self.app)
 
     @on(DataTable.RowSelected, "#backups")
     def _row_selected(self) -> None:

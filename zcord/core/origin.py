@@ -10,7 +10,8 @@ An origin is a small JSON object carried by every operation record:
   `zcor/recall` batch (its session and the senderKeys of its external events), or
   `{"senders": [], "inferred": true}` when the connection delivered none;
 - `{"operator": true}` — an operator's call (the role comes from the kernel at initialize,
-  never from the claim: a bot cannot say it is the operator).
+  never from the claim: a bot cannot say it is the operator); an import adds the file it
+  read, `{"operator": true, "senders": ["import:lore.json"]}` (zcord.service.interop).
 """
 
 from __future__ import annotations
@@ -128,8 +129,9 @@ def describe(origin: Any) -> str:
     "from qq:42 in qq:group:1 (inferred)"; "" when nothing is known."""
     if not isinstance(origin, dict):
         return ""
-    if origin.get("operator") is True:
-        return "operator"
+    if origin.get("operator") is True:  # an import names its file: "operator (import:lore.json)"
+        named = senders(origin)
+        return "operator" + (f" ({', '.join(named[:3])})" if named else "")
     who = senders(origin)
     text = ""
     if who:

@@ -35,6 +35,14 @@ class SyncCalls(CallParams):
         """The session's context header rendered now: `{text, ids}`."""
         return self.request("zcor/context", {"session": session})
 
+    def export(self, format: str = "jsonl") -> dict[str, Any]:
+        """`zcor/export {format}`: the Memory as files (inline, or an exportId to read in pieces)."""
+        return self.request("zcor/export", {"format": format})
+
+    def export_read(self, export_id: str, file: int = 0, offset: int = 0) -> dict[str, Any]:
+        """A piece of a kept export's file: `{text, nextOffset}`."""
+        return self.request("zcor/export/read", {"exportId": export_id, "file": file, "offset": offset})
+
     def history_at(self, time: str | datetime) -> dict[str, Any]:
         """The whole Memory as it was at an instant (ISO 8601 with its UTC offset, or an aware datetime)."""
         return self.request("zcor/history/at", self._time_param(time))
@@ -61,6 +69,15 @@ class SyncCalls(CallParams):
     def history_versions(self, id: str) -> dict[str, Any]:
         """Every version of a memory (or relationship, by personId), oldest first."""
         return self.request("zcor/history/versions", {"id": id})
+
+    def import_file(self, params: dict[str, Any]) -> dict[str, Any]:
+        """`zcor/import {data | uploadId, encoding?, name?, format?, preview?, parentId?, persona?}`:
+        a lore file into memories, as one operation (zcord.transport.interop_client sends any size)."""
+        return self.request("zcor/import", params)
+
+    def import_upload(self, data: str, upload_id: str | None = None) -> dict[str, Any]:
+        """Add a piece of a file to import: `{uploadId, size}`."""
+        return self.request("zcor/import/upload", {"data": data} if upload_id is None else {"data": data, "uploadId": upload_id})
 
     def list_tools(self) -> list[dict[str, Any]]:
         """The tools declared for this connection's role."""
@@ -159,6 +176,14 @@ class AsyncCalls(CallParams):
         """The session's context header rendered now: `{text, ids}`."""
         return await self.request("zcor/context", {"session": session})
 
+    async def export(self, format: str = "jsonl") -> dict[str, Any]:
+        """`zcor/export {format}`: the Memory as files (inline, or an exportId to read in pieces)."""
+        return await self.request("zcor/export", {"format": format})
+
+    async def export_read(self, export_id: str, file: int = 0, offset: int = 0) -> dict[str, Any]:
+        """A piece of a kept export's file: `{text, nextOffset}`."""
+        return await self.request("zcor/export/read", {"exportId": export_id, "file": file, "offset": offset})
+
     async def history_at(self, time: str | datetime) -> dict[str, Any]:
         """The whole Memory as it was at an instant (ISO 8601 with its UTC offset, or an aware datetime)."""
         return await self.request("zcor/history/at", self._time_param(time))
@@ -185,6 +210,15 @@ class AsyncCalls(CallParams):
     async def history_versions(self, id: str) -> dict[str, Any]:
         """Every version of a memory (or relationship, by personId), oldest first."""
         return await self.request("zcor/history/versions", {"id": id})
+
+    async def import_file(self, params: dict[str, Any]) -> dict[str, Any]:
+        """`zcor/import {data | uploadId, encoding?, name?, format?, preview?, parentId?, persona?}`:
+        a lore file into memories, as one operation (zcord.transport.interop_client sends any size)."""
+        return await self.request("zcor/import", params)
+
+    async def import_upload(self, data: str, upload_id: str | None = None) -> dict[str, Any]:
+        """Add a piece of a file to import: `{uploadId, size}`."""
+        return await self.request("zcor/import/upload", {"data": data} if upload_id is None else {"data": data, "uploadId": upload_id})
 
     async def list_tools(self) -> list[dict[str, Any]]:
         """The tools declared for this connection's role."""

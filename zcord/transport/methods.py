@@ -25,7 +25,7 @@ from ..core.layout import BOT_BACKUP_RE
 from ..service import review, undo
 from ..service.rooms import synonyms as synonym_room
 from ..service.tools import TOOLS, declared_tools
-from . import mcp_extras, replies
+from . import mcp_extras, replies, transfers
 from . import params as M
 from .connections import Connection
 from .optable import ClientCall as C
@@ -505,6 +505,40 @@ method("zcor/review/reject",
                   "self._review_params(ids, force, preview)",
                   doc="Reject held changes by their operation seqs: each is reverted, as one operation."),))(
     _room_call(review.reject))
+
+
+# -- import and export (issue 36) -----------------------------------------------------------------
+
+
+@method("zcor/import", params=M.ImportParams, runs="long",
+        client=(C("import_file", "params: dict[str, Any]", "params",
+                  doc="`zcor/import {data | uploadId, encoding?, name?, format?, preview?, parentId?, persona?}`:\n"
+                      "a lore file into memories, as one operation (zcord.transport.interop_client sends any size)."),))
+async def _import(m: Methods, call: Call) -> dict[str, Any]:
+    return await call.run(transfers.run_import, m.service, call.conn, call.args)
+
+
+@method("zcor/import/upload", params=M.UploadParams, runs="loop",
+        client=(C("import_upload", "data: str, upload_id: str | None = None",
+                  '{"data": data} if upload_id is None else {"data": data, "uploadId": upload_id}',
+                  doc="Add a piece of a file to import: `{uploadId, size}`."),))
+async def _import_upload(m: Methods, call: Call) -> dict[str, Any]:
+    return transfers.upload(call.conn, call.args.data, call.args.upload_id)
+
+
+@method("zcor/export", params=M.ExportParams, runs="long",
+        client=(C("export", "format: str = \"jsonl\"", '{"format": format}',
+                  doc="`zcor/export {format}`: the Memory as files (inline, or an exportId to read in pieces)."),))
+async def _export(m: Methods, call: Call) -> dict[str, Any]:
+    return await call.run(transfers.start_export, m.service, call.conn, call.args.format)
+
+
+@method("zcor/export/read", params=M.ExportReadParams, runs="loop",
+        client=(C("export_read", "export_id: str, file: int = 0, offset: int = 0",
+                  '{"exportId": export_id, "file": file, "offset": offset}',
+                  doc="A piece of a kept export's file: `{text, nextOffset}`."),))
+async def _export_read(m: Methods, call: Call) -> dict[str, Any]:
+    return transfers.read_export(call.conn, call.args.export_id, call.args.file, call.args.offset)
 
 
 def _iso(ts: float) -> str:

@@ -8,9 +8,9 @@ A bad value is refused as a tool's bad argument is: `invalid_argument`, naming t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, StrictStr, ValidationError
+from pydantic import ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
 
 from ..core.errors import InvalidArgument
 from ..service.calls import invalid_from
@@ -50,6 +50,37 @@ class HistoryVersionsParams(Args):
 
 class HistoryAtParams(Args):
     time: StrictStr = Field(description="An ISO 8601 time with its UTC offset.")
+
+
+class ImportParams(Args):
+    """`zcor/import` (zcord.service.interop): the file as `data` or as a finished upload."""
+
+    data: StrictStr | None = Field(None, description="The file: its text, or base64 with encoding base64.")
+    upload_id: StrictStr | None = Field(None, description="A finished zcor/import/upload, instead of data.")
+    encoding: Literal["text", "base64"] = Field("text", description="How data (or the upload) holds the file.")
+    name: StrictStr = Field("import", description="The file's name: the origin import:<name>, and what a "
+                                                  "second import of the same file updates by.")
+    format: Literal["worldinfo", "card", "lorebook", "jsonl"] | None = Field(
+        None, description="Insist on a format (default: found from the content).")
+    preview: StrictBool = Field(False, description="Show what would be created; change nothing.")
+    parent_id: StrictStr | None = Field(None, description="Put the imported roots under this memory.")
+    persona: StrictBool = Field(False, description="Write a card's proposed PERSONA.md too.")
+
+
+class UploadParams(Args):
+    data: StrictStr = Field(description="The next piece of the file (base64 or text, as zcor/import's encoding).")
+    upload_id: StrictStr | None = Field(None, description="The upload to add to; none starts one.")
+
+
+class ExportParams(Args):
+    format: Literal["lorebook", "worldinfo", "jsonl", "markdown"] = Field(
+        "jsonl", description="lorebook (lorebook_v3), worldinfo (SillyTavern), jsonl (zcor) or markdown.")
+
+
+class ExportReadParams(Args):
+    export_id: StrictStr = Field(description="The exportId zcor/export returned.")
+    file: StrictInt = Field(0, description="Which of its files (an index).")
+    offset: StrictInt = Field(0, description="From this character (the last piece's nextOffset).")
 
 
 def validate(model: type[Args], params: dict[str, Any]) -> Args:
