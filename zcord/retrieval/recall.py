@@ -42,6 +42,7 @@ from ..core.text import (
     match_form,
     normalize,
     runs,
+    sender_key,
     stem,
     stem_key,
     term_key,
@@ -437,8 +438,8 @@ class RecallSessions:
                 continue
             if key in st.relationships:
                 out[key] = None
-            else:
-                for pid in sorted(st.alias_ids.get(normalize(key), ())):
+            else:  # compared as sender keys (zcord.core.text.sender_key): case, width, invisibles
+                for pid in sorted(st.alias_ids.get(sender_key(key), ())):
                     out[pid] = None
         return list(out)
 

@@ -15,7 +15,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
@@ -38,7 +38,7 @@ from ..core.oplog import OpLog
 from ..core.persona import PersonaName, persona_text
 from ..core.state import MemoryState, Tx
 from ..core.store import Store
-from ..core.text import tokenizer
+from ..core.text import sender_key, tokenizer
 from ..retrieval.prefix import build_prefix
 from ..retrieval.recall import RecallSessions, Retriever, check_session, parse_events
 from ..retrieval.synonyms import Synonyms
@@ -171,9 +171,10 @@ class Service:
 
     def call(self, tool: str, params: Any = None, actor: str = "operator",
              allowed: Collection[str] | None = None, view: bool = False,
-             claim: Any = O.NO_CLAIM, batch: tuple[str, list[str]] | None = None) -> dict[str, Any]:
+             claim: Any = O.NO_CLAIM, batch: tuple[str, list[str]] | None = None,
+             present: Mapping[str, list[str]] | None = None) -> dict[str, Any]:
         """Run one tool call and record it (Dispatcher.call)."""
-        return self.calls.call(tool, params, actor, allowed, view, claim, batch)
+        return self.calls.call(tool, params, actor, allowed, view, claim, batch, present)
 
     def run_operation(self, name: str, params: Any, fn: Callable[[Ctx], dict[str, Any]]) -> dict[str, Any]:
         """An operator method that changes the Memory (Dispatcher.run_operation)."""
@@ -338,10 +339,11 @@ class Service:
 
         def apply():
             before, after = self.trust.set(params["sender"], params["level"])
-            out = {"sender": params["sender"], "level": self.trust.level(params["sender"], self.config.default_trust),
+            key = sender_key(params["sender"])  # kept and shown in comparison form
+            out = {"sender": key, "level": self.trust.level(key, self.config.default_trust),
                    "explicit": after is not None}
             return out, ([] if before == after else
-                         [{"kind": "trust.set", "target": params["sender"], "before": before, "after": after}])
+                         [{"kind": "trust.set", "target": key, "before": before, "after": after}])
 
         return self.calls.operate("zcor/trust/set", dict(params), actor, apply, TRUST_FILE)
 

@@ -53,10 +53,11 @@ class SyncCalls(CallParams):
         with `preview` nothing changes and the result lists the changes and conflicts."""
         return self.request("zcor/history/revert", self._revert_params(seq, force, preview))
 
-    def history_revert_origin(self, sender: str, start: str | datetime | None = None, end: str | datetime | None = None, force: bool = False, preview: bool = False) -> dict[str, Any]:
+    def history_revert_origin(self, sender: str, start: str | datetime | None = None, end: str | datetime | None = None, force: bool = False, preview: bool = False, shared: bool = False) -> dict[str, Any]:
         """Undo every change caused by `sender` (between `start` and `end`), newest first, as
-        one operation (`zcor/history/revertOrigin`); with `preview` nothing changes."""
-        return self.request("zcor/history/revertOrigin", self._revert_origin_params(sender, start, end, force, preview))
+        one operation (`zcor/history/revertOrigin`); with `preview` nothing changes. Only
+        the changes `sender` spoke for; with `shared` also those they were present at."""
+        return self.request("zcor/history/revertOrigin", self._revert_origin_params(sender, start, end, force, preview, shared))
 
     def history_versions(self, id: str) -> dict[str, Any]:
         """Every version of a memory (or relationship, by personId), oldest first."""
@@ -177,10 +178,11 @@ class AsyncCalls(CallParams):
         with `preview` nothing changes and the result lists the changes and conflicts."""
         return await self.request("zcor/history/revert", self._revert_params(seq, force, preview))
 
-    async def history_revert_origin(self, sender: str, start: str | datetime | None = None, end: str | datetime | None = None, force: bool = False, preview: bool = False) -> dict[str, Any]:
+    async def history_revert_origin(self, sender: str, start: str | datetime | None = None, end: str | datetime | None = None, force: bool = False, preview: bool = False, shared: bool = False) -> dict[str, Any]:
         """Undo every change caused by `sender` (between `start` and `end`), newest first, as
-        one operation (`zcor/history/revertOrigin`); with `preview` nothing changes."""
-        return await self.request("zcor/history/revertOrigin", self._revert_origin_params(sender, start, end, force, preview))
+        one operation (`zcor/history/revertOrigin`); with `preview` nothing changes. Only
+        the changes `sender` spoke for; with `shared` also those they were present at."""
+        return await self.request("zcor/history/revertOrigin", self._revert_origin_params(sender, start, end, force, preview, shared))
 
     async def history_versions(self, id: str) -> dict[str, Any]:
         """Every version of a memory (or relationship, by personId), oldest first."""
