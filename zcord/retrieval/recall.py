@@ -166,6 +166,10 @@ class Retriever:
 
     hidden_ids: Callable[[], AbstractSet[str]] = frozenset
     """The ids recall and search must leave out (changes pending review); set by the service."""
+    hidden_people: Callable[[], AbstractSet[str]] = frozenset
+    """The personIds whose relationship is held for review (no person entry); set by the service."""
+    held_view: Callable[[Any], Any] = staticmethod(lambda state: state)
+    """The state as the model may see it (memories as last approved); set by the service."""
 
     own_name: Callable[[], str] = str
     """The bot's own name (PERSONA.md's first heading, core.persona.PersonaName); set by the
@@ -510,10 +514,10 @@ class RecallSessions:
             self.sets.move_to_end(session)
         people = self.senders.get(session, []) if senders else []
         ids = self.sets.get(session, [])
-        hidden = self.retriever.hidden_ids()
-        if hidden:  # held for review since the batch was recalled
-            people, ids = [p for p in people if p not in hidden], [i for i in ids if i not in hidden]
-        text, ids = render_header(self.retriever.state, ids, budget, people)
+        hidden, held_people = self.retriever.hidden_ids(), self.retriever.hidden_people()
+        if hidden or held_people:  # held for review since the batch was recalled (ids and personIds apart)
+            people, ids = [p for p in people if p not in held_people], [i for i in ids if i not in hidden]
+        text, ids = render_header(self.retriever.held_view(self.retriever.state), ids, budget, people)
         return {"text": text, "ids": ids}
 
 

@@ -203,9 +203,9 @@ class Dispatcher:
 
     def judge_origin(self, spec: ToolSpec | None, actor: str, claim: Any, batch: tuple[str, list[str]] | None,
                      view: bool, present: Mapping[str, list[str]] | None = None
-                     ) -> tuple[dict[str, Any], ZcorError | None, bool]:
+                     ) -> tuple[dict[str, Any], ZcorError | None, list[str]]:
         """A call's origin, and what per-sender trust says of it: (origin, the refusal or
-        None, whether its change is held for review).
+        None, the senders its change is held for: none when it is not held).
 
         The speaker (zcord.core.origin.speaker) blocked: refused. The speaker untrusted, or
         another sender present untrusted or blocked: held for review (the kinds of change
@@ -214,9 +214,9 @@ class Dispatcher:
         try:
             origin = O.resolve(actor, claim, batch, claim is not O.NO_CLAIM)
         except InvalidArgument as e:
-            return O.resolve(actor, None, batch, False), e, False
+            return O.resolve(actor, None, batch, False), e, []
         if actor != "model":
-            return origin, None, False
+            return origin, None, []
         trust, default = self.host.trust, self.host.config.default_trust
         if claim is not O.NO_CLAIM and present and isinstance(origin.get("session"), str):
             # the session's batch on this connection: its strict senders count though the claim left them out
@@ -230,7 +230,7 @@ class Dispatcher:
             origin = {**origin, "senders": O.cut(origin["senders"], lambda s: trust.rank(s, default),
                                                    O.speaker(origin))}
         if spec is None or not spec.mutates or view:
-            return origin, None, False
+            return origin, None, []
         from ..core.errors import BlockedSender, UntrustedSender
         from .review import HOLDABLE_TOOLS
 
@@ -240,21 +240,22 @@ class Dispatcher:
         if level == "blocked":
             return origin, BlockedSender(
                 f"{spec.name} was refused by the per-sender trust rule: the operator blocked {named}, so "
-                f"nothing is changed on their behalf. Do not retry; answer without changing the memory."), False
+                f"nothing is changed on their behalf. Do not retry; answer without changing the memory."), []
         strict = [s for s in O.present(origin) if trust.level(s, default) in ("untrusted", "blocked")]
         if level == "untrusted" or strict:
             if spec.name in HOLDABLE_TOOLS:
-                return origin, None, True
+                by = ([first] if level == "untrusted" and first else []) + strict
+                return origin, None, by or ["(unknown sender)"]
             who = ", ".join(([first] if level == "untrusted" and first else []) + strict) or named
             if level != "untrusted" and all(trust.level(s, default) == "blocked" for s in strict):
                 return origin, BlockedSender(
                     f"{spec.name} was refused by the per-sender trust rule: the operator blocked {who}, who took "
                     f"part in this conversation, and this kind of change cannot be held for an operator's "
-                    f"review. Do not retry."), False
+                    f"review. Do not retry."), []
             return origin, UntrustedSender(
                 f"{spec.name} was refused by the per-sender trust rule: {who} is untrusted, and this kind "
-                f"of change cannot be held for an operator's review. Do not retry."), False
-        return origin, None, False
+                f"of change cannot be held for an operator's review. Do not retry."), []
+        return origin, None, []
 
     def new_ctx(self, tool: str, actor: str) -> Ctx:
         """The next operation: its sequence number and time (call with the lock held). The
@@ -268,7 +269,8 @@ class Dispatcher:
         ctx = Ctx(actor=actor, tool=tool, seq=self.seq, at=at)
         if actor == "model":
             ctx.origin = getattr(self._calling, "origin", None) or O.inferred(None, [])
-            ctx.hold = bool(getattr(self._calling, "hold", False))
+            ctx.hold_by = list(getattr(self._calling, "hold", None) or ())
+            ctx.hold = bool(ctx.hold_by)
         else:
             ctx.origin = dict(O.OPERATOR_ORIGIN)
         return ctx
@@ -295,6 +297,9 @@ class Dispatcher:
         if ctx.hold and numbered:
             try:
                 self.host.review.hold(ctx, [c.dump() for c in numbered])
+            except ZcorError:  # no room left for the senders it would be held for
+                tx.rollback()
+                raise
             except OSError as e:
                 tx.rollback()
                 raise StorageError(f"The change could not be held for review ({describe_os_error(e)}); nothing "

@@ -45,7 +45,7 @@ from ..retrieval.synonyms import Synonyms
 from .calls import Ctx, InternalError, RestoreInProgress
 from .dispatcher import Dispatcher
 from .gate import RestoreGate
-from .review import REVIEW_FILE, ReviewBook, WithoutHeld
+from .review import REVIEW_FILE, ReviewBook
 from .rooms import backups, history, synonyms
 from .snapshots import Snapshots
 from .trust import TRUST_FILE, TrustBook
@@ -82,7 +82,9 @@ class Service:
         self.sessions = RecallSessions(self.retriever)
         self.trust = TrustBook(self.dir / TRUST_FILE)
         self.review = ReviewBook(self.dir / REVIEW_FILE, self.lock)
-        self.retriever.hidden_ids = lambda: self.review.hidden  # held changes: not recalled, not searched
+        self.retriever.hidden_ids = lambda: self.review.hidden_nodes  # held changes: not recalled, not searched
+        self.retriever.hidden_people = lambda: self.review.hidden_people  # held relationships: no person entry
+        self.retriever.held_view = self.review.view  # memories as last approved in person entries
         self.retriever.own_name = PersonaName(self.dir / PERSONA_FILE)  # "thanks Juniper" addresses the bot
         self.undo = UndoBook(self.oplog)
         self.http_client: Any = None  # an httpx.Client to reuse for provider calls (tests may inject one)
@@ -290,10 +292,8 @@ class Service:
     def prefix(self) -> str:
         """The system prefix, built from live state and PERSONA.md."""
         with self.lock:
-            st: MemoryState = self.state
-            hidden = self.review.hidden
-            if hidden and any(i in hidden for i in st.important):  # held memories wait for review
-                st = cast(MemoryState, WithoutHeld(st, hidden))  # the state, its important list filtered
+            # held changes wait for review: the approved important list, memories as last approved
+            st = cast(MemoryState, self.review.view(self.state))
             return build_prefix(st, self.dir / PERSONA_FILE, self.config.relationship_memory)
 
     def recall(self, session: str, events: Any) -> list[str]:

@@ -99,9 +99,10 @@ class SyncCalls(CallParams):
         """Approve held changes by their operation seqs (they are recalled from now on)."""
         return self.request("zcor/review/approve", self._review_params(ids))
 
-    def review_list(self) -> dict[str, Any]:
-        """`zcor/review/list` → `{items: [{seq, at, tool, origin, changes}], total}`, newest first."""
-        return self.request("zcor/review/list")
+    def review_list(self, offset: int = 0, limit: int | None = None) -> dict[str, Any]:
+        """`zcor/review/list` → `{items: [{seq, at, tool, origin, by, changes}], total, nextOffset?}`,
+        newest first, a page at a time (`offset`, `limit`)."""
+        return self.request("zcor/review/list", {"offset": offset, **({"limit": limit} if limit is not None else {})})
 
     def review_reject(self, ids: list[int], force: bool = False, preview: bool = False) -> dict[str, Any]:
         """Reject held changes by their operation seqs: each is reverted, as one operation."""
@@ -224,9 +225,10 @@ class AsyncCalls(CallParams):
         """Approve held changes by their operation seqs (they are recalled from now on)."""
         return await self.request("zcor/review/approve", self._review_params(ids))
 
-    async def review_list(self) -> dict[str, Any]:
-        """`zcor/review/list` → `{items: [{seq, at, tool, origin, changes}], total}`, newest first."""
-        return await self.request("zcor/review/list")
+    async def review_list(self, offset: int = 0, limit: int | None = None) -> dict[str, Any]:
+        """`zcor/review/list` → `{items: [{seq, at, tool, origin, by, changes}], total, nextOffset?}`,
+        newest first, a page at a time (`offset`, `limit`)."""
+        return await self.request("zcor/review/list", {"offset": offset, **({"limit": limit} if limit is not None else {})})
 
     async def review_reject(self, ids: list[int], force: bool = False, preview: bool = False) -> dict[str, Any]:
         """Reject held changes by their operation seqs: each is reverted, as one operation."""

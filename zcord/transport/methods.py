@@ -495,7 +495,10 @@ async def _trust_set(m: Methods, call: Call) -> dict[str, Any]:
 
 
 method("zcor/review/list",
-        client=(C("review_list", doc="`zcor/review/list` → `{items: [{seq, at, tool, origin, changes}], total}`, newest first."),))(
+        client=(C("review_list", "offset: int = 0, limit: int | None = None",
+                  '{"offset": offset, **({"limit": limit} if limit is not None else {})}',
+                  doc="`zcor/review/list` → `{items: [{seq, at, tool, origin, by, changes}], total, nextOffset?}`,\n"
+                      "newest first, a page at a time (`offset`, `limit`)."),))(
     _room_call(review.review_list))
 
 
