@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .errors import StateFileInvalid, ZcorError
-from .text import normalize, sender_key
+from .senderkey import sender_key
+from .text import normalize
 
 log = logging.getLogger("zcord")
 

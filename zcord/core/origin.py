@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .errors import InvalidArgument
-from .text import sender_key
+from .senderkey import sender_key
 
 ORIGIN_META = "zcor/origin"
 """`tools/call` `_meta` key of the origin a bot tells."""

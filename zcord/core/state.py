@@ -15,7 +15,8 @@ from typing import Any, Generic, TypeVar
 
 from .indexes import INDEX_STEP, NodeIndex, Postings, RetrievalIndexes, TextBlob, _TextChunk
 from .models import Change, Node, Relationship
-from .text import match_form, normalize, sender_key
+from .senderkey import sender_key
+from .text import match_form, normalize
 
 
 @dataclass(slots=True)

@@ -30,6 +30,7 @@ from ..core.fence import (
 )
 from ..core.invalid import sentence
 from ..core.lexicon import GREETINGS, PHRASAL, PHRASAL_GAP
+from ..core.senderkey import sender_key
 from ..core.state import MemoryState
 from ..core.text import (
     add_user_words,
@@ -42,7 +43,6 @@ from ..core.text import (
     match_form,
     normalize,
     runs,
-    sender_key,
     stem,
     stem_key,
     term_key,

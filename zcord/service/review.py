@@ -420,7 +420,7 @@ class _ApprovedNodes(Mapping):
 
     def __contains__(self, key: object) -> bool:
         if key in self._approved:
-            return self._approved[key] is not None  # type: ignore[index]
+            return self._approved[key] is not None
         return key in self._nodes
 
     def __iter__(self) -> Iterator[str]:

@@ -36,9 +36,10 @@ from ..core.layout import (
 from ..core.models import now
 from ..core.oplog import OpLog
 from ..core.persona import PersonaName, persona_text
+from ..core.senderkey import sender_key
 from ..core.state import MemoryState, Tx
 from ..core.store import Store
-from ..core.text import sender_key, tokenizer
+from ..core.text import tokenizer
 from ..retrieval.prefix import build_prefix
 from ..retrieval.recall import RecallSessions, Retriever, check_session, parse_events
 from ..retrieval.synonyms import Synonyms

@@ -27,7 +27,7 @@ from ..core.errors import InvalidArgument, StateFileInvalid
 from ..core.fsutil import atomic_write, read_nofollow
 from ..core.origin import MAX_SENDER
 from ..core.origin import senders as origin_senders
-from ..core.text import sender_key
+from ..core.senderkey import sender_key
 
 TRUST_FILE = "trust.json"
 LEVELS = ("trusted", "normal", "untrusted", "blocked")

@@ -674,7 +674,7 @@ def preview_many(svc: FlowRoom, name: str, plan: Callable[[Ctx], Undo]) -> dict[
 
 def _origin_args(params: Any) -> tuple[str, float | None, float | None, bool, bool, bool]:
     from ..core.origin import MAX_SENDER
-    from ..core.text import sender_key
+    from ..core.senderkey import sender_key
     from .calls import parse_time_filter
 
     if not isinstance(params, dict):
