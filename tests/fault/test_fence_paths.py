@@ -18,7 +18,6 @@ import pytest
 from tests.fakellm import FakeLLM, openai_text, openai_tools
 from tests.fault.test_poisoning import CORPUS, markers_in
 from tests.integration.conftest import ZCOR_CMD
-from zcord.core.fence import fence_reply_line, fence_tool_result
 
 pytestmark = pytest.mark.fault
 
@@ -42,6 +41,8 @@ def strings(value):
 
 
 def test_fence_tool_result_neutralizes_every_string_and_is_idempotent():
+    from zcord.core.fence import fence_reply_line, fence_tool_result
+
     result = {"items": [{"id": f"m{i}", "title": evil[:200], "content": evil, "keywords": [evil[:20]], "n": i,
                          "ok": True, "none": None} for i, evil in enumerate(CORPUS)]}
     fenced = fence_tool_result(result)

@@ -10,13 +10,14 @@ import threading
 
 from textual.widgets import DataTable
 
-from zcor_tui.diff import TOO_LARGE, change_view, word_diff
+from zcor_tui.diff import change_view, word_diff
 from zcor_tui.screens.history import HistoryScreen
 from zcor_tui.screens.review import ReviewScreen
 from zcor_tui.screens.versions import VersionsScreen
 
 from .conftest import press, settle, text_of, until
 
+TOO_LARGE = "diff too large — showing before/after"
 CHARS = "的一是不了人我在有他这中大来上个国到说们为子和你地出道也时年"
 
 
