@@ -303,11 +303,14 @@ class HistoryScreen(ZcorScreen):
     def action_revert_origin(self) -> None:
         sender = self.query_one("#origin", Input).value.strip()
         if not sender and self.selected is not None:
-            senders = (self.selected.get("origin") or {}).get("senders") or []
-            if len(senders) == 1:
-                sender = senders[0]
+            origin = self.selected.get("origin") or {}
+            senders = origin.get("senders") or []
+            # the speaker (told, else the last sender): the one whose message led to the change
+            speaker = origin.get("speaker") if isinstance(origin.get("speaker"), str) else None
+            if speaker or senders:
+                sender = speaker or senders[-1]
         if not sender:
-            self.notify("Type the sender in the origin filter (or select a record from one sender) first.",
+            self.notify("Type the sender in the origin filter (or select a record with a sender) first.",
                         severity="warning")
             return
         self.app.push_screen(RevertOriginScreen(sender))

@@ -197,7 +197,12 @@ def describe(origin: Any) -> str:
         return "operator"
     who = senders(origin)
     text = ""
-    if who:
+    told = origin.get("speaker")
+    if isinstance(told, str) and sender_key(told) in who and len(who) > 1:  # the speaker, the others present
+        rest = [s for s in who if s != sender_key(told)]
+        text = f"from {sender_key(told)} (with " + ", ".join(rest[:3]) + (f" +{len(rest) - 3}" if len(rest) > 3
+                                                                          else "") + ")"
+    elif who:
         text = "from " + ", ".join(who[:3]) + (f" +{len(who) - 3}" if len(who) > 3 else "")
     session = origin.get("session")
     if isinstance(session, str):

@@ -37,6 +37,7 @@ Crash safety (a crash at any instant leaves the old or the new pending set):
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -237,7 +238,11 @@ class ReviewBook:
         line = json.dumps(event, ensure_ascii=False).encode() + b"\n"
         fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640)
         try:
-            os.write(fd, line)
+            size = os.fstat(fd).st_size
+            written = os.write(fd, line)
+            if written != len(line):  # a short write (disk full): take it back, the record stays whole
+                os.ftruncate(fd, size)
+                raise OSError(errno.ENOSPC, "no space left on the device")
             os.fsync(fd)
         finally:
             os.close(fd)
