@@ -80,6 +80,8 @@ REVIEW_NOTE = ("Saved, but held for an operator's review because the message cam
 
 
 MAX_REJECTED = 100_000
+COMPACT_FROM = 1 << 20
+"""review.log is compacted into review.json once it is this large and larger than the snapshot."""
 
 
 def fingerprint(version: dict[str, Any]) -> str:
@@ -155,11 +157,11 @@ class ReviewBook:
                     continue  # reverted
                 entry = {k: v for k, v in entry.items() if k != "reverting"}
             settled[seq] = entry
-        if settled != items or replayed:
+        self.snapshot_bytes = self.path.stat().st_size if had_snapshot else 0
+        if settled != items or (replayed and self.log_bytes > max(COMPACT_FROM, self.snapshot_bytes)):
             self._compact(settled)
         else:
             self._set(items)
-            self.snapshot_bytes = self.path.stat().st_size if had_snapshot else 0
 
     def _replay(self, items: dict[int, dict[str, Any]]) -> bool:
         """Apply review.log's events to items; whether there were any."""
@@ -171,9 +173,13 @@ class ReviewBook:
             raise StateFileInvalid(f"{self.log_path.name} cannot be read ({e.strerror or e}); fix it or remove it "
                                    f"(changes held since the last snapshot then count as approved)") from None
         any_event = False
+        good = 0  # the bytes of whole lines
+        torn = False
         with os.fdopen(fd, "rb") as f:
             for n, line in enumerate(f, 1):
                 try:
+                    if not line.endswith(b"\n"):
+                        raise ValueError("torn")
                     event = json.loads(line)
                     if not isinstance(event, dict):
                         raise ValueError("not an object")
@@ -181,20 +187,22 @@ class ReviewBook:
                     if not line.endswith(b"\n"):
                         log.warning("%s: ignoring a torn last line (a crash while it was written)",
                                     self.log_path.name)
+                        torn = True
                         break
                     raise StateFileInvalid(f"{self.log_path.name} line {n} is not a review event; fix it by hand "
                                            f"or remove the file") from None
                 any_event = True
+                good += len(line)
                 _apply(items, event)
                 self._reject_pairs(event.get("rejected") or [])
+        if torn:  # cut it off, so that the next event starts a line of its own
+            os.truncate(self.log_path, good)
+        self.log_bytes = good
         return any_event
 
     def _set(self, items: dict[int, dict[str, Any]]) -> None:
         self.items = items
-        self.sizes = {k: v for k, v in self.sizes.items() if k in items}
-        for k, e in items.items():
-            if k not in self.sizes:
-                self.sizes[k] = _size(e)
+        self.sizes = {k: v for k, v in self.sizes.items() if k in items}  # the rest measured when asked
         nodes: set[str] = set()
         people: set[str] = set()
         approved: dict[str, dict[str, Any] | None] = {}
@@ -251,7 +259,7 @@ class ReviewBook:
         _apply(items, event)
         self._reject_pairs(event.get("rejected") or [])
         self._set(items)
-        if self.log_bytes > max(1 << 20, self.snapshot_bytes):
+        if self.log_bytes > max(COMPACT_FROM, self.snapshot_bytes):
             try:
                 self._compact(self.items)
             except OSError as e:  # the record holds it all; compacted at the next start
@@ -259,13 +267,20 @@ class ReviewBook:
 
     # -- holding, reverting ---------------------------------------------------------------
 
+    def size_of(self, seq: int) -> int:
+        """An entry's bytes as JSON (measured once)."""
+        got = self.sizes.get(seq)
+        if got is None:
+            got = self.sizes[seq] = _size(self.items[seq])
+        return got
+
     def held_for(self, sender: str) -> tuple[int, int]:
         """How many operations are held for a sender, and their bytes."""
         n = size = 0
         for k, e in self.items.items():
             if sender in (e.get("by") or ()):
                 n += 1
-                size += self.sizes.get(k, 0)
+                size += self.size_of(k)
         return n, size
 
     def hold(self, ctx: Ctx, changes: list[dict[str, Any]]) -> None:
@@ -508,7 +523,7 @@ def review_list(svc: FlowRoom, params: Any) -> dict[str, Any]:
         page: list[dict[str, Any]] = []
         used = 0
         for k in seqs[offset:offset + limit]:
-            size = book.sizes.get(k) or _size(book.items[k])
+            size = book.size_of(k)
             if page and used + size > PAGE_BYTES:
                 break
             page.append(dict(book.items[k]))
