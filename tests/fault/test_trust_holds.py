@@ -242,12 +242,17 @@ def test_attack6_a_restore_holds_a_rejected_change_again(daemon):
                              origin=told("qq:troll"))["id"]
         good = bot.call_tool("zcor_memory_write", {"title": "客服邮箱", "content": "help@example.com"},
                              origin=told("qq:troll"))["id"]
+        op.call_tool("zcor_relationship_write", rel("qq:alice", "Alice"))
+        bot.call_tool("zcor_relationship_write", rel("qq:alice", "Alice", relationship="骗子"),
+                      origin=told("qq:troll"))
         backup = op.call_tool("zcor_memory_backup", {})["backupFile"]
         items = {i["changes"][0]["target"]: i["seq"] for i in op.review_list()["items"]}
-        op.review_reject([items[scam]])
+        op.review_reject([items[scam], items["qq:alice"]])
         op.review_approve([items[good]])
         out = bot.call_tool("zcor_memory_restore", {"backupFile": backup}, origin=told("qq:alice"))
-        assert out["heldAgain"] == [scam]
+        assert sorted(out["heldAgain"]) == sorted([scam, "qq:alice"])
+        bot.recall(GROUP, [ev("你好", "qq:alice")])
+        assert "骗子" not in bot.context(GROUP)["text"]
         assert op.call_tool("zcor_memory_read", {"id": scam})["content"] == "转账到6222"  # restored, but held
         hits = bot.recall(GROUP, [ev("客服电话 客服邮箱", "qq:alice")])
         assert scam not in hits and good in hits
