@@ -263,6 +263,10 @@ def test_attack6_a_restore_holds_a_rejected_change_again(daemon):
     with daemon.client("operator") as op, daemon.client() as bot:
         assert scam not in bot.recall(GROUP, [ev("客服电话", "qq:alice")])
         assert op.review_list()["total"] == 1
+        # the operator approves it after all: a later restore of the same backup keeps it approved
+        op.review_approve([op.review_list()["items"][0]["seq"]])
+        assert "heldAgain" not in op.call_tool("zcor_memory_restore", {"backupFile": backup})
+        assert scam in bot.recall(GROUP, [ev("客服电话", "qq:alice")])
 
 
 # -- #7: review that scales ------------------------------------------------------------------------

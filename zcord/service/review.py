@@ -195,6 +195,7 @@ class ReviewBook:
                 good += len(line)
                 _apply(items, event)
                 self._reject_pairs(event.get("rejected") or [])
+                self._approve_pairs(event.get("approved") or [])
         if torn:  # cut it off, so that the next event starts a line of its own
             os.truncate(self.log_path, good)
         self.log_bytes = good
@@ -258,6 +259,7 @@ class ReviewBook:
         items = dict(self.items)
         _apply(items, event)
         self._reject_pairs(event.get("rejected") or [])
+        self._approve_pairs(event.get("approved") or [])
         self._set(items)
         if self.log_bytes > max(COMPACT_FROM, self.snapshot_bytes):
             try:
@@ -314,8 +316,12 @@ class ReviewBook:
                 log.warning("%s: could not drop held operation %s (%s)", self.path.name, seq, e)
 
     def approve(self, seqs: list[int]) -> None:
-        """The held operations become ordinary (lock held); OSError when the record cannot be written."""
-        self._record({"drop": list(seqs)})
+        """The held operations become ordinary (lock held); OSError when the record cannot be
+        written. A version approved is no longer a rejected one (a later restore keeps it)."""
+        approved = [[c["target"], fingerprint(c["after"])] for k in seqs if k in self.items
+                    for c in self.items[k]["changes"] if isinstance(c.get("target"), str)
+                    and isinstance(c.get("after"), dict)]
+        self._record({"drop": list(seqs), **({"approved": approved} if approved else {})})
 
     def start_reverting(self, seqs: list[int], by: int) -> None:
         """Mark the held ones among seqs as being reverted by operation `by` (before it commits)."""
@@ -348,6 +354,11 @@ class ReviewBook:
                 except OSError as e:
                     log.warning("%s: %s (settled at the next start)", self.path.name, e)
         return result
+
+    def _approve_pairs(self, pairs: Any) -> None:
+        for p in pairs if isinstance(pairs, list) else ():
+            if isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p):
+                self.rejected.pop((p[0], p[1]), None)
 
     def _reject_pairs(self, pairs: Any) -> None:
         for p in pairs if isinstance(pairs, list) else ():
