@@ -21,6 +21,7 @@ from typing import Any
 
 from . import __version__
 from .core import protocol as P
+from .core.fence import fence_reply_line
 from .transport.affinity import affinity_series, sparkline
 from .transport.client import (
     Client,
@@ -461,14 +462,26 @@ def cmd_mcp(args: argparse.Namespace) -> int:
                 pass
 
     threading.Thread(target=pump_in, name="stdin", daemon=True).start()
+    pending = bytearray()  # zcord's replies, a line at a time: tool results go to the host fenced
+
+    def emit(data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(1, view):]
+
     try:
         while True:
             data = sock.recv(1 << 16)
             if not data:
+                if pending:
+                    emit(fence_reply_line(bytes(pending)))
                 break
-            view = memoryview(data)
-            while view:
-                view = view[os.write(1, view):]
+            pending += data
+            end = pending.rfind(b"\n")
+            if end < 0:
+                continue
+            whole, pending = bytes(pending[:end + 1]), pending[end + 1:]
+            emit(b"".join(fence_reply_line(line + b"\n") for line in whole[:-1].split(b"\n")))
     except BrokenPipeError:
         return EXIT_OK  # the host went away
     except OSError as e:

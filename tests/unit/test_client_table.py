@@ -55,7 +55,7 @@ def test_the_clients_keep_the_calls_bots_and_the_tui_use():
         "backup_preview": "(self, backup_file: 'str') -> 'dict[str, Any]'",
         "history_revert_origin": "(self, sender: 'str', start: 'str | datetime | None' = None, "
                                  "end: 'str | datetime | None' = None, force: 'bool' = False, "
-                                 "preview: 'bool' = False) -> 'dict[str, Any]'",
+                                 "preview: 'bool' = False, shared: 'bool' = False) -> 'dict[str, Any]'",
     }
     for name, sig in expected.items():
         assert str(inspect.signature(getattr(C.Client, name))) == sig, name

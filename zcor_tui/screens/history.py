@@ -28,6 +28,7 @@ from zcord.client import ClientError
 from ..diff import change_view
 from ..format import cell, change_targets, compact_json, origin_text, plain, when
 from ..messages import MemoryChanged, NodeRequested
+from ..widgets.diffshow import show_view
 from ..widgets.rows import add_columns, cursor_key, move_to, row_table
 from .base import ZcorScreen
 from .origin_revert import RevertOriginScreen
@@ -220,7 +221,11 @@ class HistoryScreen(ZcorScreen):
         if record is None:
             return
         self.selected = record
-        self.query_one("#record", Static).update(self.render_record(record))
+        self._show_record(record)
+
+    def _show_record(self, record: dict[str, Any]) -> None:
+        """The record and its changes' diffs: a large diff is built off the UI thread."""
+        show_view(self, self.query_one("#record", Static), lambda: self.render_record(record), record.get("changes"))
 
     def render_record(self, record: dict[str, Any]) -> RenderableType:
         head = Table.grid(padding=(0, 1))
@@ -260,7 +265,7 @@ class HistoryScreen(ZcorScreen):
     def action_toggle_view(self) -> None:
         self.side_by_side = not self.side_by_side
         if self.selected is not None:
-            self.query_one("#record", Static).update(self.render_record(self.selected))
+            self._show_record(self.selected)
         self._show_mode()
 
     def action_page(self, step: int) -> None:
@@ -298,11 +303,14 @@ class HistoryScreen(ZcorScreen):
     def action_revert_origin(self) -> None:
         sender = self.query_one("#origin", Input).value.strip()
         if not sender and self.selected is not None:
-            senders = (self.selected.get("origin") or {}).get("senders") or []
-            if len(senders) == 1:
-                sender = senders[0]
+            origin = self.selected.get("origin") or {}
+            senders = origin.get("senders") or []
+            # the speaker (told, else the last sender): the one whose message led to the change
+            speaker = origin.get("speaker") if isinstance(origin.get("speaker"), str) else None
+            if speaker or senders:
+                sender = speaker or senders[-1]
         if not sender:
-            self.notify("Type the sender in the origin filter (or select a record from one sender) first.",
+            self.notify("Type the sender in the origin filter (or select a record with a sender) first.",
                         severity="warning")
             return
         self.app.push_screen(RevertOriginScreen(sender))

@@ -24,9 +24,14 @@ from zcord.client import ClientError, ToolError
 from ..diff import change_view
 from ..format import change_targets, origin_text, plural, when
 from ..messages import MemoryChanged
+from ..widgets.diffshow import show_view
 from ..widgets.rows import Column, add_columns, cursor_key, move_to, row_table
 from .base import ZcorScreen
 from .revert import RevertScreen
+
+PAGE = 100
+SHOWN = 500
+"""The Review screen lists the newest SHOWN held changes, PAGE per request."""
 
 
 class RejectScreen(RevertScreen):
@@ -93,8 +98,11 @@ class ReviewScreen(ZcorScreen):
         if not self.app.connected:
             summary.update(Text("zcord is not connected; the status line shows when it is back", style="bold red"))
             return
-        try:
-            listing = await self.app.client.review_list()
+        try:  # a page at a time (zcor/review/list), the newest SHOWN at most
+            listing = await self.app.client.review_list(limit=PAGE)
+            while "nextOffset" in listing and len(listing["items"]) < SHOWN:
+                more = await self.app.client.review_list(offset=listing["nextOffset"], limit=PAGE)
+                listing = {**more, "items": listing["items"] + more["items"]}
         except ClientError as e:
             summary.update(Text(getattr(e, "message", None) or str(e), style="bold red"))
             return
@@ -110,6 +118,8 @@ class ReviewScreen(ZcorScreen):
         move_to(table, keep)
         total = listing["total"]
         line = Text(plural(total, "held change"), style="bold")
+        if total > len(listing["items"]):
+            line.append(f" (the newest {len(listing['items'])} shown)", style="bold")
         line.append("  a approve · x reject · v: ", style="dim")
         line.append("side by side" if self.side_by_side else "unified", style="bold")
         summary.update(line)
@@ -126,8 +136,10 @@ class ReviewScreen(ZcorScreen):
     def _show(self) -> None:
         item = self.selected
         detail = self.query_one("#held-detail", Static)
-        detail.update(self.render_item(item) if item is not None else
-                      Text("Nothing is held for review.", style="dim italic"))
+        if item is None:
+            show_view(self, detail, lambda: Text("Nothing is held for review.", style="dim italic"))
+        else:  # a large diff is built off the UI thread (zcor_tui.diff is bounded besides)
+            show_view(self, detail, lambda: self.render_item(item), item.get("changes"))
 
     def render_item(self, item: dict[str, Any]) -> RenderableType:
         head = Table.grid(padding=(0, 1))

@@ -23,6 +23,7 @@ from textual.widgets import DataTable, Footer, Static
 from ..diff import fields_diff, record_text
 from ..format import one_line, origin_text, plural, when
 from ..messages import MemoryChanged
+from ..widgets.diffshow import show_view
 from ..widgets.rows import add_columns, row_table
 from .dialogs import ConfirmDialog
 
@@ -144,10 +145,15 @@ class VersionsScreen(Screen[None]):
         self.query_one("#versions-summary", Static).update(summary)
         version = self.highlighted
         if version is not None:
-            diff = self.render_diff(version)
             origin = origin_text(version.get("origin"))  # who caused it: "from qq:42 in qq:group:1"
-            self.query_one("#version-diff", Static).update(Group(Text(f"Origin: {origin}", style="yellow"), diff)
-                                                           if origin else diff)
+
+            def build() -> RenderableType:
+                diff = self.render_diff(version)
+                return Group(Text(f"Origin: {origin}", style="yellow"), diff) if origin else diff
+
+            base = self._base_for(version)  # a large diff is built off the UI thread
+            show_view(self, self.query_one("#version-diff", Static), build, version.get("record"),
+                      base.get("record") if base is not None else None)
 
     def render_diff(self, version: dict[str, Any]) -> RenderableType:
         base = self._base_for(version)

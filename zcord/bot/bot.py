@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..core.errors import ZcorError
+from ..core.fence import fence_tool_result
 from ..core.origin import batch_senders
 from ..retrieval.llm import (
     Message,
@@ -133,15 +134,16 @@ class MemoryBot:
                     ToolUse(call.name, call.arguments, False, msg))
         try:
             result = self.client.call_tool(call.name, call.arguments, origin=self.origin)
-        except ToolError as e:
-            return (Message("tool", json.dumps({"error": e.to_dict()}, ensure_ascii=False),
+        except ToolError as e:  # an error message may quote memory text: fenced as the result is
+            return (Message("tool", json.dumps({"error": fence_tool_result(e.to_dict())}, ensure_ascii=False),
                             tool_call_id=call.id, is_error=True),
                     ToolUse(call.name, call.arguments, False, e.message))
         except ClientError as e:
             return (Message("tool", json.dumps({"error": {"code": "unavailable", "message": str(e)}}),
                             tool_call_id=call.id, is_error=True),
                     ToolUse(call.name, call.arguments, False, str(e)))
-        return (Message("tool", json.dumps(result, ensure_ascii=False), tool_call_id=call.id),
+        # memory text in the result goes back to the model fenced (issue 33), as in the header
+        return (Message("tool", json.dumps(fence_tool_result(result), ensure_ascii=False), tool_call_id=call.id),
                 ToolUse(call.name, call.arguments, True, _summary(call.name, result)))
 
 

@@ -24,9 +24,11 @@ docs/reference.md ("Fenced memory text") gives the grammar; `split_entries` pars
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from functools import lru_cache
+from typing import Any
 
 FENCE = "│"                 # begins every line of an entry's text
 TITLE_BREAK = "⏎"           # a line break inside a title (or a label)
@@ -258,3 +260,52 @@ def split_entries(header: str) -> list[tuple[str, str, str]]:
             continue
         out.append((m.group(1), m.group(2), "\n".join(ln[2:] for ln in lines)))
     return out
+
+
+# -- every other path to the model (issue 33) --------------------------------------------------
+
+
+def fence_tool_result(value: Any) -> Any:
+    """A tool's result or error, as it goes back to a model: every string in it (at any
+    depth; keys are zcor's own and left as they are) through `neutralize`, so memory text
+    quoted by a read, a search, a receipt or an error message carries no reserved marker and
+    no line break a program might honour other than "\\n". Numbers, booleans and null are
+    kept. Idempotent: fencing a fenced result changes nothing.
+
+    The one function every front end calls on what it hands back to a model: `MemoryBot.
+    execute` (zcor chat), the MCP stdio bridge (`zcor mcp`, `fence_reply_line`), the
+    OpenAI-compatible endpoint; zcord fences the search-filter prompt with it."""
+    if isinstance(value, str):
+        return neutralize(value) if not value.isascii() or _ASCII_RISK.search(value) else value
+    if isinstance(value, dict):
+        return {k: fence_tool_result(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [fence_tool_result(v) for v in value]
+    return value
+
+
+_ASCII_RISK = re.compile(r"[<>\x00-\x1f\x7f]")
+
+
+def fence_reply_line(line: bytes) -> bytes:
+    """One JSON-RPC message line from zcord to an MCP host (the stdio bridge): a tool call's
+    result (`result.content` / `structuredContent`) and any error message fenced with
+    `fence_tool_result`; other lines (prompts and resources carry fenced text already,
+    notifications, lines that are not JSON) are passed on byte for byte."""
+    body = line.rstrip(b"\r\n")
+    if not body or (b'"content"' not in body and b'"error"' not in body):
+        return line
+    try:
+        msg = json.loads(body)
+    except ValueError:
+        return line
+    if not isinstance(msg, dict):
+        return line
+    result, error = msg.get("result"), msg.get("error")
+    if isinstance(result, dict) and isinstance(result.get("content"), list):
+        msg["result"] = fence_tool_result(result)
+    elif isinstance(error, dict) and isinstance(error.get("message"), str):
+        msg["error"] = {**error, "message": fence_tool_result(error["message"])}
+    else:
+        return line
+    return json.dumps(msg, ensure_ascii=False).encode() + line[len(body):]

@@ -20,14 +20,16 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .errors import StateFileInvalid, ZcorError
+from .senderkey import sender_key
 from .text import normalize
 
 log = logging.getLogger("zcord")
 
 INDEX_SUFFIX = ".index.sqlite"
-INDEX_VERSION = 4
+INDEX_VERSION = 5
 """3: NUL indexed as U+FFFD (version 2 indexes lost a record's text after a NUL). 4: the
-senders of a record's origin (table `origins`, `bi` tokens `zo…`)."""
+senders of a record's origin (table `origins`, `bi` tokens `zo…`). 5: those senders in comparison form
+(sender_key, issue 33)."""
 HEAD_BYTES = 4096
 """The log's first bytes whose hash the index keeps (a different log at the same path)."""
 READ_CHUNK = 1 << 20
@@ -133,10 +135,11 @@ def search_keys(keywords: list[str]) -> list[str]:
 
 
 def senders_of(rec: dict[str, Any]) -> set[str]:
-    """The sender keys of a record's origin (whose messages led to the call)."""
+    """The sender keys of a record's origin (whose messages led to the call), in their
+    comparison form (zcord.core.text.sender_key): older records may hold other forms."""
     origin = rec.get("origin")
     got = origin.get("senders") if isinstance(origin, dict) else None
-    return {x for x in got if isinstance(x, str)} if isinstance(got, list) else set()
+    return {k for k in (sender_key(x) for x in got if isinstance(x, str)) if k} if isinstance(got, list) else set()
 
 
 def targets_of(rec: dict[str, Any]) -> set[str]:
@@ -538,6 +541,8 @@ class HistoryQueries:
         records whose origin names that sender.
         """
         keys = search_keys(keywords)
+        if origin is not None:
+            origin = sender_key(origin)
         filters = (start, end, changes_only, actor, tool, target, origin)
         ix = self.index
         with ix.lock:

@@ -15,6 +15,7 @@ from typing import Any, Generic, TypeVar
 
 from .indexes import INDEX_STEP, NodeIndex, Postings, RetrievalIndexes, TextBlob, _TextChunk
 from .models import Change, Node, Relationship
+from .senderkey import sender_key
 from .text import match_form, normalize
 
 
@@ -95,7 +96,7 @@ class MemoryState:
         self.replaced: dict[str, set[str]] = {}
         self.relationships: dict[str, Relationship] = {}
         self.rel_index: dict[str, RelIndex] = {}
-        self.alias_ids: dict[str, set[str]] = {}  # normalized alias -> personIds (speaker lookup)
+        self.alias_ids: dict[str, set[str]] = {}  # sender_key of a personId or alias -> personIds (speakers)
         self.indexes = RetrievalIndexes(self, self._by_rank)
         self.blob = TextBlob(self)
         self._rank = 0
@@ -375,8 +376,8 @@ class MemoryState:
         )
         if rel.memory_node_id is not None:
             self.links.setdefault(rel.memory_node_id, set()).add(rel.person_id)
-        for alias in rel.aliases:
-            self.alias_ids.setdefault(normalize(alias), set()).add(rel.person_id)
+        for key in _speaker_keys(rel):
+            self.alias_ids.setdefault(key, set()).add(rel.person_id)
         self.pending_words.extend(match_form(w) for w in (rel.name, *rel.aliases))  # people's names stay whole
 
     def _unlink(self, node_id: str, person_id: str) -> None:
@@ -387,12 +388,12 @@ class MemoryState:
                 del self.links[node_id]
 
     def _unalias(self, rel: Relationship) -> None:
-        for alias in rel.aliases:
-            ids = self.alias_ids.get(normalize(alias))
+        for key in _speaker_keys(rel):
+            ids = self.alias_ids.get(key)
             if ids is not None:
                 ids.discard(rel.person_id)
                 if not ids:
-                    del self.alias_ids[normalize(alias)]
+                    del self.alias_ids[key]
 
     def _remove_rel(self, person_id: str) -> RelIndex:
         rel = self.relationships.pop(person_id)
@@ -522,6 +523,12 @@ class Tx:
 _PART_ATTRS = ("nodes", "rank", "_by_rank", "indexes", "blob", "children", "links", "replaced", "relationships",
                "rel_index", "alias_ids", "_rank", "_rel_rank", "important", "next_id", "_max_num")
 """What a restore swaps in (Tx.replace_all): every attribute `_load_parts` sets, the parts whole."""
+
+
+def _speaker_keys(rel: Relationship) -> set[str]:
+    """The sender keys (zcord.core.text.sender_key) a relationship answers to as a speaker:
+    its personId and each alias."""
+    return {k for k in (sender_key(t) for t in (rel.person_id, *rel.aliases)) if k}
 
 
 def _id_number(node_id: str) -> int | None:

@@ -71,6 +71,8 @@ def normalize(text: str) -> str:
     return unicodedata.normalize("NFKC", text).casefold()
 
 
+
+
 _T2S: dict[int, int] | None = None
 _TRADITIONAL: frozenset[str] = frozenset()
 

@@ -30,6 +30,7 @@ from ..core.fence import (
 )
 from ..core.invalid import sentence
 from ..core.lexicon import GREETINGS, PHRASAL, PHRASAL_GAP
+from ..core.senderkey import sender_key
 from ..core.state import MemoryState
 from ..core.text import (
     add_user_words,
@@ -165,6 +166,10 @@ class Retriever:
 
     hidden_ids: Callable[[], AbstractSet[str]] = frozenset
     """The ids recall and search must leave out (changes pending review); set by the service."""
+    hidden_people: Callable[[], AbstractSet[str]] = frozenset
+    """The personIds whose relationship is held for review (no person entry); set by the service."""
+    held_view: Callable[[Any], Any] = staticmethod(lambda state: state)
+    """The state as the model may see it (memories as last approved); set by the service."""
 
     own_name: Callable[[], str] = str
     """The bot's own name (PERSONA.md's first heading, core.persona.PersonaName); set by the
@@ -437,8 +442,8 @@ class RecallSessions:
                 continue
             if key in st.relationships:
                 out[key] = None
-            else:
-                for pid in sorted(st.alias_ids.get(normalize(key), ())):
+            else:  # compared as sender keys (zcord.core.text.sender_key): case, width, invisibles
+                for pid in sorted(st.alias_ids.get(sender_key(key), ())):
                     out[pid] = None
         return list(out)
 
@@ -509,10 +514,10 @@ class RecallSessions:
             self.sets.move_to_end(session)
         people = self.senders.get(session, []) if senders else []
         ids = self.sets.get(session, [])
-        hidden = self.retriever.hidden_ids()
-        if hidden:  # held for review since the batch was recalled
-            people, ids = [p for p in people if p not in hidden], [i for i in ids if i not in hidden]
-        text, ids = render_header(self.retriever.state, ids, budget, people)
+        hidden, held_people = self.retriever.hidden_ids(), self.retriever.hidden_people()
+        if hidden or held_people:  # held for review since the batch was recalled (ids and personIds apart)
+            people, ids = [p for p in people if p not in held_people], [i for i in ids if i not in hidden]
+        text, ids = render_header(self.retriever.held_view(self.retriever.state), ids, budget, people)
         return {"text": text, "ids": ids}
 
 

@@ -52,6 +52,8 @@ class Ctx:
     """Whose messages led to the call (zcord.core.origin); every log record carries it."""
     hold: bool = False
     """The origin is untrusted: a change this call commits is held for review."""
+    hold_by: list[str] = field(default_factory=list)
+    """The senders a held change is held for (their level, or their presence, holds it)."""
     held: bool = False
     """A change of this call was held for review (the result says so)."""
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import errno
 import logging
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -57,7 +57,8 @@ class Dispatcher:
 
     def call(self, tool: str, params: Any = None, actor: str = "operator",
              allowed: Collection[str] | None = None, view: bool = False,
-             claim: Any = O.NO_CLAIM, batch: tuple[str, list[str]] | None = None) -> dict[str, Any]:
+             claim: Any = O.NO_CLAIM, batch: tuple[str, list[str]] | None = None,
+             present: Mapping[str, list[str]] | None = None) -> dict[str, Any]:
         """Run one tool call and record it. Raises ZcorError subclasses on failure.
 
         Args:
@@ -67,7 +68,9 @@ class Dispatcher:
                 recorded).
             claim: the origin the bot told (`_meta["zcor/origin"]`), validated here; a bad one
                 is refused (and recorded). batch: the connection's latest recall batch
-                (session, senders), the origin when the bot told none.
+                (session, senders), the origin when the bot told none. present: the senders
+                of the connection's latest batch per session, judged with a told origin of
+                that session (a strict sender cannot hide by being left out of a claim).
         """
         if params is None:
             params = {}
@@ -77,7 +80,7 @@ class Dispatcher:
                 self.host.oplog.warm(background=True)
             return self.run(tool, params, actor, ToolSteps(self.host, tool, spec, params, actor),
                             recorded=False, reconcile=spec.reads_log)
-        origin, refusal, hold = self.judge_origin(spec, actor, claim, batch, view)
+        origin, refusal, hold = self.judge_origin(spec, actor, claim, batch, view, present)
         self._calling.origin, self._calling.hold = origin, hold
         try:
             steps: Steps
@@ -199,31 +202,60 @@ class Dispatcher:
                 self.notify(ctx)
 
     def judge_origin(self, spec: ToolSpec | None, actor: str, claim: Any, batch: tuple[str, list[str]] | None,
-                     view: bool) -> tuple[dict[str, Any], ZcorError | None, bool]:
+                     view: bool, present: Mapping[str, list[str]] | None = None
+                     ) -> tuple[dict[str, Any], ZcorError | None, list[str]]:
         """A call's origin, and what per-sender trust says of it: (origin, the refusal or
-        None, whether its change is held for review)."""
+        None, the senders its change is held for: none when it is not held).
+
+        The speaker (zcord.core.origin.speaker) blocked: refused. The speaker untrusted, or
+        another sender present untrusted or blocked: held for review (the kinds of change
+        that cannot be held are refused). Origins longer than MAX_SENDERS keep the speaker
+        and the strictest senders (origin.cut)."""
         try:
             origin = O.resolve(actor, claim, batch, claim is not O.NO_CLAIM)
         except InvalidArgument as e:
-            return O.resolve(actor, None, batch, False), e, False
-        if actor != "model" or spec is None or not spec.mutates or view:
-            return origin, None, False
+            return O.resolve(actor, None, batch, False), e, []
+        if actor != "model":
+            return origin, None, []
+        trust, default = self.host.trust, self.host.config.default_trust
+        if claim is not O.NO_CLAIM and present and isinstance(origin.get("session"), str):
+            # the session's batch on this connection: its strict senders count though the claim left them out
+            told = set(origin["senders"])
+            extra = [s for s in present.get(origin["session"], ()) if s not in told
+                     and trust.level(s, default) in ("untrusted", "blocked")]
+            if extra:
+                first = O.speaker(origin)
+                origin = {**origin, "senders": extra + origin["senders"], **({"speaker": first} if first else {})}
+        if len(origin.get("senders", ())) > O.MAX_SENDERS:
+            origin = {**origin, "senders": O.cut(origin["senders"], lambda s: trust.rank(s, default),
+                                                   O.speaker(origin))}
+        if spec is None or not spec.mutates or view:
+            return origin, None, []
         from ..core.errors import BlockedSender, UntrustedSender
         from .review import HOLDABLE_TOOLS
 
-        level, who = self.host.trust.judge(origin, self.host.config.default_trust)
-        named = ", ".join(who) if who else "an unknown sender (the default trust level)"
+        first = O.speaker(origin)
+        level = trust.level(first, default) if first is not None else default
+        named = first if first is not None else "an unknown sender (the default trust level)"
         if level == "blocked":
             return origin, BlockedSender(
                 f"{spec.name} was refused by the per-sender trust rule: the operator blocked {named}, so "
-                f"nothing is changed on their behalf. Do not retry; answer without changing the memory."), False
-        if level == "untrusted":
+                f"nothing is changed on their behalf. Do not retry; answer without changing the memory."), []
+        strict = [s for s in O.present(origin) if trust.level(s, default) in ("untrusted", "blocked")]
+        if level == "untrusted" or strict:
             if spec.name in HOLDABLE_TOOLS:
-                return origin, None, True
+                by = ([first] if level == "untrusted" and first else []) + strict
+                return origin, None, by or ["(unknown sender)"]
+            who = ", ".join(([first] if level == "untrusted" and first else []) + strict) or named
+            if level != "untrusted" and all(trust.level(s, default) == "blocked" for s in strict):
+                return origin, BlockedSender(
+                    f"{spec.name} was refused by the per-sender trust rule: the operator blocked {who}, who took "
+                    f"part in this conversation, and this kind of change cannot be held for an operator's "
+                    f"review. Do not retry."), []
             return origin, UntrustedSender(
-                f"{spec.name} was refused by the per-sender trust rule: {named} is untrusted, and this kind "
-                f"of change cannot be held for an operator's review. Do not retry."), False
-        return origin, None, False
+                f"{spec.name} was refused by the per-sender trust rule: {who} is untrusted, and this kind "
+                f"of change cannot be held for an operator's review. Do not retry."), []
+        return origin, None, []
 
     def new_ctx(self, tool: str, actor: str) -> Ctx:
         """The next operation: its sequence number and time (call with the lock held). The
@@ -237,7 +269,8 @@ class Dispatcher:
         ctx = Ctx(actor=actor, tool=tool, seq=self.seq, at=at)
         if actor == "model":
             ctx.origin = getattr(self._calling, "origin", None) or O.inferred(None, [])
-            ctx.hold = bool(getattr(self._calling, "hold", False))
+            ctx.hold_by = list(getattr(self._calling, "hold", None) or ())
+            ctx.hold = bool(ctx.hold_by)
         else:
             ctx.origin = dict(O.OPERATOR_ORIGIN)
         return ctx
@@ -264,6 +297,9 @@ class Dispatcher:
         if ctx.hold and numbered:
             try:
                 self.host.review.hold(ctx, [c.dump() for c in numbered])
+            except ZcorError:  # no room left for the senders it would be held for
+                tx.rollback()
+                raise
             except OSError as e:
                 tx.rollback()
                 raise StorageError(f"The change could not be held for review ({describe_os_error(e)}); nothing "

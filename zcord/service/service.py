@@ -15,7 +15,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
@@ -36,6 +36,7 @@ from ..core.layout import (
 from ..core.models import now
 from ..core.oplog import OpLog
 from ..core.persona import PersonaName, persona_text
+from ..core.senderkey import sender_key
 from ..core.state import MemoryState, Tx
 from ..core.store import Store
 from ..core.text import tokenizer
@@ -45,7 +46,7 @@ from ..retrieval.synonyms import Synonyms
 from .calls import Ctx, InternalError, RestoreInProgress
 from .dispatcher import Dispatcher
 from .gate import RestoreGate
-from .review import REVIEW_FILE, ReviewBook, WithoutHeld
+from .review import REVIEW_FILE, ReviewBook
 from .rooms import backups, history, synonyms
 from .snapshots import Snapshots
 from .trust import TRUST_FILE, TrustBook
@@ -82,7 +83,9 @@ class Service:
         self.sessions = RecallSessions(self.retriever)
         self.trust = TrustBook(self.dir / TRUST_FILE)
         self.review = ReviewBook(self.dir / REVIEW_FILE, self.lock)
-        self.retriever.hidden_ids = lambda: self.review.hidden  # held changes: not recalled, not searched
+        self.retriever.hidden_ids = lambda: self.review.hidden_nodes  # held changes: not recalled, not searched
+        self.retriever.hidden_people = lambda: self.review.hidden_people  # held relationships: no person entry
+        self.retriever.held_view = self.review.view  # memories as last approved in person entries
         self.retriever.own_name = PersonaName(self.dir / PERSONA_FILE)  # "thanks Juniper" addresses the bot
         self.undo = UndoBook(self.oplog)
         self.http_client: Any = None  # an httpx.Client to reuse for provider calls (tests may inject one)
@@ -171,9 +174,10 @@ class Service:
 
     def call(self, tool: str, params: Any = None, actor: str = "operator",
              allowed: Collection[str] | None = None, view: bool = False,
-             claim: Any = O.NO_CLAIM, batch: tuple[str, list[str]] | None = None) -> dict[str, Any]:
+             claim: Any = O.NO_CLAIM, batch: tuple[str, list[str]] | None = None,
+             present: Mapping[str, list[str]] | None = None) -> dict[str, Any]:
         """Run one tool call and record it (Dispatcher.call)."""
-        return self.calls.call(tool, params, actor, allowed, view, claim, batch)
+        return self.calls.call(tool, params, actor, allowed, view, claim, batch, present)
 
     def run_operation(self, name: str, params: Any, fn: Callable[[Ctx], dict[str, Any]]) -> dict[str, Any]:
         """An operator method that changes the Memory (Dispatcher.run_operation)."""
@@ -289,10 +293,8 @@ class Service:
     def prefix(self) -> str:
         """The system prefix, built from live state and PERSONA.md."""
         with self.lock:
-            st: MemoryState = self.state
-            hidden = self.review.hidden
-            if hidden and any(i in hidden for i in st.important):  # held memories wait for review
-                st = cast(MemoryState, WithoutHeld(st, hidden))  # the state, its important list filtered
+            # held changes wait for review: the approved important list, memories as last approved
+            st = cast(MemoryState, self.review.view(self.state))
             return build_prefix(st, self.dir / PERSONA_FILE, self.config.relationship_memory)
 
     def recall(self, session: str, events: Any) -> list[str]:
@@ -338,10 +340,11 @@ class Service:
 
         def apply():
             before, after = self.trust.set(params["sender"], params["level"])
-            out = {"sender": params["sender"], "level": self.trust.level(params["sender"], self.config.default_trust),
+            key = sender_key(params["sender"])  # kept and shown in comparison form
+            out = {"sender": key, "level": self.trust.level(key, self.config.default_trust),
                    "explicit": after is not None}
             return out, ([] if before == after else
-                         [{"kind": "trust.set", "target": params["sender"], "before": before, "after": after}])
+                         [{"kind": "trust.set", "target": key, "before": before, "after": after}])
 
         return self.calls.operate("zcor/trust/set", dict(params), actor, apply, TRUST_FILE)
 

@@ -5,8 +5,15 @@ directory, and what a level means for a change the bot makes on their behalf.
 - `untrusted`: a change they cause is applied but held for review (zcord.service.review).
 - `blocked`: a change they cause is refused; their messages recall nothing.
 
-A sender without a level of its own has the config's `defaultTrust` (default `normal`). The
-level of an origin is the strictest of its senders'; an origin naming no sender (the bot
+A sender without a level of its own has the config's `defaultTrust` (default `normal`).
+Senders are compared in one form only (zcord.core.text.sender_key: NFKC, invisible and
+format characters dropped, case folded, trimmed): `MALLORY` and `Ｍallory` have mallory's
+level, and trust.json keeps that form.
+
+What an origin's levels mean (issue 33, zcord.service.dispatcher.Dispatcher.judge_origin):
+the speaker's level counts as above; another sender only present in the batch at
+`untrusted` or `blocked` makes a change held for review (or refused, for the kinds that
+cannot be held) rather than refusing everyone's. An origin naming no sender (the bot
 delivered no batch and told nothing) has the default level.
 """
 
@@ -20,6 +27,7 @@ from ..core.errors import InvalidArgument, StateFileInvalid
 from ..core.fsutil import atomic_write, read_nofollow
 from ..core.origin import MAX_SENDER
 from ..core.origin import senders as origin_senders
+from ..core.senderkey import sender_key
 
 TRUST_FILE = "trust.json"
 LEVELS = ("trusted", "normal", "untrusted", "blocked")
@@ -62,10 +70,19 @@ class TrustBook:
         except (ValueError, KeyError, TypeError) as e:
             raise StateFileInvalid(f"{self.path.name} is not a valid trust file ({e}); fix it by hand or remove "
                                    f"it (every sender then has the defaultTrust level)") from None
-        self.levels = dict(levels)
+        folded: dict[str, str] = {}
+        for k, v in levels.items():  # a file written before issue 33 may hold other forms: the strictest wins
+            key = sender_key(k)
+            if key and (key not in folded or _STRICTNESS[v] > _STRICTNESS[folded[key]]):
+                folded[key] = v
+        self.levels = folded
 
     def level(self, sender: str, default: str) -> str:
-        return self.levels.get(sender, default)
+        return self.levels.get(sender_key(sender), default) if self.levels else default
+
+    def rank(self, sender: str, default: str) -> int:
+        """How strict a sender's level is (higher: stricter)."""
+        return _STRICTNESS[self.level(sender, default)]
 
     def judge(self, origin: Any, default: str) -> tuple[str, list[str]]:
         """The strictest level among an origin's senders, and the senders at that level (an
@@ -84,9 +101,10 @@ class TrustBook:
     def set(self, sender: Any, level: Any) -> tuple[str | None, str | None]:
         """Give a sender a level (None: back to the default); saves the file atomically and
         returns (before, after). Bad input is an InvalidArgument and changes nothing."""
-        if not isinstance(sender, str) or not sender.strip() or len(sender) > MAX_SENDER:
+        if not isinstance(sender, str) or not sender.strip() or len(sender) > MAX_SENDER or not sender_key(sender):
             raise InvalidArgument(f"sender must be a sender key (a non-empty string of at most {MAX_SENDER} "
                                   f"characters, e.g. qq:42)", field="sender")
+        sender = sender_key(sender)
         if level is not None and level not in LEVELS:
             raise InvalidArgument(f"level must be one of {', '.join(LEVELS)} (or null for the default), not "
                                   f"{level!r}", field="level")

@@ -672,20 +672,21 @@ def preview_many(svc: FlowRoom, name: str, plan: Callable[[Ctx], Undo]) -> dict[
                 "changes": [{k: c.get(k) for k in ("kind", "target", "before", "after")} for c in planned]}
 
 
-def _origin_args(params: Any) -> tuple[str, float | None, float | None, bool, bool]:
+def _origin_args(params: Any) -> tuple[str, float | None, float | None, bool, bool, bool]:
     from ..core.origin import MAX_SENDER
+    from ..core.senderkey import sender_key
     from .calls import parse_time_filter
 
     if not isinstance(params, dict):
-        raise InvalidArgument("params must be an object {sender, from?, to?, force?, preview?}")
-    unknown = sorted(set(params) - {"sender", "from", "to", "force", "preview"})
+        raise InvalidArgument("params must be an object {sender, from?, to?, shared?, force?, preview?}")
+    unknown = sorted(set(params) - {"sender", "from", "to", "shared", "force", "preview"})
     if unknown:
         raise InvalidArgument(f"unknown parameter {unknown[0]}", field=unknown[0])
     sender = params.get("sender")
-    if not isinstance(sender, str) or not sender.strip() or len(sender) > MAX_SENDER:
+    if not isinstance(sender, str) or not sender.strip() or len(sender) > MAX_SENDER or not sender_key(sender):
         raise InvalidArgument(f"sender must be a sender key (e.g. qq:42, at most {MAX_SENDER} characters)",
                               field="sender")
-    for name in ("force", "preview"):
+    for name in ("shared", "force", "preview"):
         if not isinstance(params.get(name, False), bool):
             raise InvalidArgument(f"{name} must be true or false", field=name)
     start = parse_time_filter(params.get("from"), "from") if params.get("from") is not None else None
@@ -695,7 +696,8 @@ def _origin_args(params: Any) -> tuple[str, float | None, float | None, bool, bo
             raise InvalidArgument(f"{name} must be an ISO 8601 time with its UTC offset", field=name)
     if start is not None and end is not None and start > end:
         raise InvalidArgument("from is later than to", field="from")
-    return sender, start, end, params.get("force", False), params.get("preview", False)
+    return (sender_key(sender), start, end, params.get("shared", False), params.get("force", False),
+            params.get("preview", False))
 
 
 def origin_operations(svc: FlowRoom, sender: str, start: float | None, end: float | None) -> list[dict[str, Any]]:
@@ -707,35 +709,59 @@ def origin_operations(svc: FlowRoom, sender: str, start: float | None, end: floa
             and any(c.get("changeId") for c in r.get("changes", ()))]
 
 
+def split_by_speaker(records: list[dict[str, Any]], sender: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(the operations `sender` caused: the speaker of their origin, the ones they were only
+    present at: shared with whoever spoke)."""
+    from ..core.origin import speaker
+
+    own = [r for r in records if speaker(r.get("origin")) == sender]
+    return own, [r for r in records if speaker(r.get("origin")) != sender]
+
+
 def revert_origin(svc: FlowRoom, params: Any) -> dict[str, Any]:
-    """Undo every change caused by one sender in a time range, newest first, as one
-    operation (operator method `zcor/history/revertOrigin`), itself revertible. Conflicts
-    and `force` / `preview` as for `revert`."""
+    """Undo every change one sender caused in a time range, newest first, as one operation
+    (operator method `zcor/history/revertOrigin`), itself revertible. By default only the
+    operations whose origin's speaker is that sender; the ones where they were only present
+    (another sender spoke) are listed apart (`shared`) and undone only with `shared: true`.
+    Conflicts and `force` / `preview` as for `revert`."""
     if isinstance(params, dict) and isinstance(params.get("from"), (int, float)):
         raise InvalidArgument("from must be an ISO 8601 time with its UTC offset", field="from")
-    sender, start, end, force, preview = _origin_args(params)
+    sender, start, end, with_shared, force, preview = _origin_args(params)
 
-    def plan(ctx: Ctx, dry: bool, seqs: list[int]) -> Undo:
-        records = origin_operations(svc, sender, start, end)
+    def plan(ctx: Ctx, dry: bool, seqs: list[int], shared: list[int]) -> Undo:
+        own, others = split_by_speaker(origin_operations(svc, sender, start, end), sender)
+        records = own + others if with_shared else own
+        shared.extend(r["seq"] for r in others)
         if not records:
-            raise InvalidArgument(f"No change in force was caused by {sender} in that range; nothing to revert",
+            more = (f"; {len(others)} operation(s) in that range came from another sender's message while "
+                    f"{sender} was present (seqs {', '.join(map(str, shared[:20]))}): pass shared: true to undo "
+                    f"them too") if others else ""
+            raise InvalidArgument(f"No change in force was caused by {sender} in that range; nothing to revert{more}",
                                   field="sender")
-        seqs.extend(r["seq"] for r in records)
+        seqs.extend(sorted((r["seq"] for r in records), reverse=True))
         what = f"The {len(seqs)} operation(s) caused by {sender}"
         return plan_many(svc, ctx, records, force, what, "sender", dry, {"revertOrigin": sender})
 
     if preview:
         seen: list[int] = []
-        out = preview_many(svc, REVERT_ORIGIN, lambda ctx: plan(ctx, True, seen))
-        return {"sender": sender, "seqs": seen, **out}
+        apart: list[int] = []
+        try:
+            out = preview_many(svc, REVERT_ORIGIN, lambda ctx: plan(ctx, True, seen, apart))
+        except InvalidArgument as e:
+            if not apart:
+                raise
+            out = {"ok": False, "message": e.message, "conflicts": [], "changes": []}  # only shared ones
+        return {"sender": sender, "seqs": seen, "shared": apart, **out}
 
     def run(ctx: Ctx) -> dict[str, Any]:
         seqs: list[int] = []
-        u = plan(ctx, False, seqs)
+        apart: list[int] = []
+        u = plan(ctx, False, seqs, apart)
         svc.review.start_reverting(seqs, ctx.seq)
         svc.commit(ctx)
         ctx.log_result = {"reverted": seqs, "sender": sender}
         return {"seq": ctx.seq, "sender": sender, "reverted": seqs, "forced": bool(u.conflicts),
+                "shared": [] if with_shared else apart,
                 "changes": [{"kind": c["kind"], "target": c.get("target")} for c in ctx.changes]}
 
     return svc.review.settle_after(lambda: svc.calls.run_operation(REVERT_ORIGIN, params, run))

@@ -28,12 +28,13 @@ class CallParams:
 
     @staticmethod
     def _revert_origin_params(sender: str, start: str | datetime | None, end: str | datetime | None,
-                              force: bool, preview: bool) -> dict[str, Any]:
+                              force: bool, preview: bool, shared: bool = False) -> dict[str, Any]:
         params: dict[str, Any] = {"sender": sender}
         for key, value in (("from", start), ("to", end)):
             if value is not None:
                 params[key] = value.isoformat() if isinstance(value, datetime) else value
-        return {**params, **({"force": True} if force else {}), **({"preview": True} if preview else {})}
+        return {**params, **({"shared": True} if shared else {}), **({"force": True} if force else {}),
+                **({"preview": True} if preview else {})}
 
     @staticmethod
     def _held_params(action: str, held: int | None, index: int | None) -> dict[str, Any]:

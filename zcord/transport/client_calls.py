@@ -61,10 +61,11 @@ class SyncCalls(CallParams):
         with `preview` nothing changes and the result lists the changes and conflicts."""
         return self.request("zcor/history/revert", self._revert_params(seq, force, preview))
 
-    def history_revert_origin(self, sender: str, start: str | datetime | None = None, end: str | datetime | None = None, force: bool = False, preview: bool = False) -> dict[str, Any]:
+    def history_revert_origin(self, sender: str, start: str | datetime | None = None, end: str | datetime | None = None, force: bool = False, preview: bool = False, shared: bool = False) -> dict[str, Any]:
         """Undo every change caused by `sender` (between `start` and `end`), newest first, as
-        one operation (`zcor/history/revertOrigin`); with `preview` nothing changes."""
-        return self.request("zcor/history/revertOrigin", self._revert_origin_params(sender, start, end, force, preview))
+        one operation (`zcor/history/revertOrigin`); with `preview` nothing changes. Only
+        the changes `sender` spoke for; with `shared` also those they were present at."""
+        return self.request("zcor/history/revertOrigin", self._revert_origin_params(sender, start, end, force, preview, shared))
 
     def history_versions(self, id: str) -> dict[str, Any]:
         """Every version of a memory (or relationship, by personId), oldest first."""
@@ -115,9 +116,10 @@ class SyncCalls(CallParams):
         """Approve held changes by their operation seqs (they are recalled from now on)."""
         return self.request("zcor/review/approve", self._review_params(ids))
 
-    def review_list(self) -> dict[str, Any]:
-        """`zcor/review/list` → `{items: [{seq, at, tool, origin, changes}], total}`, newest first."""
-        return self.request("zcor/review/list")
+    def review_list(self, offset: int = 0, limit: int | None = None) -> dict[str, Any]:
+        """`zcor/review/list` → `{items: [{seq, at, tool, origin, by, changes}], total, nextOffset?}`,
+        newest first, a page at a time (`offset`, `limit`)."""
+        return self.request("zcor/review/list", {"offset": offset, **({"limit": limit} if limit is not None else {})})
 
     def review_reject(self, ids: list[int], force: bool = False, preview: bool = False) -> dict[str, Any]:
         """Reject held changes by their operation seqs: each is reverted, as one operation."""
@@ -202,10 +204,11 @@ class AsyncCalls(CallParams):
         with `preview` nothing changes and the result lists the changes and conflicts."""
         return await self.request("zcor/history/revert", self._revert_params(seq, force, preview))
 
-    async def history_revert_origin(self, sender: str, start: str | datetime | None = None, end: str | datetime | None = None, force: bool = False, preview: bool = False) -> dict[str, Any]:
+    async def history_revert_origin(self, sender: str, start: str | datetime | None = None, end: str | datetime | None = None, force: bool = False, preview: bool = False, shared: bool = False) -> dict[str, Any]:
         """Undo every change caused by `sender` (between `start` and `end`), newest first, as
-        one operation (`zcor/history/revertOrigin`); with `preview` nothing changes."""
-        return await self.request("zcor/history/revertOrigin", self._revert_origin_params(sender, start, end, force, preview))
+        one operation (`zcor/history/revertOrigin`); with `preview` nothing changes. Only
+        the changes `sender` spoke for; with `shared` also those they were present at."""
+        return await self.request("zcor/history/revertOrigin", self._revert_origin_params(sender, start, end, force, preview, shared))
 
     async def history_versions(self, id: str) -> dict[str, Any]:
         """Every version of a memory (or relationship, by personId), oldest first."""
@@ -256,9 +259,10 @@ class AsyncCalls(CallParams):
         """Approve held changes by their operation seqs (they are recalled from now on)."""
         return await self.request("zcor/review/approve", self._review_params(ids))
 
-    async def review_list(self) -> dict[str, Any]:
-        """`zcor/review/list` → `{items: [{seq, at, tool, origin, changes}], total}`, newest first."""
-        return await self.request("zcor/review/list")
+    async def review_list(self, offset: int = 0, limit: int | None = None) -> dict[str, Any]:
+        """`zcor/review/list` → `{items: [{seq, at, tool, origin, by, changes}], total, nextOffset?}`,
+        newest first, a page at a time (`offset`, `limit`)."""
+        return await self.request("zcor/review/list", {"offset": offset, **({"limit": limit} if limit is not None else {})})
 
     async def review_reject(self, ids: list[int], force: bool = False, preview: bool = False) -> dict[str, Any]:
         """Reject held changes by their operation seqs: each is reverted, as one operation."""

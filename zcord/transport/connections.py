@@ -29,6 +29,7 @@ log = logging.getLogger("zcord")
 
 READ_CHUNK = 1 << 16
 MAX_IN_FLIGHT = 64
+MAX_BATCHES = 256  # sessions whose latest batch senders a connection keeps (Connection.batches)
 """Requests one connection may have running at once; more wait (the reader pauses)."""
 MAX_OUTPUT_BUFFER = 32 << 20
 """A client that lets this much unread output pile up is disconnected (more than the
@@ -66,8 +67,17 @@ class Connection:
         self.last_batch: tuple[str, list[str]] | None = None
         """The session and external senderKeys of this connection's latest zcor/recall batch:
         the origin of its tool calls when the bot tells none (zcord.core.origin)."""
+        self.batches: collections.OrderedDict[str, list[str]] = collections.OrderedDict()
+        """The senders of this connection's latest batch per session (the latest MAX_BATCHES
+        sessions): judged with an origin the bot tells for that session (issue 33)."""
         self.may_operate = False  # the peer could be the operator: it may use the kept slots
         self.last_active = time.monotonic()
+
+    def remember_batch(self, session: str, senders: list[str]) -> None:
+        self.batches.pop(session, None)
+        self.batches[session] = senders
+        while len(self.batches) > MAX_BATCHES:
+            self.batches.popitem(last=False)
 
     @property
     def actor(self) -> str:

@@ -199,7 +199,7 @@ async def _tools_call(m: Methods, call: Call) -> Any:
     meta = params.get("_meta")
     view = isinstance(meta, dict) and meta.get(P.VIEW_META) is True
     claim = meta[O.ORIGIN_META] if isinstance(meta, dict) and O.ORIGIN_META in meta else O.NO_CLAIM
-    batch = conn.last_batch
+    batch, present = conn.last_batch, conn.batches
     service = m.service
     actor = conn.actor
     bot = conn.role == P.BOT
@@ -208,7 +208,8 @@ async def _tools_call(m: Methods, call: Call) -> Any:
         if conn.writer.is_closing():  # disconnected (e.g. for not reading) while this waited
             return {}
         allowed = m.bot_tool_names(service.config.relationship_memory) if bot else None
-        return service.call(name, arguments, actor=actor, allowed=allowed, view=view, claim=claim, batch=batch)
+        return service.call(name, arguments, actor=actor, allowed=allowed, view=view, claim=claim, batch=batch,
+                            present=present)
 
     spec = TOOLS.get(name)
     runs = spec.runs if spec is not None else "worker"  # where the tool table says it runs
@@ -264,7 +265,9 @@ async def _recall(m: Methods, call: Call) -> dict[str, Any]:
     ids = await call.run(m.service.recall, session, events)
     if any(isinstance(e, dict) and e.get("origin") == "external" for e in events):
         assert session is not None
-        call.conn.last_batch = (session, O.batch_senders(events))  # the origin of what the bot does next
+        senders = O.batch_senders(events, limit=None)  # all of them: zcord cuts by trust (origin.cut)
+        call.conn.last_batch = (session, senders)  # the origin of what the bot does next
+        call.conn.remember_batch(session, senders)
     return {"ids": list(ids)}
 
 
@@ -467,10 +470,12 @@ async def _history_at(m: Methods, call: Call) -> dict[str, Any]:
 
 method("zcor/history/revertOrigin",
         client=(C("history_revert_origin", "sender: str, start: str | datetime | None = None, "
-                  "end: str | datetime | None = None, force: bool = False, preview: bool = False",
-                  "self._revert_origin_params(sender, start, end, force, preview)",
+                  "end: str | datetime | None = None, force: bool = False, preview: bool = False, "
+                  "shared: bool = False",
+                  "self._revert_origin_params(sender, start, end, force, preview, shared)",
                   doc="Undo every change caused by `sender` (between `start` and `end`), newest first, as\n"
-                      "one operation (`zcor/history/revertOrigin`); with `preview` nothing changes."),))(
+                      "one operation (`zcor/history/revertOrigin`); with `preview` nothing changes. Only\n"
+                      "the changes `sender` spoke for; with `shared` also those they were present at."),))(
     _room_call(undo.revert_origin))
 
 
@@ -490,7 +495,10 @@ async def _trust_set(m: Methods, call: Call) -> dict[str, Any]:
 
 
 method("zcor/review/list",
-        client=(C("review_list", doc="`zcor/review/list` → `{items: [{seq, at, tool, origin, changes}], total}`, newest first."),))(
+        client=(C("review_list", "offset: int = 0, limit: int | None = None",
+                  '{"offset": offset, **({"limit": limit} if limit is not None else {})}',
+                  doc="`zcor/review/list` → `{items: [{seq, at, tool, origin, by, changes}], total, nextOffset?}`,\n"
+                      "newest first, a page at a time (`offset`, `limit`)."),))(
     _room_call(review.review_list))
 
 

@@ -242,7 +242,8 @@ class RestoreSteps(Steps):
         ctx.log_result = {"restoredFrom": self.name, "backupFile": self.auto}
         if ctx.actor == "model":
             svc.backups.last_restore = time.monotonic()
-        return {"restoredFrom": self.name, "backupFile": self.auto, **_summary(svc.state)}
+        return {"restoredFrom": self.name, "backupFile": self.auto, **_summary(svc.state),
+                **_held_again(svc, ctx)}
 
     def release(self) -> None:
         svc = self.svc
@@ -302,7 +303,18 @@ def restore(svc: FlowRoom, a: I.RestoreArgs, ctx: Ctx) -> dict[str, Any]:
     ctx.log_result = {"restoredFrom": a.backup_file, "backupFile": auto}
     if bot:
         svc.backups.last_restore = time.monotonic()
-    return {"restoredFrom": a.backup_file, "backupFile": auto, **_summary(st)}
+    return {"restoredFrom": a.backup_file, "backupFile": auto, **_summary(st), **_held_again(svc, ctx)}
+
+
+def _held_again(svc: FlowRoom, ctx: Ctx) -> dict[str, Any]:
+    """A restore brings back what an operator rejected while it was held: held again
+    (ReviewBook.hold_rejected), and the result says so (`heldAgain`)."""
+    try:
+        got = svc.review.hold_rejected(ctx, svc.state)
+    except OSError as e:
+        log.warning("could not hold the restored versions of rejected changes again: %s", e)
+        return {}
+    return {"heldAgain": got} if got else {}
 
 
 def preview(svc: FlowRoom, name: Any) -> dict[str, Any]:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...core.config import api_key_for
 from ...core.errors import ProviderError
+from ...core.fence import fence_tool_result
 from ...retrieval.llm import Message, Provider
 from ...retrieval.recall import SEARCH_CANDIDATES
 from .. import inputs as I
@@ -60,9 +61,10 @@ class SearchSteps(Steps):
 def llm_filter(svc: FlowRoom, cfg: LlmConfig, keywords: list[str], candidates: list[dict[str, Any]]) -> list[str]:
     """Ask the configured provider which candidates are relevant; strict about the answer."""
     provider = Provider(cfg, api_key_for(cfg.base_url), client=svc.http_client)
-    payload = {"keywords": keywords,
-               "candidates": [{"id": c["id"], "title": c["title"], "content": c["content"]}
-                              for c in candidates]}
+    # memory text reaches this model too: fenced as in a tool result (issue 33)
+    payload = fence_tool_result({"keywords": keywords,
+                                 "candidates": [{"id": c["id"], "title": c["title"], "content": c["content"]}
+                                                for c in candidates]})
     reply = provider.chat(SEARCH_SYSTEM, [Message("user", json.dumps(payload, ensure_ascii=False))],
                           max_tokens=256)
     text = reply.text.strip()
