@@ -4,6 +4,7 @@ a raw HTTP/SSE client) and a scripted provider on 127.0.0.1 (tests/fakellm.py)."
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import http.client
 import io
 import json
@@ -842,3 +843,323 @@ def test_streamed_usage_comes_as_a_last_chunk_when_asked(daemon, llm, protocol):
         assert all(c.choices for c in chunks)
     finally:
         proxy.close()
+
+
+# -- issue 33: the endpoint against its network (each attack fails on the hand-written server) -----
+
+
+def exchange(port: int, data: bytes, timeout: float = 10) -> bytes:
+    """Send raw bytes, read until the server closes (or the timeout); what came back."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(data)
+        out = b""
+        try:
+            while chunk := s.recv(65536):
+                out += chunk
+        except (TimeoutError, ConnectionResetError):
+            pass
+    return out
+
+
+def head(path: str = "/v1/chat/completions", *lines: str, method: str = "POST") -> bytes:
+    return (f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n" + "".join(line + "\r\n" for line in lines)
+            + "\r\n").encode()
+
+
+def test_no_body_is_read_and_no_100_continue_before_the_token(daemon, llm, proxy):
+    """#11: 4 MiB bodies without a token were read whole (and 100 Continue sent) before the 401."""
+    with socket.create_connection(("127.0.0.1", proxy.server.port), timeout=10) as s:
+        s.sendall(head("/v1/chat/completions", f"Content-Length: {(4 << 20) - 1}", "Expect: 100-continue",
+                       "Content-Type: application/json"))
+        answer = b""
+        while b"\r\n\r\n" not in answer or not answer.rstrip().endswith(b"}"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.1 401 ") and b"100 Continue" not in answer
+        assert b"connection: close" in answer.lower()
+        assert s.recv(100) == b""  # closed: nothing more is read from it
+    assert llm.requests == []
+
+
+def test_connections_are_capped_per_address_and_idle_ones_closed(daemon, llm):
+    """#11: 4,100 idle keep-alive connections were all held open."""
+    proxy = Running(daemon.sock, llm, max_connections_per_ip=3, idle_timeout=0.3, read_timeout=5)
+    try:
+        held = [socket.create_connection(("127.0.0.1", proxy.server.port), timeout=10) for _ in range(3)]
+        for _ in range(100):
+            if len(proxy.server.connections) == 3:
+                break
+            threading.Event().wait(0.02)
+        refused = exchange(proxy.server.port, head("/v1/models", f"Authorization: Bearer {TOKEN}", method="GET"))
+        assert refused.startswith(b"HTTP/1.1 503 ") and b"too_many_connections" in refused
+        for s in held:
+            s.close()
+        # a kept-alive connection that stays idle is closed after --idle-timeout
+        with socket.create_connection(("127.0.0.1", proxy.server.port), timeout=10) as s:
+            for _ in range(100):  # the held ones are gone
+                if len(proxy.server.connections) <= 1:
+                    break
+                threading.Event().wait(0.02)
+            s.sendall(head("/v1/models", f"Authorization: Bearer {TOKEN}", method="GET"))
+            got = b""
+            while chunk := s.recv(65536):
+                got += chunk
+            assert got.startswith(b"HTTP/1.1 200 ")  # answered, then closed when idle
+    finally:
+        proxy.close()
+
+
+def test_a_request_head_sent_a_byte_at_a_time_is_cut_off(daemon, llm):
+    proxy = Running(daemon.sock, llm, read_timeout=0.5)
+    try:
+        with socket.create_connection(("127.0.0.1", proxy.server.port), timeout=10) as s:
+            closed = False
+            for byte in head("/v1/models", "X-Pad: " + "a" * 200, method="GET"):
+                try:
+                    s.sendall(bytes([byte]))
+                except (BrokenPipeError, ConnectionResetError):
+                    closed = True
+                    break
+                threading.Event().wait(0.02)
+            if not closed:
+                with contextlib.suppress(ConnectionResetError):
+                    assert s.recv(100) == b""
+    finally:
+        proxy.close()
+
+
+@pytest.mark.parametrize("lines,status", [
+    (["Content-Length: 2", "Content-Length: 2"], b"400"),
+    (["Content-Length: 2", "X-Long: a", " folded"], b"400"),
+    (["Content-Length: 2", "Transfer-Encoding: chunked"], b"411"),
+    (["Transfer-Encoding: gzip"], b"411"),
+    (["Content-Length: +2"], b"400"),
+], ids=["duplicate-cl", "obs-fold", "cl-te", "unknown-te", "odd-cl"])
+def test_strict_framing(daemon, llm, proxy, lines, status):
+    """Duplicate Content-Length and obs-fold were accepted; a request smuggled after such a
+    head would be read differently by a front proxy."""
+    smuggled = head("/v1/models", f"Authorization: Bearer {TOKEN}", method="GET")
+    got = exchange(proxy.server.port, head("/v1/chat/completions", f"Authorization: Bearer {TOKEN}", *lines)
+                   + b"{}" + smuggled)
+    assert got.startswith(b"HTTP/1.1 " + status), got[:200]
+    assert got.count(b"HTTP/1.1 ") == 1  # the connection is closed: nothing after the head is read
+    assert llm.requests == []
+
+
+def no_token(daemon, llm) -> Running:
+    proxy = Running.__new__(Running)
+    proxy.loop = asyncio.new_event_loop()
+    proxy.crashes = []
+    proxy.loop.set_exception_handler(lambda loop, context: proxy.crashes.append(context))
+    proxy.thread = threading.Thread(target=proxy.loop.run_forever, daemon=True)
+    proxy.thread.start()
+    cfg = LlmConfig(base_url=llm.url, model="scripted", timeout_seconds=5)
+
+    async def make() -> ProxyServer:
+        server = ProxyServer(Settings(port=0, socket=str(daemon.sock), token=None), cfg, UPSTREAM_KEY)
+        await server.start()
+        return server
+
+    proxy.server = asyncio.run_coroutine_threadsafe(make(), proxy.loop).result(30)
+    proxy.url = f"http://127.0.0.1:{proxy.server.port}/v1"
+    return proxy
+
+
+@pytest.mark.parametrize("extra,status,code", [
+    ({"Host": "evil.example"}, 403, "forbidden_host"),  # DNS rebinding: the page's own name
+    ({"Origin": "https://evil.example"}, 403, "cross_origin"),
+    ({"Origin": "null"}, 403, "cross_origin"),
+    ({"Sec-Fetch-Site": "cross-site"}, 403, "cross_origin"),
+    ({"Content-Type": "text/plain"}, 415, "unsupported_media_type"),  # a "simple" cross-site POST
+    ({"Origin": "http://localhost:3000", "Sec-Fetch-Site": "same-site"}, 200, None),
+    ({}, 200, None),
+])
+def test_without_a_token_only_this_machine_and_no_web_page(daemon, llm, extra, status, code):
+    """#12: a web page POSTed text/plain cross-site and read the owner's memory back."""
+    proxy = no_token(daemon, llm)
+    try:
+        llm.default = openai_text("好")
+        body = json.dumps({"model": "m", "messages": ASK}).encode()
+        conn = http.client.HTTPConnection("127.0.0.1", proxy.server.port, timeout=30)
+        headers = {"Content-Type": "application/json", **extra}
+        if "Host" in extra:
+            conn.putrequest("POST", "/v1/chat/completions", skip_host=True)
+            for k, v in {**headers, "Content-Length": str(len(body))}.items():
+                conn.putheader(k, v)
+            conn.endheaders(body)
+        else:
+            conn.request("POST", "/v1/chat/completions", body=body, headers=headers)
+        resp = conn.getresponse()
+        data = json.loads(resp.read())
+        assert resp.status == status
+        if code:
+            assert data["error"]["code"] == code and llm.requests == []
+        else:
+            assert data["choices"][0]["message"]["content"] == "好"
+        conn.close()
+    finally:
+        proxy.close()
+
+
+SLASH_KEY = "sk-ab/cd/ef-0123456789-ghijklmnop-SECRET"
+
+
+@pytest.mark.parametrize("echo", [
+    lambda key: {"error": {"message": f"Incorrect API key provided: {key}"}},
+    lambda key: {"error": {"message": "bad key " + json.dumps(key)}},  # JSON-escaped inside JSON (\/ after dumps)
+    lambda key: {"error": {"message": "x" * 250 + key}},  # the key lands on the provider-text cut
+], ids=["plain", "escaped", "cut"])
+def test_the_upstream_key_is_never_echoed_in_any_form(daemon, llm, echo):
+    """#13: 50 of 51 key characters came back at the 300-character cut; `\\/` escaped whole."""
+    proxy = Running(daemon.sock, llm)
+    proxy.server.fixed_key = SLASH_KEY
+    try:
+        llm.script.append(("status", 401, echo(SLASH_KEY)))
+        resp, data, conn = proxy.raw("POST", "/v1/chat/completions", json.dumps({"model": "m", "messages": ASK,
+                                                                                  "stop": ["x"]}).encode())
+        conn.close()
+        text = data.decode()
+        assert resp.status == 502
+        for n in range(len(SLASH_KEY) - 5):  # no 6 characters of the key, in any escaping
+            for form in (SLASH_KEY, SLASH_KEY.replace("/", "\\/")):
+                assert form[n:n + 6] not in text, form[n:n + 6]
+        assert "Incorrect" not in text and "bad key" not in text
+    finally:
+        proxy.close()
+
+
+def test_redact_finds_the_key_in_every_form():
+    from zcord.bot.proxy import redact
+
+    key = SLASH_KEY
+    assert key not in redact(f"a {key} b", key)
+    assert "ab\\/cd" not in redact("k=" + json.dumps(key).replace("/", "\\/"), key)
+    assert redact("tail " + key[:9], key) == "tail [redacted]"
+    assert redact(key[-4:] + " head", key) == "[redacted] head"
+    assert redact("nothing here", key) == "nothing here"
+
+
+@pytest.mark.parametrize("body", [
+    '{"model": "\\ud800", "messages": [{"role": "user", "content": "hi"}]}',
+    '{"model": "m", "messages": [{"role": "user", "content": "half an emoji \\ud83d"}]}',
+    '{"model": "m", "messages": [{"role": "user", "content": "old \\udc00"}, {"role": "assistant", "content": "a"},'
+    ' {"role": "user", "content": "new"}]}',
+    '{"model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": NaN}',
+    '{"model": "m", "messages": [{"role": "user", "content": "hi"}], "temperature": 1e400}',
+], ids=["model", "content", "old-message", "nan", "infinity"])
+def test_lone_surrogates_and_odd_json_get_a_400_and_the_chat_goes_on(daemon, llm, proxy, body):
+    """#14: a lone surrogate gave no answer at all (a traceback), and the chat stayed dead."""
+    resp, data, conn = proxy.raw("POST", "/v1/chat/completions", body.encode())
+    conn.close()
+    assert resp.status == 400
+    assert json.loads(data)["error"]["code"] in ("invalid_text", "invalid_json")
+    assert llm.requests == [] and proxy.crashes == []
+    llm.script.append(openai_text("还在"))
+    assert proxy.client().chat.completions.create(model="m", messages=ASK).choices[0].message.content == "还在"
+
+
+def test_a_client_that_goes_away_has_its_tool_calls_dropped(daemon, llm, proxy):
+    """A dropped client's request went on: its model's tool calls were still run."""
+    release = threading.Event()
+    llm.script.append(("wait", release, openai_tools(("zcor_memory_write", {"title": "不该写入", "content": "x"}))))
+    llm.default = openai_text("好")
+    body = json.dumps({"model": "m", "messages": ASK}).encode()
+    with socket.create_connection(("127.0.0.1", proxy.server.port), timeout=10) as s:
+        s.sendall(head("/v1/chat/completions", f"Authorization: Bearer {TOKEN}", f"Content-Length: {len(body)}")
+                  + body)
+        assert llm.arrived.wait(30)
+    for _ in range(200):  # the endpoint notices and lets the request go
+        if proxy.server._busy == 0:
+            break
+        threading.Event().wait(0.05)
+    assert proxy.server._busy == 0
+    release.set()
+    threading.Event().wait(0.3)  # give a (wrongly) surviving request time to run the call
+    assert not [r for r in history(daemon, tool="zcor_memory_write")["items"] if r.get("actor") == "model"]
+    assert len(llm.requests) == 1
+
+
+def test_a_sender_header_is_namespaced(daemon, llm, proxy):
+    """A token holder naming `qq:42` in X-Zcor-Sender was taken for that QQ member."""
+    llm.script += [openai_tools(("zcor_memory_write", {"title": "冒名", "content": "x"})), openai_text("好")]
+    proxy.client().chat.completions.create(model="m", messages=[{"role": "user", "content": "记一下"}],
+                                           extra_headers={"X-Zcor-Session": "st:ns", "X-Zcor-Sender": "qq:42"})
+    (record,) = [r for r in history(daemon, tool="zcor_memory_write")["items"] if r.get("actor") == "model"]
+    assert record["origin"]["senders"] == ["openai:qq:42"]
+
+
+# -- issue 35: the endpoint follows zcord's config; /metrics ------------------------------------
+
+
+def test_the_provider_setting_follows_zcords_config(daemon, llm):
+    """Started before a model was set, it answered 503 until restarted and /v1/models kept the old answer."""
+    proxy = Running.__new__(Running)
+    proxy.loop = asyncio.new_event_loop()
+    proxy.crashes = []
+    proxy.thread = threading.Thread(target=proxy.loop.run_forever, daemon=True)
+    proxy.thread.start()
+
+    async def make() -> ProxyServer:
+        server = ProxyServer(Settings(port=0, socket=str(daemon.sock), token=TOKEN), None, UPSTREAM_KEY)
+        await server.start()
+        return server
+
+    proxy.server = asyncio.run_coroutine_threadsafe(make(), proxy.loop).result(30)
+    proxy.url = f"http://127.0.0.1:{proxy.server.port}/v1"
+    try:
+        with daemon.client("operator") as op:
+            op.config_set({"llm": {"baseUrl": llm.url, "model": ""}})
+        client = proxy.client()
+        with pytest.raises(openai.APIStatusError) as e:
+            client.chat.completions.create(model="", messages=ASK)
+        assert e.value.status_code == 503 and e.value.body["code"] == "provider_not_configured"
+        # a client that names its model needs no llm.model
+        llm.script.append(openai_text("一"))
+        assert client.chat.completions.create(model="qwen-local", messages=ASK).choices[0].message.content == "一"
+        assert llm.requests[-1]["json"]["model"] == "qwen-local"
+        # a model set now works at once, and /v1/models says so
+        with daemon.client("operator") as op:
+            op.config_set({"llm": {"baseUrl": llm.url, "model": "scripted"}})
+        assert [m.id for m in client.models.list()] == ["scripted"]
+        llm.script.append(openai_text("二"))
+        assert client.chat.completions.create(model="", messages=ASK).choices[0].message.content == "二"
+        assert llm.requests[-1]["json"]["model"] == "scripted"
+    finally:
+        proxy.close()
+
+
+def test_a_zcord_that_starts_later_is_used_once_it_answers(make_daemon, llm):
+    later = make_daemon()
+    proxy = Running(later.sock, llm)
+    try:
+        llm.default = openai_text("好")
+        client = proxy.client()
+        client.chat.completions.create(model="m", messages=ASK)
+        assert "zcor_memory_write" not in declared_sent(llm.requests[0])  # answered without memory
+        later.start()
+        for _ in range(100):
+            client.chat.completions.create(model="m", messages=ASK)
+            if "zcor_memory_write" in declared_sent(llm.requests[-1]):
+                break
+            threading.Event().wait(0.1)
+        assert "zcor_memory_write" in declared_sent(llm.requests[-1])
+    finally:
+        proxy.close()
+
+
+def test_metrics_behind_the_token(daemon, llm, proxy):
+    llm.script.append(openai_text("好"))
+    proxy.client().chat.completions.create(model="m", messages=ASK)
+    resp, data, conn = proxy.raw("GET", "/metrics", headers={"Authorization": "Bearer nope"})
+    conn.close()
+    assert resp.status == 401
+    resp, data, conn = proxy.raw("GET", "/metrics")
+    conn.close()
+    text = data.decode()
+    assert resp.status == 200 and resp.getheader("Content-Type").startswith("text/plain")
+    assert 'zcor_endpoint_requests_total{route="/v1/chat/completions",status="200"} 1.0' in text
+    assert 'zcor_endpoint_requests_total{route="/metrics",status="401"} 1.0' in text
+    assert "zcor_endpoint_open_connections 1.0" in text
+    assert 'zcor_endpoint_upstream_seconds_count{outcome="ok",protocol="openai"} 1.0' in text
