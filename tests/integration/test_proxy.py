@@ -681,7 +681,7 @@ def test_two_turns_share_everything_before_the_header_and_a_mid_system_message_s
     proxy = running(daemon, llm, protocol)
     text = openai_text if protocol == "openai" else anthropic_text
     try:
-        cat = seed(daemon)
+        seed(daemon)
         with daemon.client("operator") as op:
             op.call_tool("zcor_memory_write", {"title": "厨房里有猫粮", "content": "团子的猫粮放在厨房"})
         llm.script += [text("团子在睡觉"), text("去厨房看看")]
@@ -1161,5 +1161,6 @@ def test_metrics_behind_the_token(daemon, llm, proxy):
     assert resp.status == 200 and resp.getheader("Content-Type").startswith("text/plain")
     assert 'zcor_endpoint_requests_total{route="/v1/chat/completions",status="200"} 1.0' in text
     assert 'zcor_endpoint_requests_total{route="/metrics",status="401"} 1.0' in text
-    assert "zcor_endpoint_open_connections 1.0" in text
+    (open_now,) = [line for line in text.splitlines() if line.startswith("zcor_endpoint_open_connections ")]
+    assert float(open_now.split()[1]) >= 1  # this one at least (the openai client may keep its own)
     assert 'zcor_endpoint_upstream_seconds_count{outcome="ok",protocol="openai"} 1.0' in text
