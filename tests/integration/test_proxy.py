@@ -1060,8 +1060,16 @@ def test_lone_surrogates_and_odd_json_get_a_400_and_the_chat_goes_on(daemon, llm
     assert proxy.client().chat.completions.create(model="m", messages=ASK).choices[0].message.content == "还在"
 
 
-def test_a_client_that_goes_away_has_its_tool_calls_dropped(daemon, llm, proxy):
+def test_a_client_that_goes_away_has_its_tool_calls_dropped(daemon, llm):
     """A dropped client's request went on: its model's tool calls were still run."""
+    proxy = Running(daemon.sock, llm, timeout=60)  # the upstream's own deadline is not what ends it
+    try:
+        dropped(daemon, llm, proxy)
+    finally:
+        proxy.close()
+
+
+def dropped(daemon, llm, proxy) -> None:
     release = threading.Event()
     llm.script.append(("wait", release, openai_tools(("zcor_memory_write", {"title": "不该写入", "content": "x"}))))
     llm.default = openai_text("好")
