@@ -37,7 +37,7 @@ import httpx  # noqa: E402
 from bench_daemon import start_daemon  # noqa: E402
 from common import build_memory, table  # noqa: E402
 
-from tests.fakellm import FakeLLM, openai_text  # noqa: E402
+from tests.fakellm import FakeLLM, openai_text, openai_tools  # noqa: E402
 from zcord.client import Client  # noqa: E402
 from zcord.core.config import LlmConfig  # noqa: E402
 
@@ -70,8 +70,11 @@ def _old_proxy() -> Any:
     return module
 
 
-def run_endpoint(turns: int = 30, layout: str = "after", memories: int = 200) -> list[dict[str, Any]]:
-    """The 30-turn role-play through the endpoint; the JSON body of each upstream request."""
+def run_endpoint(turns: int = 30, layout: str = "after", memories: int = 200,
+                 tool_round: bool = False) -> list[dict[str, Any]]:
+    """The 30-turn role-play through the endpoint; the JSON body of each upstream request.
+    With tool_round, the last turn's model first rewrites the memory its header shows (one
+    more upstream request in that turn)."""
     tmp = Path(tempfile.mkdtemp(dir="/tmp", prefix="zcb"))
     proc = None
     loop = asyncio.new_event_loop()
@@ -84,9 +87,13 @@ def run_endpoint(turns: int = 30, layout: str = "after", memories: int = 200) ->
         with Client(str(sock), role="operator", timeout=30) as op:
             for i in range(1, 6):
                 op.call_tool("zcor_memory_important", {"id": f"m{i}", "important": True})
+            cat = op.call_tool("zcor_memory_write", {"title": "小满的猫团子", "content": "橘猫，怕下雨"})["id"]
         module = _old_proxy() if layout == BEFORE else __import__("zcord.bot.proxy", fromlist=["ProxyServer"])
         with FakeLLM(keep_alive=True) as llm:
             llm.script = [openai_text(reply(i)) for i in range(turns)]
+            if tool_round:
+                llm.script.insert(turns - 1, openai_tools(("zcor_memory_write", {
+                    "id": cat, "title": "小满的猫团子", "content": "橘猫，怕下雨，也怕打雷"})))
             cfg = LlmConfig(base_url=llm.url, model="bench", timeout_seconds=30)
 
             async def make() -> Any:
@@ -101,7 +108,8 @@ def run_endpoint(turns: int = 30, layout: str = "after", memories: int = 200) ->
                 for i in range(turns):
                     if i == 3:
                         messages.append({"role": "system", "content": NOTE})
-                    messages.append({"role": "user", "content": user_turn(i)})
+                    messages.append({"role": "user", "content": user_turn(i) + ("团子今天怕打雷吗？" if tool_round
+                                                                                     and i == turns - 1 else "")})
                     resp = http.post("/chat/completions", json={"model": "bench", "messages": messages})
                     resp.raise_for_status()
                     messages.append({"role": "assistant", "content": resp.json()["choices"][0]["message"]["content"]})
@@ -166,6 +174,13 @@ def main() -> None:
                      f"{statistics.median(uncached) / 3:,.0f}", f"{len(canonical(bodies[-1])):,}"])
     print(table(rows, ["layout", "requests", "prefix share p50", "min", "uncached chars p50",
                        "≈ tokens", "last request chars"]))
+    print("\nA tool round that rewrites a memory shown in the header: the turn's second upstream request")
+    rows = []
+    for label, layout in ([(f"endpoint, main@{BEFORE}", BEFORE)] if args.before else []) + [("endpoint, now", "after")]:
+        bodies = run_endpoint(min(args.turns, 10), layout, tool_round=True)
+        share, uncached = shares(bodies[-2:])
+        rows.append([label, f"{share[0] * 100:.1f} %", f"{uncached[0]:,}", f"{len(canonical(bodies[-1])):,}"])
+    print(table(rows, ["layout", "prefix share of the first", "uncached chars", "request chars"]))
 
 
 if __name__ == "__main__":
