@@ -745,6 +745,23 @@ def test_the_header_goes_before_the_user_batch_even_with_a_trailing_system_messa
     assert sent[5] == {"role": "system", "content": "[Write Mimi's next reply.]"}
 
 
+def test_a_continue_keeps_the_answer_being_continued_last(daemon, llm, proxy):
+    """A front end's "continue" ends with the model's own unfinished text: the header goes
+    before the last user message, not after the text to continue."""
+    seed(daemon)
+    llm.script += [openai_text("团子在窗台上"), openai_text("……还在睡觉。")]
+    ask = [{"role": "system", "content": CARD}, {"role": "user", "content": "团子呢"}]
+    client = proxy.client()
+    client.chat.completions.create(model="m", extra_headers={"X-Zcor-Session": "st:cont"}, messages=ask)
+    client.chat.completions.create(model="m", extra_headers={"X-Zcor-Session": "st:cont"}, messages=ask + [
+        {"role": "assistant", "content": "团子在窗台上"}])
+    sent = llm.requests[1]["json"]["messages"]
+    assert sent[:2] == llm.requests[0]["json"]["messages"]  # the same bytes as the turn it continues
+    assert [m["role"] for m in sent] == ["system", "user", "assistant"]
+    assert sent[1]["content"].endswith("\n\n团子呢") and "[m" in sent[1]["content"]
+    assert sent[2] == {"role": "assistant", "content": "团子在窗台上"}
+
+
 @pytest.mark.parametrize("protocol", ["openai", "anthropic"])
 def test_a_tool_round_changes_only_the_header_and_reads_the_prefix_once(daemon, llm, protocol):
     proxy = running(daemon, llm, protocol)

@@ -362,13 +362,23 @@ def parse_chat(body: bytes, protocol: str) -> ChatRequest:
 
 def header_at(messages: list[Message]) -> int:
     """Where the context header goes in the client's messages: before the newest user batch
-    (prompt.batch_start), looking past system messages the client put after it (a
-    front end's "post-history instructions"); at the end when there is no such batch."""
+    (prompt.batch_start), looking past system messages the client put after it (a front
+    end's "post-history instructions"). When the client's messages end with an answer (a
+    "continue" that has the model go on from its own text), before the last user messages
+    all the same, so the answer being continued stays last; at the end when there are none."""
     end = len(messages)
     while end > 0 and messages[end - 1].role == "system":
         end -= 1
     at = batch_start(messages[:end])
-    return at if at < end else len(messages)
+    if at < end:
+        return at
+    users = [i for i in range(end) if messages[i].role == "user"]
+    if not users:
+        return len(messages)
+    at = users[-1]
+    while at > 0 and messages[at - 1].role == "user":
+        at -= 1
+    return at
 
 
 # -- what never reaches the client: the upstream key and the provider's own words ---------------
@@ -727,9 +737,13 @@ def guarded_protocol(owner: ProxyServer) -> type:
                 self._disarm()
 
         def on_response_complete(self) -> None:
+            cycle = self.cycle
             super().on_response_complete()
-            if not self.transport.is_closing():  # uvicorn's keep-alive timer bounds the idle wait;
-                self._arm(owner.limits.read_timeout)  # this one a next request sent a byte at a time
+            # uvicorn's keep-alive timer bounds the idle wait; this one a next request sent a
+            # byte at a time, and an answer left unread in the write buffer (not when a
+            # pipelined request has started already)
+            if not self.transport.is_closing() and self.cycle is cycle:
+                self._arm(owner.limits.read_timeout)
 
         def abort(self) -> None:
             """Drop the connection and what was not sent yet (a client that does not read)."""
