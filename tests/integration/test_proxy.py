@@ -296,6 +296,25 @@ def test_requests_without_the_token_are_refused(daemon, llm, proxy, token):
     assert llm.requests == []
 
 
+AUTH_FORMS = [None, "", "Bearer", "Bearer ", f"Basic {TOKEN}", f"bearer{TOKEN}", f"Bearer {TOKEN}x",
+              f"Bearer {TOKEN[:-1]}", f"Token {TOKEN}", f"Bearer {TOKEN.upper()}", f"Bearer\t{TOKEN}x",
+              f"Bearer {TOKEN} {TOKEN}", f"{TOKEN}"]
+
+
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/models", "/metrics", "/v1/chat/completions/",
+                                  "//v1/models", "/v1/%63hat/completions", "/nothing"])
+def test_every_wrong_authorization_on_every_path_is_a_401_that_closes(daemon, llm, proxy, path):
+    for form in AUTH_FORMS:
+        lines = ["Content-Length: 2"] + ([] if form is None else [f"Authorization: {form}"])
+        got = exchange(proxy.server.port, head(path, *lines) + b"{}")
+        assert got.startswith(b"HTTP/1.1 401 "), (path, form, got[:100])
+        assert got.count(b"HTTP/1.1 ") == 1
+    got = exchange(proxy.server.port, head(path, "Content-Length: 2", f"Authorization: Bearer {TOKEN}",
+                                           f"Authorization: Bearer {TOKEN}") + b"{}")
+    assert got.startswith(b"HTTP/1.1 400 ")  # two Authorization headers: which one counts is not guessed
+    assert llm.requests == []
+
+
 def test_past_the_concurrency_cap_a_request_gets_429(daemon, llm):
     running = Running(daemon.sock, llm, max_concurrent=1)
     try:

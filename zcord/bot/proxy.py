@@ -1191,7 +1191,10 @@ class ProxyServer:
                 prompt = assemble(prefix=memory.prefix, system=chat.system, history=history, batch=batch,
                                   header=header, zcor_tools=memory.tools, client_tools=chat.tools, session=session)
                 reply = await self._ask(provider, prompt, chat, stream, chunk, key)
-                self.daemon.report_usage(usage_params(session, reply, prompt, FRONT_END, llm.model, llm.protocol))
+                params = usage_params(session, reply, prompt, FRONT_END, llm.model, llm.protocol)
+                if params is not None and not memory.prefix:
+                    params["prefixChars"] = 0  # the system text is the client's alone
+                self.daemon.report_usage(params)
                 total = _add(total, reply.usage)
                 ours = [c for c in reply.tool_calls if c.name not in client_tools]
                 theirs = [c for c in reply.tool_calls if c.name in client_tools]
