@@ -53,8 +53,10 @@ def _halves(text: str) -> list[str]:
     return [p for p in (text[:mid], text[mid:]) if p]
 
 
-def sse_events(reply: dict[str, Any]) -> list[tuple[str | None, dict[str, Any] | str]]:
-    """A whole reply as the stream a real provider would send: (event name, data) pairs."""
+def sse_events(reply: dict[str, Any], include_usage: bool = False) -> list[tuple[str | None, dict[str, Any] | str]]:
+    """A whole reply as the stream a real provider would send: (event name, data) pairs; an
+    OpenAI stream ends with a usage chunk (no choice) when the request asked for one
+    (stream_options.include_usage) and the reply has a usage."""
     if "choices" in reply:  # OpenAI Chat Completions chunks
         msg = reply["choices"][0]["message"]
         base = {"id": reply.get("id", "chatcmpl-s"), "object": "chat.completion.chunk", "model": "fake"}
@@ -74,6 +76,8 @@ def sse_events(reply: dict[str, Any]) -> list[tuple[str | None, dict[str, Any] |
                     {"index": i, "function": {"arguments": piece}}]}, "finish_reason": None}]}))
         out.append((None, {**base, "choices": [{"index": 0, "delta": {},
                                                 "finish_reason": reply["choices"][0]["finish_reason"]}]}))
+        if include_usage and reply.get("usage"):
+            out.append((None, {**base, "choices": [], "usage": reply["usage"]}))
         out.append((None, "[DONE]"))
         return out
     out = [("message_start", {"type": "message_start", "message": {**reply, "content": [], "stop_reason": None}})]
@@ -92,7 +96,7 @@ def sse_events(reply: dict[str, Any]) -> list[tuple[str | None, dict[str, Any] |
                                                     "delta": {"type": "input_json_delta", "partial_json": piece}}))
         out.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
     out.append(("message_delta", {"type": "message_delta", "delta": {"stop_reason": reply["stop_reason"]},
-                                  "usage": {"output_tokens": 1}}))
+                                  "usage": {"output_tokens": (reply.get("usage") or {}).get("output_tokens", 1)}}))
     out.append(("message_stop", {"type": "message_stop"}))
     return out
 
@@ -184,7 +188,8 @@ class FakeLLM:
                 elif isinstance(parsed, dict) and parsed.get("stream"):
                     # a streaming request gets the same reply as server-sent events
                     lines = []
-                    for name, data in sse_events(entry):
+                    asked = parsed.get("stream_options") or {}
+                    for name, data in sse_events(entry, isinstance(asked, dict) and asked.get("include_usage") is True):
                         text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
                         lines.append((f"event: {name}\n" if name else "") + f"data: {text}\n\n")
                     self._send(200, "".join(lines).encode(), "text/event-stream")
