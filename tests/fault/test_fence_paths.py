@@ -144,3 +144,35 @@ def test_the_search_filter_prompt_is_fenced(planted):
     clean(prompt)
     candidates = json.loads(prompt)["candidates"]
     assert len(candidates) == got["candidateCount"] and {c["id"] for c in candidates} <= set(ids)
+
+
+def test_the_endpoint_feeds_tool_results_back_fenced_and_names_the_speaker(planted):
+    """`zcor serve-openai`: zcor's tool results (and errors quoting memory text) go back to the
+    model fenced, and the origin names the sender the batch ends with as its speaker."""
+    from tests.integration.test_proxy import Running
+
+    d, ids = planted
+    calls = [("zcor_memory_read", {"id": i}) for i in ids] + [
+        ("zcor_memory_supersede", {"ids": [ids[3]], "replacementId": ids[3], "reason": CORPUS[4]}),
+        ("zcor_memory_write", {"title": "阿杰说火锅好吃", "content": "周五吃火锅"})]
+    with FakeLLM() as llm:
+        llm.script += [openai_tools(*calls), openai_text("好的")]
+        running = Running(d.sock, llm)
+        try:
+            running.client().chat.completions.create(model="m", messages=[
+                {"role": "user", "content": "看看火锅", "name": "bystander"},
+                {"role": "user", "content": "记一下，周五吃火锅", "name": "ajie"}])
+        finally:
+            running.close()
+        messages = llm.requests[1]["json"]["messages"]
+    results = [m for m in messages if m["role"] == "tool"]
+    assert len(results) == len(calls)
+    for m in results:
+        clean(m["content"])
+    assert [json.loads(m["content"])["id"] for m in results[:len(ids)]] == ids
+    assert "error" in json.loads(results[len(ids)]["content"])
+    with d.client("operator") as op:
+        (rec,) = op.request("zcor/history/query", {"changesOnly": True, "tool": "zcor_memory_write",
+                                                   "keywords": ["阿杰说火锅好吃"]})["items"]
+    assert rec["origin"]["speaker"] == "openai:ajie"
+    assert set(rec["origin"]["senders"]) == {"openai:ajie", "openai:bystander"}

@@ -52,6 +52,8 @@ from urllib.parse import quote, urlsplit
 
 from ..core.config import Config, ConfigFile, LlmConfig, api_key_for
 from ..core.errors import ProviderError
+from ..core.fence import fence_tool_result
+from ..core.origin import batch_senders
 from ..retrieval.llm import DEFAULT_MAX_TOKENS, Message, Prompt, Provider, Reply, ToolCall, Usage
 from ..transport.client import AsyncClient, ClientError, RpcError, ToolError, tool_result
 from ..transport.systemd import notify
@@ -615,13 +617,14 @@ class Daemon:
         try:
             result = tool_result(await client.request("tools/call", {
                 "name": call.name, "arguments": call.arguments, "_meta": {ORIGIN_META: origin}}))
-        except ToolError as e:
-            return Message("tool", json.dumps({"error": e.to_dict()}, ensure_ascii=False), tool_call_id=call.id,
-                           is_error=True)
+        except ToolError as e:  # an error may quote memory text: fenced as results are
+            return Message("tool", json.dumps({"error": fence_tool_result(e.to_dict())}, ensure_ascii=False),
+                           tool_call_id=call.id, is_error=True)
         except ClientError as e:
             log.warning("zcord failed during %s (%s)", call.name, e)
             return error("unavailable", str(e))
-        return Message("tool", json.dumps(result, ensure_ascii=False), tool_call_id=call.id)
+        # memory text goes back to the model fenced, as in the header (issue 33)
+        return Message("tool", json.dumps(fence_tool_result(result), ensure_ascii=False), tool_call_id=call.id)
 
 
 # -- HTTP: uvicorn (h11) with a guard on each connection ---------------------------------------
@@ -1167,7 +1170,11 @@ class ProxyServer:
         now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         events = [{"text": text, "origin": "external", "senderKey": self.sender_of(name, chat, headers),
                    "source": session, "ts": now[:-2] + ":" + now[-2:]} for text, name in chat.new_user if text]
-        origin = {"session": session, "senders": list(dict.fromkeys(e["senderKey"] for e in events))[-50:]}
+        # the senders in the order of their latest message, the speaker (whose message the batch
+        # ends with) last and named: zcord tells the speaker from the others present (issue 33)
+        origin: dict[str, Any] = {"session": session, "senders": batch_senders(events)}
+        if events:
+            origin["speaker"] = events[-1]["senderKey"]
         memory = await self.daemon.memory(session, events)
         declared = {t["name"] for t in memory.tools}
         client_tools = {t["name"] for t in chat.tools}
