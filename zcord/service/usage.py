@@ -201,7 +201,8 @@ class UsageBook:
     # -- reports -------------------------------------------------------------------------
 
     def today(self) -> str:
-        return self.clock().astimezone().date().isoformat()
+        """The date at zcord's clock (its local time zone)."""
+        return self.clock().date().isoformat()
 
     def _cutoff(self) -> str:
         return (date.fromisoformat(self._today) - timedelta(days=self.keep_days - 1)).isoformat()
