@@ -20,8 +20,8 @@ from ..widgets.rows import add_columns, row_table
 from .base import ZcorScreen
 
 WINDOWS = (7, 30, 90)
-NUMBERS = [("Calls", "calls", 7), ("Input", "input", 12), ("Cached", "cached", 12), ("Hit", "hit", 5),
-           ("Written", "written", 10), ("Output", "output", 10), ("~Prefix", "prefix", 10), ("~Header", "header", 9)]
+NUMBERS = [("Calls", "calls", 6), ("Input", "input", 11), ("Cached", "cached", 11), ("Hit", "hit", 4),
+           ("Written", "written", 9), ("Output", "output", 9), ("~Prefix", "prefix", 9), ("~Header", "header", 9)]
 
 
 def _cells(row: dict[str, Any]) -> list[Text]:
@@ -71,8 +71,8 @@ class UsageScreen(ZcorScreen):
 
     def on_mount(self) -> None:
         add_columns(self.query_one("#usage-sessions", DataTable),
-                    [("Session", "session", 28), *NUMBERS, ("Front end", "frontEnd", None)])
-        add_columns(self.query_one("#usage-days", DataTable), [("Day", "day", 28), *NUMBERS])
+                    [("Session", "session", 24), *NUMBERS, ("Front end", "frontEnd", None)])
+        add_columns(self.query_one("#usage-days", DataTable), [("Day", "day", 24), *NUMBERS])
         self.query_one("#usage-sessions", DataTable).focus()
 
     def on_screen_resume(self) -> None:

@@ -196,7 +196,11 @@ class _Collector:
         self.s = s
 
     def collect(self) -> Iterator[Any]:
-        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+        from prometheus_client.core import (
+            CounterMetricFamily,
+            GaugeMetricFamily,
+            HistogramMetricFamily,
+        )
 
         s = self.s
         info = GaugeMetricFamily("zcord_build_info", "zcord's version (always 1)", labels=["version"])
@@ -260,7 +264,10 @@ class _Collector:
 
 def render(s: Sample) -> str:
     """The Prometheus text exposition (version 0.0.4) of a Sample."""
-    from prometheus_client import CollectorRegistry, generate_latest  # only when metrics are asked for
+    from prometheus_client import (  # only when metrics are asked for
+        CollectorRegistry,
+        generate_latest,
+    )
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(_Collector(s))

@@ -11,11 +11,19 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, ConfigDict, Field, StrictInt, StrictStr, StringConstraints, ValidationError
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    StringConstraints,
+    ValidationError,
+)
 
 from ..core.errors import InvalidArgument
-from ..service.calls import invalid_from
 from ..retrieval.recall import MAX_SESSION_CHARS
+from ..service.calls import invalid_from
 from ..service.inputs import Args
 from ..service.usage import KEEP_DAYS
 
