@@ -88,7 +88,7 @@ class Service:
         self.retriever.hidden_ids = lambda: self.review.hidden  # held changes: not recalled, not searched
         self.retriever.own_name = PersonaName(self.dir / PERSONA_FILE)  # "thanks Juniper" addresses the bot
         self.undo = UndoBook(self.oplog)
-        self.usage = UsageBook(self.dir / USAGE_FILE, clock)
+        self.usage = UsageBook(self.dir / USAGE_FILE)  # the real date: a test's clock is for operations
         self.usage_budget = LogBudget()  # the bot's usage reports per minute (a token bucket)
         self.http_client: Any = None  # an httpx.Client to reuse for provider calls (tests may inject one)
         self.is_open = False

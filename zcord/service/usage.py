@@ -139,7 +139,7 @@ class UsageBook:
         rewritten without them; usage never stops zcord from starting."""
         with self.lock:
             self.sessions, self.totals, self.rows, self.appended = {}, {}, 0, 0
-            self._today = self.today()
+            self._today = ""  # read at the first report or query, which drops the days too old by then
             try:
                 raw = read_nofollow(self.path, MAX_USAGE_FILE)
             except FileNotFoundError:
@@ -163,7 +163,6 @@ class UsageBook:
                 log.warning("%s: %d unreadable line(s) skipped%s", self.path.name, bad,
                             ", and a report cut short at the end" if torn else "")
                 self._dirty = True
-            self._prune()
 
     def close(self) -> None:
         with self.lock:
@@ -205,16 +204,24 @@ class UsageBook:
         return self.clock().date().isoformat()
 
     def _cutoff(self) -> str:
+        """The oldest day kept ("" before the date was first read: every day)."""
+        if not self._today:
+            return ""
         return (date.fromisoformat(self._today) - timedelta(days=self.keep_days - 1)).isoformat()
+
+    def _to_today(self) -> str:
+        """Today; the days that fell out of the window dropped when the date moved on."""
+        today = self.today()
+        if today != self._today:
+            self._today = today
+            self._prune()
+        return today
 
     def record(self, session: str, report: dict[str, Any]) -> None:
         """Count one report (camelCase fields, already checked) for the session, today.
         StorageError when usage.jsonl cannot be written (nothing is counted then)."""
         with self.lock:
-            today = self.today()
-            if today != self._today:
-                self._today = today
-                self._prune()
+            today = self._to_today()
             line: dict[str, Any] = {"day": today, "session": session}
             for key in ("frontEnd", "protocol", "model"):
                 if report.get(key) is not None:
@@ -332,10 +339,7 @@ class UsageBook:
             raise InvalidArgument(f"days must be between 1 and {self.keep_days} (zcor keeps {self.keep_days} "
                                   f"days of usage); got {days}", field="days")
         with self.lock:
-            today = self.today()
-            if today != self._today:
-                self._today = today
-                self._prune()
+            today = self._to_today()
             since = (date.fromisoformat(today) - timedelta(days=days - 1)).isoformat()
             names = [session] if session is not None else list(self.sessions)
             sessions = []
@@ -368,11 +372,12 @@ class UsageBook:
     def today_line(self) -> dict[str, Any]:
         """Today's sums over every session (for `zcor/status`)."""
         with self.lock:
-            today = self.today()
+            today = self._to_today()
             row = list(self.totals.get(today) or _row())
         return {"day": today, **describe_row(row)}
 
     def lifetime(self) -> list[tuple[str, list[int], str | None]]:
         """(session, totals since first reported, front end) of every session kept (for metrics)."""
         with self.lock:
+            self._to_today()
             return [(name, list(su.total), su.front_end) for name, su in self.sessions.items()]
