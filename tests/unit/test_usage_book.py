@@ -112,7 +112,7 @@ def test_days_are_bounded_and_sessions_gone_quiet_are_dropped(tmp_path):
 
 
 def test_the_file_is_compacted_once_reports_outnumber_the_aggregates(tmp_path, monkeypatch):
-    monkeypatch.setattr(U, "COMPACT_MIN_LINES", 20)
+    monkeypatch.setattr(U, "COMPACT_LINES", 20)
     clock = Day()
     b = book(tmp_path, clock)
     for n in range(100):

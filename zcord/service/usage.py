@@ -19,15 +19,17 @@ at CHARS_PER_TOKEN.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+import orjson
 
 from ..core.errors import InvalidArgument, StorageError, describe_os_error
 from ..core.fsutil import atomic_write, fsync_dir, read_nofollow
@@ -44,8 +46,9 @@ KEEP_DAYS = 90
 within them."""
 MAX_SESSIONS = 500
 """Sessions kept at most (ZCOR_USAGE_MAX_SESSIONS overrides it, read when a Service is made)."""
-COMPACT_MIN_LINES = 1000
-"""The file is rewritten once it has more appended reports than this and than aggregates."""
+COMPACT_LINES = 2000
+"""The file is rewritten once this many reports were appended to it (a start replays at most
+this many lines besides one per session)."""
 MAX_USAGE_FILE = 256 << 20
 """A larger usage.jsonl is not read (usage starts over, with a warning)."""
 CHARS_PER_TOKEN = 2.0
@@ -88,10 +91,24 @@ def _numbers(doc: dict[str, Any]) -> list[int]:
     return row
 
 
+_INT = {int}
+_DAY = re.compile(r"\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])")
+
+
+def _counts(row: Any) -> list[int]:
+    """A row as written by _compact: the FIELDS' counts in order."""
+    if type(row) is not list or len(row) != len(FIELDS) or not set(map(type, row)) <= _INT or min(row) < 0:
+        raise ValueError("not a row of counts")
+    return row
+
+
+def _name(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 def _day(value: Any) -> str:
-    if not isinstance(value, str):
+    if not isinstance(value, str) or not _DAY.fullmatch(value):
         raise ValueError("day is not a date")
-    date.fromisoformat(value)
     return value
 
 
@@ -156,7 +173,7 @@ class UsageBook:
                 if not line.strip():
                     continue
                 try:
-                    self._load_line(json.loads(line))
+                    self._load_line(orjson.loads(line))
                 except (ValueError, TypeError, KeyError, AttributeError):
                     bad += 1
             if bad or torn:
@@ -179,23 +196,18 @@ class UsageBook:
             s = doc["session"]
             if not isinstance(s, str) or not s:
                 raise ValueError("session")
+            days = {_day(d): _counts(row) for d, row in doc["days"].items()}
             old = self.sessions.pop(s, None)
             if old is not None:
                 self.rows -= len(old.days)
             self._make_room(s)
-            self.sessions[s] = SessionUsage(total=_numbers(doc), first_day=_day(doc["firstDay"]),
-                                            last_day=_day(doc["lastDay"]), front_end=doc.get("frontEnd"),
-                                            protocol=doc.get("protocol"), model=doc.get("model"))
-        elif kind == "day":
-            su = self.sessions.get(doc["session"])
-            if su is not None:
-                d = _day(doc["day"])
-                if d not in su.days:
-                    self.rows += 1
-                su.days[d] = _numbers(doc)
-        elif kind == "total":
-            self.totals[_day(doc["day"])] = _numbers(doc)
-        # other kinds (a later zcord's): skipped
+            self.sessions[s] = SessionUsage(days=days, total=_counts(doc["total"]), first_day=_day(doc["firstDay"]),
+                                            last_day=_day(doc["lastDay"]), front_end=_name(doc.get("frontEnd")),
+                                            protocol=_name(doc.get("protocol")), model=_name(doc.get("model")))
+            self.rows += len(days)
+        elif kind == "totals":
+            self.totals = {_day(d): _counts(row) for d, row in doc["days"].items()}
+        # "header", and kinds a later zcord may write: skipped
 
     # -- reports -------------------------------------------------------------------------
 
@@ -228,11 +240,11 @@ class UsageBook:
                     line[key] = report[key]
             line.update({name: int(report.get(name) or 0) for name in FIELDS if name != "requests"})
             line["requests"] = 1
-            if self._dirty or self.appended >= max(COMPACT_MIN_LINES, self.rows + len(self.sessions)):
+            if self._dirty or self.appended >= COMPACT_LINES:
                 self._apply(session, today, _numbers(line), line)
                 self._compact_or_undo(session, today, line)
                 return
-            self._append(json.dumps(line, ensure_ascii=False, separators=(",", ":")).encode() + b"\n")
+            self._append(orjson.dumps(line) + b"\n")
             self._apply(session, today, _numbers(line), line)
             self.appended += 1
 
@@ -304,25 +316,19 @@ class UsageBook:
             raise StorageError(f"usage could not be recorded in {self.path.name}: {describe_os_error(e)}") from None
 
     def _compact(self) -> None:
-        """Rewrite usage.jsonl as one line per aggregate (atomically)."""
-        def dump(doc: dict[str, Any]) -> bytes:
-            return json.dumps(doc, ensure_ascii=False, separators=(",", ":")).encode() + b"\n"
-
-        def lines():
-            yield dump({"kind": "header", "version": 1})
-            for name, su in self.sessions.items():
-                doc: dict[str, Any] = {"kind": "session", "session": name, "firstDay": su.first_day,
-                                       "lastDay": su.last_day}
-                for key, value in (("frontEnd", su.front_end), ("protocol", su.protocol), ("model", su.model)):
-                    if value is not None:
-                        doc[key] = value
-                yield dump({**doc, **dict(zip(FIELDS, su.total))})
-                for day, row in su.days.items():
-                    yield dump({"kind": "day", "session": name, "day": day, **dict(zip(FIELDS, row))})
-            for day, row in sorted(self.totals.items()):
-                yield dump({"kind": "total", "day": day, **dict(zip(FIELDS, row))})
-
-        atomic_write(self.path, b"".join(lines()))
+        """Rewrite usage.jsonl atomically: a header, one line per session (its days as rows of
+        the FIELDS' counts, and its totals), one line of the days' totals."""
+        parts = [orjson.dumps({"kind": "header", "version": 1, "fields": list(FIELDS)})]
+        for name, su in self.sessions.items():
+            doc: dict[str, Any] = {"kind": "session", "session": name, "firstDay": su.first_day,
+                                   "lastDay": su.last_day, "total": su.total, "days": su.days}
+            for key, value in (("frontEnd", su.front_end), ("protocol", su.protocol), ("model", su.model)):
+                if value is not None:
+                    doc[key] = value
+            parts.append(orjson.dumps(doc))
+        parts.append(orjson.dumps({"kind": "totals", "days": self.totals}))
+        parts.append(b"")
+        atomic_write(self.path, b"\n".join(parts))
         fsync_dir(self.path.parent)
         if self._fd is not None:
             os.close(self._fd)  # it names the file just replaced
