@@ -50,7 +50,7 @@ def in_process(tmp: Path, sessions: int, per_day: int) -> None:
     book = U.UsageBook(tmp / U.USAGE_FILE, clock, max_sessions=sessions)
     book.load()
     times: list[float] = []
-    for day in range(U.KEEP_DAYS):
+    for _day in range(U.KEEP_DAYS):
         for k in range(per_day):
             for s in range(sessions):
                 t = time.perf_counter()

@@ -8,6 +8,7 @@ from .transport.client import *  # noqa: F401,F403
 from .transport.client import __all__ as _client_all
 from .transport.client import initialize_params
 from .transport.paths import SYSTEM_SOCKET, client_socket, default_socket, memory_dir
+from .transport.provider_usage import provider_usage
 from .transport.shown import UNSAFE, invisible_marked, json_shown, shown
 
 # time forms and log-record targets, shared by `zcor` and the TUI (importable, not in __all__)
@@ -20,4 +21,4 @@ from .transport.wording import (
 
 __all__ = [*_client_all, "initialize_params", "for_operator", "human_size", "SYSTEM_SOCKET", "client_socket",
            "default_socket", "memory_dir", "describe_origin", "UNSAFE", "shown", "json_shown",
-           "invisible_marked", "affinity_series", "sparkline"]
+           "invisible_marked", "affinity_series", "sparkline", "provider_usage"]
