@@ -210,3 +210,21 @@ def test_status_on_a_terminal_ends_with_todays_usage(daemon):
     assert "usage today: 1 provider call, 1,000 input tokens, 90% from the provider's cache" in shown.decode()
     piped = daemon.zcor("status")
     assert "usage today" not in piped.stdout and json.loads(piped.stdout)["usageToday"]["requests"] == 1
+
+
+async def test_the_async_client_reports_and_reads_metrics(daemon):
+    from zcord.client import provider_usage
+
+    bot = await daemon.aclient()
+    try:
+        counts = provider_usage({"input_tokens": 40, "cache_read_input_tokens": 900, "cache_creation_input_tokens": 60,
+                                 "output_tokens": 30}, "anthropic")
+        assert await bot.usage_report("qq:9", **counts, front_end="astrbot", protocol="anthropic") == {"recorded": True}
+        text = await bot.metrics()
+    finally:
+        await bot.close()
+    s = _samples(text)
+    assert _value(s, "zcord_usage_input_tokens_total", session="qq:9") == 1000
+    assert _value(s, "zcord_usage_cache_write_tokens_total", session="qq:9") == 60
+    with daemon.client("operator") as op:
+        assert op.usage(session="qq:9")["totals"]["hitShare"] == 0.9
