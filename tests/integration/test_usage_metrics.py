@@ -228,3 +228,24 @@ async def test_the_async_client_reports_and_reads_metrics(daemon):
     assert _value(s, "zcord_usage_cache_write_tokens_total", session="qq:9") == 60
     with daemon.client("operator") as op:
         assert op.usage(session="qq:9")["totals"]["hitShare"] == 0.9
+
+
+def test_usage_jsonl_is_0640_under_any_umask_and_never_followed_through_a_link(make_daemon, tmp_path):
+    import stat
+
+    d = make_daemon()
+    d.start(cmd_prefix=["sh", "-c", 'umask 077; exec "$@"', "sh"])
+    with d.client() as bot:
+        bot.usage_report("s", 10, 0, 1)
+    assert stat.S_IMODE(os.stat(d.memdir / "usage.jsonl").st_mode) == 0o640
+    d.stop()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text("")
+    (d.memdir / "usage.jsonl").unlink()
+    (d.memdir / "usage.jsonl").symlink_to(elsewhere)
+    d.start()  # the link is not read (usage starts over, with a warning) …
+    with d.client() as bot:
+        bot.usage_report("s", 10, 0, 1)
+    assert elsewhere.read_text() == ""  # … nor written through: the file replaces the link
+    assert not (d.memdir / "usage.jsonl").is_symlink()
+    assert "usage.jsonl cannot be read" in d.stderr()

@@ -293,6 +293,7 @@ class UsageBook:
             if self._fd is None:
                 self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
                                    0o640)
+                os.fchmod(self._fd, 0o640)  # the Memory's files are 0640 whatever the umask
             view = memoryview(data)
             while view:
                 view = view[os.write(self._fd, view):]
