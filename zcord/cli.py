@@ -160,7 +160,8 @@ def cmd_usage(args: argparse.Namespace) -> int:
 
 
 def cmd_metrics(args: argparse.Namespace) -> int:
-    with _client(args) as c:
+    # as the bot: metrics are read-only, and a cron job or node_exporter's user need not be an operator
+    with _client(args, P.BOT) as c:
         sys.stdout.write(c.metrics())
     return EXIT_OK
 
