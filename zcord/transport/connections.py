@@ -470,6 +470,9 @@ class ConnectionServer:
         except ZcorError as e:
             status = e.code
             conn.send(P.error_response(msg.id, P.app_error(e)))
+        except asyncio.CancelledError:
+            status = "cancelled"  # shutdown gave up waiting for it
+            raise
         except Exception as e:
             log.exception("internal error in %s", msg.method)
             conn.send(P.error_response(msg.id, P.RpcError(
