@@ -28,9 +28,11 @@ from pathlib import Path
 from .fsutil import atomic_write, read_derived
 from .lexicon import (
     IRREGULAR,
+    KEYWORD_LIGHT,
     LIGHT_WORDS,
     NAME_PREFIXES,
     NAME_SUFFIXES,
+    PRODUCT_HEADS,
     SINGLE_STOP,
     STEM_KEEP,
     STOPWORDS,
@@ -649,6 +651,7 @@ def segment(text: str, hmm: bool = True) -> list[str]:
 
 
 _LIGHT_FOLDED = frozenset(fold(w) for w in LIGHT_WORDS if _ASCII_WORD.fullmatch(w))
+_KEYWORD_LIGHT_FOLDED = frozenset(fold(w) for w in KEYWORD_LIGHT if _ASCII_WORD.fullmatch(w))
 
 
 def is_stopword(key: str) -> bool:
@@ -659,6 +662,83 @@ def is_stopword(key: str) -> bool:
 def is_light(key: str) -> bool:
     """Whether a normalized word is chat filler: light words, and their inflected forms."""
     return key in LIGHT_WORDS or (key not in STOPWORDS and fold(key) in _LIGHT_FOLDED)
+
+
+def is_light_term(term: str) -> bool:
+    """`is_light` for a synonym term: a phrase of several words is filler when each of its
+    words is a function word or filler (`good night`, `see you`)."""
+    if is_light(term):
+        return True
+    words = latin_words(term)
+    return len(words) > 1 and not has_cjk(term) and all(is_stopword(w) or is_light(w) for w in words)
+
+
+def compound_parts(word: str) -> list[str]:
+    """The parts of a CJK compound that it is about (weighted recall, issue 37): its head when
+    the compound is a kind of it (医院 in 宠物医院, 冰箱 in 电冰箱), or its first part when
+    the compound is a product made of it (花生 in 花生酱, 芒果 in 芒果汁: the head is one of
+    `lexicon.PRODUCT_HEADS`). A part that only modifies the head is not (茶叶 in 茶叶蛋, 宠物
+    in 宠物医院). The two parts are the likeliest cut of the word in two by jieba's word
+    frequencies; a part has at least two characters; words of fewer than three characters,
+    and words with other letters, have none."""
+    if len(word) < 3 or not _all_cjk(word):
+        return []
+    freq = tokenizer().FREQ
+    best, at = 0.0, 0
+    for k in range(1, len(word)):  # the likeliest cut in two, as jieba weighs words
+        a, b = freq.get(word[:k]), freq.get(word[k:])
+        if a and b and a * b > best:
+            best, at = a * b, k
+    if not at:
+        return []
+    first, head = word[:at], word[at:]
+    if len(head) >= MIN_WORD_CHARS:
+        return [head]
+    return [first] if head in PRODUCT_HEADS and len(first) >= MIN_WORD_CHARS else []
+
+
+_kinds: dict[str, tuple[str, ...]] | None = None
+
+
+def kinds_of(word: str) -> tuple[str, ...]:
+    """The words related to a normalized word by kind (zcord/core/kinds.py: WordNet 3.0 for
+    English, a hand-written table for Chinese): the kinds of a category (家电 → 洗衣机, pet
+    → cat) and the categories of a kind (shrimp → shellfish). English words are looked up
+    by their stem (pets → pet). The table is read on first use."""
+    global _kinds
+    if _kinds is None:
+        from .kinds import TABLE
+
+        table: dict[str, tuple[str, ...]] = {}
+        for line in TABLE.splitlines():
+            word_, _, related = line.partition("\t")
+            key = stem_key(word_)
+            table[key] = tuple(dict.fromkeys([*table.get(key, ()), *related.split("|")]))
+        _kinds = table
+    return _kinds.get(stem_key(word), ())
+
+
+LONE_CACHE_ENTRIES = 50_000
+_lone: dict[str, frozenset[str]] = {}
+_NO_CHARS: frozenset[str] = frozenset()
+
+
+def head_chars(norm_title: str) -> frozenset[str]:
+    """The CJK characters a title's words end with, in its cut (jieba, no HMM, as recall cuts
+    messages): words of one character (猫 in 家里的猫叫年糕) and the last character of longer
+    ones, the head of a Chinese compound (鸟 of 画眉鸟, 店 of 奶茶店) or the object of a verb
+    (烟 of 戒烟). A character that begins or is inside a word only modifies it: 干 is in
+    none of 干净, 干洗店. Kept for the last titles asked."""
+    out = _lone.get(norm_title)
+    if out is None:
+        tok = tokenizer()
+        chars = [w[-1] for _, run in runs(norm_title) if _CJK_CHAR.match(run)
+                 for w in _cut(tok, run) if _CJK_CHAR.match(w[-1])] if has_cjk(norm_title) else []
+        out = frozenset(chars) if chars else _NO_CHARS
+        if len(_lone) >= LONE_CACHE_ENTRIES:
+            _lone.clear()
+        _lone[norm_title] = out
+    return out
 
 
 def derive_keywords(title: str) -> list[str]:
@@ -673,7 +753,8 @@ def derive_keywords(title: str) -> list[str]:
             at = folded.find(word)
             word = text[at:at + len(word)]
         key = match_form(word)
-        if key in seen or is_stopword(key) or is_light(key) or (key.isdigit() and len(key) < 4):
+        if key in seen or is_stopword(key) or (key.isdigit() and len(key) < 4) or key in KEYWORD_LIGHT \
+                or (key not in STOPWORDS and fold(key) in _KEYWORD_LIGHT_FOLDED):
             continue
         seen.add(key)
         keywords.append(word)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, TypeAlias, cast
 
 from ..core.state import MemoryState
-from ..core.text import has_cjk, latin_words, normalize, stem_key, term_key
+from ..core.text import has_cjk, latin_words, head_chars, match_form, normalize, stem_key, term_key
 
 _ID_PARTS = re.compile(r"^(.*?)(\d*)$")
 
@@ -39,6 +39,8 @@ class Term:
     weight: float            # recency of the message it came from, lower for a synonym
     light: bool              # chat filler: may add to a score, never makes a hit alone
     cls: frozenset[str]      # its synonym class (itself alone when it has none)
+    weak: bool = False       # a lone character, a compound's part or a kind: never the only strong evidence
+    asked: bool = False      # from a message that asks something (a question): its common words may anchor
 
 
 RankingMode: TypeAlias = Literal["seed", "weighted"]
@@ -83,6 +85,9 @@ RECENCY_MIN = 0.3
 RERANK_POOL = 60
 DEFERRED_POOL = 1000        # candidates that common terms may still reorder
 SINGLE_WEIGHT = 0.5         # a lone CJK character (腿, 鸟) is a weak term
+PART_WEIGHT = 0.6           # the part a compound is about (花生 of 花生酱, 医院 of 宠物医院)
+KIND_WEIGHT = 0.5           # a kind of a category word of the message (洗衣机 for 家电): below a synonym
+LONE_MAX_DF = 3000          # a lone character in more titles than this is no evidence
 MESSAGE_HMM = False         # jieba's guesses for unknown words in messages (keywords know them already)
 PERSON_FACTOR = 1.5         # a memory under a person node the batch names (or its sender's) counts this much more
 PERSON_SUBTREE = 5000       # at most this many memories under one named node are looked at
@@ -333,9 +338,17 @@ class Ranking:
         dfs: dict[str, int] = {}  # key -> df
         shared_of: dict[str, Any] = {}  # key -> the ids hit by title and keyword both
         stem_hits, keyword_ids, is_title = ix.stem_hits, ix.keyword_stem_ids, ix.is_stem_title
+        nodes = self.state.nodes
         for t in terms:
             key = t.key
             t_ids = stem_hits(key)
+            if len(key) == 1 and t_ids and has_cjk(key):
+                # a lone character matches a title's word that it is, or that it heads (鸟 of
+                # 画眉鸟, 烟 of 戒烟), never one it only begins or modifies (干 of 干净); a
+                # keyword equal to it still counts
+                if len(t_ids) > LONE_MAX_DF:
+                    continue
+                t_ids = {i for i in t_ids if key in head_chars(match_form(nodes[i].title))}
             k_ids = (keyword_ids(key) or empty) if keyword_equality else empty
             if k_ids:
                 shared = shared_of[key] = k_ids & t_ids
@@ -350,6 +363,15 @@ class Ranking:
             per_class.setdefault(t.cls, []).append((t, t_ids, k_ids, rarity * t.weight, anchor))
         if not per_class:
             return []
+        if floor and not any(anchor and not t.weak for items in per_class.values() for t, *_, anchor in items):
+            # only weak evidence (a lone character, a compound's part, a kind) or none: the
+            # common words of a question anchor too, for they are what it asks about
+            # ("这个公园叫什么名字", where 公园 is what half the Memory is about); small talk
+            # that asks nothing keeps recalling nothing
+            for items in per_class.values():
+                for k, (t, t_ids, k_ids, value, anchor) in enumerate(items):
+                    if not anchor and t.asked and not t.light and not t.weak:
+                        items[k] = (t, t_ids, k_ids, value, True)
         self._synonyms_under_word(per_class, keyword_equality, n, dfs)
         contrib: dict[frozenset[str], dict[str, float]] = {}
         anchored: set[str] = set()

@@ -29,15 +29,18 @@ from ..core.fence import (
     quoted_len,
 )
 from ..core.invalid import sentence
-from ..core.lexicon import GREETINGS, PHRASAL, PHRASAL_GAP
+from ..core.lexicon import GREETINGS, PHRASAL, PHRASAL_GAP, QUESTION_CHARS, QUESTION_WORDS
 from ..core.state import MemoryState
 from ..core.text import (
     add_user_words,
     analyse_cached,
+    compound_parts,
     fold_han,
     has_cjk,
     is_light,
+    is_light_term,
     is_stopword,
+    kinds_of,
     latin_words,
     match_form,
     normalize,
@@ -49,7 +52,9 @@ from ..core.text import (
 )
 from .ranking import (
     LIGHT_WEIGHT,
+    KIND_WEIGHT,
     MESSAGE_HMM,
+    PART_WEIGHT,
     PERSON_FACTOR,
     RECENCY_DECAY,
     RECENCY_MIN,
@@ -273,12 +278,16 @@ class Retriever:
         greeting = False
         phrasal: set[str] = set()  # words used in an everyday phrase …
         plain: set[str] = set()  # … and words used otherwise
+        asked: set[str] = set()  # words of the messages that ask something
         for i, text in enumerate(texts):
             w = max(RECENCY_MIN, RECENCY_DECAY ** (n - 1 - i)) if weighted else 1.0
             norm = match_form(text)
             words, lone = analyse_cached(norm, weighted, MESSAGE_HMM)
             if weighted:
                 _phrasal_uses(words, phrasal, plain)
+                if asks(norm, words):
+                    asked.update(words)
+                    asked.update(lone)
             for word in [*words, *self._mixed_keywords_in(norm)]:
                 word = normalize(word)  # the text is in match_form already
                 if word in GREETINGS:
@@ -298,11 +307,32 @@ class Retriever:
         expanded: dict[str, str | None] = {}
         terms: dict[str, Term] = {}
         filler = own | (phrasal - plain)
-        for word, w in [*seen.items(), *found_all.items(), *singles.items()]:
-            light = is_light(word) or word in filler
-            if word not in expanded:
-                expanded[word] = None
+        # weak terms: lone characters, the parts a compound is about (花生 of 花生酱), and
+        # the kinds of a category word (洗衣机 for 家电); each counts less than a word itself
+        weak: dict[str, float] = dict(singles)
+        kinds: dict[str, tuple[float, str]] = {}
+        if weighted:
+            for word, w in seen.items():
+                for part in compound_parts(word):
+                    if part not in seen and not is_stopword(part) and weak.get(part, 0.0) < w * PART_WEIGHT:
+                        weak[part] = w * PART_WEIGHT
+            # a category word asks for its kinds in a question only ("what pet …", "哪个电器"),
+            # not in a statement ("grabbing a drink")
+            for word, w in [*seen.items(), *((ch, v / SINGLE_WEIGHT) for ch, v in singles.items())]:
+                if KIND_WEIGHT and word in asked and not (is_light(word) or word in filler):
+                    for kind in kinds_of(word):
+                        if kind not in seen and kinds.get(kind, (0.0, ""))[0] < w * KIND_WEIGHT:
+                            kinds[kind] = (w * KIND_WEIGHT, word)
+        for word, w in [*seen.items(), *found_all.items(), *weak.items(), *((k, v[0]) for k, v in kinds.items())]:
             cls = self.class_of(word)
+            # a class of greetings or goodbyes is filler through and through (good night, gn)
+            light = is_light_term(word) or word in filler or (weighted and not GREETINGS.isdisjoint(cls))
+            if word in kinds:
+                if word not in expanded:
+                    expanded[word] = kinds[word][1]
+            elif word not in expanded:
+                expanded[word] = None
+            is_weak = word in weak or word in kinds
             for t in (word, *sorted(cls - {word})):
                 if t != word:
                     expanded.setdefault(t, word)
@@ -312,7 +342,8 @@ class Retriever:
                 weight = w * (1.0 if t == word else SYNONYM_WEIGHT) * (LIGHT_WEIGHT if light else 1.0)
                 old = terms.get(key)
                 if old is None or weight > old.weight:
-                    terms[key] = Term(key, t, word, weight, light or is_light(t), cls)
+                    terms[key] = Term(key, t, word, weight, light or is_light_term(t), cls, is_weak,
+                                      word in asked or kinds.get(word, (0, ""))[1] in asked)
         return Words(segmented, found, expanded, list(terms.values()), greeting)
 
     def _terms_in(self, norm: str, words: tuple[str, ...] | None = None) -> list[str]:
@@ -357,6 +388,13 @@ class Retriever:
 
 
 _phrasal_stems: dict[str, frozenset[str]] = {}
+
+
+def asks(norm: str, words: Sequence[str]) -> bool:
+    """Whether a message (in match form, and its cut) asks something: a question mark, or a
+    question word of lexicon.QUESTION_WORDS (什么, 几, 哪, what, which …)."""
+    return "?" in norm or not QUESTION_WORDS.isdisjoint(words) or (
+        has_cjk(norm) and any(ch in norm for ch in QUESTION_CHARS))
 
 
 def _phrasal_uses(seq: Sequence[str], phrasal: set[str], plain: set[str]) -> None:
