@@ -133,11 +133,15 @@ _ZH_RECALL_LIGHT = """
 名字 叫做 称呼 来着 几点 哪天 哪年 多久 多大 什么时候 啥时候 哪家 哪位 干嘛 干啥
 """
 
-# What makes a message a question (besides "?", which NFKC makes of "？"): its words, and
-# for Chinese the characters that ask wherever they stand (吗, 几, 哪 and 啥 in any word).
+# What makes a message a question, besides "?" (NFKC makes one of "？"): an English first
+# word that opens one, or Chinese asking words and characters anywhere in it.
+QUESTION_OPENERS = frozenset("""
+what which who whom whose when where why how do does did is are was were can could should would will
+have has any anything
+""".split())
 QUESTION_WORDS = frozenset("""
-what which who whom whose when where why how 什么 怎么 怎么样 为什么 为何 如何 谁 多少 哪个 哪些 哪里 哪儿
-哪天 哪家 哪位 几点 几个 啥 咋 咋样 啥时候 什么时候 是不是 有没有 能不能 要不要 会不会
+什么 怎么 怎么样 为什么 为何 如何 谁 多少 哪个 哪些 哪里 哪儿 哪天 哪家 哪位 几点 几个 啥 咋 咋样 啥时候
+什么时候 是不是 有没有 能不能 要不要 会不会
 """.split())
 QUESTION_CHARS = frozenset("吗几哪啥咋谁")
 

@@ -29,7 +29,7 @@ from ..core.fence import (
     quoted_len,
 )
 from ..core.invalid import sentence
-from ..core.lexicon import GREETINGS, PHRASAL, PHRASAL_GAP, QUESTION_CHARS, QUESTION_WORDS
+from ..core.lexicon import GREETINGS, PHRASAL, PHRASAL_GAP, QUESTION_CHARS, QUESTION_OPENERS, QUESTION_WORDS
 from ..core.state import MemoryState
 from ..core.text import (
     add_user_words,
@@ -391,10 +391,16 @@ _phrasal_stems: dict[str, frozenset[str]] = {}
 
 
 def asks(norm: str, words: Sequence[str]) -> bool:
-    """Whether a message (in match form, and its cut) asks something: a question mark, or a
-    question word of lexicon.QUESTION_WORDS (什么, 几, 哪, what, which …)."""
-    return "?" in norm or not QUESTION_WORDS.isdisjoint(words) or (
-        has_cjk(norm) and any(ch in norm for ch in QUESTION_CHARS))
+    """Whether a message (in match form, and its cut) asks something: a question mark, a
+    first word that opens an English question (what, is, can …: lexicon.QUESTION_OPENERS), or
+    Chinese asking words anywhere (什么, 几点, 吗, 哪 …: QUESTION_WORDS, QUESTION_CHARS). An
+    English question word inside a statement ("no idea what to cook") does not ask."""
+    if "?" in norm:
+        return True
+    first = latin_words(norm[:40])
+    if first and first[0] in QUESTION_OPENERS:
+        return True
+    return has_cjk(norm) and (not QUESTION_WORDS.isdisjoint(words) or any(ch in norm for ch in QUESTION_CHARS))
 
 
 def _phrasal_uses(seq: Sequence[str], phrasal: set[str], plain: set[str]) -> None:
