@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, TypeAlias, cast
 
 from ..core.state import MemoryState
-from ..core.text import has_cjk, latin_words, head_chars, match_form, normalize, stem_key, term_key
+from ..core.text import has_cjk, head_chars, latin_words, match_form, normalize, stem_key, term_key
 
 _ID_PARTS = re.compile(r"^(.*?)(\d*)$")
 

@@ -29,7 +29,14 @@ from ..core.fence import (
     quoted_len,
 )
 from ..core.invalid import sentence
-from ..core.lexicon import GREETINGS, PHRASAL, PHRASAL_GAP, QUESTION_CHARS, QUESTION_OPENERS, QUESTION_WORDS
+from ..core.lexicon import (
+    GREETINGS,
+    PHRASAL,
+    PHRASAL_GAP,
+    QUESTION_CHARS,
+    QUESTION_OPENERS,
+    QUESTION_WORDS,
+)
 from ..core.state import MemoryState
 from ..core.text import (
     add_user_words,
@@ -51,8 +58,8 @@ from ..core.text import (
     title_seq,
 )
 from .ranking import (
-    LIGHT_WEIGHT,
     KIND_WEIGHT,
+    LIGHT_WEIGHT,
     MESSAGE_HMM,
     PART_WEIGHT,
     PERSON_FACTOR,
