@@ -242,9 +242,21 @@ class Ranking:
     def _df(self, key: str, keyword_equality: bool) -> int:
         """How many current memories a weighted recall key hits."""
         ix = self.state.indexes
-        t_ids = ix.stem_hits(key)
+        t_ids = self._title_ids(key, ix.stem_hits(key))
         k_ids = ix.keyword_stem_ids(key) if keyword_equality else None
         return len(t_ids) + (len(k_ids) - len(k_ids & t_ids) if k_ids else 0)
+
+    def _title_ids(self, key: str, t_ids):
+        """The memories whose titles a weighted key hits: a lone CJK character only where it is
+        a word of the title's cut or ends one (鸟 of 画眉鸟, 烟 of 戒烟), never where it begins
+        or modifies one (干 of 干净); other keys wherever stem_hits finds them. A lone
+        character in more than LONE_MAX_DF titles hits none."""
+        if len(key) != 1 or not t_ids or not has_cjk(key):
+            return t_ids
+        if len(t_ids) > LONE_MAX_DF:
+            return frozenset()
+        nodes = self.state.nodes
+        return {i for i in t_ids if key in head_chars(match_form(nodes[i].title))}
 
     def _synonyms_under_word(self, per_class: dict, keyword_equality: bool, n: int, dfs: dict[str, int]) -> None:
         """A synonym never outweighs the word it came from: an expanded term's value is at
@@ -338,17 +350,13 @@ class Ranking:
         dfs: dict[str, int] = {}  # key -> df
         shared_of: dict[str, Any] = {}  # key -> the ids hit by title and keyword both
         stem_hits, keyword_ids, is_title = ix.stem_hits, ix.keyword_stem_ids, ix.is_stem_title
-        nodes = self.state.nodes
         for t in terms:
             key = t.key
             t_ids = stem_hits(key)
             if len(key) == 1 and t_ids and has_cjk(key):
-                # a lone character matches a title's word that it is, or that it heads (鸟 of
-                # 画眉鸟, 烟 of 戒烟), never one it only begins or modifies (干 of 干净); a
-                # keyword equal to it still counts
                 if len(t_ids) > LONE_MAX_DF:
                     continue
-                t_ids = {i for i in t_ids if key in head_chars(match_form(nodes[i].title))}
+                t_ids = self._title_ids(key, t_ids)
             k_ids = (keyword_ids(key) or empty) if keyword_equality else empty
             if k_ids:
                 shared = shared_of[key] = k_ids & t_ids
