@@ -9,10 +9,10 @@ from zcord.core.text import compound_parts, head_chars, kinds_of
 
 
 def test_compound_parts_are_the_head_or_the_material():
-    assert compound_parts("花生酱") == ["花生"]      # a product made of peanuts
-    assert compound_parts("宠物医院") == ["医院"]    # a kind of hospital; 宠物 only modifies it
-    assert compound_parts("茶叶蛋") == []            # an egg: 茶叶 is a modifier
-    assert compound_parts("火锅") == []              # too short to be a compound of words
+    assert compound_parts("花生酱") == ("花生",)     # a product made of peanuts
+    assert compound_parts("宠物医院") == ("医院",)   # a kind of hospital; 宠物 only modifies it
+    assert compound_parts("茶叶蛋") == ()            # an egg: 茶叶 is a modifier
+    assert compound_parts("火锅") == ()              # too short to be a compound of words
 
 
 def test_a_product_finds_what_it_is_made_of(t, svc):

@@ -92,7 +92,7 @@ _ZH_LIGHT = """
 SINGLE_STOP = frozenset(
     "的了着过地得之所在是有和与及跟同把被给让向从对为以于而并或且我你您他她它咱这那哪谁啥咋几多少"
     "吗呢吧啊呀哇哦噢嗯唉哎诶喔嘛啦咯哈嘿呵哼哟么也都还又就才再很太更最挺蛮真好没不别要会能想去来说看做到"
-    "见动干聊睡上下中里外前后个些种样次件位只条点一二三四五六七八九十百千万两半每各某啊吃喝玩走跑拿放找用弄搞让叫问等"
+    "见动干上下中里外前后个些种样次件位只条点一二三四五六七八九十百千万两半每各某啊吃喝玩走跑拿放找用弄搞让叫问等"
     "行对错新旧大小高低长短快慢早晚多少今明昨年月日号天时分秒周第些啦呗嘞哒滴噻撒喽咧家人事回出进开关"
 )
 
@@ -101,6 +101,9 @@ SINGLE_STOP = frozenset(
 # ending in one of them is also about its first part (text.compound_parts); other heads
 # make the first part a modifier only (茶叶蛋 is an egg, not tea).
 PRODUCT_HEADS = frozenset("酱油汁奶粉酒糖干片仁酥糕饼丸串浆醋泥粥羹茶面汤馅")
+
+# Aspect and result suffixes of Chinese verbs: in 跑过, 吃完, 戒掉 the verb is the head.
+VERB_SUFFIXES = frozenset("过了着完掉")
 
 # The ~120 commonest single-character Chinese surnames.
 SURNAMES = frozenset(
@@ -133,15 +136,16 @@ _ZH_RECALL_LIGHT = """
 名字 叫做 称呼 来着 几点 哪天 哪年 多久 多大 什么时候 啥时候 哪家 哪位 干嘛 干啥
 """
 
-# What makes a message a question, besides "?" (NFKC makes one of "？"): an English first
-# word that opens one, or Chinese asking words and characters anywhere in it.
+# What makes a message ask something, besides "?" (NFKC makes one of "？"): an English first
+# word that opens a question or a request to be told (remind me, tell me), or Chinese
+# asking and requesting words and characters anywhere in it.
 QUESTION_OPENERS = frozenset("""
 what which who whom whose when where why how do does did is are was were can could should would will
-have has any anything
+have has any anything tell remind show find check
 """.split())
 QUESTION_WORDS = frozenset("""
 什么 怎么 怎么样 为什么 为何 如何 谁 多少 哪个 哪些 哪里 哪儿 哪天 哪家 哪位 几点 几个 啥 咋 咋样 啥时候
-什么时候 是不是 有没有 能不能 要不要 会不会
+什么时候 是不是 有没有 能不能 要不要 会不会 告诉 提醒 帮忙 查查 查一下
 """.split())
 QUESTION_CHARS = frozenset("吗几哪啥咋谁")
 

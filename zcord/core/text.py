@@ -37,6 +37,7 @@ from .lexicon import (
     STEM_KEEP,
     STOPWORDS,
     SURNAMES,
+    VERB_SUFFIXES,
 )
 
 MIN_WORD_CHARS = 2
@@ -419,6 +420,7 @@ def add_user_words(words: Iterable[str]) -> None:
             added = True
     if added:
         analyse_cached.cache_clear()  # a new word can change how known texts are cut
+        compound_parts.cache_clear()  # … and where a compound's likeliest cut in two is
 
 
 def _all_cjk(word: str) -> bool:
@@ -673,7 +675,8 @@ def is_light_term(term: str) -> bool:
     return len(words) > 1 and not has_cjk(term) and all(is_stopword(w) or is_light(w) for w in words)
 
 
-def compound_parts(word: str) -> list[str]:
+@functools.lru_cache(maxsize=1 << 14)
+def compound_parts(word: str) -> tuple[str, ...]:
     """The parts of a CJK compound that it is about (weighted recall, issue 37): its head when
     the compound is a kind of it (医院 in 宠物医院, 冰箱 in 电冰箱), or its first part when
     the compound is a product made of it (花生 in 花生酱, 芒果 in 芒果汁: the head is one of
@@ -682,7 +685,7 @@ def compound_parts(word: str) -> list[str]:
     frequencies; a part has at least two characters; words of fewer than three characters,
     and words with other letters, have none."""
     if len(word) < 3 or not _all_cjk(word):
-        return []
+        return ()
     freq = tokenizer().FREQ
     best, at = 0.0, 0
     for k in range(1, len(word)):  # the likeliest cut in two, as jieba weighs words
@@ -690,11 +693,11 @@ def compound_parts(word: str) -> list[str]:
         if a and b and a * b > best:
             best, at = a * b, k
     if not at:
-        return []
+        return ()
     first, head = word[:at], word[at:]
     if len(head) >= MIN_WORD_CHARS:
-        return [head]
-    return [first] if head in PRODUCT_HEADS and len(first) >= MIN_WORD_CHARS else []
+        return (head,)
+    return (first,) if head in PRODUCT_HEADS and len(first) >= MIN_WORD_CHARS else ()
 
 
 _kinds: dict[str, tuple[str, ...]] | None = None
@@ -718,7 +721,7 @@ def kinds_of(word: str) -> tuple[str, ...]:
     return _kinds.get(stem_key(word), ())
 
 
-LONE_CACHE_ENTRIES = 50_000
+LONE_CACHE_ENTRIES = 10_000
 _lone: dict[str, frozenset[str]] = {}
 _NO_CHARS: frozenset[str] = frozenset()
 
@@ -727,13 +730,21 @@ def head_chars(norm_title: str) -> frozenset[str]:
     """The CJK characters a title's words end with, in its cut (jieba, no HMM, as recall cuts
     messages): words of one character (猫 in 家里的猫叫年糕) and the last character of longer
     ones, the head of a Chinese compound (鸟 of 画眉鸟, 店 of 奶茶店) or the object of a verb
-    (烟 of 戒烟). A character that begins or is inside a word only modifies it: 干 is in
-    none of 干净, 干洗店. Kept for the last titles asked."""
+    (烟 of 戒烟), and the verb before an aspect or result suffix (跑 of 跑过, 戒 of 戒掉:
+    lexicon.VERB_SUFFIXES). A character that begins or is inside a word otherwise only
+    modifies it: 干 is in none of 干净, 干洗店. Kept for the last titles asked."""
     out = _lone.get(norm_title)
     if out is None:
         tok = tokenizer()
-        chars = [w[-1] for _, run in runs(norm_title) if _CJK_CHAR.match(run)
-                 for w in _cut(tok, run) if _CJK_CHAR.match(w[-1])] if has_cjk(norm_title) else []
+        chars = []
+        for _, run in runs(norm_title) if has_cjk(norm_title) else ():
+            if not _CJK_CHAR.match(run):
+                continue
+            for w in _cut(tok, run):
+                if _CJK_CHAR.match(w[-1]):
+                    chars.append(w[-1])
+                    if len(w) > 1 and w[-1] in VERB_SUFFIXES:
+                        chars.append(w[-2])  # 跑 of 跑过: the verb heads a verb and its suffix
         out = frozenset(chars) if chars else _NO_CHARS
         if len(_lone) >= LONE_CACHE_ENTRIES:
             _lone.clear()

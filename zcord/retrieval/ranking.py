@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, TypeAlias, cast
 
 from ..core.state import MemoryState
-from ..core.text import has_cjk, head_chars, latin_words, match_form, normalize, stem_key, term_key
+from ..core.text import has_cjk, head_chars, latin_words, normalize, stem_key, term_key
 
 _ID_PARTS = re.compile(r"^(.*?)(\d*)$")
 
@@ -88,6 +88,7 @@ SINGLE_WEIGHT = 0.5         # a lone CJK character (腿, 鸟) is a weak term
 PART_WEIGHT = 0.6           # the part a compound is about (花生 of 花生酱, 医院 of 宠物医院)
 KIND_WEIGHT = 0.5           # a kind of a category word of the message (洗衣机 for 家电): below a synonym
 LONE_MAX_DF = 3000          # a lone character in more titles than this is no evidence
+HEADS_KEPT = 200_000        # memories whose title's head characters are kept
 MESSAGE_HMM = False         # jieba's guesses for unknown words in messages (keywords know them already)
 PERSON_FACTOR = 1.5         # a memory under a person node the batch names (or its sender's) counts this much more
 PERSON_SUBTREE = 5000       # at most this many memories under one named node are looked at
@@ -177,6 +178,7 @@ class Ranking:
     def __init__(self, state_ref: Callable[[], MemoryState], class_of: Callable[[str], frozenset[str]]) -> None:
         self._state_ref = state_ref
         self.class_of = class_of
+        self._heads: dict[str, tuple[str, frozenset[str]]] = {}  # id -> (its title, head_chars)
 
     @property
     def state(self) -> MemoryState:
@@ -255,8 +257,19 @@ class Ranking:
             return t_ids
         if len(t_ids) > LONE_MAX_DF:
             return frozenset()
-        nodes = self.state.nodes
-        return {i for i in t_ids if key in head_chars(match_form(nodes[i].title))}
+        index = self.state.indexes.index
+        heads = self._heads
+        if len(heads) > HEADS_KEPT:
+            heads.clear()
+        out = set()
+        for i in t_ids:
+            title = index[i].norm_title
+            kept = heads.get(i)
+            if kept is None or kept[0] is not title:  # a new or retitled memory
+                kept = heads[i] = (title, head_chars(title))
+            if key in kept[1]:
+                out.add(i)
+        return out
 
     def _synonyms_under_word(self, per_class: dict, keyword_equality: bool, n: int, dfs: dict[str, int]) -> None:
         """A synonym never outweighs the word it came from: an expanded term's value is at
