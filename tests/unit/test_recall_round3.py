@@ -59,3 +59,39 @@ def test_goodbyes_recall_nothing_and_the_topic_still_does(t, svc):
     for text in ("see you later!", "good night!", "晚安啦，明天再聊", "那我去睡了，晚安", "好了不聊了，拜拜"):
         assert recall(svc, text) == [], text
     assert recall(svc, "remind me about that bear I saw") == [bear]
+
+
+def _tool():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "tools" / "build_kinds_table.py"
+    spec = importlib.util.spec_from_file_location("build_kinds_table", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_hand_written_kind_is_shipped():
+    """The Chinese and English lists under tools/ are in the generated table, both ways."""
+    tool = _tool()
+    for path in (tool.ZH, tool.EN):
+        for category, kinds in tool.by_hand(path).items():
+            assert set(kinds) <= set(kinds_of(category)), category
+
+
+def test_shipped_table_is_what_the_tool_writes(tmp_path):
+    """Where WordNet 3.0's files are installed (Debian's wordnet-base), the tool rebuilds the
+    committed table byte for byte."""
+    from pathlib import Path
+
+    import pytest
+
+    wordnet = Path("/usr/share/wordnet")
+    if not (wordnet / "data.noun").exists():
+        pytest.skip("WordNet 3.0's database files are not installed (apt-get install wordnet-base)")
+    tool = _tool()
+    out = tmp_path / "kinds.py"
+    tool.write(wordnet, out)
+    assert out.read_bytes() == (Path(tool.OUT)).read_bytes()
