@@ -703,11 +703,17 @@ def compound_parts(word: str) -> tuple[str, ...]:
 _kinds: dict[str, tuple[str, ...]] | None = None
 
 
+def _kind_key(word: str) -> str:
+    """How kinds_of compares words: English ones by their light fold (pets → pet), each word
+    of a phrase; others as they are."""
+    return " ".join(fold(w) for w in word.split(" ")) if word.isascii() else word
+
+
 def kinds_of(word: str) -> tuple[str, ...]:
     """The words related to a normalized word by kind (zcord/core/kinds.py: WordNet 3.0 for
     English, a hand-written table for Chinese): the kinds of a category (家电 → 洗衣机, pet
     → cat) and the categories of a kind (shrimp → shellfish). English words are looked up
-    by their stem (pets → pet). The table is read on first use."""
+    by their light fold (pets → pet). The table is read on first use (some 20 ms)."""
     global _kinds
     if _kinds is None:
         from .kinds import TABLE
@@ -715,10 +721,11 @@ def kinds_of(word: str) -> tuple[str, ...]:
         table: dict[str, tuple[str, ...]] = {}
         for line in TABLE.splitlines():
             word_, _, related = line.partition("\t")
-            key = stem_key(word_)
-            table[key] = tuple(dict.fromkeys([*table.get(key, ()), *related.split("|")]))
+            key = _kind_key(word_)
+            old = table.get(key)
+            table[key] = tuple(related.split("|")) if old is None else tuple(dict.fromkeys([*old, *related.split("|")]))
         _kinds = table
-    return _kinds.get(stem_key(word), ())
+    return _kinds.get(_kind_key(word), ())
 
 
 LONE_CACHE_ENTRIES = 10_000
