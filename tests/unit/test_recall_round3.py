@@ -95,3 +95,13 @@ def test_shipped_table_is_what_the_tool_writes(tmp_path):
     out = tmp_path / "kinds.py"
     tool.write(wordnet, out)
     assert out.read_bytes() == (Path(tool.OUT)).read_bytes()
+
+
+def test_a_retitled_memory_is_matched_by_its_new_title(t, svc):
+    """What a lone character hits is kept between recalls until a title changes."""
+    stadium = node(t, "鸟巢体育场")
+    assert recall(svc, "楼下那只鸟一大早又在叫") == []
+    t.write(id=stadium, title="老张养了一笼画眉鸟", content="details", keywords=[])
+    assert recall(svc, "楼下那只鸟一大早又在叫") == [stadium]
+    t.write(id=stadium, title="鸟巢体育场", content="details", keywords=[])
+    assert recall(svc, "楼下那只鸟一大早又在叫") == []

@@ -232,6 +232,9 @@ class RetrievalIndexes:
     pending_words: list[str]
     unindexed: list[str] | None
     unindexed_at: int
+    generation: int = 0
+    """Moves with every node indexed or taken out: what is derived from the titles may be kept
+    while it stays (weighted recall's lone characters, zcord.retrieval.ranking)."""
 
     def __init__(self, owner: NodeSource, by_rank: list[str | None]) -> None:
         self.owner = owner
@@ -293,6 +296,7 @@ class RetrievalIndexes:
 
     def index_node(self, node: Node, rank: int) -> None:
         """Index a node (not indexed now) that holds `rank`."""
+        self.generation += 1
         title = node.title
         norm_title = match_form(title)
         if norm_title == title:
@@ -319,6 +323,7 @@ class RetrievalIndexes:
         idx = self.index.pop(node_id, None)
         if idx is None:
             return False
+        self.generation += 1
         self._unindex_words(node_id, rank, idx, node)
         return True
 

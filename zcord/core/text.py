@@ -671,6 +671,8 @@ def is_light_term(term: str) -> bool:
     words is a function word or filler (`good night`, `see you`)."""
     if is_light(term):
         return True
+    if " " not in term:
+        return False
     words = latin_words(term)
     return len(words) > 1 and not has_cjk(term) and all(is_stopword(w) or is_light(w) for w in words)
 

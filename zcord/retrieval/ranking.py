@@ -179,6 +179,7 @@ class Ranking:
         self._state_ref = state_ref
         self.class_of = class_of
         self._heads: dict[str, tuple[str, frozenset[str]]] = {}  # id -> (its title, head_chars)
+        self._lone: dict[str, tuple[Any, int, set[str]]] = {}  # character -> (indexes, generation, _title_ids)
 
     @property
     def state(self) -> MemoryState:
@@ -257,7 +258,11 @@ class Ranking:
             return t_ids
         if len(t_ids) > LONE_MAX_DF:
             return frozenset()
-        index = self.state.indexes.index
+        ix = self.state.indexes
+        kept_for = self._lone.get(key)
+        if kept_for is not None and kept_for[0] is ix and kept_for[1] == ix.generation:
+            return kept_for[2]  # no title changed since
+        index = ix.index
         heads = self._heads
         if len(heads) > HEADS_KEPT:
             heads.clear()
@@ -269,6 +274,9 @@ class Ranking:
                 kept = heads[i] = (title, head_chars(title))
             if key in kept[1]:
                 out.add(i)
+        if len(self._lone) > HEADS_KEPT // 100:
+            self._lone.clear()
+        self._lone[key] = (ix, ix.generation, out)
         return out
 
     def _synonyms_under_word(self, per_class: dict, keyword_equality: bool, n: int, dfs: dict[str, int]) -> None:
