@@ -270,7 +270,9 @@ class Retriever:
         Seed mode takes jieba's dictionary words and every non-CJK whole word; weighted mode
         also keeps nicknames and unknown words jieba's HMM guesses, drops function words, and
         takes as chat filler the bot's own name and verbs used in an everyday phrase
-        ("heading to bed", "running late") where no message of the batch uses them otherwise.
+        ("heading to bed", "running late") where no message of the batch uses them otherwise,
+        and adds weak terms: lone characters, the part a compound is about (花生 of 花生酱),
+        and for the words of a message that asks something, their kinds (洗衣机 for 家电).
         """
         own = self.own_words() if mode == "weighted" else frozenset()
         self.teach_jieba()
@@ -290,9 +292,10 @@ class Retriever:
             w = max(RECENCY_MIN, RECENCY_DECAY ** (n - 1 - i)) if weighted else 1.0
             norm = match_form(text)
             words, lone = analyse_cached(norm, weighted, MESSAGE_HMM)
+            asking = weighted and asks(norm, words)
             if weighted:
                 _phrasal_uses(words, phrasal, plain)
-                if asks(norm, words):
+                if asking:
                     asked.update(words)
                     asked.update(lone)
             for word in [*words, *self._mixed_keywords_in(norm)]:
@@ -306,6 +309,8 @@ class Retriever:
                 if weighted and is_stopword(term):
                     continue
                 found_all[term] = max(found_all.get(term, 0.0), w)
+                if asking:
+                    asked.add(term)
             if weighted and SINGLE_WEIGHT:
                 for ch in lone:
                     singles[ch] = max(singles.get(ch, 0.0), w * SINGLE_WEIGHT)
