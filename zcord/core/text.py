@@ -731,11 +731,10 @@ def kinds_of(word: str) -> tuple[str, ...]:
 
 
 LONE_CACHE_ENTRIES = 10_000
-_lone: dict[str, frozenset[str]] = {}
-_NO_CHARS: frozenset[str] = frozenset()
+_lone: dict[str, str] = {}
 
 
-def head_chars(norm_title: str) -> frozenset[str]:
+def head_chars(norm_title: str) -> str:
     """The CJK characters a title's words end with, in its cut (jieba, no HMM, as recall cuts
     messages): words of one character (猫 in 家里的猫叫年糕) and the last character of longer
     ones, the head of a Chinese compound (鸟 of 画眉鸟, 店 of 奶茶店) or the object of a verb
@@ -754,7 +753,7 @@ def head_chars(norm_title: str) -> frozenset[str]:
                     chars.append(w[-1])
                     if len(w) > 1 and w[-1] in VERB_SUFFIXES:
                         chars.append(w[-2])  # 跑 of 跑过: the verb heads a verb and its suffix
-        out = frozenset(chars) if chars else _NO_CHARS
+        out = "".join(sorted(set(chars)))  # a few characters: `ch in out` as for a set, in less memory
         if len(_lone) >= LONE_CACHE_ENTRIES:
             _lone.clear()
         _lone[norm_title] = out

@@ -88,7 +88,8 @@ SINGLE_WEIGHT = 0.5         # a lone CJK character (腿, 鸟) is a weak term
 PART_WEIGHT = 0.6           # the part a compound is about (花生 of 花生酱, 医院 of 宠物医院)
 KIND_WEIGHT = 0.5           # a kind of a category word of the message (洗衣机 for 家电): below a synonym
 LONE_MAX_DF = 3000          # a lone character in more titles than this is no evidence
-HEADS_KEPT = 200_000        # memories whose title's head characters are kept
+HEADS_KEPT = 50_000         # memories whose title's head characters are kept
+LONE_KEPT = 200_000         # ids held in all by the kept hits of lone characters
 MESSAGE_HMM = False         # jieba's guesses for unknown words in messages (keywords know them already)
 PERSON_FACTOR = 1.5         # a memory under a person node the batch names (or its sender's) counts this much more
 PERSON_SUBTREE = 5000       # at most this many memories under one named node are looked at
@@ -178,8 +179,9 @@ class Ranking:
     def __init__(self, state_ref: Callable[[], MemoryState], class_of: Callable[[str], frozenset[str]]) -> None:
         self._state_ref = state_ref
         self.class_of = class_of
-        self._heads: dict[str, tuple[str, frozenset[str]]] = {}  # id -> (its title, head_chars)
+        self._heads: dict[str, tuple[str, str]] = {}  # id -> (its title, head_chars)
         self._lone: dict[str, tuple[Any, int, set[str]]] = {}  # character -> (indexes, generation, _title_ids)
+        self._lone_ids = 0  # ids held by _lone
 
     @property
     def state(self) -> MemoryState:
@@ -274,9 +276,12 @@ class Ranking:
                 kept = heads[i] = (title, head_chars(title))
             if key in kept[1]:
                 out.add(i)
-        if len(self._lone) > HEADS_KEPT // 100:
+        if self._lone_ids + len(out) > LONE_KEPT:
             self._lone.clear()
+            self._lone_ids = 0
+        old = self._lone.get(key)
         self._lone[key] = (ix, ix.generation, out)
+        self._lone_ids += len(out) - (len(old[2]) if old is not None else 0)
         return out
 
     def _synonyms_under_word(self, per_class: dict, keyword_equality: bool, n: int, dfs: dict[str, int]) -> None:
