@@ -325,8 +325,11 @@ class Retriever:
         kinds: dict[str, tuple[float, str]] = {}
         if weighted:
             for word, w in seen.items():
+                if is_light(word) or word in QUESTION_WORDS:
+                    continue  # 能不能 asks; its 不能 is no topic
                 for part in compound_parts(word):
-                    if part not in seen and not is_stopword(part) and weak.get(part, 0.0) < w * PART_WEIGHT:
+                    if part not in seen and not (is_stopword(part) or is_light(part)) and \
+                            weak.get(part, 0.0) < w * PART_WEIGHT:
                         weak[part] = w * PART_WEIGHT
             # a category word asks for its kinds in a question only ("what pet …", "哪个电器"),
             # not in a statement ("grabbing a drink")
