@@ -126,14 +126,17 @@ anytime welcome congrats congratulations later cya ttyl nite
 """.split())
 
 # Chat filler for weighted recall only (issue 37), not left out of derived keywords (so
-# the keywords of seed mode stay as they were): goodbyes and closings, and the words of
-# "what is it called" and "when" questions, which ask about a topic without naming one.
+# the keywords of seed mode stay as they were): goodbyes and closings, the words of "what
+# is it called" and "when" questions, which ask about a topic without naming one, and the
+# negated modal verbs (能, 会, 要 are function words already).
 _EN_RECALL_LIGHT = """
 name names named called ya cya ttyl later nite
 """
 _ZH_RECALL_LIGHT = """
 再聊 回聊 改天 回头 回头见 明天见 下次见 待会见 一会见 先这样 就这样 到这儿 早点 休息 下线 先撤 撤了
+注意安全 路上小心 注意身体 保重 慢走 一路顺风 一路平安
 名字 叫做 称呼 来着 几点 哪天 哪年 多久 多大 什么时候 啥时候 哪家 哪位 干嘛 干啥
+不能 不会 不要 不用 不行 不想 不可以 能不能 会不会 要不要
 """
 
 # What makes a message ask something, besides "?" (NFKC makes one of "？"): an English first

@@ -684,8 +684,9 @@ def compound_parts(word: str) -> tuple[str, ...]:
     the compound is a product made of it (花生 in 花生酱, 芒果 in 芒果汁: the head is one of
     `lexicon.PRODUCT_HEADS`). A part that only modifies the head is not (茶叶 in 茶叶蛋, 宠物
     in 宠物医院). The two parts are the likeliest cut of the word in two by jieba's word
-    frequencies; a part has at least two characters; words of fewer than three characters,
-    and words with other letters, have none."""
+    frequencies; a part has at least two characters; a head whose modifier is a function
+    word or chat filler (今天天气) is none; words of fewer than three characters, and words
+    with other letters, have none."""
     if len(word) < 3 or not _all_cjk(word):
         return ()
     freq = tokenizer().FREQ
@@ -698,7 +699,8 @@ def compound_parts(word: str) -> tuple[str, ...]:
         return ()
     first, head = word[:at], word[at:]
     if len(head) >= MIN_WORD_CHARS:
-        return (head,)
+        # 今天天气 is chat about now, not about the weather
+        return () if first in STOPWORDS or is_light(first) else (head,)
     return (first,) if head in PRODUCT_HEADS and len(first) >= MIN_WORD_CHARS else ()
 
 
