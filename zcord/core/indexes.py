@@ -232,9 +232,6 @@ class RetrievalIndexes:
     pending_words: list[str]
     unindexed: list[str] | None
     unindexed_at: int
-    generation: int = 0
-    """Moves with every node indexed or taken out: what is derived from the titles may be kept
-    while it stays (weighted recall's lone characters, zcord.retrieval.ranking)."""
 
     def __init__(self, owner: NodeSource, by_rank: list[str | None]) -> None:
         self.owner = owner
@@ -259,6 +256,10 @@ class RetrievalIndexes:
         # index_step); None once every node is indexed
         self.unindexed = None
         self.unindexed_at = 0
+        # moves with every node indexed or taken out, and with every load from the cache:
+        # what is derived from the titles may be kept while it stays (weighted recall's lone
+        # characters, zcord.retrieval.ranking); a count, not content, so not in the cache
+        self.generation = 0
 
     def attach(self, owner: NodeSource) -> None:
         """Read nodes and ranks from another state (one that took these indexes over)."""
