@@ -17,8 +17,9 @@ at least MIN_CATEGORY times in WordNet's sense-tagged corpus, cntlist.rev):
   at least MIN_KIND times in the sense that puts it there, the commonest first, at most
   MAX_KINDS; a sense with more than MAX_BELOW synsets below it at that depth is too general
   to be a useful category (thing, person, act) and gives none;
-- up: the nouns right above each of its senses tagged at least MIN_KIND times, when they
-  are tagged at least MIN_CATEGORY times in that sense (shrimp → shellfish).
+- up: the nouns right above that sense, when they are tagged at least MIN_CATEGORY times in
+  theirs and are not too general themselves (salmon → fish; other senses of a word would
+  bring in what it rarely means: group → chlorine).
 Both directions go into one list per word, a word never its own kind.
 """
 
@@ -36,7 +37,7 @@ EN = ROOT / "tools" / "kinds_en.txt"
 MIN_CATEGORY = 3     # a category noun's tag count in WordNet's corpus
 MIN_KIND = 2         # a kind's, in the sense that makes it one
 MAX_KINDS = 24
-MAX_BELOW = 300
+MAX_BELOW = 150
 WORD = re.compile(r"^[a-z]+(?: [a-z]+)?$")  # one or two plain words
 
 WORDNET_LICENSE = """WordNet Release 3.0. This software and database is being provided to you, the
@@ -133,9 +134,7 @@ def english(where: Path) -> dict[str, list[str]]:
                         kinds[lemma] = max(kinds.get(lemma, 0), c)
         down = sorted(kinds, key=lambda w: (-kinds[w], w))[:MAX_KINDS]
         up: dict[str, int] = {}
-        for o in offsets:
-            if used.get((word, o), 0) < MIN_KIND:
-                continue
+        for o in offsets[:1]:
             for h in synsets[o][1]:
                 if len(below_of(h)) > MAX_BELOW:
                     continue  # too general a category to be one (person, someone)
