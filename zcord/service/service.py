@@ -40,7 +40,7 @@ from ..core.persona import PersonaName, persona_text
 from ..core.senderkey import sender_key
 from ..core.state import MemoryState, Tx
 from ..core.store import Store
-from ..core.text import tokenizer
+from ..core.text import kinds_of, tokenizer
 from ..retrieval.prefix import build_prefix
 from ..retrieval.recall import RecallSessions, Retriever, check_session, parse_events
 from ..retrieval.synonyms import Synonyms
@@ -467,6 +467,7 @@ class Service:
                     break
             time.sleep(0.0005)  # let a waiting call take the lock
         tokenizer()
+        kinds_of("")  # the kinds table, read once (some 20 ms), before a question needs it
         with self.lock:
             self.refresh_synonyms()
             self.retriever.teach_jieba()
