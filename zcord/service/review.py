@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InvalidArgument, NotFound, StateFileInvalid, UntrustedSender
 from ..core.fsutil import atomic_write
+from ..retrieval.approved import ApprovedViews
 from .trust import read_small_file
 
 if TYPE_CHECKING:
@@ -110,6 +111,9 @@ class ReviewBook:
         """Each memory a held change touched: its last approved version (None: it had none)."""
         self.held_important: list[tuple[list[str], list[str]]] = []
         """The important-list changes of held operations (before, after), oldest first."""
+        self.held_removed: frozenset[str] = frozenset()
+        """Memory ids a held delete, supersede or merge took away (recalled as approved)."""
+        self._views = ApprovedViews()
         self.rejected: dict[tuple[str, str], None] = {}
         """(target, fingerprint of the rejected version): what an operator rejected (or a revert
         undid) while it was held, oldest first; a restore bringing one back holds it again."""
@@ -208,6 +212,7 @@ class ReviewBook:
         people: set[str] = set()
         approved: dict[str, dict[str, Any] | None] = {}
         important: list[tuple[list[str], list[str]]] = []
+        removed: set[str] = set()
         for _, entry in sorted(items.items()):
             for c in entry["changes"]:
                 kind, target = c.get("kind"), c.get("target")
@@ -217,6 +222,8 @@ class ReviewBook:
                     approved.setdefault(target, c.get("before") if isinstance(c.get("before"), dict) else None)
                     if kind in HIDING_KINDS:
                         nodes.add(target)
+                    elif kind in ("node.delete", "node.supersede"):
+                        removed.add(target)
                 elif kind in HIDING_KINDS:
                     people.add(target)
                 elif kind.startswith("important.") and isinstance(c.get("before"), list) and \
@@ -224,6 +231,7 @@ class ReviewBook:
                     important.append((c["before"], c["after"]))
         self.hidden_nodes, self.hidden_people = frozenset(nodes), frozenset(people)
         self.approved_nodes, self.held_important = approved, important
+        self.held_removed = frozenset(removed)
 
     def _compact(self, items: dict[int, dict[str, Any]]) -> None:
         """Write the pending set as the snapshot, then empty the record."""
@@ -405,6 +413,12 @@ class ReviewBook:
             else:
                 imp[min(pos, len(imp)):min(pos, len(imp))] = removed
         return imp
+
+    def approved_view(self, state: Any) -> Any:
+        """The state as ranking and the model's reads see it: every memory a held change
+        touched as last approved, in the indexes too (retrieval.approved); None when nothing
+        is held."""
+        return self._views.view(state, self.approved_nodes, self.held_removed)
 
     def view(self, state: Any) -> Any:
         """The state as the model may see it (HeldView), or the state itself when nothing is held."""

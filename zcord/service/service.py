@@ -83,7 +83,8 @@ class Service:
         self.sessions = RecallSessions(self.retriever)
         self.trust = TrustBook(self.dir / TRUST_FILE)
         self.review = ReviewBook(self.dir / REVIEW_FILE, self.lock)
-        self.retriever.hidden_ids = lambda: self.review.hidden_nodes  # held changes: not recalled, not searched
+        # held changes: recalled and searched as if not made (their memories as last approved)
+        self.retriever.approved_view = lambda: self.review.approved_view(self.state)
         self.retriever.hidden_people = lambda: self.review.hidden_people  # held relationships: no person entry
         self.retriever.held_view = self.review.view  # memories as last approved in person entries
         self.retriever.own_name = PersonaName(self.dir / PERSONA_FILE)  # "thanks Juniper" addresses the bot
