@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import pytest
 
-
 pytestmark = pytest.mark.fault
 
 GROUP = "qq:group:1"
