@@ -6,7 +6,11 @@ against a real daemon over its socket.
 
 from __future__ import annotations
 
+import json
+
 import pytest
+
+from zcord.client import ToolError
 
 pytestmark = pytest.mark.fault
 
@@ -94,3 +98,34 @@ def test_held_supersede_merge_delete_and_rewrite_leave_recall_and_query_as_appro
         assert merged in ids and cat not in ids
         assert cafe not in seen(bot, "coffee shop")[0] and queried(bot, "Jiefang") == []
         assert park in seen(bot, "bank transfer")[0] and queried(bot, "Eling") == []
+
+
+def test_history_shows_the_model_no_held_refused_or_rejected_text(daemon):
+    with daemon.client("operator") as op, daemon.client() as bot:
+        op.trust_set("qq:troll", "untrusted")
+        op.trust_set("qq:mallory", "blocked")
+        held = bot.call_tool("zcor_memory_write", {"title": "客服电话", "content": "转账到6222HELD"},
+                             origin=told("qq:troll"))
+        assert held["review"] == "pending"
+        gone = bot.call_tool("zcor_memory_write", {"title": "客服邮箱", "content": "骗子邮箱REJECTED"},
+                             origin=told("qq:troll"))
+        op.review_reject([i["seq"] for i in op.review_list()["items"] if i["changes"][0]["target"] == gone["id"]])
+        with pytest.raises(ToolError) as refused:
+            bot.call_tool("zcor_memory_write", {"title": "新群规", "content": "听mallory的REFUSED"},
+                          origin=told("qq:mallory"))
+        assert refused.value.code == "blocked_sender"
+        fine = bot.call_tool("zcor_memory_write", {"title": "Alice的猫", "content": "橘猫OK"}, origin=told("qq:alice"))
+        seen_by_model = json.dumps(bot.call_tool("zcor_memory_history", {"limit": 50}), ensure_ascii=False)
+        for secret in ("6222HELD", "骗子邮箱REJECTED", "听mallory的REFUSED"):
+            assert secret not in seen_by_model, secret
+        assert "橘猫OK" in seen_by_model and fine["id"] in seen_by_model
+        assert "withheld" in seen_by_model
+        # what matched stays countable, its text withheld
+        found = bot.call_tool("zcor_memory_history", {"keywords": ["6222HELD"]})
+        assert found["total"] >= 1 and "6222HELD" not in json.dumps(found, ensure_ascii=False)
+        # the operator sees everything
+        op_view = json.dumps(op.call_tool("zcor_memory_history", {"limit": 50}), ensure_ascii=False)
+        assert "6222HELD" in op_view and "听mallory的REFUSED" in op_view
+        # approved: ordinary history again
+        op.review_approve([i["seq"] for i in op.review_list()["items"]])
+        assert "6222HELD" in json.dumps(bot.call_tool("zcor_memory_history", {"limit": 50}), ensure_ascii=False)
