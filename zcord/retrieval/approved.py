@@ -20,7 +20,7 @@ from collections.abc import Set as AbstractSet
 from typing import Any
 
 from ..core.indexes import RetrievalIndexes
-from ..core.models import Node
+from ..core.models import Node, Relationship
 from ..core.text import has_cjk
 
 
@@ -159,11 +159,33 @@ class _Children:
         return got
 
 
+class _Rels(Mapping):
+    """Live relationships with each held one as last approved (absent when it had none)."""
+
+    def __init__(self, live: Mapping[str, Relationship], approved: Mapping[str, Relationship | None]):
+        self._live, self._approved = live, approved
+
+    def __getitem__(self, key: str) -> Relationship:
+        if key in self._approved:
+            got = self._approved[key]
+            if got is None:
+                raise KeyError(key)
+            return got
+        return self._live[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._live)
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+
 class ApprovedState:
     """A MemoryState as ranking and the tools read it, with the held changes' memories as last
     approved (`nodes`, `indexes`, `children`); everything else is the live state's."""
 
-    def __init__(self, state: Any, approved: dict[str, Node], masked: frozenset[str], small: RetrievalIndexes):
+    def __init__(self, state: Any, approved: dict[str, Node], masked: frozenset[str], small: RetrievalIndexes,
+                 rels: Mapping[str, Relationship | None] | None = None):
         self._state = state
         self.approved = approved
         self.masked = masked
@@ -184,6 +206,24 @@ class ApprovedState:
                 if i not in kids:
                     kids.append(i)
         self.children = _Children(state.children, patched)
+        self.relationships: Mapping[str, Relationship] = state.relationships
+        self.links: Mapping[str, AbstractSet[str]] = state.links
+        if rels:
+            self.relationships = _Rels(state.relationships, rels)
+            links = dict(state.links)
+            for pid, as_approved in rels.items():
+                live_rel = state.relationships.get(pid)
+                old_node = live_rel.memory_node_id if live_rel is not None else None
+                new_node = as_approved.memory_node_id if as_approved is not None else None
+                if old_node == new_node:
+                    continue
+                if old_node is not None and old_node in links:
+                    links[old_node] = set(links[old_node]) - {pid}
+                    if not links[old_node]:
+                        del links[old_node]
+                if new_node is not None:
+                    links[new_node] = {*links.get(new_node, ()), pid}
+            self.links = links
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._state, name)
@@ -199,16 +239,23 @@ class ApprovedViews:
         self._parsed: dict[str, Node | None] = {}
         self._shown: frozenset[str] | None = None
         self._small: RetrievalIndexes | None = None
+        self._rels_for: Mapping[str, Any] | None = None
+        self._rels: dict[str, Relationship | None] = {}
 
-    def view(self, state: Any, approved: Mapping[str, dict[str, Any] | None],
-             removed: AbstractSet[str]) -> ApprovedState | None:
-        """None when nothing is held (read the live state)."""
-        if not approved:
+    def view(self, state: Any, approved: Mapping[str, dict[str, Any] | None], removed: AbstractSet[str],
+             rels: Mapping[str, dict[str, Any] | None] | None = None) -> ApprovedState | None:
+        """None when nothing is held (read the live state). `rels`: personId -> the approved
+        version of each relationship a held change touched (None when it had none)."""
+        if not approved and not rels:
             return None
         if self._for is not approved:
             self._for = approved
             self._parsed = {i: Node.model_validate(v) if v is not None else None for i, v in approved.items()}
             self._shown = None
+        if self._rels_for is not rels:
+            self._rels_for = rels
+            self._rels = {p: Relationship.model_validate(v) if v is not None else None
+                          for p, v in (rels or {}).items()}
         parsed = self._parsed
         live = state.nodes
         shown: dict[str, Node] = {}
@@ -226,4 +273,4 @@ class ApprovedViews:
             for i, node in shown.items():
                 small.index_node(node, source.rank[i])
             self._small, self._shown = small, ids
-        return ApprovedState(state, shown, frozenset(approved), self._small)
+        return ApprovedState(state, shown, frozenset(approved), self._small, self._rels)

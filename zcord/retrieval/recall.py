@@ -433,12 +433,13 @@ class RecallSessions:
         """personIds of the relationships whose personId or an alias is a sender of the
         batch's external events, the latest speaker first, each once."""
         st = self.retriever.state
+        shown = self.retriever.held_view(st).relationships  # held ones as last approved
         out: dict[str, None] = {}
         for e in reversed(events):
             key = e.sender_key
             if e.origin != "external" or not key:
                 continue
-            if key in st.relationships:
+            if key in shown:
                 out[key] = None
             else:  # compared as sender keys (zcord.core.text.sender_key): case, width, invisibles
                 for pid in sorted(st.alias_ids.get(sender_key(key), ())):
