@@ -23,6 +23,10 @@ from ..core.indexes import RetrievalIndexes
 from ..core.models import Node, Relationship
 from ..core.text import has_cjk
 
+MEMO_FROM = 64
+"""Live id sets larger than this have their masked copy kept between calls."""
+MEMO_KEYS = 20_000
+
 
 class _Source:
     """The approved versions as a NodeSource of their own (ranks by position)."""
@@ -60,7 +64,8 @@ class ApprovedIndexes:
     """What ranking reads of a state's RetrievalIndexes, with the touched memories as approved."""
 
     def __init__(self, live: RetrievalIndexes, small: RetrievalIndexes, masked: frozenset[str],
-                 live_nodes: Mapping[str, Node]):
+                 live_nodes: Mapping[str, Node], memo: dict[tuple[str, str], tuple[Any, Any]] | None = None):
+        self.memo = memo if memo is not None else {}
         live.ensure_index()
         small.ensure_index()
         self.live, self.small, self.masked = live, small, masked
@@ -92,18 +97,31 @@ class ApprovedIndexes:
     def avg_title_len(self) -> float:
         return self._title_len_sum / self.current_count if self.current_count else 1.0
 
-    def _both(self, live: AbstractSet[str] | None, small: AbstractSet[str] | None) -> AbstractSet[str]:
+    def _both(self, live: AbstractSet[str] | None, small: AbstractSet[str] | None,
+              memo_key: tuple[str, str] | None = None) -> AbstractSet[str]:
+        # a common term's live ids are a large frozenset the postings keep while the term is
+        # unchanged: its masked copy is kept too (ApprovedViews' memo), checked by identity
+        big = memo_key is not None and type(live) is frozenset and len(live) > MEMO_FROM
+        if big:
+            hit = self.memo.get(memo_key)  # type: ignore[arg-type]
+            if hit is not None and hit[0] is live:
+                return hit[1]
         got = _without(live, self.masked)
-        return (got | small if got else small) if small else got
+        out = (got | small if got else small) if small else got
+        if big:
+            if len(self.memo) >= MEMO_KEYS:
+                self.memo.clear()
+            self.memo[memo_key] = (live, out)  # type: ignore[index]
+        return out
 
     def title_hits(self, key: str) -> AbstractSet[str]:
-        return self._both(self.live.title_hits(key), self.small.title_hits(key))
+        return self._both(self.live.title_hits(key), self.small.title_hits(key), ("t", key))
 
     def stem_hits(self, key: str) -> AbstractSet[str]:
-        return self._both(self.live.stem_hits(key), self.small.stem_hits(key))
+        return self._both(self.live.stem_hits(key), self.small.stem_hits(key), ("s", key))
 
     def keyword_stem_ids(self, key: str) -> AbstractSet[str] | None:
-        return self._both(self.live.keyword_stem_ids(key), self.small.keyword_stem_ids(key)) or None
+        return self._both(self.live.keyword_stem_ids(key), self.small.keyword_stem_ids(key), ("k", key)) or None
 
     def is_stem_title(self, key: str) -> bool:
         live, small = self._title_tables(key)
@@ -185,12 +203,13 @@ class ApprovedState:
     approved (`nodes`, `indexes`, `children`); everything else is the live state's."""
 
     def __init__(self, state: Any, approved: dict[str, Node], masked: frozenset[str], small: RetrievalIndexes,
-                 rels: Mapping[str, Relationship | None] | None = None):
+                 rels: Mapping[str, Relationship | None] | None = None,
+                 memo: dict[tuple[str, str], tuple[Any, Any]] | None = None):
         self._state = state
         self.approved = approved
         self.masked = masked
         self.nodes = _Nodes(state.nodes, approved, masked)
-        self.indexes = ApprovedIndexes(state.indexes, small, masked, state.nodes)
+        self.indexes = ApprovedIndexes(state.indexes, small, masked, state.nodes, memo)
         patched: dict[str | None, list[str]] = {}
         for i in masked:
             live = state.nodes.get(i)
@@ -239,6 +258,9 @@ class ApprovedViews:
         self._parsed: dict[str, Node | None] = {}
         self._shown: frozenset[str] | None = None
         self._small: RetrievalIndexes | None = None
+        self._masked: frozenset[str] = frozenset()
+        self._memo: dict[tuple[str, str], tuple[Any, Any]] = {}
+        """Masked copies of large live id sets, kept while the small index and the mask stay."""
         self._rels_for: Mapping[str, Any] | None = None
         self._rels: dict[str, Relationship | None] = {}
 
@@ -273,4 +295,8 @@ class ApprovedViews:
             for i, node in shown.items():
                 small.index_node(node, source.rank[i])
             self._small, self._shown = small, ids
-        return ApprovedState(state, shown, frozenset(approved), self._small, self._rels)
+            self._memo = {}
+        masked = frozenset(approved)
+        if masked != self._masked:
+            self._masked, self._memo = masked, {}
+        return ApprovedState(state, shown, masked, self._small, self._rels, self._memo)
