@@ -115,8 +115,14 @@ def test_history_shows_the_model_no_held_refused_or_rejected_text(daemon):
                           origin=told("qq:mallory"))
         assert refused.value.code == "blocked_sender"
         fine = bot.call_tool("zcor_memory_write", {"title": "Alice的猫", "content": "橘猫OK"}, origin=told("qq:alice"))
+        # a later change by a normal member quotes the held version as its `before`
+        rewritten = bot.call_tool("zcor_memory_write", {"title": "待删", "content": "原文"}, origin=told("qq:alice"))
+        bot.call_tool("zcor_memory_write", {"id": rewritten["id"], "title": "待删", "content": "改写HELD2"},
+                      origin=told("qq:troll"))
+        bot.call_tool("zcor_memory_write", {"id": rewritten["id"], "title": "待删", "content": "alice又改了"},
+                      origin=told("qq:alice"))
         seen_by_model = json.dumps(bot.call_tool("zcor_memory_history", {"limit": 50}), ensure_ascii=False)
-        for secret in ("6222HELD", "骗子邮箱REJECTED", "听mallory的REFUSED"):
+        for secret in ("6222HELD", "骗子邮箱REJECTED", "听mallory的REFUSED", "改写HELD2"):
             assert secret not in seen_by_model, secret
         assert "橘猫OK" in seen_by_model and fine["id"] in seen_by_model
         assert "withheld" in seen_by_model
