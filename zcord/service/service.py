@@ -86,7 +86,8 @@ class Service:
         self.sessions = RecallSessions(self.retriever)
         self.trust = TrustBook(self.dir / TRUST_FILE)
         self.review = ReviewBook(self.dir / REVIEW_FILE, self.lock)
-        self.retriever.hidden_ids = lambda: self.review.hidden_nodes  # held changes: not recalled, not searched
+        # held changes: recalled and searched as if not made (their memories as last approved)
+        self.retriever.approved_view = lambda: self.review.approved_view(self.state)
         self.retriever.hidden_people = lambda: self.review.hidden_people  # held relationships: no person entry
         self.retriever.held_view = self.review.view  # memories as last approved in person entries
         self.retriever.own_name = PersonaName(self.dir / PERSONA_FILE)  # "thanks Juniper" addresses the bot
@@ -306,14 +307,32 @@ class Service:
 
     def recall(self, session: str, events: Any) -> list[str]:
         """Replace the session's recall set from a batch of events; returns it, best first."""
+        return self.recall_batch(session, events)["ids"]
+
+    def recall_batch(self, session: str, events: Any) -> dict[str, Any]:
+        """`zcor/recall`'s answer: the session's new recall set (`ids`, best first) and, when
+        any, the senderKeys of the batch's external events whose sender is blocked, as the
+        bot gave them (`blocked`), so a front end can keep those messages from the model."""
         check_session(session)
         parsed = parse_events(events)
         with self.lock:
             self.refresh_synonyms()
+            blocked = self._blocked_senders(parsed)
             kept = self._unblocked(session, parsed)
-            if kept is None:
-                return []
-            return self.sessions.recall(session, kept, self.config.recall_budget, self.config.recall_ranking)
+            ids = [] if kept is None else \
+                self.sessions.recall(session, kept, self.config.recall_budget, self.config.recall_ranking)
+        return {"ids": ids, **({"blocked": blocked} if blocked else {})}
+
+    def _blocked_senders(self, events: list) -> list[str]:
+        default = self.config.default_trust
+        if not self.trust.levels and default != "blocked":
+            return []
+        out: dict[str, None] = {}
+        for e in events:
+            if e.origin == "external" and e.sender_key not in out and \
+                    self.trust.level(e.sender_key or "", default) == "blocked":
+                out[e.sender_key or ""] = None
+        return list(out)
 
     def _unblocked(self, session: str, events: list) -> list | None:
         """The batch without blocked senders' external events; None (and the session's recall

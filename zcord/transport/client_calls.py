@@ -108,6 +108,10 @@ class SyncCalls(CallParams):
         """The session's new recall set (a str is one external event)."""
         return self.request("zcor/recall", self._recall_params(session, events))["ids"]
 
+    def recall_batch(self, session: str, events: list[dict[str, Any]] | str) -> dict[str, Any]:
+        """`zcor/recall`'s whole answer: `{ids, blocked?}` (blocked: the batch's blocked senderKeys)."""
+        return self.request("zcor/recall", self._recall_params(session, events))
+
     def recall_explain(self, text: str, sender_key: str | None = None) -> dict[str, Any]:
         """Segmentation, expansion, hits and the header a text would produce."""
         return self.request("zcor/recall/explain", {"text": text} if sender_key is None else {"text": text, "senderKey": sender_key})
@@ -264,6 +268,10 @@ class AsyncCalls(CallParams):
     async def recall(self, session: str, events: list[dict[str, Any]] | str) -> list[str]:
         """The session's new recall set (a str is one external event)."""
         return (await self.request("zcor/recall", self._recall_params(session, events)))["ids"]
+
+    async def recall_batch(self, session: str, events: list[dict[str, Any]] | str) -> dict[str, Any]:
+        """`zcor/recall`'s whole answer: `{ids, blocked?}` (blocked: the batch's blocked senderKeys)."""
+        return await self.request("zcor/recall", self._recall_params(session, events))
 
     async def recall_explain(self, text: str, sender_key: str | None = None) -> dict[str, Any]:
         """Segmentation, expansion, hits and the header a text would produce."""

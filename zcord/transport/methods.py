@@ -259,7 +259,10 @@ async def _prefix(m: Methods, call: Call) -> dict[str, Any]:
 @method("zcor/recall", role="bot",
         client=(C("recall", "session: str, events: list[dict[str, Any]] | str", "self._recall_params(session, events)",
                   returns="list[str]", result="ids",
-                  doc="The session's new recall set (a str is one external event)."),))
+                  doc="The session's new recall set (a str is one external event)."),
+                C("recall_batch", "session: str, events: list[dict[str, Any]] | str",
+                  "self._recall_params(session, events)",
+                  doc="`zcor/recall`'s whole answer: `{ids, blocked?}` (blocked: the batch's blocked senderKeys)."),))
 async def _recall(m: Methods, call: Call) -> dict[str, Any]:
     session = P.str_param(call.params, "session")
     events = call.params.get("events")
@@ -267,15 +270,15 @@ async def _recall(m: Methods, call: Call) -> dict[str, Any]:
         raise P.RpcError(P.INVALID_PARAMS, "Invalid params: events must be an array of "
                                            "{text, origin, ts?, source?, senderKey?}", {"field": "events"})
     started = time.perf_counter()
-    ids = await call.run(m.service.recall, session, events)
+    answer = await call.run(m.service.recall_batch, session, events)
     external = any(isinstance(e, dict) and e.get("origin") == "external" for e in events)
-    m.host.meters.recalled(external, ids, time.perf_counter() - started)
+    m.host.meters.recalled(external, answer["ids"], time.perf_counter() - started)
     if external:
         assert session is not None
         senders = O.batch_senders(events, limit=None)  # all of them: zcord cuts by trust (origin.cut)
         call.conn.last_batch = (session, senders)  # the origin of what the bot does next
         call.conn.remember_batch(session, senders)
-    return {"ids": list(ids)}
+    return answer
 
 
 @method("zcor/context", role="bot",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
 from ...core.errors import Conflict, InvalidArgument, NotFound, Superseded
@@ -180,7 +181,13 @@ def query(svc: Room, a: I.QueryArgs, ctx: Ctx) -> dict[str, Any]:
     candidates = st.nodes.keys() if found is None else found
     hits = []
     nodes, index, rank = st.nodes, st.index, st.rank
+    # the model reads as if no held change had been made: the memories held changes touched
+    # as last approved, matched below one by one (review caps how many)
+    view = svc.retriever.approved_view() if ctx.actor == "model" else None
+    masked: AbstractSet[str] = view.masked if view is not None else frozenset()
     for node_id in candidates:
+        if node_id in masked:
+            continue
         node = nodes[node_id]
         if node.superseded_by is not None and not a.include_superseded:
             continue
@@ -193,6 +200,16 @@ def query(svc: Room, a: I.QueryArgs, ctx: Ctx) -> dict[str, Any]:
             if not all(k in title or k in content for k in rest):
                 continue
         hits.append((updated, rank[node_id], node_id))
+    if view is not None:
+        for node_id, node in view.approved.items():
+            updated = node.updated_at.timestamp()
+            if (node.superseded_by is not None and not a.include_superseded) or \
+                    (start is not None and updated < start) or (end is not None and updated > end):
+                continue
+            title, content = match_form(node.title), match_form(node.content)
+            if all(k in title or k in content for k in keys):
+                hits.append((updated, rank.get(node_id, 0), node_id))
+        nodes = view.nodes
     return newest_first(hits, a, lambda i: nodes[i].dump())
 
 
