@@ -57,3 +57,36 @@ def test_zcor_chat_keeps_a_blocked_members_messages_from_the_model(daemon, caplo
         assert reached(llm, MALLORY + ["只有我在说话"]) == 0
         assert reached(llm, [f"周末去爬山吗{n}" for n in range(3)]) == 3
     assert any("blocked sender" in r.getMessage() and "Qq:Mallory" in r.getMessage() for r in caplog.records)
+
+
+def test_the_endpoint_keeps_a_blocked_members_messages_from_the_model(daemon):
+    """`zcor serve-openai`: the newest batch's messages from a blocked sender (named by
+    `name`, namespaced `openai:`) are left out of the upstream request; a batch of hers
+    alone gets an empty answer without asking the model."""
+    from tests.integration.test_proxy import Running
+
+    with daemon.client("operator") as op:
+        op.trust_set("openai:mallory", "blocked")
+    with FakeLLM() as llm:
+        llm.default = openai_text("好的")
+        running = Running(daemon.sock, llm)
+        try:
+            client = running.client()
+            history: list[dict] = []
+            for n, evil in enumerate(MALLORY):
+                history += [{"role": "user", "content": f"周末去爬山吗{n}", "name": "alice"},
+                            {"role": "user", "content": evil, "name": "Mallory"}]
+                out = client.chat.completions.create(model="m", messages=history)
+                assert out.choices[0].message.content == "好的"
+                history.append({"role": "assistant", "content": "好的"})
+            asked = len(llm.requests)
+            alone = client.chat.completions.create(model="m", messages=[
+                *history, {"role": "user", "content": "只有我在说话", "name": "mallory"}])
+            assert alone.choices[0].message.content == "" and len(llm.requests) == asked
+        finally:
+            running.close()
+        # her messages of the newest batch never reach the model; older turns are the client's
+        # history as it resends it (the endpoint cannot tell whose they were)
+        newest = [json.dumps(r["json"]["messages"][-1], ensure_ascii=False) for r in llm.requests]
+        assert not any(evil in body for evil in MALLORY for body in newest)
+        assert [f"周末去爬山吗{n}" in body for n, body in enumerate(newest)] == [True] * 3
