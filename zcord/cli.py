@@ -126,7 +126,42 @@ def cmd_call(args: argparse.Namespace) -> int:
     if not isinstance(arguments, dict):
         raise _usage("the arguments must be a JSON object, e.g. '{\"id\": \"m1\"}'")
     with _client(args, P.BOT if args.bot else P.OPERATOR) as c:
-        _print_json(c.call_tool(args.tool, arguments))
+        # tools are zcor_…; a name with a slash is a method (zcor/trust/set, zcor/status), sent as itself
+        _print_json(c.request(args.tool, arguments) if "/" in args.tool else c.call_tool(args.tool, arguments))
+    return EXIT_OK
+
+
+TRUST_LEVELS = ("trusted", "normal", "untrusted", "blocked")
+
+
+def cmd_trust(args: argparse.Namespace) -> int:
+    """`zcor trust [list]`, `zcor trust set SENDER LEVEL`, `zcor trust reset SENDER`."""
+    with _client(args) as c:
+        listing = c.trust_get()
+        default = listing.get("default", "normal")
+        if args.action in (None, "list"):
+            if args.json:
+                _print_json(listing)
+                return EXIT_OK
+            senders = listing.get("senders") or []
+            _say(f"Default level: {default} (config defaultTrust; every sender not listed here)")
+            if senders:
+                _table([["sender", "level"]] + [[s["sender"], s["level"]] for s in senders])
+            else:
+                _say("No sender has a level of its own; `zcor trust set SENDER LEVEL` gives one.")
+            return EXIT_OK
+        before = next((s["level"] for s in listing.get("senders") or [] if s["sender"] == args.sender), None)
+        answer = c.trust_set(args.sender, args.level if args.action == "set" else None)
+    if args.json:
+        _print_json(answer)
+        return EXIT_OK
+    was = f"{before}" if before else f"{default}, the default"
+    if answer.get("explicit"):
+        now = f"{args.sender} is {answer.get('level')}"
+    else:
+        now = f"{args.sender} has the default level, {answer.get('level')}"
+    _say(f"{now} (was {was})." if before != (args.level if args.action == "set" else None)
+         else f"{now}; nothing changed.")
     return EXIT_OK
 
 
@@ -507,6 +542,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("arguments", nargs="?", help="arguments as a JSON object ('-' reads stdin)")
     p.add_argument("--bot", action="store_true", help="call as the bot (actor model) instead of operator")
     p.set_defaults(func=cmd_call)
+
+    p = sub.add_parser("trust", parents=[common], help="per-sender trust levels: list, set, reset",
+                       description="Each chat sender has a trust level: trusted, normal (as without "
+                                   "levels), untrusted (the changes they cause are held for review) or "
+                                   "blocked (refused). Senders without a level of their own have the "
+                                   "config's defaultTrust.")
+    p.add_argument("--json", action="store_true", help="print zcord's answer as JSON")
+    p.set_defaults(func=cmd_trust, action=None)
+    trust = p.add_subparsers(dest="action", metavar="ACTION")
+    t = trust.add_parser("list", parents=[common], help="every sender's own level and the default (the default action)")
+    t.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print zcord's answer {default, senders} as JSON")
+    t = trust.add_parser("set", parents=[common], help="give a sender a level")
+    t.add_argument("sender", metavar="SENDER", help="a sender key, as History and Review show it: qq:42")
+    t.add_argument("level", metavar="LEVEL", choices=TRUST_LEVELS, help=", ".join(TRUST_LEVELS))
+    t.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print zcord's answer {sender, level, explicit} as JSON")
+    t = trust.add_parser("reset", parents=[common], help="give a sender back the default level")
+    t.add_argument("sender", metavar="SENDER")
+    t.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print zcord's answer {sender, level, explicit} as JSON")
 
     p = sub.add_parser("prefix", parents=[common], help="print the system prefix")
     p.set_defaults(func=cmd_prefix)
