@@ -58,6 +58,7 @@ SCREENS_IN_ORDER: list[tuple[str, str, type[ZcorScreen]]] = [
     ("synonyms", "Synonyms", SynonymsScreen),
     ("config", "Config", ConfigScreen),
     ("backups", "Backups", BackupsScreen),
+    ("review", "Review", ReviewScreen),
 ]
 REL_PAGE = 100
 TOAST_SECONDS = 8.0
@@ -82,14 +83,12 @@ class ZcorApp(App[None]):
 
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses live elsewhere
     TITLE = "zcor"
-    MODES = {**{mode: cls for mode, _, cls in SCREENS_IN_ORDER}, "review": ReviewScreen}
+    MODES = {mode: cls for mode, _, cls in SCREENS_IN_ORDER}
     DEFAULT_MODE = "browse"
     BINDINGS = [
         *(Binding(str(n), f"screen_key('{mode}')", title, show=False, id=f"app.{mode}",
                   tooltip=f"Show the {title} screen (not while a form field has focus: Esc leaves it)")
           for n, (mode, title, _) in enumerate(SCREENS_IN_ORDER, 1)),
-        Binding("8", "screen_key('review')", "Review", show=False, id="app.review",
-                tooltip="Show the Review screen: changes held back because an untrusted sender caused them"),
         Binding("f1,question_mark", "help", "Help", id="app.help", tooltip="Keys and screens"),
         Binding("q", "quit", "Quit", id="app.quit", tooltip="Leave zcor-tui (a zcord it did not start keeps running)"),
     ]
@@ -309,6 +308,12 @@ class ZcorApp(App[None]):
             return False
         return super().check_action(action, parameters)
 
+    def action_trust_levels(self) -> None:
+        from .screens.trust import TrustList
+
+        if not isinstance(self.screen, TrustList):
+            self.push_screen(TrustList())
+
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
@@ -325,8 +330,8 @@ class ZcorApp(App[None]):
         for mode, title, cls in SCREENS_IN_ORDER:
             if mode != self.current_mode:
                 yield SystemCommand(f"Go to {title}", cls.HELP, partial(self.switch_mode, mode))
-        if self.current_mode != "review":
-            yield SystemCommand("Go to Review", ReviewScreen.HELP, partial(self.switch_mode, "review"))
+        yield SystemCommand("Trust levels", "Every sender with a trust level of its own; change or reset them",
+                            self.action_trust_levels)
         yield SystemCommand("Help", "Keys and screens of zcor-tui", self.action_help)
         if isinstance(screen, ZcorScreen):
             yield from screen.palette_commands()

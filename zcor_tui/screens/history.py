@@ -32,6 +32,7 @@ from ..widgets.rows import add_columns, cursor_key, move_to, row_table
 from .base import ZcorScreen
 from .origin_revert import RevertOriginScreen
 from .revert import RevertScreen
+from .trust import ask_trust
 
 PAGE_SIZE = 50
 ACTORS = [("any actor", "any"), ("model (the bot)", "model"), ("operator", "operator"), ("system", "system")]
@@ -62,6 +63,8 @@ class HistoryScreen(ZcorScreen):
         Binding("ctrl+f", "focus_keywords", "Keywords", id="history.find", tooltip="Type keywords to find records"),
         Binding("O", "revert_origin", "Undo sender", id="history.revert_origin",
                 tooltip="Undo everything the sender in the origin filter (or of the selected record) caused"),
+        Binding("t", "trust", "Trust…", show=False, id="history.trust",
+                tooltip="Set the trust level of the selected record's sender (untrusted: held for review)"),
     ]
 
     def __init__(self) -> None:
@@ -306,3 +309,11 @@ class HistoryScreen(ZcorScreen):
                         severity="warning")
             return
         self.app.push_screen(RevertOriginScreen(sender))
+
+    def action_trust(self) -> None:
+        senders = [s for s in ((self.selected or {}).get("origin") or {}).get("senders") or [] if isinstance(s, str)]
+        if not senders:
+            self.notify("Select a record whose origin names a sender (the bot's calls on a chat message).",
+                        severity="warning")
+            return
+        ask_trust(self.app, senders)

@@ -70,6 +70,8 @@ class RelationshipsScreen(ZcorScreen):
         Binding("o", "open", "Open node", id="rel.open", tooltip="Show the linked memory in Browse"),
         Binding("O", "revert_origin", "Undo person's changes", show=False, id="rel.revert_origin",
                 tooltip="Undo everything this person (their personId as a chat sender) caused: preview, then confirm"),
+        Binding("t", "trust", "Trust…", show=False, id="rel.trust",
+                tooltip="Set the trust level of this person as a chat sender (their personId)"),
         Binding("ctrl+n", "page(1)", "Next page", show=False, id="rel.next", tooltip="More records"),
         Binding("ctrl+b", "page(-1)", "Prev page", show=False, id="rel.prev", tooltip="Previous records"),
     ]
@@ -289,3 +291,11 @@ class RelationshipsScreen(ZcorScreen):
         from .origin_revert import RevertOriginScreen
 
         self.app.push_screen(RevertOriginScreen(self.selected))
+
+    def action_trust(self) -> None:
+        if self.selected is None:
+            self.notify("Select the person whose trust level to set.", severity="warning")
+            return
+        from .trust import ask_trust
+
+        ask_trust(self.app, [self.selected])

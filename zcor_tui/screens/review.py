@@ -27,6 +27,7 @@ from ..messages import MemoryChanged
 from ..widgets.rows import Column, add_columns, cursor_key, move_to, row_table
 from .base import ZcorScreen
 from .revert import RevertScreen
+from .trust import TrustList, ask_trust
 
 
 class RejectScreen(RevertScreen):
@@ -61,6 +62,10 @@ class ReviewScreen(ZcorScreen):
         Binding("v", "toggle_view", "Unified/side", id="review.view",
                 tooltip="Show changes as a unified diff or side by side"),
         Binding("r", "reload", "Refresh", id="review.reload", tooltip="List the held changes again"),
+        Binding("t", "trust", "Trust…", id="review.trust",
+                tooltip="Set the trust level of the selected change's sender (trusted: no longer held)"),
+        Binding("L", "trust_list", "Levels", id="review.levels",
+                tooltip="Every sender with a trust level of its own; change or reset them"),
     ]
 
     COLUMNS: ClassVar[list[Column]] = [("Seq", "seq", 7), ("Time", "time", 19), ("Tool", "tool", 24),
@@ -172,3 +177,15 @@ class ReviewScreen(ZcorScreen):
             self.load()
 
         self.app.push_screen(RejectScreen(item["seq"], item), reload)
+
+    def action_trust(self) -> None:
+        item = self.selected
+        senders = [s for s in ((item or {}).get("origin") or {}).get("senders") or [] if isinstance(s, str)]
+        if not senders:
+            self.notify("Nothing is held for review." if item is None else "This change's origin names no "
+                        "sender: the default level (Config, defaultTrust) held it.", severity="warning")
+            return
+        ask_trust(self.app, senders)
+
+    def action_trust_list(self) -> None:
+        self.app.push_screen(TrustList())
