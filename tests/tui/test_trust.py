@@ -145,3 +145,21 @@ async def test_relationship_person_gets_a_level_and_bad_input_is_refused(memory,
         assert "sender" in text_of(form.query_one("#dialog-error").content)
         assert app.focused is form.query_one("#sender")
     assert levels(d) == {"qq:10001": "untrusted"}
+
+
+async def test_a_held_change_without_a_sender_says_what_held_it(memory, app_for):
+    d, ids = memory
+    with d.client("operator") as op, d.client() as bot:
+        op.config_set({"defaultTrust": "untrusted"})
+        assert bot.call_tool("zcor_memory_write", {"title": "无名氏", "content": "谁说的"})["review"] == "pending"
+    app = app_for(d)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await press(pilot, "8")
+        await until(pilot, lambda: app.screen.query_one("#held", DataTable).row_count == 1, what="the held change")
+        detail = text_of(app.screen.query_one("#held-detail").content)
+        assert "unknown" not in detail
+        assert "no sender named, held by the default trust level (Config, defaultTrust)" in detail
+        app.screen.query_one("#held", DataTable).focus()
+        await press(pilot, "t")
+        assert "names no sender" in app.noted("warning")

@@ -30,6 +30,15 @@ from .revert import RevertScreen
 from .trust import TrustList, ask_trust
 
 
+def held_origin(origin: Any) -> str:
+    """Who a held change came from; one that names no sender was held by the default level
+    (config defaultTrust), which is what the operator can change."""
+    text = origin_text(origin)
+    if (origin or {}).get("senders"):
+        return text
+    return (f"{text}: " if text else "") + "no sender named, held by the default trust level (Config, defaultTrust)"
+
+
 class RejectScreen(RevertScreen):
     """Preview and run `zcor/review/reject` of one held operation; dismisses with the result or None."""
 
@@ -111,7 +120,7 @@ class ReviewScreen(ZcorScreen):
             key = str(item["seq"])
             self.items[key] = item
             table.add_row(f"#{item['seq']}", when(item.get("at"))[:19], item.get("tool", ""), change_targets(item),
-                          Text(origin_text(item.get("origin")), style="yellow"), key=key)
+                          Text(held_origin(item.get("origin")), style="yellow"), key=key)
         move_to(table, keep)
         total = listing["total"]
         line = Text(plural(total, "held change"), style="bold")
@@ -140,7 +149,7 @@ class ReviewScreen(ZcorScreen):
         head.add_column(ratio=1)
         head.add_row("Operation", Text.assemble((f"#{item['seq']} ", "dim"), (item.get("tool", ""), "bold cyan")))
         head.add_row("When", when(item.get("at")))
-        head.add_row("Origin", Text(origin_text(item.get("origin")) or "unknown", style="yellow"))
+        head.add_row("Origin", Text(held_origin(item.get("origin")), style="yellow"))
         parts: list[RenderableType] = [head]
         for change in item.get("changes") or ():
             parts.append(Text(""))
