@@ -205,8 +205,8 @@ def cmd_relationship_history(args: argparse.Namespace) -> int:
 
 def cmd_backup(args: argparse.Namespace) -> int:
     with _client(args) as c:
-        if args.list:
-            for item in c.backups():
+        if args.list:  # newest first, as the TUI's Backups screen lists them
+            for item in sorted(c.backups(), key=lambda b: (b.get("modifiedAt") or "", b["backupFile"]), reverse=True):
                 who = "  (the bot's)" if item.get("bot") else ""
                 print(f"{item['backupFile']}  {human_size(item.get('size', 0)):>9}  "
                       f"{local_time(item.get('modifiedAt'))}{who}")
@@ -283,8 +283,9 @@ def _summary(record: dict[str, Any] | None) -> str:
     if record is None:
         return "(deleted)"
     if "personId" in record:
+        linked = f", memory {record['memoryNodeId']}" if record.get("memoryNodeId") else ", no memory"
         return (f"{record.get('name', '')} — {record.get('relationship', '')}, affinity {record.get('affinity')}"
-                f": {_line(record.get('reason'))}")
+                f"{linked}: {_line(record.get('reason'))}")
     mark = "⊘ " if record.get("supersededBy") else ""
     return f"{mark}{record.get('title', '')}: {_line(record.get('content'))}"
 
@@ -317,9 +318,13 @@ def cmd_history(args: argparse.Namespace) -> int:
         _table([["seq", "time", "actor", "tool", "targets", "status"]]
                + [[str(r.get("seq")), local_time(r.get("at")), r.get("actor", ""), r.get("tool", ""),
                    change_targets(r) or "—", _status(r)] for r in items], right=(0,))
-    shown = f"{args.offset + 1:,}–{args.offset + len(items):,} of {total:,}" if items else f"none of {total:,}"
     more = f"; older: --offset {page['nextOffset']}" if page.get("nextOffset") is not None else ""
-    _say(f"{shown} records, newest first{more}")
+    if items:
+        _say(f"{args.offset + 1:,}–{args.offset + len(items):,} of {_plural(total, 'record')}, newest first{more}")
+    elif total:
+        _say(f"No records from --offset {args.offset:,} on; {_plural(total, 'record')} match")
+    else:
+        _say("No records match." if len(filters) > 2 else "No records yet.")
     return EXIT_OK
 
 
@@ -655,9 +660,23 @@ def cmd_serve_openai(args: argparse.Namespace, rest: list[str]) -> int:
     return proxy_main(rest)
 
 
+AGO_OPTION = re.compile(r"^-\d+\s*[smhdw]", re.I)
+
+
+def relative_times(argv: list[str]) -> list[str]:
+    """`zcor at -2h` as `zcor at 2h`: argparse takes `-2h` for an unknown option, while the
+    time forms (and `zcor at`'s own error message) write times ago with a minus."""
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):  # options before the command
+        i += 2 if argv[i] in ("--socket", "--timeout") else 1
+    if i >= len(argv) or argv[i] != "at":
+        return argv
+    return argv[:i + 1] + [a[1:] if AGO_OPTION.match(a) else a for a in argv[i + 1:]]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    args, rest = parser.parse_known_args(relative_times(sys.argv[1:] if argv is None else argv))
     if args.command == "chat":
         return cmd_chat(args, rest)  # its own options (--session, --sender, --help) pass through
     if args.command == "serve-openai":
