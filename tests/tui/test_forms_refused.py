@@ -78,3 +78,40 @@ async def test_a_refusal_keeps_the_keys_in_the_form_and_uses_its_labels(memory, 
         assert focused.value.endswith("q") and app.screen is form
         other = form.query_one("#reason" if focused.id != "reason" else "#ids", Input)
         assert focused.styles.background != other.styles.background  # the focused field is lit
+
+
+async def test_versions_are_named_by_operation_number_only(memory, app_for):
+    """Issue 35 item 7: one counter — Versions, its diff, History and the restore prompt all
+    say `operation #N`, never the change counter besides."""
+    from zcor_tui.screens.dialogs import ConfirmDialog
+    from zcor_tui.screens.versions import VersionsScreen
+
+    from .conftest import screen_text
+
+    d, ids = memory
+    with d.client("operator") as op:
+        for _ in range(3):  # operations without changes: the operation numbers run ahead
+            op.call_tool("zcor_memory_read", {"id": ids["dad"]})
+        op.call_tool("zcor_memory_write", {"id": ids["dad"], "title": "老爸", "content": "爸爸退休了。"})
+        seqs = [v["seq"] for v in op.history_versions(ids["dad"])["items"]]
+        change_ids = [v["changeId"] for v in op.history_versions(ids["dad"])["items"]]
+    assert seqs != change_ids  # the two counters differ here, so the text tells which one is shown
+    app = app_for(d)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        app.show_node(ids["dad"])
+        await settle(pilot)
+        await press(pilot, "h")
+        assert isinstance(app.screen, VersionsScreen)
+        text = screen_text(app)
+        assert f"operation #{seqs[0]}" in text and f"operation #{seqs[1]}" in text
+        assert f"change {change_ids[1]}" not in text
+        app.screen.query_one("#versions").move_cursor(row=0)
+        await settle(pilot)
+        await press(pilot, "R")
+        assert isinstance(app.screen, ConfirmDialog)
+        assert f"as it was after operation #{seqs[0]}" in app.screen.question
+        await press(pilot, "n")
+        await press(pilot, "escape")
+        await press(pilot, "3")
+        assert "change " not in text_of(app.screen.query_one("#record").content).replace("1 change", "")

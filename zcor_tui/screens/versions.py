@@ -33,6 +33,12 @@ TIME_FIELDS = ("updatedAt",)
 """Left out of the diff when other fields changed (every edit moves them)."""
 
 
+
+def op_name(version: dict[str, Any]) -> str:
+    """A version named by the operation that wrote it (`operation #46`), the number History,
+    Review and revert use; the change counter zcord keeps besides is not shown to operators."""
+    return f"operation #{version['seq']}" if version.get("seq") else f"change {version.get('changeId')}"
+
 class VersionsScreen(Screen[None]):
     """The versions of memory `node_id`, oldest first."""
 
@@ -153,7 +159,7 @@ class VersionsScreen(Screen[None]):
         base = self._base_for(version)
         head = Text()
         def label(v: dict[str, Any]) -> str:
-            return f"change {v['changeId']} ({when(v.get('at'))[:19]}, {v.get('kind')})"
+            return f"{op_name(v)} ({when(v.get('at'))[:19]}, {v.get('kind')})"
 
         record = version.get("record")
         if base is None:
@@ -209,14 +215,14 @@ class VersionsScreen(Screen[None]):
             self.notify("This is the current version already.", severity="warning")
             return
         if not await self.app.push_screen_wait(ConfirmDialog(
-                f"Make {self.node_id} as it was after change {version['changeId']} "
+                f"Make {self.node_id} as it was after {op_name(version)} "
                 f"({when(version.get('at'))}) current again?\nThis is recorded as a new change; the current "
                 f"version stays in the history.", yes="Restore")):
             return
         result = await self.app.rpc("history_reinstate", self.node_id, version["changeId"])
         if result is None:
             return
-        self.notify(f"{self.node_id} is back to the version of change {version['changeId']}, "
+        self.notify(f"{self.node_id} is back to the version of {op_name(version)}, "
                     f"recorded as operation #{result['seq']}.", title="Restored")
         self.follow_newest = True  # the cursor goes to the new current version, not the restored row
         self.load()
