@@ -1,0 +1,34 @@
+"""Papercuts a new operator hit in the TUI (issue 35): the revert dialog's wording and
+buttons, the affinity sparkline, Search's inputs, 80×24 layouts, keys right after Esc."""
+
+from __future__ import annotations
+
+from textual.widgets import Button
+
+from zcor_tui.screens.revert import RevertScreen
+
+from .conftest import press, screen_text, settle, text_of
+
+
+def last_seq(op) -> int:
+    return op.history_query({"limit": 1})["items"][0]["seq"]
+
+
+async def test_a_force_that_changes_nothing_says_so(memory, app_for):
+    d, ids = memory
+    with d.client() as bot, d.client("operator") as op:
+        bot.call_tool("zcor_memory_write", {"id": ids["dad"], "title": "爸爸", "content": "爸爸退休了。"})
+        bot_seq = last_seq(op)
+        op.call_tool("zcor_memory_write", {"id": ids["dad"], "title": "爸爸", "content": "爸爸在工厂上班。"})
+    app = app_for(d)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        app.push_screen(RevertScreen(bot_seq))
+        await settle(pilot)
+        dialog = app.screen
+        body = text_of(dialog.query_one("#revert-body").content)
+        assert "1 conflict" in body
+        assert f"node.update · {ids['dad']} — nothing would change but its time (updatedAt)" in body
+        assert "no field" not in body
+        assert not dialog.query_one("#confirm", Button).display
+        await press(pilot, "escape")
