@@ -21,7 +21,7 @@ from typing import Any
 
 from . import __version__
 from .core import protocol as P
-from .transport.affinity import affinity_series, sparkline
+from .transport.affinity import affinity_series, sparkline, sparkline_scale
 from .transport.client import (
     Client,
     ClientError,
@@ -195,7 +195,8 @@ def cmd_relationship_history(args: argparse.Namespace) -> int:
     if args.json:
         _print_json({"personId": args.person_id, "items": points})
         return EXIT_OK
-    print(shown(f"{args.person_id}  {sparkline([p['affinity'] for p in points])}  (−100 ▁ … █ +100)"))
+    values = [p["affinity"] for p in points]
+    print(shown(f"{args.person_id}  {sparkline(values)}  ({sparkline_scale(values)})"))
     for p in points:
         value = "deleted" if p["deleted"] else f"{p['affinity']:+d}" if p["affinity"] else "0"
         print(shown(f"{local_time(p['at'])}  {value:>7}  {p.get('actor') or '':<8}  {p.get('reason') or ''}",

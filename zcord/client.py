@@ -3,7 +3,7 @@ zcord.transport.client, and the socket locations the TUI's launcher needs). Impo
 here; it stays where it is when the packages below it move."""
 
 from .core.origin import describe as describe_origin
-from .transport.affinity import affinity_series, sparkline
+from .transport.affinity import affinity_series, sparkline, sparkline_scale
 from .transport.client import *  # noqa: F401,F403
 from .transport.client import __all__ as _client_all
 from .transport.client import initialize_params
@@ -20,4 +20,4 @@ from .transport.wording import (
 
 __all__ = [*_client_all, "initialize_params", "for_operator", "human_size", "SYSTEM_SOCKET", "client_socket",
            "default_socket", "memory_dir", "describe_origin", "UNSAFE", "shown", "json_shown",
-           "invisible_marked", "affinity_series", "sparkline"]
+           "invisible_marked", "affinity_series", "sparkline", "sparkline_scale"]

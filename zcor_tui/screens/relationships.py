@@ -15,7 +15,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Input, Static
 
-from zcord.client import ToolError, affinity_series, for_operator, sparkline
+from zcord.client import ToolError, affinity_series, for_operator, sparkline, sparkline_scale
 
 from ..format import (
     affinity_bar,
@@ -43,8 +43,10 @@ def series_text(points: list[dict[str, Any]]) -> Text:
     if not points:
         out.append("(no change in the history)", style="dim")
         return out
-    out.append(sparkline([p["affinity"] for p in points]), style="cyan")
-    out.append(f"  {len(points)} change{'s' if len(points) != 1 else ''}, oldest first", style="dim")
+    values = [p["affinity"] for p in points]
+    out.append(sparkline(values), style="cyan")
+    out.append(f"  {sparkline_scale(values)} · {len(points)} change{'s' if len(points) != 1 else ''}, oldest first",
+               style="dim")
     for p in points:
         out.append(f"\n{when_short(p.get('at'))}  ", style="dim")
         if p.get("deleted"):
