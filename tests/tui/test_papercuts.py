@@ -32,3 +32,35 @@ async def test_a_force_that_changes_nothing_says_so(memory, app_for):
         assert "no field" not in body
         assert not dialog.query_one("#confirm", Button).display
         await press(pilot, "escape")
+
+
+async def test_search_shows_a_bad_date_as_typed_and_its_inputs_match_the_other_screens(memory, app_for):
+    from textual.widgets import Input
+
+    from zcor_tui.screens.search import SearchScreen
+
+    d, ids = memory
+    app = app_for(d)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await press(pilot, "2")
+        assert isinstance(app.screen, SearchScreen)
+        text = screen_text(app)
+        assert "keywords (all match)" in text  # the placeholder whole at 80 columns
+        await press(pilot, "tab", *"yesterday")
+        box = app.screen.query_one("#from", Input)
+        assert box.has_class("-invalid")
+        text = screen_text(app)
+        assert "yesterday" in text.splitlines()[1]  # what was typed stays on show in the box
+        assert "from: 'yesterday' is not a date" in text
+        assert box.styles.background != app.screen.query_one("#to", Input).styles.background  # and is lit
+        await press(pilot, "escape", "5")  # Synonyms' inputs: one line here, like the filter bars
+        assert app.screen.MODE == "synonyms"
+        assert not any(w.has_class("-textual-compact") for w in app.screen.query(Input))
+    async with app_for(d).run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await press(pilot, "2")
+        box = pilot.app.screen.query_one("#q", Input)
+        assert box.outer_size.height == 3 and not box.has_class("-textual-compact")  # bordered like History's
+        await press(pilot, "3")
+        assert pilot.app.screen.query_one("#q", Input).outer_size.height == 3

@@ -142,7 +142,7 @@ async def test_relationship_person_gets_a_level_and_bad_input_is_refused(memory,
         form.query_one("#level", Select).value = "blocked"
         await press(pilot, "ctrl+s")  # zcord refuses: the form stays, naming the field
         assert isinstance(app.screen, TrustForm)
-        assert "sender" in text_of(form.query_one("#dialog-error").content)
+        assert "“Sender” must be a sender key" in text_of(form.query_one("#dialog-error").content)
         assert app.focused is form.query_one("#sender")
     assert levels(d) == {"qq:10001": "untrusted"}
 

@@ -181,7 +181,15 @@ class FormDialog(ModalScreen[Any]):
             return message
         pattern = re.compile(r"(?<![\w.])(" + "|".join(re.escape(n) for n in sorted(labels, key=len, reverse=True))
                              + r")(?![\w])")
-        return pattern.sub(lambda m: f"“{labels[m.group(1)]}”", message)
+        named: set[str] = set()
+
+        def label(m: re.Match[str]) -> str:  # the first mention names the field; later ones are words
+            if m.group(1) in named:
+                return m.group(1)
+            named.add(m.group(1))
+            return f"“{labels[m.group(1)]}”"
+
+        return pattern.sub(label, message)
 
     def show_error(self, message: str, field: str | None = None) -> None:
         error = self.query_one("#dialog-error", Static)
