@@ -11,17 +11,19 @@ notifications instead of exceptions.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from rich.segment import Segment
-from textual import work
+from textual import events, work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.color import Color
 from textual.filter import LineFilter
+from textual.keys import _character_to_key
 from textual.markup import escape as escape_markup
 from textual.reactive import reactive
 from textual.screen import ModalScreen, Screen
@@ -64,6 +66,8 @@ REL_PAGE = 100
 TOAST_SECONDS = 8.0
 """The longest a toast stays (app.tcss keeps toasts above the status line and the footer)."""
 FORM_FIELDS = (Input, TextArea, Select, Switch, Checkbox)
+ALT_KEY = re.compile(r"alt\+(shift\+)?(.)")
+"""Alt+one character: what Esc and a key typed at once are parsed as (ZcorApp.on_event)."""
 
 
 class NoTerminalControls(LineFilter):
@@ -116,6 +120,8 @@ class ZcorApp(App[None]):
         self.selected_node: tuple[str, str] | None = None
         """(id, title) under Browse's cursor: the first choice when picking a memory elsewhere."""
         self.pending_reveal: str | None = None
+        self._keys_held = False
+        """Keys read before an Esc's focus change took effect wait for it (on_event)."""
         self._was_connected = False
 
     # -- what the screens use ------------------------------------------------------------
@@ -281,6 +287,34 @@ class ZcorApp(App[None]):
             self.screen.take_pending_reveal()
         else:
             self.switch_mode("browse")
+
+    async def on_event(self, event: events.Event) -> None:
+        """Keys typed right after Esc, at machine speed, reach what Esc made current.
+
+        Esc runs here, at once, through the bindings of the focus chain (a form field's
+        screen moves the focus to its table, a dialog closes); the focus it moves changes in a
+        callback queued behind keys already read, so those keys are queued again behind it.
+        An Esc that arrives in one read with a letter is parsed as Alt+that letter, which
+        nothing here binds: it is taken as the Esc and the letter it was.
+        """
+        if isinstance(event, events.Key) and not event.is_forwarded:
+            if self._keys_held:
+                self.post_message(events.Key(event.key, event.character))
+                return
+            alt = ALT_KEY.fullmatch(event.key)
+            if alt or event.key == "escape":
+                if not await self._check_bindings("escape"):
+                    await super().on_event(events.Key("escape", "\x1b"))
+                self._keys_held = True
+                if alt:
+                    char = alt.group(2).upper() if alt.group(1) else alt.group(2)
+                    self.post_message(events.Key(char if char.isalnum() else _character_to_key(char), char))
+                self.call_later(self._release_keys)
+                return
+        await super().on_event(event)
+
+    def _release_keys(self) -> None:
+        self._keys_held = False
 
     def action_screen_key(self, mode: str) -> None:
         self.switch_mode(mode)

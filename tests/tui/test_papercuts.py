@@ -64,3 +64,24 @@ async def test_search_shows_a_bad_date_as_typed_and_its_inputs_match_the_other_s
         assert box.outer_size.height == 3 and not box.has_class("-textual-compact")  # bordered like History's
         await press(pilot, "3")
         assert pilot.app.screen.query_one("#q", Input).outer_size.height == 3
+
+
+async def test_a_key_read_with_esc_reaches_what_esc_made_current(memory, app_for):
+    """Esc then a digit in the same read (both queued before Esc's focus change ran): the
+    digit switches screens instead of landing in the field Esc left."""
+    from textual import events
+    from textual.widgets import Input
+
+    d, ids = memory
+    app = app_for(d)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        await press(pilot, "3")
+        assert isinstance(app.focused, Input)
+        app.post_message(events.Key("escape", "\x1b"))
+        app.post_message(events.Key("4", "4"))
+        await settle(pilot)
+        assert app.screen.MODE == "relationships"
+        app.post_message(events.Key("alt+q", None))  # ESC q parsed as one key: Esc, then q (quit)
+        await settle(pilot)
+    assert app.return_code == 0
