@@ -85,3 +85,17 @@ async def test_a_key_read_with_esc_reaches_what_esc_made_current(memory, app_for
         app.post_message(events.Key("alt+q", None))  # ESC q parsed as one key: Esc, then q (quit)
         await settle(pilot)
     assert app.return_code == 0
+
+
+async def test_the_diff_view_reads_as_a_state_not_an_action(memory, app_for):
+    d, ids = memory
+    app = app_for(d)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await press(pilot, "3")
+        summary = lambda: text_of(app.screen.query_one("#history-summary").content)  # noqa: E731
+        assert "diff unified (v: side by side)" in summary() and "v: unified" not in summary()
+        await press(pilot, "escape", "v")
+        assert "diff side by side (v: unified)" in summary()
+        await press(pilot, "8", "v")
+        assert "diff side by side (v: unified)" in text_of(app.screen.query_one("#review-summary").content)

@@ -22,3 +22,12 @@ def test_the_readme_names_every_zcor_subcommand():
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     missing = [name for name in sub.choices if f"zcor {name}" not in README and f"| {name} " not in README]
     assert not missing, missing
+
+
+def test_the_readme_says_why_a_title_of_filler_gets_no_keywords():
+    from zcord.core.text import derive_keywords
+
+    for word in ("People", "people", "friends", "things", "今天", "朋友"):
+        assert derive_keywords(word) == [], word  # what the README says of them
+        assert f"`{word}`" in README, word
+    assert "gets no keywords" in README

@@ -26,7 +26,7 @@ from textual.widgets import Checkbox, DataTable, Input, Select, Static
 from zcord.client import ClientError
 
 from ..diff import change_view
-from ..format import cell, change_targets, compact_json, origin_text, plain, when
+from ..format import cell, change_targets, compact_json, diff_mode, origin_text, plain, when
 from ..messages import MemoryChanged, NodeRequested
 from ..widgets.rows import add_columns, cursor_key, move_to, row_table
 from .base import ZcorScreen
@@ -256,8 +256,8 @@ class HistoryScreen(ZcorScreen):
 
     def _show_mode(self) -> None:
         line = self.summary.copy()
-        line.append(" · v: ", style="dim")
-        line.append("side by side" if self.side_by_side else "unified", style="bold")
+        line.append(" · ", style="dim")
+        line.append_text(diff_mode(self.side_by_side))
         self.query_one("#history-summary", Static).update(line)
 
     def action_toggle_view(self) -> None:

@@ -22,7 +22,7 @@ from textual.widgets import DataTable, Static
 from zcord.client import ClientError, ToolError
 
 from ..diff import change_view
-from ..format import change_targets, origin_text, plural, when
+from ..format import change_targets, diff_mode, origin_text, plural, when
 from ..messages import MemoryChanged
 from ..widgets.rows import Column, add_columns, cursor_key, move_to, row_table
 from .base import ZcorScreen
@@ -124,8 +124,8 @@ class ReviewScreen(ZcorScreen):
         move_to(table, keep)
         total = listing["total"]
         line = Text(plural(total, "held change"), style="bold")
-        line.append("  a approve · x reject · v: ", style="dim")
-        line.append("side by side" if self.side_by_side else "unified", style="bold")
+        line.append("  a approve · x reject · ", style="dim")
+        line.append_text(diff_mode(self.side_by_side))
         summary.update(line)
         self._show()
 
@@ -158,7 +158,7 @@ class ReviewScreen(ZcorScreen):
 
     def action_toggle_view(self) -> None:
         self.side_by_side = not self.side_by_side
-        self._show()
+        self.load()  # the summary line says which view is on
 
     def action_approve(self) -> None:
         item = self.selected

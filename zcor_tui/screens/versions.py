@@ -21,7 +21,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from ..diff import fields_diff, record_text
-from ..format import one_line, origin_text, plural, when
+from ..format import diff_mode, one_line, origin_text, plural, when
 from ..messages import MemoryChanged
 from ..widgets.rows import add_columns, row_table
 from .dialogs import ConfirmDialog
@@ -145,8 +145,8 @@ class VersionsScreen(Screen[None]):
 
     def _show(self) -> None:
         summary = Text(f"{plural(len(self.items), 'version')}, oldest first", style="bold")
-        summary.append(" · b: mark base · R: restore · v: ", style="dim")
-        summary.append("side by side" if self.side_by_side else "unified", style="bold")
+        summary.append(" · b: mark base · R: restore · ", style="dim")
+        summary.append_text(diff_mode(self.side_by_side))
         self.query_one("#versions-summary", Static).update(summary)
         version = self.highlighted
         if version is not None:
