@@ -99,3 +99,33 @@ async def test_the_diff_view_reads_as_a_state_not_an_action(memory, app_for):
         assert "diff side by side (v: unified)" in summary()
         await press(pilot, "8", "v")
         assert "diff side by side (v: unified)" in text_of(app.screen.query_one("#review-summary").content)
+
+
+async def test_80x24_history_relationships_and_the_status_line_fit(memory, app_for):
+    from zcor_tui.app import ZcorApp
+
+    d, ids = memory
+    with d.client("bot") as bot:
+        for affinity, reason in ((30, "一起吃饭"), (35, "帮我搬家"), (20, "迟到了")):
+            bot.call_tool("zcor_relationship_write", {"personId": "qq:10001", "name": "小王", "relationship": "同事",
+                                                      "affinity": affinity, "reason": reason})
+    app = app_for(d)
+    assert isinstance(app, ZcorApp)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(pilot)
+        memdir = str(d.memdir)
+        status = [line for line in screen_text(app).splitlines() if "connected" in line][0]
+        assert memdir in status or status.rstrip().endswith(memdir[-20:])  # the path is not cut off
+        await press(pilot, "3")
+        await press(pilot, "escape")
+        lines = screen_text(app).splitlines()
+        rows = [line for line in lines if line.startswith(" 20") and "zcor_relationship_write" in line]
+        assert len(rows) >= 5 and all("ok · 1 change" in r for r in rows)  # the status column shows
+        assert "q Quit" in lines[-1] and "u Revert" in lines[-1]  # the footer is whole
+        await press(pilot, "4")
+        table = app.screen.query_one("#rels")
+        table.move_cursor(row=table.get_row_index("qq:10001"))
+        await settle(pilot)
+        text = screen_text(app)
+        for reason in ("一起吃饭", "帮我搬家", "迟到了"):  # every affinity change above the fold
+            assert reason in text, text

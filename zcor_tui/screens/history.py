@@ -52,15 +52,16 @@ class HistoryScreen(ZcorScreen):
     MAIN = "#records"
     HELP = "Every operation, newest first, with before/after diffs"
     BINDINGS = [
-        Binding("v", "toggle_view", "Unified/side", id="history.view",
+        Binding("v", "toggle_view", "Diff", id="history.view",
                 tooltip="Show changes as a unified diff or side by side"),
-        Binding("ctrl+n", "page(1)", "Next page", id="history.next", tooltip="Older records"),
-        Binding("ctrl+b", "page(-1)", "Prev page", id="history.prev", tooltip="Newer records"),
-        Binding("ctrl+o", "open", "Open node", id="history.open", tooltip="Show the changed memory in Browse"),
+        Binding("ctrl+n", "page(1)", "Older", id="history.next", tooltip="The next page: older records"),
+        Binding("ctrl+b", "page(-1)", "Newer", id="history.prev", tooltip="The previous page: newer records"),
+        Binding("ctrl+o", "open", "Open", id="history.open", tooltip="Show the changed memory in Browse"),
         Binding("r", "reload", "Refresh", show=False, id="history.reload", tooltip="Load the newest records"),
         Binding("u", "revert", "Revert", id="history.revert",
                 tooltip="Undo the selected operation: preview what changes, then confirm"),
-        Binding("ctrl+f", "focus_keywords", "Keywords", id="history.find", tooltip="Type keywords to find records"),
+        Binding("ctrl+f", "focus_keywords", "Keywords", show=False, id="history.find",
+                tooltip="Type keywords to find records"),
         Binding("O", "revert_origin", "Undo sender", id="history.revert_origin",
                 tooltip="Undo everything the sender in the origin filter (or of the selected record) caused"),
         Binding("t", "trust", "Trust…", show=False, id="history.trust",
@@ -75,6 +76,7 @@ class HistoryScreen(ZcorScreen):
         self.records: dict[str, dict[str, Any]] = {}
         self.selected: dict[str, Any] | None = None
         self.summary = Text()
+        self.narrow = False
 
     def compose_body(self) -> ComposeResult:
         with Horizontal(id="history-form", classes="form-bar"):
@@ -93,8 +95,11 @@ class HistoryScreen(ZcorScreen):
             yield Static("", id="record")
 
     def on_mount(self) -> None:
-        add_columns(self.query_one("#records", DataTable), [("Time", "time", 19), ("Actor", "actor", 8),
-                    ("Tool", "tool", 24), ("Target", "target", 14), ("Status", "status", None)])
+        # under 100 columns the time drops its seconds and the target narrows, so the status shows at 80
+        self.narrow = self.app.size.width < 100
+        add_columns(self.query_one("#records", DataTable), [
+            ("Time", "time", 16 if self.narrow else 19), ("Actor", "actor", 8), ("Tool", "tool", 23 if self.narrow else 24),
+            ("Target", "target", 8 if self.narrow else 14), ("Status", "status", None)])
         self.query_one("#q", Input).focus()  # the first field: typed digits go there, not to the screen keys
 
     def action_focus_keywords(self) -> None:
@@ -194,7 +199,7 @@ class HistoryScreen(ZcorScreen):
             if record.get("changes"):
                 status.append(f" · {len(record['changes'])} change{'s' if len(record['changes']) != 1 else ''}",
                               style="cyan")
-            table.add_row(when(record.get("at"))[:19], Text(record.get("actor", ""),
+            table.add_row(when(record.get("at"))[:16 if self.narrow else 19], Text(record.get("actor", ""),
                                                             style="magenta" if record.get("actor") == "model" else ""),
                           cell(record.get("tool", "")), Text(change_targets(record)), status, key=key)
         move_to(table, None if keep is None else str(keep))

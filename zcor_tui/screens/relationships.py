@@ -180,8 +180,8 @@ class RelationshipsScreen(ZcorScreen):
         node = rel.get("memoryNodeId")
         grid.add_row("Memory", Text(f"{node} (o opens it)", style="cyan") if node else Text("not linked (l links)",
                                                                                               style="dim"))
-        grid.add_row("Updated", when(rel.get("updatedAt")))
-        grid.add_row("Created", when(rel.get("createdAt")))
+        grid.add_row("Updated", Text.assemble(when(rel.get("updatedAt")), ("  created ", "bold"),
+                                              when(rel.get("createdAt"))))
         self.query_one("#rel-detail", Static).update(grid)
         self.load_series(rel["personId"], rel.get("updatedAt"))
 
