@@ -85,7 +85,7 @@ class RevertScreen(ModalScreen[dict[str, Any] | None]):
         Binding("y", "revert(False)", "Revert", id="revert.confirm", tooltip="Revert the operation as previewed"),
         Binding("f", "revert(True)", "Force", id="revert.force",
                 tooltip="Revert anyway, writing the old values over the later changes"),
-        Binding("v", "toggle_view", "Unified/side", id="revert.view",
+        Binding("v", "toggle_view", "Diff", id="revert.view",
                 tooltip="Show changes as a unified diff or side by side"),
         Binding("escape,n", "cancel", "Cancel", id="revert.cancel", tooltip="Close without reverting"),
     ]

@@ -68,7 +68,7 @@ class ReviewScreen(ZcorScreen):
                 tooltip="Approve the selected change: it is recalled and shown to the model from now on"),
         Binding("x", "reject", "Reject…", id="review.reject",
                 tooltip="Reject the selected change: preview its revert, then confirm"),
-        Binding("v", "toggle_view", "Unified/side", id="review.view",
+        Binding("v", "toggle_view", "Diff", id="review.view",
                 tooltip="Show changes as a unified diff or side by side"),
         Binding("r", "reload", "Refresh", id="review.reload", tooltip="List the held changes again"),
         Binding("t", "trust", "Trust…", id="review.trust",
@@ -84,6 +84,7 @@ class ReviewScreen(ZcorScreen):
         super().__init__()
         self.items: dict[str, dict[str, Any]] = {}
         self.side_by_side = False
+        self.narrow = False
 
     def compose_body(self) -> ComposeResult:
         yield Static("", id="review-summary", classes="summary")
@@ -92,7 +93,11 @@ class ReviewScreen(ZcorScreen):
             yield Static("", id="held-detail")
 
     def on_mount(self) -> None:
-        add_columns(self.query_one("#held", DataTable), self.COLUMNS)
+        # under 100 columns the time drops its seconds and the target narrows: the origin shows at 80
+        self.narrow = self.app.size.width < 100
+        narrow = {"time": 16, "tool": 23, "target": 8} if self.narrow else {}
+        add_columns(self.query_one("#held", DataTable), [(label, key, narrow.get(key, width))
+                                                         for label, key, width in self.COLUMNS])
         super().on_mount()
 
     def reload(self, changed: MemoryChanged | None = None) -> None:
@@ -119,7 +124,7 @@ class ReviewScreen(ZcorScreen):
         for item in listing["items"]:
             key = str(item["seq"])
             self.items[key] = item
-            table.add_row(f"#{item['seq']}", when(item.get("at"))[:19], item.get("tool", ""), change_targets(item),
+            table.add_row(f"#{item['seq']}", when(item.get("at"))[:16 if self.narrow else 19], item.get("tool", ""), change_targets(item),
                           Text(held_origin(item.get("origin")), style="yellow"), key=key)
         move_to(table, keep)
         total = listing["total"]

@@ -47,7 +47,7 @@ class VersionsScreen(Screen[None]):
                 tooltip="Compare the other versions with the highlighted one (again: back to the one before)"),
         Binding("R", "restore", "Restore this version", id="versions.restore",
                 tooltip="Make the highlighted version current again, as a new change"),
-        Binding("v", "toggle_view", "Unified/side", id="versions.view",
+        Binding("v", "toggle_view", "Diff", id="versions.view",
                 tooltip="Show the diff unified or side by side"),
         Binding("r", "reload", "Refresh", show=False, id="versions.reload", tooltip="Read the versions again"),
         Binding("escape,q", "close", "Close", id="versions.close", tooltip="Back to Browse"),
