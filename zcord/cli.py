@@ -22,7 +22,7 @@ from typing import Any
 from . import __version__
 from .core import protocol as P
 from .core.fence import fence_reply_line
-from .transport.affinity import affinity_series, sparkline
+from .transport.affinity import affinity_series, sparkline, sparkline_scale
 from .transport.client import (
     Client,
     ClientError,
@@ -185,7 +185,42 @@ def cmd_call(args: argparse.Namespace) -> int:
     if not isinstance(arguments, dict):
         raise _usage("the arguments must be a JSON object, e.g. '{\"id\": \"m1\"}'")
     with _client(args, P.BOT if args.bot else P.OPERATOR) as c:
-        _print_json(c.call_tool(args.tool, arguments))
+        # tools are zcor_…; a name with a slash is a method (zcor/trust/set, zcor/status), sent as itself
+        _print_json(c.request(args.tool, arguments) if "/" in args.tool else c.call_tool(args.tool, arguments))
+    return EXIT_OK
+
+
+TRUST_LEVELS = ("trusted", "normal", "untrusted", "blocked")
+
+
+def cmd_trust(args: argparse.Namespace) -> int:
+    """`zcor trust [list]`, `zcor trust set SENDER LEVEL`, `zcor trust reset SENDER`."""
+    with _client(args) as c:
+        listing = c.trust_get()
+        default = listing.get("default", "normal")
+        if args.action in (None, "list"):
+            if args.json:
+                _print_json(listing)
+                return EXIT_OK
+            senders = listing.get("senders") or []
+            _say(f"Default level: {default} (config defaultTrust; every sender not listed here)")
+            if senders:
+                _table([["sender", "level"]] + [[s["sender"], s["level"]] for s in senders])
+            else:
+                _say("No sender has a level of its own; `zcor trust set SENDER LEVEL` gives one.")
+            return EXIT_OK
+        before = next((s["level"] for s in listing.get("senders") or [] if s["sender"] == args.sender), None)
+        answer = c.trust_set(args.sender, args.level if args.action == "set" else None)
+    if args.json:
+        _print_json(answer)
+        return EXIT_OK
+    was = f"{before}" if before else f"{default}, the default"
+    if answer.get("explicit"):
+        now = f"{args.sender} is {answer.get('level')}"
+    else:
+        now = f"{args.sender} has the default level, {answer.get('level')}"
+    _say(f"{now} (was {was})." if before != (args.level if args.action == "set" else None)
+         else f"{now}; nothing changed.")
     return EXIT_OK
 
 
@@ -219,7 +254,8 @@ def cmd_relationship_history(args: argparse.Namespace) -> int:
     if args.json:
         _print_json({"personId": args.person_id, "items": points})
         return EXIT_OK
-    print(shown(f"{args.person_id}  {sparkline([p['affinity'] for p in points])}  (−100 ▁ … █ +100)"))
+    values = [p["affinity"] for p in points]
+    print(shown(f"{args.person_id}  {sparkline(values)}  ({sparkline_scale(values)})"))
     for p in points:
         value = "deleted" if p["deleted"] else f"{p['affinity']:+d}" if p["affinity"] else "0"
         print(shown(f"{local_time(p['at'])}  {value:>7}  {p.get('actor') or '':<8}  {p.get('reason') or ''}",
@@ -229,8 +265,8 @@ def cmd_relationship_history(args: argparse.Namespace) -> int:
 
 def cmd_backup(args: argparse.Namespace) -> int:
     with _client(args) as c:
-        if args.list:
-            for item in c.backups():
+        if args.list:  # newest first, as the TUI's Backups screen lists them
+            for item in sorted(c.backups(), key=lambda b: (b.get("modifiedAt") or "", b["backupFile"]), reverse=True):
                 who = "  (the bot's)" if item.get("bot") else ""
                 print(f"{item['backupFile']}  {human_size(item.get('size', 0)):>9}  "
                       f"{local_time(item.get('modifiedAt'))}{who}")
@@ -307,8 +343,9 @@ def _summary(record: dict[str, Any] | None) -> str:
     if record is None:
         return "(deleted)"
     if "personId" in record:
+        linked = f", memory {record['memoryNodeId']}" if record.get("memoryNodeId") else ", no memory"
         return (f"{record.get('name', '')} — {record.get('relationship', '')}, affinity {record.get('affinity')}"
-                f": {_line(record.get('reason'))}")
+                f"{linked}: {_line(record.get('reason'))}")
     mark = "⊘ " if record.get("supersededBy") else ""
     return f"{mark}{record.get('title', '')}: {_line(record.get('content'))}"
 
@@ -341,9 +378,13 @@ def cmd_history(args: argparse.Namespace) -> int:
         _table([["seq", "time", "actor", "tool", "targets", "status"]]
                + [[str(r.get("seq")), local_time(r.get("at")), r.get("actor", ""), r.get("tool", ""),
                    change_targets(r) or "—", _status(r)] for r in items], right=(0,))
-    shown = f"{args.offset + 1:,}–{args.offset + len(items):,} of {total:,}" if items else f"none of {total:,}"
     more = f"; older: --offset {page['nextOffset']}" if page.get("nextOffset") is not None else ""
-    _say(f"{shown} records, newest first{more}")
+    if items:
+        _say(f"{args.offset + 1:,}–{args.offset + len(items):,} of {_plural(total, 'record')}, newest first{more}")
+    elif total:
+        _say(f"No records from --offset {args.offset:,} on; {_plural(total, 'record')} match")
+    else:
+        _say("No records match." if len(filters) > 2 else "No records yet.")
     return EXIT_OK
 
 
@@ -590,6 +631,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bot", action="store_true", help="call as the bot (actor model) instead of operator")
     p.set_defaults(func=cmd_call)
 
+    p = sub.add_parser("trust", parents=[common], help="per-sender trust levels: list, set, reset",
+                       description="Each chat sender has a trust level: trusted, normal (as without "
+                                   "levels), untrusted (the changes they cause are held for review) or "
+                                   "blocked (refused). Senders without a level of their own have the "
+                                   "config's defaultTrust.")
+    p.add_argument("--json", action="store_true", help="print zcord's answer as JSON")
+    p.set_defaults(func=cmd_trust, action=None)
+    trust = p.add_subparsers(dest="action", metavar="ACTION")
+    t = trust.add_parser("list", parents=[common], help="every sender's own level and the default (the default action)")
+    t.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print zcord's answer {default, senders} as JSON")
+    t = trust.add_parser("set", parents=[common], help="give a sender a level")
+    t.add_argument("sender", metavar="SENDER", help="a sender key, as History and Review show it: qq:42")
+    t.add_argument("level", metavar="LEVEL", choices=TRUST_LEVELS, help=", ".join(TRUST_LEVELS))
+    t.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print zcord's answer {sender, level, explicit} as JSON")
+    t = trust.add_parser("reset", parents=[common], help="give a sender back the default level")
+    t.add_argument("sender", metavar="SENDER")
+    t.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print zcord's answer {sender, level, explicit} as JSON")
+
     p = sub.add_parser("prefix", parents=[common], help="print the system prefix")
     p.set_defaults(func=cmd_prefix)
 
@@ -709,9 +768,23 @@ def cmd_serve_openai(args: argparse.Namespace, rest: list[str]) -> int:
     return proxy_main(rest)
 
 
+AGO_OPTION = re.compile(r"^-\d+\s*[smhdw]", re.I)
+
+
+def relative_times(argv: list[str]) -> list[str]:
+    """`zcor at -2h` as `zcor at 2h`: argparse takes `-2h` for an unknown option, while the
+    time forms (and `zcor at`'s own error message) write times ago with a minus."""
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):  # options before the command
+        i += 2 if argv[i] in ("--socket", "--timeout") else 1
+    if i >= len(argv) or argv[i] != "at":
+        return argv
+    return argv[:i + 1] + [a[1:] if AGO_OPTION.match(a) else a for a in argv[i + 1:]]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    args, rest = parser.parse_known_args(relative_times(sys.argv[1:] if argv is None else argv))
     if args.command == "chat":
         return cmd_chat(args, rest)  # its own options (--session, --sender, --help) pass through
     if args.command == "serve-openai":

@@ -255,7 +255,7 @@ class Service:
         if not isinstance(text, str):
             raise InvalidArgument("text must be a string: the whole new PERSONA.md", field="text")
         if len(text) > MAX_PERSONA:
-            raise InvalidArgument(f"text is {len(text)} characters; PERSONA.md may have at most {MAX_PERSONA}",
+            raise InvalidArgument(f"text is {len(text):,} characters; PERSONA.md may have at most {MAX_PERSONA:,}",
                                   field="text")
         try:
             data = text.encode("utf-8")
