@@ -42,6 +42,7 @@ from ..core.text import tokenizer
 from ..retrieval.prefix import build_prefix
 from ..retrieval.recall import RecallSessions, Retriever, check_session, parse_events
 from ..retrieval.synonyms import Synonyms
+from ..retrieval.twins import TwinIndex
 from .calls import Ctx, InternalError, RestoreInProgress
 from .dispatcher import Dispatcher
 from .gate import RestoreGate
@@ -80,6 +81,9 @@ class Service:
         self.state = MemoryState()
         self.retriever = Retriever(lambda: self.state, self.synonyms)
         self.sessions = RecallSessions(self.retriever)
+        self.twins = TwinIndex(lambda: self.state, self.synonyms)
+        self.twins.on_pending = self._build_twins_later
+        self._twins_building = False
         self.trust = TrustBook(self.dir / TRUST_FILE)
         self.review = ReviewBook(self.dir / REVIEW_FILE, self.lock)
         self.retriever.hidden_ids = lambda: self.review.hidden  # held changes: not recalled, not searched
@@ -466,3 +470,29 @@ class Service:
             made = build_text_piece(self.state.nodes, wanted[1], pause)
             with self.lock:
                 self.state.text_piece_made(*wanted, made)
+        self.build_twins()
+
+    def build_twins(self) -> None:
+        """Index every current memory for the twin check (retrieval.twins), 100 at a time
+        under the lock, giving way to calls between steps (the warm-up runs it last; a
+        restore starts it in a thread of its own)."""
+        with self.lock:
+            if self._twins_building:
+                return
+            self._twins_building = True
+        pause = self._giving_way()
+        try:
+            while True:
+                with self.lock:
+                    if not self.is_open or not self.twins.step(100):
+                        break
+                pause()
+                time.sleep(0.0005)
+        finally:
+            with self.lock:
+                self._twins_building = False
+
+    def _build_twins_later(self) -> None:
+        """The twin index has more to do than a check does inline (after a restore)."""
+        if not self._twins_building and self.is_open:
+            threading.Thread(target=self.build_twins, name="zcord-twins", daemon=True).start()

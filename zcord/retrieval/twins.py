@@ -1,0 +1,383 @@
+"""Twins: current memories whose title and content nearly repeat one another (issue 38).
+
+A memory's *features* come from its title and the start of its content, in the form recall
+compares text in (`text.match_form`: NFKC, case folding, Traditional folded to Simplified):
+each synonym term found is replaced by its synonym class (上班 and 打工 become one unit, and
+so do 生日 and birthday), each Latin word by its stem (`text.stem`; function words dropped),
+and each CJK stretch into its units (function characters left out) and the pairs of
+adjacent units; the title's features count twice. Two memories are twins when the
+share of their features they have in common (Jaccard) reaches THRESHOLD.
+
+`TwinIndex` answers "which current memories are twins of this text" without reading every
+memory: per current memory it keeps a bottom-k sketch (the SKETCH smallest hashes of its
+features, 4 bytes each) and a posting from each of its BUCKETS smallest hashes to it. Near
+duplicates share their smallest hashes with high probability; a candidate's sketch gives an
+estimate, and the few best are scored exactly. It follows the state through the change
+history (the targets of the changes since it last looked), so a write updates only its own
+entry; a restore is picked up in the background.
+"""
+
+from __future__ import annotations
+
+import heapq
+from array import array
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..core.lexicon import STOPWORDS
+from ..core.models import Node
+from ..core.text import fold_han, has_cjk, match_form, runs, stem, stem_key
+
+if TYPE_CHECKING:
+    from ..core.state import MemoryState
+    from .synonyms import Synonyms
+
+THRESHOLD = 0.4
+"""Jaccard of two memories' features from which they are twins (bench/bench_twins.py)."""
+SKETCH = 24
+"""Smallest feature hashes kept per memory (the similarity estimate of the candidates)."""
+BUCKETS = 8
+"""Of them, how many are posted (a twin shares at least one of them, with high probability)."""
+BUCKET_MAX = 256
+"""A posting held by more memories than this is not looked into (a common feature)."""
+PREFILTER = 0.2
+"""Candidates whose sketch estimate is under this are not scored exactly."""
+EXACT_MAX = 8
+"""At most this many candidates are scored exactly, the best estimates first."""
+TEXT_CHARS = 1500
+"""Characters of content read (a memory repeats another in its beginning, or not at all)."""
+SYNC_INLINE = 2000
+"""Memories left to index that a check indexes itself before it answers (a small Memory is
+complete at once); more are left to the background build (`step`)."""
+FEATURE_CACHE = 512
+"""Candidates' feature sets kept (a twin is scored against the same memories again)."""
+
+_MASK = 0xFFFFFFFF
+FUNCTION_CHARS = frozenset("的了着过地得之所在是有和与及跟同把被给让向从对为以于而并或且也都还又就才再很太更最挺吗呢吧啊呀哦嗯啦么这那个只一")
+"""CJK characters left out of the units (particles, pronouns, connectives): a rewording
+changes them freely."""
+
+
+@dataclass(frozen=True, slots=True)
+class Twin:
+    id: str
+    score: float
+
+
+class Folding:
+    """Recall's folding of a text into twin features, with the synonym tables it needs
+    (rebuilt when the synonym groups change)."""
+
+    def __init__(self, synonyms: Synonyms) -> None:
+        self.synonyms = synonyms
+        self._for: object = None
+        self._starts: dict[str, tuple[int, ...]] = {}
+        self._cjk: dict[str, str] = {}
+        self._latin: dict[str, str] = {}
+
+    def _tables(self) -> None:
+        classes = self.synonyms.classes
+        if self._for is classes:
+            return
+        starts: dict[str, set[int]] = {}
+        cjk: dict[str, str] = {}
+        latin: dict[str, str] = {}
+        tokens: dict[int, str] = {}
+        for term, cls in classes.of.items():
+            token = tokens.get(id(cls))
+            if token is None:
+                token = tokens[id(cls)] = "\x02" + min(fold_han(t) for t in cls) + "\x03"
+            if has_cjk(term):
+                folded = fold_han(term)
+                cjk[folded] = token
+                starts.setdefault(folded[:2], set()).add(len(folded))
+            else:
+                key = stem_key(term)
+                if key and " " not in key:
+                    latin[key] = token
+        self._starts = {k: tuple(sorted(v, reverse=True)) for k, v in starts.items()}
+        self._cjk, self._latin = cjk, latin
+        self._for = classes
+
+    def features(self, title: str, content: str) -> frozenset[str]:
+        """The features of a memory's title and content (see the module's docstring): those
+        of the title and the content's start together, and the title's again on their own
+        (a title says what the memory is about, so it counts twice)."""
+        self._tables()
+        feats: set[str] = set()
+        self._add(feats, match_form(f"{title}\n{content[:TEXT_CHARS]}"), "")
+        self._add(feats, match_form(title), "\x01")
+        return frozenset(feats)
+
+    def _add(self, feats: set[str], text: str, tag: str) -> None:
+        starts, cjk_terms, latin = self._starts, self._cjk, self._latin
+        for is_cjk, run in runs(text):
+            if not is_cjk:
+                if run in STOPWORDS:
+                    continue
+                s = stem(run)
+                feats.add(tag + latin.get(s, s))
+                continue
+            # units: a synonym term's class, or one character (function characters left out)
+            units: list[str] = []
+            i, n = 0, len(run)
+            while i < n:
+                took = 0
+                lengths = starts.get(run[i:i + 2]) or starts.get(run[i])
+                if lengths:
+                    for length in lengths:
+                        token = cjk_terms.get(run[i:i + length])
+                        if token is not None:
+                            units.append(token)
+                            took = length
+                            break
+                if took:
+                    i += took
+                else:
+                    if run[i] not in FUNCTION_CHARS:
+                        units.append(run[i])
+                    i += 1
+            feats.update([tag + u for u in units])
+            feats.update([tag + a + b for a, b in zip(units, units[1:])])
+
+
+def sketch_of(feats: Iterable[str]) -> array:
+    """The SKETCH smallest 32-bit hashes of the features, ascending."""
+    return array("I", sorted(heapq.nsmallest(SKETCH, {hash(f) & _MASK for f in feats})))
+
+
+def estimate(a: array, b: array) -> float:
+    """The Jaccard estimate of two bottom-k sketches."""
+    union = sorted(set(a) | set(b))[:SKETCH]
+    if not union:
+        return 0.0
+    both = set(a).intersection(b)
+    return sum(1 for h in union if h in both) / len(union)
+
+
+def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
+    if not a or not b:
+        return 0.0
+    shared = len(a & b)
+    return shared / (len(a) + len(b) - shared)
+
+
+class TwinIndex:
+    """The twin sketches of a MemoryState's current memories, kept in step with its changes.
+
+    Reads the state through `state_ref()` (a restore replaces what it holds) and the synonym
+    groups through `folding`. Not thread-safe: callers hold the service lock."""
+
+    def __init__(self, state_ref: Callable[[], MemoryState], synonyms: Synonyms) -> None:
+        self._state_ref = state_ref
+        self.folding = Folding(synonyms)
+        self.entries: dict[str, tuple[Node, array]] = {}
+        self.buckets: dict[int, str | set[str]] = {}
+        self.todo: list[str] = []
+        self._todo_at = 0
+        self._nodes_ref: object = None
+        self._seen = 0  # the last change id looked at
+        self._synonyms_for: object = None
+        self._cache: OrderedDict[str, tuple[Node, frozenset[str]]] = OrderedDict()
+        self.on_pending: Callable[[], None] | None = None
+        """Called when the background has memories to index (the service starts its builder)."""
+
+    # -- following the state ------------------------------------------------------------
+
+    @property
+    def pending(self) -> int:
+        """Memories known to need (re)indexing."""
+        return len(self.todo) - self._todo_at
+
+    @property
+    def complete(self) -> bool:
+        return self._nodes_ref is not None and self.pending == 0
+
+    def sync(self) -> None:
+        """Catch up with the state: the targets of the changes since the last look are
+        re-indexed now; a replaced node table (restore) or a gap in the history (sealed into
+        segments) queues every memory whose indexed version is not the current one."""
+        st = self._state_ref()
+        classes = self.folding.synonyms.classes
+        if self._nodes_ref is None or classes is not self._synonyms_for and self._synonyms_for is not None:
+            self._reset(st)
+            return
+        self._synonyms_for = classes
+        last = st.next_change_id() - 1
+        if last == self._seen and st.nodes is self._nodes_ref:
+            return
+        history = st.history
+        if st.nodes is not self._nodes_ref or (last > self._seen and (not history or history[0].change_id > self._seen + 1)):
+            self._sweep(st)
+            self._seen = last
+            return
+        targets: dict[str, None] = {}
+        for c in reversed(history):
+            if c.change_id <= self._seen:
+                break
+            if c.target is not None and c.kind.startswith("node."):
+                targets[c.target] = None
+        self._seen = last
+        for node_id in targets:
+            self._refresh(st, node_id)
+
+    def _reset(self, st: MemoryState) -> None:
+        """Forget everything and queue every node (a first look, or new synonym groups)."""
+        self.entries.clear()
+        self.buckets.clear()
+        self._cache.clear()
+        self._nodes_ref = st.nodes
+        self._seen = st.next_change_id() - 1
+        self._synonyms_for = self.folding.synonyms.classes
+        self.todo, self._todo_at = list(st.nodes), 0
+        self._announce()
+
+    def _sweep(self, st: MemoryState) -> None:
+        nodes = st.nodes
+        self._nodes_ref = nodes
+        for node_id in [i for i in self.entries if i not in nodes]:
+            self._drop(node_id)
+        entries = self.entries
+        queued = []
+        for i, n in nodes.items():
+            e = entries.get(i)
+            if (e is None and n.superseded_by is None) or (e is not None and e[0] is not n):
+                queued.append(i)
+        if queued:
+            self.todo = [*self.todo[self._todo_at:], *queued]
+            self._todo_at = 0
+            self._announce()
+
+    def _announce(self) -> None:
+        if self.pending > SYNC_INLINE and self.on_pending is not None:
+            self.on_pending()
+
+    def step(self, n: int = 200) -> bool:
+        """Index up to n queued memories; False when none is left."""
+        self.sync()
+        st = self._state_ref()
+        end = min(len(self.todo), self._todo_at + n)
+        for node_id in self.todo[self._todo_at:end]:
+            self._refresh(st, node_id)
+        self._todo_at = end
+        if end >= len(self.todo):
+            self.todo, self._todo_at = [], 0
+            return False
+        return True
+
+    def _refresh(self, st: MemoryState, node_id: str) -> None:
+        node = st.nodes.get(node_id)
+        entry = self.entries.get(node_id)
+        if entry is not None:
+            if entry[0] is node:
+                return
+            self._drop(node_id)
+        if node is not None and node.superseded_by is None:
+            self.add(node, self.features_of(node))
+
+    def _drop(self, node_id: str) -> None:
+        entry = self.entries.pop(node_id, None)
+        self._cache.pop(node_id, None)
+        if entry is None:
+            return
+        for h in entry[1][:BUCKETS]:
+            v = self.buckets.get(h)
+            if v is None:
+                continue
+            if isinstance(v, str):
+                if v == node_id:
+                    del self.buckets[h]
+            else:
+                v.discard(node_id)
+                if len(v) == 1:
+                    self.buckets[h] = next(iter(v))
+
+    def add(self, node: Node, feats: frozenset[str]) -> None:
+        """Index a current node (not indexed now) with its features."""
+        sk = sketch_of(feats)
+        self.entries[node.id] = (node, sk)
+        buckets = self.buckets
+        for h in sk[:BUCKETS]:
+            v = buckets.get(h)
+            if v is None:
+                buckets[h] = node.id
+            elif isinstance(v, str):
+                buckets[h] = {v, node.id}
+            else:
+                v.add(node.id)
+
+    def written(self, node: Node, feats: frozenset[str]) -> None:
+        """A node the caller has just committed, with the features it checked it by: indexed
+        now, so the next sync finds it current and does no work for it."""
+        self.sync()
+        if node.id in self.entries:
+            self._drop(node.id)
+        if node.superseded_by is None:
+            self.add(node, feats)
+
+    def features_of(self, node: Node) -> frozenset[str]:
+        cached = self._cache.get(node.id)
+        if cached is not None and cached[0] is node:
+            self._cache.move_to_end(node.id)
+            return cached[1]
+        feats = self.folding.features(node.title, node.content)
+        self._cache[node.id] = (node, feats)
+        if len(self._cache) > FEATURE_CACHE:
+            self._cache.popitem(last=False)
+        return feats
+
+    # -- queries ----------------------------------------------------------------------------
+
+    def ready(self) -> None:
+        """Catch up; a small backlog is indexed now, a large one is left to the background."""
+        self.sync()
+        if 0 < self.pending <= SYNC_INLINE:
+            while self.step(SYNC_INLINE):
+                pass
+
+    def similar(self, feats: frozenset[str], exclude: Iterable[str] = (), limit: int = 3,
+                threshold: float = THRESHOLD) -> list[Twin]:
+        """The current memories whose features are twins of `feats`, best first."""
+        self.ready()
+        if not feats:
+            return []
+        sk = sketch_of(feats)
+        return self._around(feats, sk, set(exclude), limit, threshold)
+
+    def neighbours(self, node_id: str, limit: int = 10, threshold: float = THRESHOLD) -> list[Twin]:
+        """The twins of an indexed current memory (itself left out)."""
+        entry = self.entries.get(node_id)
+        if entry is None:
+            return []
+        return self._around(self.features_of(entry[0]), entry[1], {node_id}, limit, threshold)
+
+    def _around(self, feats: frozenset[str], sk: array, exclude: set[str], limit: int,
+                threshold: float) -> list[Twin]:
+        buckets, entries = self.buckets, self.entries
+        seen: set[str] = set()
+        for h in sk:
+            v = buckets.get(h)
+            if v is None:
+                continue
+            if isinstance(v, str):
+                seen.add(v)
+            elif len(v) <= BUCKET_MAX:
+                seen.update(v)
+        seen -= exclude
+        if not seen:
+            return []
+        scored = []
+        for i in seen:
+            e = estimate(sk, entries[i][1])
+            if e >= PREFILTER:
+                scored.append((e, i))
+        scored.sort(reverse=True)
+        out = []
+        for _e, i in scored[:EXACT_MAX]:
+            score = jaccard(feats, self.features_of(entries[i][0]))
+            if score >= threshold:
+                out.append(Twin(i, round(score, 3)))
+        out.sort(key=lambda t: (-t.score, t.id))
+        return out[:limit]
