@@ -5,12 +5,14 @@ compares text in (`text.match_form`: NFKC, case folding, Traditional folded to S
 each synonym term found is replaced by its synonym class (上班 and 打工 become one unit, and
 so do 生日 and birthday), each Latin word by its stem (`text.stem`; function words dropped),
 and each CJK stretch into its units (function characters left out) and the pairs of
-adjacent units; the title's features count twice. Two memories are twins when the
+adjacent characters (a class takes part in no pair: 小王在银行上班 and "Xiao Wang works at
+a bank" are the same three classes where the table links them); the title's features count
+twice. Two memories are twins when the
 share of their features they have in common (Jaccard) reaches THRESHOLD.
 
 `TwinIndex` answers "which current memories are twins of this text" without reading every
 memory: per current memory it keeps a bottom-k sketch (the SKETCH smallest hashes of its
-features, 4 bytes each) and a posting from each of its BUCKETS smallest hashes to it. Near
+features, 8 bytes each) and a posting from each of its BUCKETS smallest hashes to it. Near
 duplicates share their smallest hashes with high probability; a candidate's sketch gives an
 estimate, and the few best are scored exactly. It follows the state through the change
 history (the targets of the changes since it last looked), so a write updates only its own
@@ -19,7 +21,7 @@ entry; a restore is picked up in the background.
 
 from __future__ import annotations
 
-import heapq
+import re
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -36,7 +38,7 @@ if TYPE_CHECKING:
 
 THRESHOLD = 0.4
 """Jaccard of two memories' features from which they are twins (bench/bench_twins.py)."""
-SKETCH = 24
+SKETCH = 20
 """Smallest feature hashes kept per memory (the similarity estimate of the candidates)."""
 BUCKETS = 8
 """Of them, how many are posted (a twin shares at least one of them, with high probability)."""
@@ -54,10 +56,11 @@ complete at once); more are left to the background build (`step`)."""
 FEATURE_CACHE = 512
 """Candidates' feature sets kept (a twin is scored against the same memories again)."""
 
-_MASK = 0xFFFFFFFF
 FUNCTION_CHARS = frozenset("的了着过地得之所在是有和与及跟同把被给让向从对为以于而并或且也都还又就才再很太更最挺吗呢吧啊呀哦嗯啦么这那个只一")
 """CJK characters left out of the units (particles, pronouns, connectives): a rewording
 changes them freely."""
+_DROP = dict.fromkeys(map(ord, FUNCTION_CHARS))
+_PAIRS = re.compile(r"(?=(..))", re.S)  # every pair of adjacent characters, found in C
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,9 +76,10 @@ class Folding:
     def __init__(self, synonyms: Synonyms) -> None:
         self.synonyms = synonyms
         self._for: object = None
-        self._starts: dict[str, tuple[int, ...]] = {}
+        self._starts: dict[str, tuple[int, ...]] = {}  # a term's first two characters -> its lengths
+        self._ones: re.Pattern[str] | None = None  # the one-character terms
         self._cjk: dict[str, str] = {}
-        self._latin: dict[str, str] = {}
+        self._latin: dict[str, list[tuple[tuple[str, ...], str]]] = {}  # first word -> (words, class), longest first
 
     def _tables(self) -> None:
         classes = self.synonyms.classes
@@ -83,7 +87,7 @@ class Folding:
             return
         starts: dict[str, set[int]] = {}
         cjk: dict[str, str] = {}
-        latin: dict[str, str] = {}
+        latin: dict[str, list[tuple[tuple[str, ...], str]]] = {}
         tokens: dict[int, str] = {}
         for term, cls in classes.of.items():
             token = tokens.get(id(cls))
@@ -95,10 +99,14 @@ class Folding:
                 starts.setdefault(folded[:2], set()).add(len(folded))
             else:
                 key = stem_key(term)
-                if key and " " not in key:
-                    latin[key] = token
+                if key:
+                    words = tuple(key.split(" "))
+                    latin.setdefault(words[0], []).append((words, token))
         self._starts = {k: tuple(sorted(v, reverse=True)) for k, v in starts.items()}
-        self._cjk, self._latin = cjk, latin
+        ones = "".join(sorted(k for k in starts if len(k) == 1))
+        self._ones = re.compile(f"[{re.escape(ones)}]") if ones else None
+        self._cjk = cjk
+        self._latin = {k: sorted(v, key=lambda wt: -len(wt[0])) for k, v in latin.items()}
         self._for = classes
 
     def features(self, title: str, content: str) -> frozenset[str]:
@@ -112,40 +120,81 @@ class Folding:
         return frozenset(feats)
 
     def _add(self, feats: set[str], text: str, tag: str) -> None:
-        starts, cjk_terms, latin = self._starts, self._cjk, self._latin
+        words: list[str] = []  # the stems of the Latin words in a row
         for is_cjk, run in runs(text):
             if not is_cjk:
-                if run in STOPWORDS:
-                    continue
-                s = stem(run)
-                feats.add(tag + latin.get(s, s))
+                words.append(stem(run))
                 continue
-            # units: a synonym term's class, or one character (function characters left out)
-            units: list[str] = []
-            i, n = 0, len(run)
-            while i < n:
-                took = 0
-                lengths = starts.get(run[i:i + 2]) or starts.get(run[i])
-                if lengths:
-                    for length in lengths:
-                        token = cjk_terms.get(run[i:i + length])
-                        if token is not None:
-                            units.append(token)
-                            took = length
-                            break
-                if took:
-                    i += took
-                else:
-                    if run[i] not in FUNCTION_CHARS:
-                        units.append(run[i])
-                    i += 1
-            feats.update([tag + u for u in units])
-            feats.update([tag + a + b for a, b in zip(units, units[1:])])
+            if words:
+                self._add_words(feats, words, tag)
+                words = []
+            self._add_cjk(feats, run, tag)
+        if words:
+            self._add_words(feats, words, tag)
+
+    def _add_cjk(self, feats: set[str], run: str, tag: str) -> None:
+        """A CJK run: its synonym terms by their classes (the longest term first, left to
+        right), the rest by its characters and pairs, function characters left out. The usual
+        run holds no term: found with set operations, not a loop over its characters."""
+        starts = self._starts
+        pairs = starts.keys() & set(_PAIRS.findall(run))
+        if self._ones is not None:
+            pairs.update(self._ones.findall(run))
+        pieces = [run]
+        if pairs:
+            at: set[int] = set()
+            for pair in pairs:
+                i = run.find(pair)
+                while i >= 0:
+                    at.add(i)
+                    i = run.find(pair, i + 1)
+            cjk_terms = self._cjk
+            pieces = []
+            end = 0
+            for i in sorted(at):
+                if i < end:
+                    continue
+                for length in (*starts.get(run[i:i + 2], ()), *starts.get(run[i], ())):
+                    token = cjk_terms.get(run[i:i + length])
+                    if token is not None:
+                        feats.add(tag + token)
+                        pieces.append(run[end:i])
+                        end = i + length
+                        break
+            pieces.append(run[end:])
+        for piece in pieces:
+            piece = piece.translate(_DROP)
+            if not piece:
+                continue
+            if tag:
+                feats.update(map(tag.__add__, piece))
+                feats.update(map(tag.__add__, _PAIRS.findall(piece)))
+            else:
+                feats.update(piece)
+                feats.update(_PAIRS.findall(piece))
+
+    def _add_words(self, feats: set[str], words: list[str], tag: str) -> None:
+        """Latin words (stems, in order): a synonym term of one or more words by its class,
+        any other word but a function word by itself."""
+        latin = self._latin
+        i, n = 0, len(words)
+        while i < n:
+            w = words[i]
+            for seq, token in latin.get(w, ()):
+                if tuple(words[i:i + len(seq)]) == seq:
+                    feats.add(tag + token)
+                    i += len(seq)
+                    break
+            else:
+                if w not in STOPWORDS:
+                    feats.add(tag + w)
+                i += 1
 
 
 def sketch_of(feats: Iterable[str]) -> array:
-    """The SKETCH smallest 32-bit hashes of the features, ascending."""
-    return array("I", sorted(heapq.nsmallest(SKETCH, {hash(f) & _MASK for f in feats})))
+    """The SKETCH smallest hashes of the features, ascending (Python's string hash: the
+index lives in one process and is never written down)."""
+    return array("q", sorted(map(hash, feats))[:SKETCH])
 
 
 def estimate(a: array, b: array) -> float:
