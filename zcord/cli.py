@@ -168,6 +168,37 @@ def cmd_relationship_history(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_recall_log(args: argparse.Namespace) -> int:
+    """A session's latest recall batches: what the bot was shown and why (issue 38)."""
+    with _client(args) as c:
+        answer = c.recall_log(args.session, limit=args.limit)
+    if args.json:
+        _print_json(answer)
+        return EXIT_OK
+    items = answer.get("items") or []
+    total = answer.get("total", 0)
+    print(shown(f"{total:,} recall batch{'' if total == 1 else 'es'} kept for session {args.session}"
+                f" (at most {answer.get('kept')}), newest first:", lines=False))
+    for e in items:
+        senders = ", ".join(e.get("senders") or []) or "no sender key"
+        cut = f", cut {e['fullChars'] - e['headerChars']} of {e['fullChars']}" if e.get("truncated") else ""
+        print()
+        print(shown(f"{local_time(e.get('at'))}  from {senders}  header {e.get('headerChars')} characters "
+                    f"(budget {e.get('budget')}{cut})", lines=False))
+        if not e.get("hits"):
+            print("  nothing recalled")
+        for h in e.get("hits") or []:
+            why = "; ".join(f"{r['term']}" + (f" (from {r['from']})" if r.get("from") != r.get("term") else "")
+                            + (f" in {r['where']}" if r.get("where") else "")
+                            + (f" {r['weight']:g}" if r.get("weight") is not None else "")
+                            for r in h.get("reasons") or [])
+            print(shown(f"  {h['id']:<8} {h.get('score', 0):>7.3f}  {h.get('title', '')}  ← {why}", lines=False))
+        if e.get("notShown"):
+            print(shown(f"  not in the header (deleted, superseded or held): {', '.join(e['notShown'])}",
+                        lines=False))
+    return EXIT_OK
+
+
 def cmd_backup(args: argparse.Namespace) -> int:
     with _client(args) as c:
         if args.list:
@@ -526,6 +557,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("person_id", metavar="PERSONID")
     p.add_argument("--json", action="store_true", help="print the series as JSON")
     p.set_defaults(func=cmd_relationship_history)
+
+    p = sub.add_parser("recall-log", parents=[common],
+                       help="a session's latest auto-recall batches: what the bot was shown and why")
+    p.add_argument("session", metavar="SESSION")
+    p.add_argument("--limit", type=int, default=20, help="batches to print, newest first (1..200, default 20)")
+    p.add_argument("--json", action="store_true", help="print zcord's answer as JSON")
+    p.set_defaults(func=cmd_recall_log)
 
     p = sub.add_parser("backup", parents=[common], help="write a backup and print its file name")
     p.add_argument("--list", action="store_true", help="list the backups (name, size, time) instead")

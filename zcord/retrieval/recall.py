@@ -186,14 +186,14 @@ class Retriever:
 
     def visible_hits(self, terms: list[str] | list[Term], keyword_equality: bool, limit: int | None,
                      mode: RankingMode, floor: bool = True, people: Iterable[str] = (),
-                     greeting: bool = False) -> list[Hit]:
+                     greeting: bool = False, explain: bool = False) -> list[Hit]:
         """`hits` without the hidden ids: as many more are asked for as are hidden, so the
         quota is filled by the next best visible memories, ranked as they would be anyway."""
         hidden = self.hidden_ids()
         if not hidden:
             return self.hits(terms, keyword_equality=keyword_equality, limit=limit, mode=mode, floor=floor,
-                             people=people, greeting=greeting)
-        hits = self.hits(terms, keyword_equality=keyword_equality, mode=mode, floor=floor,
+                             people=people, greeting=greeting, explain=explain)
+        hits = self.hits(terms, keyword_equality=keyword_equality, mode=mode, floor=floor, explain=explain,
                          limit=None if limit is None else limit + len(hidden), people=people, greeting=greeting)
         out = [h for h in hits if h.id not in hidden]
         return out if limit is None else out[:limit]
@@ -415,6 +415,8 @@ class RecallSessions:
         self.retriever = retriever
         self.sets: collections.OrderedDict[str, list[str]] = collections.OrderedDict()
         self.senders: dict[str, list[str]] = {}  # personIds of the batch's known speakers
+        self.observer: Callable[[str, list[Event], Words, list[Hit]], None] | None = None
+        """Told each recall of an external batch, its hits explained (the recall log)."""
 
     def _touch(self, session: str) -> None:
         """Mark the session used now; forget the least recently used beyond MAX_SESSIONS."""
@@ -454,9 +456,12 @@ class RecallSessions:
         r = self.retriever
         words = r.words(recent_text(external), mode)
         hits = r.visible_hits(words.terms, keyword_equality=True, limit=RECALL_QUOTA, mode=mode,
-                              people=self.senders[session], greeting=words.greeting)
+                              people=self.senders[session], greeting=words.greeting,
+                              explain=self.observer is not None)
         ids = [h.id for h in hits]
         self.sets[session] = ids
+        if self.observer is not None:
+            self.observer(session, events, words, hits)
         return ids
 
     def explain(self, text: str | list[str], budget: int, mode: RankingMode = "weighted",

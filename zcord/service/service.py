@@ -31,6 +31,7 @@ from ..core.layout import (
     CONFIG_FILE,
     OPLOG_FILE,
     PERSONA_FILE,
+    RECALL_LOG_DIR,
     SYNONYMS_FILE,
 )
 from ..core.models import now
@@ -40,12 +41,13 @@ from ..core.state import MemoryState, Tx
 from ..core.store import Store
 from ..core.text import tokenizer
 from ..retrieval.prefix import build_prefix
-from ..retrieval.recall import RecallSessions, Retriever, check_session, parse_events
+from ..retrieval.recall import RecallSessions, Retriever, check_session, parse_events, render_header
 from ..retrieval.synonyms import Synonyms
 from ..retrieval.twins import TwinIndex
 from .calls import Ctx, InternalError, RestoreInProgress
 from .dispatcher import Dispatcher
 from .gate import RestoreGate
+from .recall_log import RecallLog
 from .review import REVIEW_FILE, ReviewBook, WithoutHeld
 from .rooms import backups, history, synonyms
 from .snapshots import Snapshots
@@ -81,6 +83,10 @@ class Service:
         self.state = MemoryState()
         self.retriever = Retriever(lambda: self.state, self.synonyms)
         self.sessions = RecallSessions(self.retriever)
+        self.recall_log = RecallLog(self.dir / RECALL_LOG_DIR, lambda: self.config.recall_log_entries,
+                                    lambda: self.config.recall_log_bytes, self._recalled_header)
+        self.sessions.observer = lambda session, events, words, hits: self.recall_log.observe(
+            session, events, words, hits, self.sessions.senders.get(session, []))
         self.twins = TwinIndex(lambda: self.state, self.synonyms)
         self.twins.on_pending = self._build_twins_later
         self._twins_building = False
@@ -162,6 +168,7 @@ class Service:
                     except (OSError, ZcorError) as e:
                         log.warning("could not write the snapshot at shutdown (%s); the next start replays "
                                     "the operation log", e)
+            self.recall_log.close()
             self.oplog.close()
             self.store.close()
 
@@ -366,6 +373,22 @@ class Service:
             self.refresh_synonyms()
             cfg = self.config
             return self.sessions.explain(text, cfg.recall_budget, cfg.recall_ranking, sender_key, self._senders_on())
+
+    def _recalled_header(self, ids: list[str], people: list[str]) -> dict[str, Any]:
+        """For the recall log's entry of a batch (its thread): the header those ids and
+        speakers render now, what the budget cut, and the ids' titles."""
+        with self.lock:
+            st = self.state
+            budget = self.config.recall_budget
+            people = people if self._senders_on() else []
+            hidden = self.review.hidden
+            visible = [i for i in ids if i not in hidden]
+            text, shown = render_header(st, visible, budget, people)
+            full, _ = render_header(st, visible, max(budget, 1) * 1000, people)
+            titles = {i: st.nodes[i].title for i in ids if i in st.nodes}
+        return {"budget": budget, "headerChars": len(text), "fullChars": len(full),
+                "truncated": len(full) > len(text), "notShown": [i for i in ids if i not in shown],
+                "titles": titles}
 
     def _senders_on(self) -> bool:
         """Speakers' relationships lead the header when both switches are on."""

@@ -90,6 +90,11 @@ class SyncCalls(CallParams):
         """Segmentation, expansion, hits and the header a text would produce."""
         return self.request("zcor/recall/explain", {"text": text} if sender_key is None else {"text": text, "senderKey": sender_key})
 
+    def recall_log(self, session: str, limit: int = 50, offset: int = 0, before: str | None = None) -> dict[str, Any]:
+        """`zcor/recall-log`: a session's latest auto-recall batches, newest first (what the bot was
+        shown: ids, reasons, header size); `before` keeps those at or before an ISO time."""
+        return self.request("zcor/recall-log", {"session": session, "limit": limit, "offset": offset, **({} if before is None else {"before": before})})
+
     def reload(self) -> dict[str, Any]:
         """Re-read config.json and synonyms.json; returns the config."""
         return self.request("zcor/reload")
@@ -213,6 +218,11 @@ class AsyncCalls(CallParams):
     async def recall_explain(self, text: str, sender_key: str | None = None) -> dict[str, Any]:
         """Segmentation, expansion, hits and the header a text would produce."""
         return await self.request("zcor/recall/explain", {"text": text} if sender_key is None else {"text": text, "senderKey": sender_key})
+
+    async def recall_log(self, session: str, limit: int = 50, offset: int = 0, before: str | None = None) -> dict[str, Any]:
+        """`zcor/recall-log`: a session's latest auto-recall batches, newest first (what the bot was
+        shown: ids, reasons, header size); `before` keeps those at or before an ISO time."""
+        return await self.request("zcor/recall-log", {"session": session, "limit": limit, "offset": offset, **({} if before is None else {"before": before})})
 
     async def reload(self) -> dict[str, Any]:
         """Re-read config.json and synonyms.json; returns the config."""

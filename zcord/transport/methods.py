@@ -397,6 +397,16 @@ async def _recall_explain(m: Methods, call: Call) -> dict[str, Any]:
     return await call.run(m.service.recall_explain, call.args.text, call.args.sender_key)
 
 
+@method("zcor/recall-log", params=M.RecallLogParams,
+        client=(C("recall_log", "session: str, limit: int = 50, offset: int = 0, before: str | None = None",
+                  '{"session": session, "limit": limit, "offset": offset, **({} if before is None else {"before": before})}',
+                  doc="`zcor/recall-log`: a session's latest auto-recall batches, newest first (what the bot was\n"
+                      "shown: ids, reasons, header size); `before` keeps those at or before an ISO time."),))
+async def _recall_log(m: Methods, call: Call) -> dict[str, Any]:
+    a = call.args
+    return await call.run(m.service.recall_log.read, a.session, a.limit, a.offset, a.before)
+
+
 @method("zcor/reload", params=M.NoParams, runs="loop",
         client=(C("reload", doc="Re-read config.json and synonyms.json; returns the config."),))
 async def _reload_method(m: Methods, call: Call) -> dict[str, Any]:

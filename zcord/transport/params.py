@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ConfigDict, Field, StrictStr, ValidationError
+from pydantic import ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
 from ..core.errors import InvalidArgument
 from ..service.calls import invalid_from
@@ -40,6 +40,13 @@ class RecallExplainParams(Params):
     sender_key: Any = Field(None, description="Whose relationship leads the header (checked by the Service).")
 
 
+class RecallLogParams(Args):
+    session: StrictStr = Field(description="The session, as the bot names it in zcor/recall.")
+    limit: StrictInt = Field(50, ge=1, le=200, description="Batches per page, newest first.")
+    offset: StrictInt = Field(0, ge=0, description="Batches to skip.")
+    before: StrictStr | None = Field(None, description="Only batches recalled at or before this ISO 8601 time.")
+
+
 class ConfigSetParams(Params):
     patch: dict[str, Any] = Field(description='Config changes, e.g. {"relationshipMemory": false}.')
 
@@ -60,5 +67,5 @@ def validate(model: type[Args], params: dict[str, Any]) -> Args:
         raise invalid_from(e, model) from None
 
 
-__all__ = ["Params", "NoParams", "StrictNoParams", "BackupPreviewParams", "RecallExplainParams",
+__all__ = ["Params", "NoParams", "StrictNoParams", "BackupPreviewParams", "RecallExplainParams", "RecallLogParams",
            "ConfigSetParams", "HistoryVersionsParams", "HistoryAtParams", "validate", "InvalidArgument"]
