@@ -31,6 +31,7 @@ from ..messages import MemoryChanged, NodeRequested
 from ..widgets.rows import add_columns, cursor_key, move_to, row_table
 from .base import ZcorScreen
 from .origin_revert import RevertOriginScreen
+from .recall_log import RecallLogScreen
 from .revert import RevertScreen
 
 PAGE_SIZE = 50
@@ -62,6 +63,8 @@ class HistoryScreen(ZcorScreen):
         Binding("ctrl+f", "focus_keywords", "Keywords", id="history.find", tooltip="Type keywords to find records"),
         Binding("O", "revert_origin", "Undo sender", id="history.revert_origin",
                 tooltip="Undo everything the sender in the origin filter (or of the selected record) caused"),
+        Binding("w", "shown", "Bot was shown", id="history.shown",
+                tooltip="What the bot was shown before this change: the recall batches of its session"),
     ]
 
     def __init__(self) -> None:
@@ -306,3 +309,15 @@ class HistoryScreen(ZcorScreen):
                         severity="warning")
             return
         self.app.push_screen(RevertOriginScreen(sender))
+
+    def action_shown(self) -> None:
+        record = self.selected
+        if record is None:
+            self.notify("Select a change the bot made.", severity="warning")
+            return
+        session = (record.get("origin") or {}).get("session")
+        if not isinstance(session, str) or not session:
+            self.notify("This record names no chat session (its origin has none), so there is no recall log "
+                        "to show.", severity="warning")
+            return
+        self.app.push_screen(RecallLogScreen(session, record.get("at")))
