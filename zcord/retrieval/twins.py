@@ -232,6 +232,9 @@ class TwinIndex:
         self._cache: OrderedDict[str, tuple[Node, frozenset[str]]] = OrderedDict()
         self.on_pending: Callable[[], None] | None = None
         """Called when the background has memories to index (the service starts its builder)."""
+        self.on_change: Callable[[str | None], None] | None = None
+        """Told each id whose entry is added or dropped, and None when everything is forgotten
+        (the consolidation proposals follow the index by it)."""
 
     # -- following the state ------------------------------------------------------------
 
@@ -281,6 +284,8 @@ class TwinIndex:
         self._seen = st.next_change_id() - 1
         self._synonyms_for = self.folding.synonyms.classes
         self.todo, self._todo_at = list(st.nodes), 0
+        if self.on_change is not None:
+            self.on_change(None)
         self._announce()
 
     def _sweep(self, st: MemoryState) -> None:
@@ -331,6 +336,8 @@ class TwinIndex:
         self._cache.pop(node_id, None)
         if entry is None:
             return
+        if self.on_change is not None:
+            self.on_change(node_id)
         for h in entry[1][:BUCKETS]:
             v = self.buckets.get(h)
             if v is None:
@@ -347,6 +354,8 @@ class TwinIndex:
         """Index a current node (not indexed now) with its features."""
         sk = sketch_of(feats)
         self.entries[node.id] = (node, sk)
+        if self.on_change is not None:
+            self.on_change(node.id)
         buckets = self.buckets
         for h in sk[:BUCKETS]:
             v = buckets.get(h)
@@ -393,17 +402,20 @@ class TwinIndex:
         if not feats:
             return []
         sk = sketch_of(feats)
-        return self._around(feats, sk, set(exclude), limit, threshold)
+        return self._around(lambda: feats, sk, set(exclude), limit, threshold)
 
     def neighbours(self, node_id: str, limit: int = 10, threshold: float = THRESHOLD) -> list[Twin]:
         """The twins of an indexed current memory (itself left out)."""
         entry = self.entries.get(node_id)
         if entry is None:
             return []
-        return self._around(self.features_of(entry[0]), entry[1], {node_id}, limit, threshold)
+        node = entry[0]
+        return self._around(lambda: self.features_of(node), entry[1], {node_id}, limit, threshold)
 
-    def _around(self, feats: frozenset[str], sk: array, exclude: set[str], limit: int,
+    def _around(self, feats_of: Callable[[], frozenset[str]], sk: array, exclude: set[str], limit: int,
                 threshold: float) -> list[Twin]:
+        """The twins among the memories sharing a posted hash with sketch `sk`; `feats_of()`
+        gives the features, worked out only when some candidate's estimate calls for it."""
         buckets, entries = self.buckets, self.entries
         seen: set[str] = set()
         for h in sk:
@@ -424,6 +436,7 @@ class TwinIndex:
                 scored.append((e, i))
         scored.sort(reverse=True)
         out = []
+        feats = feats_of() if scored else frozenset()
         for _e, i in scored[:EXACT_MAX]:
             score = jaccard(feats, self.features_of(entries[i][0]))
             if score >= threshold:

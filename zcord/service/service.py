@@ -45,6 +45,7 @@ from ..retrieval.recall import RecallSessions, Retriever, check_session, parse_e
 from ..retrieval.synonyms import Synonyms
 from ..retrieval.twins import TwinIndex
 from .calls import Ctx, InternalError, RestoreInProgress
+from .consolidate import CONSOLIDATE_FILE, KINDS, Consolidation
 from .dispatcher import Dispatcher
 from .gate import RestoreGate
 from .recall_log import RecallLog
@@ -89,6 +90,7 @@ class Service:
             session, events, words, hits, self.sessions.senders.get(session, []))
         self.twins = TwinIndex(lambda: self.state, self.synonyms)
         self.twins.on_pending = self._build_twins_later
+        self.consolidation = Consolidation(self.twins, lambda: self.state, self.dir / CONSOLIDATE_FILE)
         self._twins_building = False
         self.trust = TrustBook(self.dir / TRUST_FILE)
         self.review = ReviewBook(self.dir / REVIEW_FILE, self.lock)
@@ -118,6 +120,7 @@ class Service:
                 self.state.pending_words[:] = self.state.indexed_keywords()
             self.snapshots.pos_offset = pos.log_offset if pos is not None and pos.log_offset <= self.oplog.size else 0
             self.trust.load()
+            self.consolidation.load()
             self.review.load(self.oplog.last_seq, self.find_operation)
         except BaseException:
             self.close()
@@ -390,6 +393,29 @@ class Service:
                 "truncated": len(full) > len(text), "notShown": [i for i in ids if i not in shown],
                 "titles": titles}
 
+    def consolidate_list(self, limit: int = 20, offset: int = 0, kind: str | None = None) -> dict[str, Any]:
+        """`zcor/consolidate/list`: the proposals not dismissed, paged (zcord.service.consolidate)."""
+        if kind is not None and kind not in KINDS:
+            raise InvalidArgument(f"kind must be one of {', '.join(KINDS)}, or omitted for both", field="kind")
+        with self.lock:
+            complete = self.consolidation.ready()
+            if not complete:
+                self._build_twins_later(force=True)
+            items = self.consolidation.proposals(self.review.hidden)
+            pending = self.twins.pending + self.consolidation.pending
+            indexed = len(self.twins.entries)
+        if kind is not None:
+            items = [i for i in items if i["kind"] == kind]
+        page = items[offset:offset + limit]
+        return {"items": page, "total": len(items),
+                "nextOffset": offset + limit if offset + limit < len(items) else None,
+                "scan": {"complete": complete, "pending": pending, "indexed": indexed}}
+
+    def consolidate_dismiss(self, ids: Any) -> dict[str, Any]:
+        """`zcor/consolidate/dismiss`: remember a proposal as dismissed."""
+        with self.lock:
+            return self.consolidation.dismiss(ids)
+
     def _senders_on(self) -> bool:
         """Speakers' relationships lead the header when both switches are on."""
         return self.config.recall_senders and self.config.relationship_memory
@@ -507,7 +533,8 @@ class Service:
         try:
             while True:
                 with self.lock:
-                    if not self.is_open or not self.twins.step(100):
+                    # the index first, then the neighbourhoods of the memories it (re)indexed
+                    if not self.is_open or not (self.twins.step(100) or self.consolidation.step(100)):
                         break
                 pause()
                 time.sleep(0.0005)
@@ -515,7 +542,8 @@ class Service:
             with self.lock:
                 self._twins_building = False
 
-    def _build_twins_later(self) -> None:
-        """The twin index has more to do than a check does inline (after a restore)."""
+    def _build_twins_later(self, force: bool = False) -> None:
+        """The twin index has more to do than a check does inline (after a restore), or a
+        consolidation list found work left (`force`)."""
         if not self._twins_building and self.is_open:
             threading.Thread(target=self.build_twins, name="zcord-twins", daemon=True).start()

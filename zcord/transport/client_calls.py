@@ -31,6 +31,15 @@ class SyncCalls(CallParams):
         """Change config fields (camelCase keys); returns the new config."""
         return self.request("zcor/config/set", {"patch": patch})
 
+    def consolidate_dismiss(self, ids: list[str]) -> dict[str, Any]:
+        """Remember a consolidation proposal (its ids) as dismissed: not proposed again."""
+        return self.request("zcor/consolidate/dismiss", {"ids": ids})
+
+    def consolidate_list(self, limit: int = 20, offset: int = 0, kind: str | None = None) -> dict[str, Any]:
+        """`zcor/consolidate/list`: clusters of near-duplicate memories and superseded chains to
+        fold, not dismissed; `{items, total, nextOffset, scan}`."""
+        return self.request("zcor/consolidate/list", {"limit": limit, "offset": offset, **({} if kind is None else {"kind": kind})})
+
     def context(self, session: str) -> dict[str, Any]:
         """The session's context header rendered now: `{text, ids}`."""
         return self.request("zcor/context", {"session": session})
@@ -159,6 +168,15 @@ class AsyncCalls(CallParams):
     async def config_set(self, patch: dict[str, Any]) -> dict[str, Any]:
         """Change config fields (camelCase keys); returns the new config."""
         return await self.request("zcor/config/set", {"patch": patch})
+
+    async def consolidate_dismiss(self, ids: list[str]) -> dict[str, Any]:
+        """Remember a consolidation proposal (its ids) as dismissed: not proposed again."""
+        return await self.request("zcor/consolidate/dismiss", {"ids": ids})
+
+    async def consolidate_list(self, limit: int = 20, offset: int = 0, kind: str | None = None) -> dict[str, Any]:
+        """`zcor/consolidate/list`: clusters of near-duplicate memories and superseded chains to
+        fold, not dismissed; `{items, total, nextOffset, scan}`."""
+        return await self.request("zcor/consolidate/list", {"limit": limit, "offset": offset, **({} if kind is None else {"kind": kind})})
 
     async def context(self, session: str) -> dict[str, Any]:
         """The session's context header rendered now: `{text, ids}`."""

@@ -407,6 +407,23 @@ async def _recall_log(m: Methods, call: Call) -> dict[str, Any]:
     return await call.run(m.service.recall_log.read, a.session, a.limit, a.offset, a.before)
 
 
+@method("zcor/consolidate/list", params=M.ConsolidateListParams,
+        client=(C("consolidate_list", "limit: int = 20, offset: int = 0, kind: str | None = None",
+                  '{"limit": limit, "offset": offset, **({} if kind is None else {"kind": kind})}',
+                  doc="`zcor/consolidate/list`: clusters of near-duplicate memories and superseded chains to\n"
+                      "fold, not dismissed; `{items, total, nextOffset, scan}`."),))
+async def _consolidate_list(m: Methods, call: Call) -> dict[str, Any]:
+    a = call.args
+    return await call.run(m.service.consolidate_list, a.limit, a.offset, a.kind)
+
+
+@method("zcor/consolidate/dismiss", params=M.ConsolidateDismissParams,
+        client=(C("consolidate_dismiss", "ids: list[str]", '{"ids": ids}',
+                  doc="Remember a consolidation proposal (its ids) as dismissed: not proposed again."),))
+async def _consolidate_dismiss(m: Methods, call: Call) -> dict[str, Any]:
+    return await call.run(m.service.consolidate_dismiss, call.args.ids)
+
+
 @method("zcor/reload", params=M.NoParams, runs="loop",
         client=(C("reload", doc="Re-read config.json and synonyms.json; returns the config."),))
 async def _reload_method(m: Methods, call: Call) -> dict[str, Any]:

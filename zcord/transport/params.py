@@ -47,6 +47,16 @@ class RecallLogParams(Args):
     before: StrictStr | None = Field(None, description="Only batches recalled at or before this ISO 8601 time.")
 
 
+class ConsolidateListParams(Args):
+    limit: StrictInt = Field(20, ge=1, le=100, description="Proposals per page.")
+    offset: StrictInt = Field(0, ge=0, description="Proposals to skip.")
+    kind: StrictStr | None = Field(None, description='"twins" or "chain"; omitted: both.')
+
+
+class ConsolidateDismissParams(Args):
+    ids: list[StrictStr] = Field(description="The proposal's ids (its `ids`), remembered as dismissed.")
+
+
 class ConfigSetParams(Params):
     patch: dict[str, Any] = Field(description='Config changes, e.g. {"relationshipMemory": false}.')
 
@@ -68,4 +78,5 @@ def validate(model: type[Args], params: dict[str, Any]) -> Args:
 
 
 __all__ = ["Params", "NoParams", "StrictNoParams", "BackupPreviewParams", "RecallExplainParams", "RecallLogParams",
+           "ConsolidateListParams", "ConsolidateDismissParams",
            "ConfigSetParams", "HistoryVersionsParams", "HistoryAtParams", "validate", "InvalidArgument"]
