@@ -43,6 +43,7 @@ from .screens.backups import BackupsScreen
 from .screens.base import ZcorScreen
 from .screens.browse import BrowseScreen
 from .screens.config import ConfigScreen
+from .screens.consolidate import ConsolidateScreen
 from .screens.help import HelpScreen
 from .screens.history import HistoryScreen
 from .screens.relationships import RelationshipsScreen
@@ -82,7 +83,8 @@ class ZcorApp(App[None]):
 
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses live elsewhere
     TITLE = "zcor"
-    MODES = {**{mode: cls for mode, _, cls in SCREENS_IN_ORDER}, "review": ReviewScreen}
+    MODES = {**{mode: cls for mode, _, cls in SCREENS_IN_ORDER}, "review": ReviewScreen,
+             "consolidate": ConsolidateScreen}
     DEFAULT_MODE = "browse"
     BINDINGS = [
         *(Binding(str(n), f"screen_key('{mode}')", title, show=False, id=f"app.{mode}",
@@ -90,6 +92,8 @@ class ZcorApp(App[None]):
           for n, (mode, title, _) in enumerate(SCREENS_IN_ORDER, 1)),
         Binding("8", "screen_key('review')", "Review", show=False, id="app.review",
                 tooltip="Show the Review screen: changes held back because an untrusted sender caused them"),
+        Binding("9", "screen_key('consolidate')", "Consolidate", show=False, id="app.consolidate",
+                tooltip="Show the Consolidate screen: near-duplicates and superseded chains to merge or fold"),
         Binding("f1,question_mark", "help", "Help", id="app.help", tooltip="Keys and screens"),
         Binding("q", "quit", "Quit", id="app.quit", tooltip="Leave zcor-tui (a zcord it did not start keeps running)"),
     ]
@@ -327,6 +331,8 @@ class ZcorApp(App[None]):
                 yield SystemCommand(f"Go to {title}", cls.HELP, partial(self.switch_mode, mode))
         if self.current_mode != "review":
             yield SystemCommand("Go to Review", ReviewScreen.HELP, partial(self.switch_mode, "review"))
+        if self.current_mode != "consolidate":
+            yield SystemCommand("Go to Consolidate", ConsolidateScreen.HELP, partial(self.switch_mode, "consolidate"))
         yield SystemCommand("Help", "Keys and screens of zcor-tui", self.action_help)
         if isinstance(screen, ZcorScreen):
             yield from screen.palette_commands()
