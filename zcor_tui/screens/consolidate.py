@@ -72,7 +72,7 @@ class ConsolidateScreen(ZcorScreen):
                 tooltip="Merge the selected cluster into one memory (title and content from the newest, editable)"),
         Binding("f", "fold", "Fold…", id="consolidate.fold",
                 tooltip="Fold the selected chain: delete its superseded versions (History keeps them)"),
-        Binding("d", "dismiss", "Dismiss", id="consolidate.dismiss",
+        Binding("d", "dismiss_proposal", "Dismiss", id="consolidate.dismiss",
                 tooltip="Dismiss the selected proposal: it is not proposed again"),
         Binding("r", "reload", "Refresh", id="consolidate.reload", tooltip="Ask zcord for the proposals again"),
     ]
@@ -189,7 +189,7 @@ class ConsolidateScreen(ZcorScreen):
         self.load()
 
     @work(exclusive=True, group="action")
-    async def action_dismiss(self) -> None:
+    async def action_dismiss_proposal(self) -> None:
         item = self.selected
         if item is None:
             self.notify("Nothing to dismiss.", severity="warning")
