@@ -19,11 +19,11 @@ will decide which sessions are logged and how an erasure reaches these files.
 
 from __future__ import annotations
 
+import collections
 import hashlib
 import json
 import logging
 import os
-import queue
 import threading
 import time
 from collections.abc import Callable
@@ -48,6 +48,11 @@ TEXT_CHARS = 200
 """Characters of a sender key, a term or a word kept."""
 READ_LIMIT = 200
 """Most entries one read returns."""
+QUIET = 0.02
+"""The writer waits until no recall came for this long (seconds), so it works between a
+busy bot's recalls rather than during them …"""
+BACKLOG = 500
+"""… unless this many batches wait."""
 
 
 @dataclass(slots=True)
@@ -56,10 +61,11 @@ class Batch:
 
     at: float
     session: str
-    senders: list[str]
+    events: list[Event]
     people: list[str]
     words: Words
     hits: list[Hit]
+    keep: int  # recallLogEntries when it was recalled
 
 
 Render = Callable[[list[str], list[str]], dict[str, Any]]
@@ -86,12 +92,16 @@ class RecallLog:
         self.entries = entries
         self.total_bytes = total_bytes
         self.render = render
-        self._queue: queue.SimpleQueue[Batch | None] = queue.SimpleQueue()
+        self._queue: collections.deque[Batch] = collections.deque()
+        self._wake = threading.Event()  # set when the queue gets its first batch (not at each one)
+        self._stop = False
         self._io = threading.Lock()  # the files: the writer's appends and rotations, the readers
         self._counts: dict[str, int] = {}  # file stem -> entries in its current file (when known)
         self._sizes: dict[str, int] | None = None  # file name -> bytes (the folder, once scanned)
         self._thread: threading.Thread | None = None
         self._pending = 0
+        self._last = 0.0  # when the last recall was handed over (time.monotonic)
+        self._hurry = False  # a reader waits: write at once
         self._idle = threading.Condition()
         self.dropped = 0
         """Entries lost to a disk error since the start."""
@@ -99,13 +109,17 @@ class RecallLog:
     # -- recall's path ----------------------------------------------------------------------
 
     def observe(self, session: str, events: list[Event], words: Words, hits: list[Hit], people: list[str]) -> None:
-        """Hand a recall over (nothing is rendered or written here)."""
-        if self.entries() <= 0:
+        """Hand a recall over (nothing is rendered or written here, and the writer is woken
+        only when it has nothing to do: a busy bot's recalls do not trade the interpreter with it)."""
+        keep = self.entries()
+        if keep <= 0:
             return
-        senders = list(dict.fromkeys(e.sender_key for e in events if e.origin == "external" and e.sender_key))
         with self._idle:
             self._pending += 1
-        self._queue.put(Batch(time.time(), session, senders, list(people), words, hits))
+        self._last = time.monotonic()
+        self._queue.append(Batch(time.time(), session, events, list(people), words, hits, keep))
+        if not self._wake.is_set():
+            self._wake.set()
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="zcord-recall-log", daemon=True)
             self._thread.start()
@@ -114,42 +128,61 @@ class RecallLog:
 
     def _run(self) -> None:
         while True:
-            batch = self._queue.get()
-            if batch is None:
+            self._wake.wait()
+            self._wake.clear()
+            if self._stop:
                 return
-            try:
-                self._write(self._entry(batch))
-            except OSError as e:
-                self.dropped += 1
-                log.warning("recall log: could not write an entry of session %r (%s)", batch.session, e)
-            except Exception:  # never let a bad entry stop the log
-                self.dropped += 1
-                log.exception("recall log: could not make an entry of session %r", batch.session)
-            finally:
-                with self._idle:
-                    self._pending -= 1
-                    self._idle.notify_all()
+            while not self._hurry and self._pending < BACKLOG:
+                wait = self._last + QUIET - time.monotonic()
+                if wait <= 0:
+                    break
+                time.sleep(wait)
+            while self._queue:
+                self._one(self._queue.popleft())
+
+    def _one(self, batch: Batch) -> None:
+        try:
+            self._write(self._entry(batch), batch.keep)
+        except OSError as e:
+            self.dropped += 1
+            log.warning("recall log: could not write an entry of session %r (%s)", batch.session, e)
+        except Exception:  # never let a bad entry stop the log
+            self.dropped += 1
+            log.exception("recall log: could not make an entry of session %r", batch.session)
+        finally:
+            with self._idle:
+                self._pending -= 1
+                self._idle.notify_all()
 
     def flush(self, timeout: float = 10.0) -> bool:
         """Wait until every recall handed over so far is written (tests, shutdown)."""
         deadline = time.monotonic() + timeout
         with self._idle:
-            while self._pending:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return False
-                self._idle.wait(left)
+            self._hurry = True
+            if self._pending:
+                self._wake.set()
+            try:
+                while self._pending:
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return False
+                    self._idle.wait(left)
+            finally:
+                self._hurry = False
         return True
 
     def close(self) -> None:
         self.flush(5.0)
         if self._thread is not None:
-            self._queue.put(None)
+            self._stop = True
+            self._wake.set()
             self._thread.join(5.0)
             self._thread = None
+            self._stop = False
 
     def _entry(self, b: Batch) -> dict[str, Any]:
         ids = [h.id for h in b.hits]
+        senders = list(dict.fromkeys(e.sender_key for e in b.events if e.origin == "external" and e.sender_key))
         shown = self.render(ids, b.people)
         titles = shown.pop("titles")
         by_key = {t.key: t for t in b.words.terms}
@@ -172,10 +205,10 @@ class RecallLog:
                 item["person"] = h.person
             hits.append(item)
         at = datetime.fromtimestamp(b.at, UTC).astimezone().isoformat(timespec="milliseconds")
-        return {"at": at, "session": b.session, "senders": [_cut(s) for s in b.senders[:SENDERS_KEPT]],
+        return {"at": at, "session": b.session, "senders": [_cut(s) for s in senders[:SENDERS_KEPT]],
                 "people": b.people[:SENDERS_KEPT], "ids": ids, "hits": hits, **shown}
 
-    def _write(self, entry: dict[str, Any]) -> None:
+    def _write(self, entry: dict[str, Any], keep: int) -> None:
         line = (json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
         stem = session_file(entry["session"])
         with self._io:
@@ -185,7 +218,7 @@ class RecallLog:
             count = self._counts.get(stem)
             if count is None:
                 count = self._counts[stem] = _count_lines(current)
-            if count >= max(1, self.entries()):
+            if count >= max(1, keep):
                 old = self.dir / f"{stem}.1.jsonl"
                 os.replace(current, old)
                 sizes[old.name] = sizes.pop(current.name, 0)

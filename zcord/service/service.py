@@ -379,16 +379,17 @@ class Service:
 
     def _recalled_header(self, ids: list[str], people: list[str]) -> dict[str, Any]:
         """For the recall log's entry of a batch (its thread): the header those ids and
-        speakers render now, what the budget cut, and the ids' titles."""
-        with self.lock:
-            st = self.state
-            budget = self.config.recall_budget
-            people = people if self._senders_on() else []
-            hidden = self.review.hidden
-            visible = [i for i in ids if i not in hidden]
-            text, shown = render_header(st, visible, budget, people)
-            full, _ = render_header(st, visible, max(budget, 1) * 1000, people)
-            titles = {i: st.nodes[i].title for i in ids if i in st.nodes}
+        speakers render now, what the budget cut, and the ids' titles. Without the lock: it
+        only looks nodes and relationships up by key (immutable objects), so the bot's calls
+        never wait for it."""
+        st = self.state
+        budget = self.config.recall_budget
+        people = people if self._senders_on() else []
+        hidden = self.review.hidden
+        visible = [i for i in ids if i not in hidden]
+        text, shown = render_header(st, visible, budget, people)
+        full, _ = render_header(st, visible, max(budget, 1) * 1000, people)
+        titles = {i: n.title for i in ids if (n := st.nodes.get(i)) is not None}
         return {"budget": budget, "headerChars": len(text), "fullChars": len(full),
                 "truncated": len(full) > len(text), "notShown": [i for i in ids if i not in shown],
                 "titles": titles}
