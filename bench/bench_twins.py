@@ -10,13 +10,16 @@ eval Memory, its memories are written through zcor_memory_write in file order (a
 would) and the creates that carry `similar` are counted: how often the note fires on
 distinct memories.
 
-speed: a 100,000-memory Memory (bench/common.build_memory), zcor_memory_write (create) p50
-/ p99 over a real zcord's socket with the code at --before (a PYTHONPATH; the check absent)
-and with this code, after each daemon's warm-up (the twin index built); and in process, the
-check alone (features + lookup) per create.
+in process (--in-process): at --size memories (bench/common.build_memory), the twin index's
+background build (time, memory), zcor_memory_write (create) with and without the check in
+alternating rounds, the check alone, and a consolidation list.
 
-Usage: python bench/bench_twins.py [--quality] [--speed --before /path/to/old/tree]
-       [--size 100000] [--samples 300] [--threshold 0.4]
+speed (--speed): zcor_memory_write (create) p50 / p99 over a real zcord's socket with the
+code at --before (a PYTHONPATH; the check absent) and with this code, after each daemon's
+warm-up, at --daemon-size memories.
+
+Usage: python bench/bench_twins.py [--quality] [--in-process] [--speed --before /old/tree]
+       [--size 100000] [--daemon-size 10000] [--samples 300] [--threshold 0.4]
 """
 
 from __future__ import annotations
@@ -144,7 +147,71 @@ def _daemon_writes(memdir: Path, root: Path, pythonpath: str, samples: int) -> l
         proc.wait(120)
 
 
+def _rss_mib() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def in_process(size: int, samples: int, rounds: int = 4) -> None:
+    """At `size` memories, in one process: the twin index's build (time, memory), then
+    zcor_memory_write (create) with the check and without it in alternating rounds (the
+    machine's drift falls on both alike), the check alone, and a consolidation list."""
+    root = Path(tempfile.mkdtemp(dir="/tmp", prefix="zctw"))
+    try:
+        mem = root / "mem"
+        build_memory(mem, size, size, size)
+        with Service(mem) as svc:
+            svc.warm_recall()
+            rss0 = _rss_mib()
+            t = time.perf_counter()
+            svc.build_twins()
+            build = time.perf_counter() - t
+            rss1 = _rss_mib()
+            rng = random.Random(9)
+            tw = svc.twins
+
+            def write() -> None:
+                svc.call("zcor_memory_write", {"title": title(rng, 0), "content": content(rng)}, actor="model")
+
+            on: list[float] = []
+            off: list[float] = []
+            for _ in range(rounds):
+                on += timed(write, samples // rounds)
+                tw.similar = lambda *a, **k: []  # type: ignore[method-assign]
+                tw.written = lambda *a, **k: None  # type: ignore[method-assign]
+                tw.folding.features = lambda *a, **k: frozenset()  # type: ignore[method-assign]
+                off += timed(write, samples // rounds)
+                del tw.similar, tw.written, tw.folding.features
+            texts = iter([(title(rng, 0), content(rng)) for _ in range(samples)])
+
+            def check() -> None:
+                t_, c_ = next(texts)
+                with svc.lock:
+                    tw.similar(tw.folding.features(t_, c_))
+
+            alone = timed(check, samples)
+            t = time.perf_counter()
+            listing = svc.consolidate_list()
+            listed = time.perf_counter() - t
+        added = (pct(on, 50) / pct(off, 50) - 1) * 100
+        print(f"in process, {size:,} memories (bench/common.build_memory), {rounds} alternating rounds, "
+              f"{samples} creates each way")
+        print(table([["write (create) without the check", lat(off)], ["write (create) with the check", lat(on)],
+                     ["p50 added", f"{added:+.1f} %"],
+                     ["the check alone (features + lookup)", lat(alone)],
+                     ["twin index + neighbourhoods built (background)", f"{build:.1f} s"],
+                     ["memory the index took (RSS)", f"{rss1 - rss0:.0f} MiB"],
+                     ["zcor/consolidate/list after it", f"{listed * 1000:.1f} ms, {listing['total']} proposals"]],
+                    ["", "ms p50 / p99"]))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def speed(size: int, samples: int, before: str) -> None:
+    """Over a real zcord's socket: write (create) p50 / p99 with the code at `before` and
+    with this code, twice each, alternating."""
     root = Path(tempfile.mkdtemp(dir="/tmp", prefix="zctw"))
     try:
         base = root / "base"
@@ -161,29 +228,9 @@ def speed(size: int, samples: int, before: str) -> None:
             w = _daemon_writes(mem, root, path, samples)
             rows.append([label, lat(w)])
             print(f"{label} done", file=sys.stderr)
-        # in process: the check alone, on the same Memory
-        mem = root / "mem"
-        shutil.rmtree(mem, ignore_errors=True)
-        shutil.copytree(base, mem)
-        with Service(mem) as svc:
-            svc.warm_recall()
-            svc.build_twins()
-            rng = random.Random(9)
-            texts = [(title(rng, 0), content(rng)) for _ in range(samples)]
-            it = iter(texts)
-
-            def check() -> None:
-                t, c = next(it)
-                with svc.lock:
-                    svc.twins.similar(svc.twins.folding.features(t, c))
-
-            alone = timed(check, samples)
-            n = len(svc.twins.entries)
         print(f"zcor_memory_write (create) over a real zcord's socket, {size:,} memories, {samples} writes each, "
               f"after the warm-up; before = {before}")
         print(table(rows, ["code", "write (create) ms p50 / p99"]))
-        print(f"the check alone in process ({n:,} memories indexed): p50 {pct(alone, 50) * 1e6:.0f} µs, "
-              f"p99 {pct(alone, 99) * 1e6:.0f} µs")
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -193,19 +240,23 @@ def main() -> None:
     ap.add_argument("--quality", action="store_true")
     ap.add_argument("--speed", action="store_true")
     ap.add_argument("--before", default="", help="PYTHONPATH of the code without the check (speed)")
+    ap.add_argument("--in-process", action="store_true", help="the check's cost in process at --size")
     ap.add_argument("--size", type=int, default=100_000)
+    ap.add_argument("--daemon-size", type=int, default=10_000, help="--speed: the Memory's size")
     ap.add_argument("--samples", type=int, default=300)
     ap.add_argument("--threshold", type=float, default=None)
     args = ap.parse_args()
     from zcord.retrieval.twins import THRESHOLD
 
     t = time.perf_counter()
-    if args.quality or not args.speed:
+    if args.quality or not (args.speed or args.in_process):
         quality(args.threshold if args.threshold is not None else THRESHOLD)
+    if args.in_process:
+        in_process(args.size, args.samples)
     if args.speed:
         if not args.before:
             ap.error("--speed needs --before PATH (a tree of the code without the check)")
-        speed(args.size, args.samples, args.before)
+        speed(args.daemon_size, args.samples, args.before)
     print(f"run time {time.perf_counter() - t:.0f} s", file=sys.stderr)
 
 

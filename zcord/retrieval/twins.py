@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from array import array
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -38,15 +38,19 @@ if TYPE_CHECKING:
 
 THRESHOLD = 0.4
 """Jaccard of two memories' features from which they are twins (bench/bench_twins.py)."""
-SKETCH = 20
+SKETCH = 32
 """Smallest feature hashes kept per memory (the similarity estimate of the candidates)."""
 BUCKETS = 8
 """Of them, how many are posted (a twin shares at least one of them, with high probability)."""
 BUCKET_MAX = 256
 """A posting held by more memories than this is not looked into (a common feature)."""
+CANDIDATES = 256
+"""Memories gathered from the postings at most (the smallest postings first)."""
+ESTIMATED = 16
+"""Of them, the ones met in most postings whose sketches are compared."""
 PREFILTER = 0.2
-"""Candidates whose sketch estimate is under this are not scored exactly."""
-EXACT_MAX = 8
+"""Candidates whose sketches' Jaccard is under this are not scored exactly."""
+EXACT_MAX = 4
 """At most this many candidates are scored exactly, the best estimates first."""
 TEXT_CHARS = 1500
 """Characters of content read (a memory repeats another in its beginning, or not at all)."""
@@ -95,6 +99,8 @@ class Folding:
                 token = tokens[id(cls)] = "\x02" + min(fold_han(t) for t in cls) + "\x03"
             if has_cjk(term):
                 folded = fold_han(term)
+                if folded.translate(_DROP) != folded:
+                    continue  # the text is matched without function characters: 对不起 is its characters
                 cjk[folded] = token
                 starts.setdefault(folded[:2], set()).add(len(folded))
             else:
@@ -133,17 +139,23 @@ class Folding:
             self._add_words(feats, words, tag)
 
     def _add_cjk(self, feats: set[str], run: str, tag: str) -> None:
-        """A CJK run: its synonym terms by their classes (the longest term first, left to
-        right), the rest by its characters and pairs, function characters left out. The usual
-        run holds no term: found with set operations, not a loop over its characters."""
+        """A CJK run without its function characters: its synonym terms by their classes
+        (the longest term first, left to right), the rest by its characters and pairs. The
+        usual run holds no term: found with set operations on the pairs the features need
+        anyway, not a loop over its characters."""
+        run = run.translate(_DROP)
+        if not run:
+            return
+        pairs = set(_PAIRS.findall(run))
         starts = self._starts
-        pairs = starts.keys() & set(_PAIRS.findall(run))
+        hit = starts.keys() & pairs
         if self._ones is not None:
-            pairs.update(self._ones.findall(run))
-        pieces = [run]
-        if pairs:
+            hit.update(self._ones.findall(run))
+        if not hit:
+            pieces = None
+        else:
             at: set[int] = set()
-            for pair in pairs:
+            for pair in hit:
                 i = run.find(pair)
                 while i >= 0:
                     at.add(i)
@@ -161,17 +173,18 @@ class Folding:
                         pieces.append(run[end:i])
                         end = i + length
                         break
-            pieces.append(run[end:])
-        for piece in pieces:
-            piece = piece.translate(_DROP)
-            if not piece:
-                continue
+            if end:
+                pieces.append(run[end:])
+            else:
+                pieces = None  # pairs of terms' beginnings, but no whole term
+        for piece, piece_pairs in ((run, pairs),) if pieces is None else \
+                ((p, _PAIRS.findall(p)) for p in pieces if p):
             if tag:
                 feats.update(map(tag.__add__, piece))
-                feats.update(map(tag.__add__, _PAIRS.findall(piece)))
+                feats.update(map(tag.__add__, piece_pairs))
             else:
                 feats.update(piece)
-                feats.update(_PAIRS.findall(piece))
+                feats.update(piece_pairs)
 
     def _add_words(self, feats: set[str], words: list[str], tag: str) -> None:
         """Latin words (stems, in order): a synonym term of one or more words by its class,
@@ -195,15 +208,6 @@ def sketch_of(feats: Iterable[str]) -> array:
     """The SKETCH smallest hashes of the features, ascending (Python's string hash: the
 index lives in one process and is never written down)."""
     return array("q", sorted(map(hash, feats))[:SKETCH])
-
-
-def estimate(a: array, b: array) -> float:
-    """The Jaccard estimate of two bottom-k sketches."""
-    union = sorted(set(a) | set(b))[:SKETCH]
-    if not union:
-        return 0.0
-    both = set(a).intersection(b)
-    return sum(1 for h in union if h in both) / len(union)
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -417,21 +421,28 @@ class TwinIndex:
         """The twins among the memories sharing a posted hash with sketch `sk`; `feats_of()`
         gives the features, worked out only when some candidate's estimate calls for it."""
         buckets, entries = self.buckets, self.entries
-        seen: set[str] = set()
-        for h in sk:
-            v = buckets.get(h)
-            if v is None:
-                continue
-            if isinstance(v, str):
-                seen.add(v)
-            elif len(v) <= BUCKET_MAX:
-                seen.update(v)
-        seen -= exclude
-        if not seen:
+        found = [v for v in map(buckets.get, sk) if v is not None]
+        if not found:
             return []
+        # the smallest postings first (a rare feature names few memories), at most CANDIDATES
+        # memories in all; those met in most postings are estimated first
+        found.sort(key=lambda v: 1 if isinstance(v, str) else len(v))
+        counts: Counter[str] = Counter()
+        total = 0
+        for v in found:
+            n = 1 if isinstance(v, str) else len(v)
+            if n > BUCKET_MAX or (total and total + n > CANDIDATES):
+                break
+            counts.update((v,) if isinstance(v, str) else v)
+            total += n
+        for i in exclude:
+            counts.pop(i, None)
         scored = []
-        for i in seen:
-            e = estimate(sk, entries[i][1])
+        mine = set(sk)
+        for i, _n in counts.most_common(ESTIMATED):
+            theirs = entries[i][1]
+            shared = len(mine.intersection(theirs))
+            e = shared / (len(mine) + len(theirs) - shared)  # the sketches' own Jaccard: a cheap estimate
             if e >= PREFILTER:
                 scored.append((e, i))
         scored.sort(reverse=True)
