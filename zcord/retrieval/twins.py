@@ -54,9 +54,9 @@ EXACT_MAX = 4
 """At most this many candidates are scored exactly, the best estimates first."""
 TEXT_CHARS = 1500
 """Characters of content read (a memory repeats another in its beginning, or not at all)."""
-SYNC_INLINE = 2000
+SYNC_INLINE = 500
 """Memories left to index that a check indexes itself before it answers (a small Memory is
-complete at once); more are left to the background build (`step`)."""
+complete at once), unless the background build is at work; more are left to it (`step`)."""
 FEATURE_CACHE = 512
 """Candidates' feature sets kept (a twin is scored against the same memories again)."""
 
@@ -236,6 +236,8 @@ class TwinIndex:
         self._cache: OrderedDict[str, tuple[Node, frozenset[str]]] = OrderedDict()
         self.on_pending: Callable[[], None] | None = None
         """Called when the background has memories to index (the service starts its builder)."""
+        self.building = False
+        """The background build is at work (set by the service): a check leaves the backlog to it."""
         self.on_change: Callable[[str | None], None] | None = None
         """Told each id whose entry is added or dropped, and None when everything is forgotten
         (the consolidation proposals follow the index by it)."""
@@ -395,7 +397,7 @@ class TwinIndex:
     def ready(self) -> None:
         """Catch up; a small backlog is indexed now, a large one is left to the background."""
         self.sync()
-        if 0 < self.pending <= SYNC_INLINE:
+        if 0 < self.pending <= SYNC_INLINE and not self.building:
             while self.step(SYNC_INLINE):
                 pass
 

@@ -105,7 +105,7 @@ class Consolidation:
     def ready(self) -> bool:
         """Catch up when little is left; True when every memory's neighbourhood is known."""
         self.twins.ready()
-        if self.twins.pending == 0 and 0 < len(self.dirty) <= SYNC_INLINE:
+        if self.twins.pending == 0 and 0 < len(self.dirty) <= SYNC_INLINE and not self.twins.building:
             while self.step(SYNC_INLINE):
                 pass
         return self.twins.pending == 0 and not self.dirty

@@ -529,7 +529,7 @@ class Service:
         with self.lock:
             if self._twins_building:
                 return
-            self._twins_building = True
+            self._twins_building = self.twins.building = True
         pause = self._giving_way()
         try:
             while True:
@@ -541,7 +541,7 @@ class Service:
                 time.sleep(0.0005)
         finally:
             with self.lock:
-                self._twins_building = False
+                self._twins_building = self.twins.building = False
 
     def _build_twins_later(self, force: bool = False) -> None:
         """The twin index has more to do than a check does inline (after a restore), or a
