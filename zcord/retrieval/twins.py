@@ -52,7 +52,7 @@ PREFILTER = 0.2
 """Candidates whose sketches' Jaccard is under this are not scored exactly."""
 EXACT_MAX = 4
 """At most this many candidates are scored exactly, the best estimates first."""
-TEXT_CHARS = 1500
+TEXT_CHARS = 600
 """Characters of content read (a memory repeats another in its beginning, or not at all)."""
 SYNC_INLINE = 500
 """Memories left to index that a check indexes itself before it answers (a small Memory is
