@@ -32,6 +32,8 @@ NEIGHBOURS = 10
 """Twins kept per memory."""
 SYNC_INLINE = 2000
 """Memories whose neighbourhood a list works out itself; more are left to the background."""
+BACKGROUND_FROM = 1000
+"""Changed memories from which their neighbourhoods are worked out in the background."""
 MAX_DISMISSED = 10_000
 """Dismissed proposals remembered (the oldest forgotten first)."""
 MAX_CLUSTER = 20
@@ -77,6 +79,8 @@ class Consolidation:
             self.dirty.clear()
         else:
             self.dirty[node_id] = None
+            if len(self.dirty) == BACKGROUND_FROM and self.twins.on_pending is not None:
+                self.twins.on_pending()  # many writes since the last list: the background catches up
 
     @property
     def pending(self) -> int:
