@@ -209,7 +209,7 @@ def in_process(size: int, samples: int, rounds: int = 4) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def speed(size: int, samples: int, before: str) -> None:
+def speed(size: int, samples: int, before: str, once: bool = False) -> None:
     """Over a real zcord's socket: write (create) p50 / p99 with the code at `before` and
     with this code, twice each, alternating."""
     root = Path(tempfile.mkdtemp(dir="/tmp", prefix="zctw"))
@@ -220,8 +220,8 @@ def speed(size: int, samples: int, before: str) -> None:
             svc.snapshot()
         rows = []
         after_path = str(Path(__file__).resolve().parent.parent)
-        for label, path in (("before", before), ("after", after_path), ("before again", before),
-                            ("after again", after_path)):
+        runs = (("before", before), ("after", after_path))
+        for label, path in runs if once else (*runs, ("before again", before), ("after again", after_path)):
             mem = root / "mem"
             shutil.rmtree(mem, ignore_errors=True)
             shutil.copytree(base, mem)
@@ -243,6 +243,7 @@ def main() -> None:
     ap.add_argument("--in-process", action="store_true", help="the check's cost in process at --size")
     ap.add_argument("--size", type=int, default=100_000)
     ap.add_argument("--daemon-size", type=int, default=10_000, help="--speed: the Memory's size")
+    ap.add_argument("--once", action="store_true", help="--speed: before and after once each (not twice)")
     ap.add_argument("--samples", type=int, default=300)
     ap.add_argument("--threshold", type=float, default=None)
     args = ap.parse_args()
@@ -256,7 +257,7 @@ def main() -> None:
     if args.speed:
         if not args.before:
             ap.error("--speed needs --before PATH (a tree of the code without the check)")
-        speed(args.daemon_size, args.samples, args.before)
+        speed(args.daemon_size, args.samples, args.before, args.once)
     print(f"run time {time.perf_counter() - t:.0f} s", file=sys.stderr)
 
 
