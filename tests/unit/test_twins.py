@@ -75,3 +75,26 @@ def test_features_fold_case_width_script_stems_and_synonyms(svc):
     # 猫 and cat are one synonym class in the default table
     assert jaccard(f.features("猫", "猫"), f.features("cat", "cat")) == 1.0
     assert f.features("", "") == frozenset()
+
+
+def test_a_create_taken_back_leaves_no_entry(svc, t, monkeypatch, fast_fsync):
+    """The log could not be written: the create is undone in memory, and its change id is given
+    to the next change; the index forgets the memory all the same."""
+    other = t.write(title="天气", content="晴")["id"]
+    real = svc.oplog.append
+
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(svc.oplog, "append", full)
+    try:
+        t.write(title="小王在银行上班", content="小王在工商银行上班，做柜员，每天早上八点半到岗。")
+    except Exception:
+        pass
+    monkeypatch.setattr(svc.oplog, "append", real)
+    assert len(svc.state.nodes) == 1
+    t.write(id=other, title="天气", content="下雨")  # takes the undone change's id
+    _in_step(svc)
+    probe = svc.twins.folding.features("小王是银行柜员", "小王在工商银行做柜员，早上八点半就要到岗上班。")
+    assert svc.twins.similar(probe) == []
+    assert "similar" not in t.write(title="小王是银行柜员", content="小王在工商银行做柜员，早上八点半就要到岗上班。")

@@ -231,7 +231,8 @@ class TwinIndex:
         self.todo: list[str] = []
         self._todo_at = 0
         self._nodes_ref: object = None
-        self._seen = 0  # the last change id looked at
+        self._seen = 0  # the last change id looked at …
+        self._seen_change: object = None  # … and that change itself (an id can be given again after a rollback)
         self._synonyms_for: object = None
         self._cache: OrderedDict[str, tuple[Node, frozenset[str]]] = OrderedDict()
         self.on_pending: Callable[[], None] | None = None
@@ -264,12 +265,17 @@ class TwinIndex:
             return
         self._synonyms_for = classes
         last = st.next_change_id() - 1
-        if last == self._seen and st.nodes is self._nodes_ref:
-            return
         history = st.history
-        if st.nodes is not self._nodes_ref or (last > self._seen and (not history or history[0].change_id > self._seen + 1)):
+        tail = history[-1] if history else None
+        if last == self._seen and st.nodes is self._nodes_ref and tail is self._seen_change:
+            return
+        # a replaced node table (restore), changes sealed out of the inline history, or changes
+        # taken back (a call whose log record could not be written, its change id then given
+        # to another): compare every memory
+        if st.nodes is not self._nodes_ref or last < self._seen or (last == self._seen) or \
+                (not history or history[0].change_id > self._seen + 1):
             self._sweep(st)
-            self._seen = last
+            self._seen, self._seen_change = last, tail
             return
         targets: dict[str, None] = {}
         for c in reversed(history):
@@ -277,7 +283,7 @@ class TwinIndex:
                 break
             if c.target is not None and c.kind.startswith("node."):
                 targets[c.target] = None
-        self._seen = last
+        self._seen, self._seen_change = last, tail
         for node_id in targets:
             self._refresh(st, node_id)
 
@@ -288,6 +294,7 @@ class TwinIndex:
         self._cache.clear()
         self._nodes_ref = st.nodes
         self._seen = st.next_change_id() - 1
+        self._seen_change = st.history[-1] if st.history else None
         self._synonyms_for = self.folding.synonyms.classes
         self.todo, self._todo_at = list(st.nodes), 0
         if self.on_change is not None:

@@ -117,8 +117,8 @@ def write(svc: Room, a: I.WriteArgs, ctx: Ctx) -> dict[str, Any]:
     out = {"created": created, **st.nodes[node.id].dump()}
     if created:
         svc.twins.written(st.nodes[node.id], feats)
-        if twins:
-            similar = [{"id": t.id, "title": st.nodes[t.id].title, "score": t.score} for t in twins]
+        similar = [{"id": t.id, "title": st.nodes[t.id].title, "score": t.score} for t in twins if t.id in st.nodes]
+        if similar:
             out["similar"] = similar
             out["note"] = twins_note(similar)
     return out
