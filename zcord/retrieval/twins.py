@@ -57,7 +57,7 @@ TEXT_CHARS = 600
 SYNC_INLINE = 500
 """Memories left to index that a check indexes itself before it answers (a small Memory is
 complete at once), unless the background build is at work; more are left to it (`step`)."""
-FEATURE_CACHE = 512
+FEATURE_CACHE = 64
 """Candidates' feature sets kept (a twin is scored against the same memories again)."""
 
 FUNCTION_CHARS = frozenset("的了着过地得之所在是有和与及跟同把被给让向从对为以于而并或且也都还又就才再很太更最挺吗呢吧啊呀哦嗯啦么这那个只一")
