@@ -45,6 +45,7 @@ from .screens.backups import BackupsScreen
 from .screens.base import ZcorScreen
 from .screens.browse import BrowseScreen
 from .screens.config import ConfigScreen
+from .screens.consolidate import ConsolidateScreen
 from .screens.help import HelpScreen
 from .screens.history import HistoryScreen
 from .screens.relationships import RelationshipsScreen
@@ -88,7 +89,8 @@ class ZcorApp(App[None]):
 
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses live elsewhere
     TITLE = "zcor"
-    MODES = {**{mode: cls for mode, _, cls in SCREENS_IN_ORDER}, "usage": UsageScreen}
+    MODES = {**{mode: cls for mode, _, cls in SCREENS_IN_ORDER}, "usage": UsageScreen,
+             "consolidate": ConsolidateScreen}
     DEFAULT_MODE = "browse"
     BINDINGS = [
         *(Binding(str(n), f"screen_key('{mode}')", title, show=False, id=f"app.{mode}",
@@ -96,6 +98,8 @@ class ZcorApp(App[None]):
           for n, (mode, title, _) in enumerate(SCREENS_IN_ORDER, 1)),
         Binding("9", "screen_key('usage')", "Usage", show=False, id="app.usage",
                 tooltip="Show the Usage screen: tokens per session and day, cache hits, what zcor added"),
+        Binding("0", "screen_key('consolidate')", "Consolidate", show=False, id="app.consolidate",
+                tooltip="Show the Consolidate screen: near-duplicates and superseded chains to merge or fold"),
         Binding("f1,question_mark", "help", "Help", id="app.help", tooltip="Keys and screens"),
         Binding("q", "quit", "Quit", id="app.quit", tooltip="Leave zcor-tui (a zcord it did not start keeps running)"),
     ]
@@ -371,6 +375,8 @@ class ZcorApp(App[None]):
             yield SystemCommand("Go to Usage", UsageScreen.HELP, partial(self.switch_mode, "usage"))
         yield SystemCommand("Trust levels", "Every sender with a trust level of its own; change or reset them",
                             self.action_trust_levels)
+        if self.current_mode != "consolidate":
+            yield SystemCommand("Go to Consolidate", ConsolidateScreen.HELP, partial(self.switch_mode, "consolidate"))
         yield SystemCommand("Help", "Keys and screens of zcor-tui", self.action_help)
         if isinstance(screen, ZcorScreen):
             yield from screen.palette_commands()

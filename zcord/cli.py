@@ -263,6 +263,102 @@ def cmd_relationship_history(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_recall_log(args: argparse.Namespace) -> int:
+    """A session's latest recall batches: what the bot was shown and why (issue 38)."""
+    with _client(args) as c:
+        answer = c.recall_log(args.session, limit=args.limit)
+    if args.json:
+        _print_json(answer)
+        return EXIT_OK
+    items = answer.get("items") or []
+    total = answer.get("total", 0)
+    print(shown(f"{total:,} recall batch{'' if total == 1 else 'es'} kept for session {args.session}"
+                f" (at most {answer.get('kept')}), newest first:", lines=False))
+    for e in items:
+        senders = ", ".join(e.get("senders") or []) or "no sender key"
+        cut = f", cut {e['fullChars'] - e['headerChars']} of {e['fullChars']}" if e.get("truncated") else ""
+        print()
+        print(shown(f"{local_time(e.get('at'))}  from {senders}  header {e.get('headerChars')} characters "
+                    f"(budget {e.get('budget')}{cut})", lines=False))
+        if not e.get("hits"):
+            print("  nothing recalled")
+        for h in e.get("hits") or []:
+            why = "; ".join(f"{r['term']}" + (f" (from {r['from']})" if r.get("from") != r.get("term") else "")
+                            + (f" in {r['where']}" if r.get("where") else "")
+                            + (f" {r['weight']:g}" if r.get("weight") is not None else "")
+                            for r in h.get("reasons") or [])
+            print(shown(f"  {h['id']:<8} {h.get('score', 0):>7.3f}  {h.get('title', '')}  ← {why}", lines=False))
+        if e.get("notShown"):
+            print(shown(f"  not in the header (deleted, superseded or held): {', '.join(e['notShown'])}",
+                        lines=False))
+    return EXIT_OK
+
+
+def cmd_consolidate(args: argparse.Namespace) -> int:
+    """Consolidation proposals (issue 38): list them, merge a cluster, fold a chain, dismiss one."""
+    ids = list(args.ids)
+    if args.action == "list":
+        if ids:
+            raise _usage("zcor consolidate [list] takes no ids; use merge, fold or dismiss with ids")
+        with _client(args) as c:
+            answer = c.consolidate_list(limit=args.limit, offset=args.offset, kind=args.kind)
+        if args.json:
+            _print_json(answer)
+            return EXIT_OK
+        scan = answer.get("scan") or {}
+        _say(f"{_plural(answer.get('total', 0), 'proposal')}"
+             + ("" if scan.get("complete") else f" so far (still scanning: {scan.get('pending', 0):,} memories left)"))
+        for n, item in enumerate(answer.get("items") or [], args.offset + 1):
+            _say()
+            if item["kind"] == "twins":
+                _say(f"{n}. near-duplicates {' '.join(item['ids'])} (best pair {item.get('score')}); "
+                     f"zcor consolidate merge {' '.join(item['ids'])}")
+            else:
+                _say(f"{n}. superseded chain to {item['newest']}: {' ← '.join(item['ids'])}; "
+                     f"zcor consolidate fold {item['newest']}")
+            for m in item.get("members") or []:
+                _say(shown(f"   {m['id']:<8} {local_time(m.get('updatedAt'))}  {m.get('title', '')} — "
+                           f"{m.get('content', '')[:60]}", lines=False))
+        return EXIT_OK
+    if args.action == "dismiss":
+        if len(ids) < 2:
+            raise _usage("zcor consolidate dismiss needs the proposal's ids (two or more)")
+        with _client(args) as c:
+            _print_json(c.consolidate_dismiss(ids))
+        return EXIT_OK
+    with _client(args) as c:
+        if args.action == "fold":
+            if len(ids) != 1:
+                raise _usage("zcor consolidate fold takes the current memory a chain leads to (one id)")
+            chains = [i for i in _all_proposals(c, "chain") if i["newest"] == ids[0]]
+            if not chains:
+                raise _usage(f"no superseded chain to fold leads to {ids[0]} (zcor consolidate --kind chain)")
+            for old in chains[0]["fold"]:
+                c.call_tool("zcor_memory_delete", {"id": old})
+                _say(f"deleted {old} (its versions stay in the history; zcor revert undoes it)")
+            return EXIT_OK
+        if len(ids) < 2:
+            raise _usage("zcor consolidate merge needs two or more memory ids")
+        members = {i: c.call_tool("zcor_memory_read", {"id": i}, view=True) for i in ids}
+        newest = max(members.values(), key=lambda m: (m["updatedAt"], m["id"]))
+        result = c.call_tool("zcor_memory_merge", {
+            "ids": ids, "title": args.title if args.title is not None else newest["title"],
+            "content": args.content if args.content is not None else newest["content"],
+            "reason": args.reason})
+    _print_json(result)
+    return EXIT_OK
+
+
+def _all_proposals(c: Client, kind: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    offset: int | None = 0
+    while offset is not None:
+        page = c.consolidate_list(limit=100, offset=offset, kind=kind)
+        out += page["items"]
+        offset = page.get("nextOffset")
+    return out
+
+
 def cmd_backup(args: argparse.Namespace) -> int:
     with _client(args) as c:
         if args.list:  # newest first, as the TUI's Backups screen lists them
@@ -667,6 +763,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("person_id", metavar="PERSONID")
     p.add_argument("--json", action="store_true", help="print the series as JSON")
     p.set_defaults(func=cmd_relationship_history)
+
+    p = sub.add_parser("recall-log", parents=[common],
+                       help="a session's latest auto-recall batches: what the bot was shown and why")
+    p.add_argument("session", metavar="SESSION")
+    p.add_argument("--limit", type=int, default=20, help="batches to print, newest first (1..200, default 20)")
+    p.add_argument("--json", action="store_true", help="print zcord's answer as JSON")
+    p.set_defaults(func=cmd_recall_log)
+
+    p = sub.add_parser("consolidate", parents=[common],
+                       help="near-duplicate memories and superseded chains: list, merge, fold, dismiss")
+    p.add_argument("action", nargs="?", default="list", choices=["list", "merge", "fold", "dismiss"],
+                   help="list (default) the proposals; merge IDS; fold ID (a chain's current memory); "
+                        "dismiss IDS (not proposed again)")
+    p.add_argument("ids", nargs="*", metavar="ID")
+    p.add_argument("--kind", choices=["twins", "chain"], help="list only near-duplicates or only chains")
+    p.add_argument("--limit", type=int, default=20, help="proposals to list (1..100, default 20)")
+    p.add_argument("--offset", type=int, default=0)
+    p.add_argument("--title", help="merge: the merged memory's title (default: the newest member's)")
+    p.add_argument("--content", help="merge: its content (default: the newest member's)")
+    p.add_argument("--reason", default="merged near-duplicates (zcor consolidate)",
+                   help="merge: the reason recorded on the merged memories")
+    p.add_argument("--json", action="store_true", help="list: print zcord's answer as JSON")
+    p.set_defaults(func=cmd_consolidate)
 
     p = sub.add_parser("backup", parents=[common], help="write a backup and print its file name")
     p.add_argument("--list", action="store_true", help="list the backups (name, size, time) instead")

@@ -36,7 +36,7 @@ class HelpScreen(ModalScreen[None]):
                 if isinstance(b, Binding) and b.description:
                     table.add_row(key_name(b.key), f"{b.description} — {b.tooltip}" if b.tooltip else b.description)
 
-        section("Everywhere", "1–8 switch screens (Esc first in a form field) · ^p command palette · "
+        section("Everywhere", "1–9 switch screens (Esc first in a form field) · ^p command palette · "
                 "Tab moves between fields · ⊘ marks a superseded memory",
                 [b for b in ZcorApp.BINDINGS if isinstance(b, Binding) and b.show])
         for n, (_, title, cls) in enumerate(SCREENS_IN_ORDER, 1):
@@ -44,6 +44,10 @@ class HelpScreen(ModalScreen[None]):
         from .usage import UsageScreen
 
         section("9 Usage", UsageScreen.HELP + " (not in the bar above)", list(UsageScreen.BINDINGS))
+        from .consolidate import ConsolidateScreen
+
+        section("0 Consolidate", ConsolidateScreen.HELP + " (not in the bar above)",
+                list(ConsolidateScreen.BINDINGS))
         from .revert import RevertScreen
         from .timetravel import TimeTravelScreen
         from .versions import VersionsScreen

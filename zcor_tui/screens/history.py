@@ -32,6 +32,7 @@ from ..widgets.diffshow import show_view
 from ..widgets.rows import add_columns, cursor_key, move_to, row_table
 from .base import ZcorScreen
 from .origin_revert import RevertOriginScreen
+from .recall_log import RecallLogScreen
 from .revert import RevertScreen
 from .trust import ask_trust
 
@@ -67,6 +68,8 @@ class HistoryScreen(ZcorScreen):
                 tooltip="Undo everything the sender in the origin filter (or of the selected record) caused"),
         Binding("t", "trust", "Trust…", show=False, id="history.trust",
                 tooltip="Set the trust level of the selected record's sender (untrusted: held for review)"),
+        Binding("w", "shown", "Bot was shown", id="history.shown",
+                tooltip="What the bot was shown before this change: the recall batches of its session"),
     ]
 
     def __init__(self) -> None:
@@ -330,3 +333,14 @@ class HistoryScreen(ZcorScreen):
                         severity="warning")
             return
         ask_trust(self.app, senders)
+    def action_shown(self) -> None:
+        record = self.selected
+        if record is None:
+            self.notify("Select a change the bot made.", severity="warning")
+            return
+        session = (record.get("origin") or {}).get("session")
+        if not isinstance(session, str) or not session:
+            self.notify("This record names no chat session (its origin has none), so there is no recall log "
+                        "to show.", severity="warning")
+            return
+        self.app.push_screen(RecallLogScreen(session, record.get("at")))

@@ -204,14 +204,14 @@ class Retriever:
 
     def visible_hits(self, terms: list[str] | list[Term], keyword_equality: bool, limit: int | None,
                      mode: RankingMode, floor: bool = True, people: Iterable[str] = (),
-                     greeting: bool = False) -> list[Hit]:
+                     greeting: bool = False, explain: bool = False) -> list[Hit]:
         """`hits` as if no held change had been made: the memories held changes touched are
         ranked as last approved (a held supersede, merge or delete leaves its sources
         recallable, a held rewrite is found by its approved words, a held new memory not at
         all), with the same statistics, so the quota is filled as it would be anyway."""
         view = self.approved_view()
         ranking = self.ranking if view is None else self.ranking_class(lambda: view, self.class_of)
-        return ranking.hits(terms, keyword_equality, limit, False, mode, floor, people, greeting)
+        return ranking.hits(terms, keyword_equality, limit, explain, mode, floor, people, greeting)
 
     def teach_jieba(self) -> None:
         """Make jieba keep every synonym term, node keyword and person's name whole."""
@@ -477,6 +477,8 @@ class RecallSessions:
         self.retriever = retriever
         self.sets: collections.OrderedDict[str, list[str]] = collections.OrderedDict()
         self.senders: dict[str, list[str]] = {}  # personIds of the batch's known speakers
+        self.observer: Callable[[str, list[Event], Words, list[Hit]], None] | None = None
+        """Told each recall of an external batch, its hits explained (the recall log)."""
 
     def _touch(self, session: str) -> None:
         """Mark the session used now; forget the least recently used beyond MAX_SESSIONS."""
@@ -517,9 +519,12 @@ class RecallSessions:
         r = self.retriever
         words = r.words(recent_text(external), mode)
         hits = r.visible_hits(words.terms, keyword_equality=True, limit=RECALL_QUOTA, mode=mode,
-                              people=self.senders[session], greeting=words.greeting)
+                              people=self.senders[session], greeting=words.greeting,
+                              explain=self.observer is not None)
         ids = [h.id for h in hits]
         self.sets[session] = ids
+        if self.observer is not None:
+            self.observer(session, events, words, hits)
         return ids
 
     def explain(self, text: str | list[str], budget: int, mode: RankingMode = "weighted",

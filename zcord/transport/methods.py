@@ -452,6 +452,33 @@ async def _recall_explain(m: Methods, call: Call) -> dict[str, Any]:
     return await call.run(m.service.recall_explain, call.args.text, call.args.sender_key)
 
 
+@method("zcor/recall-log", params=M.RecallLogParams,
+        client=(C("recall_log", "session: str, limit: int = 50, offset: int = 0, before: str | None = None",
+                  '{"session": session, "limit": limit, "offset": offset, **({} if before is None else {"before": before})}',
+                  doc="`zcor/recall-log`: a session's latest auto-recall batches, newest first (what the bot was\n"
+                      "shown: ids, reasons, header size); `before` keeps those at or before an ISO time."),))
+async def _recall_log(m: Methods, call: Call) -> dict[str, Any]:
+    a = call.args
+    return await call.run(m.service.recall_log.read, a.session, a.limit, a.offset, a.before)
+
+
+@method("zcor/consolidate/list", params=M.ConsolidateListParams,
+        client=(C("consolidate_list", "limit: int = 20, offset: int = 0, kind: str | None = None",
+                  '{"limit": limit, "offset": offset, **({} if kind is None else {"kind": kind})}',
+                  doc="`zcor/consolidate/list`: clusters of near-duplicate memories and superseded chains to\n"
+                      "fold, not dismissed; `{items, total, nextOffset, scan}`."),))
+async def _consolidate_list(m: Methods, call: Call) -> dict[str, Any]:
+    a = call.args
+    return await call.run(m.service.consolidate_list, a.limit, a.offset, a.kind)
+
+
+@method("zcor/consolidate/dismiss", params=M.ConsolidateDismissParams,
+        client=(C("consolidate_dismiss", "ids: list[str]", '{"ids": ids}',
+                  doc="Remember a consolidation proposal (its ids) as dismissed: not proposed again."),))
+async def _consolidate_dismiss(m: Methods, call: Call) -> dict[str, Any]:
+    return await call.run(m.service.consolidate_dismiss, call.args.ids)
+
+
 @method("zcor/reload", params=M.NoParams, runs="loop",
         client=(C("reload", doc="Re-read config.json and synonyms.json; returns the config."),))
 async def _reload_method(m: Methods, call: Call) -> dict[str, Any]:
