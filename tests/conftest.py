@@ -138,6 +138,9 @@ class JiebaWords:
                 tok.user_word_tag_tab.pop(word, None)
         self._undo.clear()
         self._text._user_words.intersection_update(self._user_words)
+        for word in set(self._text._corpus_freq) - self._user_words:
+            del self._text._corpus_freq[word]
+        self._text._lone.clear()  # head characters found with the forgotten words
         self._text.analyse_cached.cache_clear()  # cuts made with the forgotten words
 
 

@@ -4,8 +4,6 @@ and goodbyes that recall nothing."""
 
 from __future__ import annotations
 
-import pytest
-
 from tests.unit.test_recall_weighted import node, recall
 from zcord.core.text import compound_parts, head_chars, kinds_of
 
@@ -109,9 +107,14 @@ def test_a_retitled_memory_is_matched_by_its_new_title(t, svc):
     assert recall(svc, "楼下那只鸟一大早又在叫") == []
 
 
-@pytest.mark.xfail(strict=True, reason="known regression of round three (issue 37, open): a lone character that "
-                   "jieba glues to the next one in a title (狗叫 in 我家的狗叫旺财, 猫叫) is no longer a word of "
-                   "that title, so 狗 or 猫 alone recalls nothing; 8ab1135 recalled it")
 def test_a_lone_noun_glued_by_the_cut_still_recalls(svc):
+    """狗叫 (a pair jieba's corpus saw 3 times, and a derived keyword of the title, so a user
+    word) is two words: 狗 heads one of them, so 狗 recalls the memory (it did before round
+    three's lone-character rule)."""
     svc.call("zcor_memory_write", {"title": "我家的狗叫旺财", "content": "黄色的土狗"})
     assert svc.recall_explain("我的狗今天好乖")["ids"] == ["m1"]
+    assert svc.recall_explain("狗")["ids"] == ["m1"]
+    svc.call("zcor_memory_write", {"title": "小明的猫叫咪咪", "content": "橘猫"})
+    svc.call("zcor_memory_write", {"title": "小明喜欢火锅", "content": "重庆老火锅"})
+    assert svc.recall_explain("小明的猫最近怎么样")["ids"][0] == "m2"
+    assert "干" not in head_chars("我喜欢干净的房间")  # a common pair stays one word

@@ -55,6 +55,7 @@ USER_WORD_FREQ = 20_000
 _jieba_lock = threading.Lock()
 _tokenizer = None
 _user_words: set[str] = set()
+_corpus_freq: dict[str, int] = {}  # user words jieba's corpus knew: their corpus frequency
 
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\U00020000-\U0003134f"
 _CJK_CHAR = re.compile(f"[{_CJK}]")
@@ -418,7 +419,10 @@ def add_user_words(words: Iterable[str]) -> None:
             if len(word) < MIN_WORD_CHARS or word in _user_words or not _all_cjk(word):
                 continue
             _user_words.add(word)
-            tok.add_word(word, freq=max(tok.FREQ.get(word) or 0, USER_WORD_FREQ))
+            prior = tok.FREQ.get(word) or 0
+            if 0 < prior < USER_WORD_FREQ:
+                _corpus_freq[word] = prior  # what jieba's corpus says of it (head_chars asks)
+            tok.add_word(word, freq=max(prior, USER_WORD_FREQ))
             added = True
     if added:
         analyse_cached.cache_clear()  # a new word can change how known texts are cut
@@ -738,12 +742,27 @@ LONE_CACHE_ENTRIES = 10_000
 _lone: dict[str, str] = {}
 
 
+RARE_PAIR_FREQ = 20
+"""A two-character dictionary word jieba's corpus saw fewer times than this (狗叫 and 猫叫 3
+times, 买车 3; 戒烟 133, 干净 1,860) is two words glued by the cut rather than a compound: both
+its characters head a word for the lone-character rule below. User words (synonym terms,
+keywords) are never rare (USER_WORD_FREQ)."""
+
+
+def _rare_pair(tok, word: str) -> bool:
+    """Whether jieba's own corpus (not a user word's frequency: a derived keyword such as
+    狗叫 becomes one) hardly knows the word; a user word the corpus lacks is never rare."""
+    freq = _corpus_freq.get(word) if word in _user_words else tok.FREQ.get(word)
+    return freq is not None and freq < RARE_PAIR_FREQ
+
+
 def head_chars(norm_title: str) -> str:
     """The CJK characters a title's words end with, in its cut (jieba, no HMM, as recall cuts
     messages): words of one character (猫 in 家里的猫叫年糕) and the last character of longer
     ones, the head of a Chinese compound (鸟 of 画眉鸟, 店 of 奶茶店) or the object of a verb
-    (烟 of 戒烟), and the verb before an aspect or result suffix (跑 of 跑过, 戒 of 戒掉:
-    lexicon.VERB_SUFFIXES). A character that begins or is inside a word otherwise only
+    (烟 of 戒烟), the verb before an aspect or result suffix (跑 of 跑过, 戒 of 戒掉:
+    lexicon.VERB_SUFFIXES), and both characters of a rare pair (RARE_PAIR_FREQ: 狗 of 狗叫).
+    A character that begins or is inside a word otherwise only
     modifies it: 干 is in none of 干净, 干洗店. Kept for the last titles asked."""
     out = _lone.get(norm_title)
     if out is None:
@@ -753,6 +772,8 @@ def head_chars(norm_title: str) -> str:
             if not _CJK_CHAR.match(run):
                 continue
             for w in _cut(tok, run):
+                if len(w) == 2 and _rare_pair(tok, w) and _CJK_CHAR.match(w[0]):
+                    chars.append(w[0])  # a pair jieba's corpus hardly knows: two words (狗 of 狗叫)
                 if _CJK_CHAR.match(w[-1]):
                     chars.append(w[-1])
                     if len(w) > 1 and w[-1] in VERB_SUFFIXES:
