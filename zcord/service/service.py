@@ -43,6 +43,7 @@ from ..core.text import tokenizer
 from ..retrieval.prefix import build_prefix
 from ..retrieval.recall import RecallSessions, Retriever, check_session, parse_events
 from ..retrieval.synonyms import Synonyms
+from . import erasure
 from .calls import Ctx, InternalError, RestoreInProgress
 from .dispatcher import Dispatcher
 from .gate import RestoreGate
@@ -98,6 +99,7 @@ class Service:
     def open(self) -> Service:
         self.store.open()
         try:
+            erasure.resume(self.dir)  # an erasure a crash interrupted is completed first
             self.config_file.load()
             self.state = self.store.load()
             # the retrieval indexes from memory-state.recall.cache, when it belongs to the
