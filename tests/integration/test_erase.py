@@ -168,3 +168,28 @@ def test_bad_requests_name_the_problem_and_change_nothing(daemon):
     bot = daemon.client("bot")
     with pytest.raises(ClientError):
         bot.request("zcor/erase", {"sender": "x"})
+
+
+def test_cli_forget_and_subject(daemon):
+    bot, op = daemon.client("bot"), daemon.client("operator")
+    ids = populate(bot, op)
+    got = daemon.zcor("subject", ALICE, "--json")
+    assert got.returncode == 0, got.stderr
+    subj = json.loads(got.stdout)
+    assert {m["id"] for m in subj["memories"]} == {ids["m1"], ids["m2"]}
+    assert subj["relationships"][0]["name"] == SECRETS[4] and subj["trust"] == "trusted"
+    assert {r["as"] for r in subj["records"]} >= {"speaker", "present", "named"}
+    report = daemon.zcor("subject", ALICE, "--person-id")
+    assert "Relationship qq:AliceZ9" in report.stdout and SECRETS[0] in report.stdout
+    preview = daemon.zcor("forget", "qq:alicez9", "--preview")
+    assert preview.returncode == 0 and "Would erase qq:alicez9: 2 memories" in preview.stdout
+    assert "cannot be reverted" in preview.stdout and "operations.jsonl" in preview.stdout
+    asked = daemon.zcor("forget", "qq:alicez9", input="")  # not a terminal: refuses without --yes
+    assert asked.returncode == 1 and "--yes" in asked.stderr
+    assert scan(daemon.memdir, SECRETS)
+    done = daemon.zcor("forget", "qq:alicez9", "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["erased"] is True
+    assert scan(daemon.memdir, SECRETS) == []
+    gone = daemon.zcor("subject", ALICE, "--json")
+    assert json.loads(gone.stdout)["memories"] == [] and json.loads(gone.stdout)["records"] == []
