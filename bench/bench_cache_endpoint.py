@@ -185,3 +185,50 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def run(scn: Any, protocol: str, daemon_cls: Any, fake_reply: Any, fake_tools: Any, tool_turn: int) -> Any:
+    """bench/bench_cache.py's role-play through the endpoint: the card as the client's leading
+    system message, the whole history resent each turn; returns bench_cache's Run."""
+    import zcord.bot.proxy as module
+    from bench_cache import Run
+
+    out = Run("endpoint (zcor serve-openai)")
+    daemon = daemon_cls(scn, "You are Wren's voice; the character card comes from the front end.")
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+    try:
+        with FakeLLM(keep_alive=True) as llm:
+            cfg = LlmConfig(protocol=protocol, base_url=llm.url, model="bench", timeout_seconds=30)
+
+            async def make() -> Any:
+                server = module.ProxyServer(module.Settings(port=0, socket=str(daemon.sock), token="t"), cfg, None)
+                await server.start()
+                return server
+
+            server = asyncio.run_coroutine_threadsafe(make(), loop).result(60)
+            messages: list[dict[str, Any]] = [{"role": "system", "content": scn.card}]
+            with httpx.Client(base_url=f"http://127.0.0.1:{server.port}/v1", timeout=60,
+                              headers={"Authorization": "Bearer t", "X-Zcor-Session": "st:bench"}) as http:
+                for n, (user, answer) in enumerate(zip(scn.turns, scn.replies, strict=True), 1):
+                    before = len(llm.requests)
+                    if n == tool_turn:
+                        target = scn.memories[scn.tool_target]
+                        llm.script.append(fake_tools(protocol, ("zcor_memory_write", {
+                            "id": daemon.ids[scn.tool_target], "title": target["title"],
+                            "content": target["content"] + " (Wren wrote it down.)"})))
+                    llm.script.append(fake_reply(protocol, answer))
+                    messages.append({"role": "user", "content": user})
+                    resp = http.post("/chat/completions", json={"model": "bench", "messages": messages})
+                    resp.raise_for_status()
+                    messages.append({"role": "assistant", "content": resp.json()["choices"][0]["message"]["content"]})
+                    out.turns.append(llm.requests[before]["json"])
+                    if n == tool_turn:
+                        out.tool_pair = (llm.requests[before]["json"], llm.requests[before + 1]["json"])
+            asyncio.run_coroutine_threadsafe(server.close(), loop).result(60)
+    finally:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(10)
+        daemon.close()
+    return out
