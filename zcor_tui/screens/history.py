@@ -63,6 +63,8 @@ class HistoryScreen(ZcorScreen):
         Binding("ctrl+f", "focus_keywords", "Keywords", id="history.find", tooltip="Type keywords to find records"),
         Binding("O", "revert_origin", "Undo sender", id="history.revert_origin",
                 tooltip="Undo everything the sender in the origin filter (or of the selected record) caused"),
+        Binding("F", "forget", "Forget sender", show=False, id="history.forget",
+                tooltip="Erase the sender in the origin filter (or of the selected record): preview, then confirm"),
     ]
 
     def __init__(self) -> None:
@@ -314,3 +316,17 @@ class HistoryScreen(ZcorScreen):
                         severity="warning")
             return
         self.app.push_screen(RevertOriginScreen(sender))
+
+    def action_forget(self) -> None:
+        sender = self.query_one("#origin", Input).value.strip()
+        if not sender and self.selected is not None:
+            origin = self.selected.get("origin") or {}
+            senders = origin.get("senders") or []
+            sender = origin.get("speaker") if isinstance(origin.get("speaker"), str) else senders[-1] if senders else ""
+        if not sender:
+            self.notify("Type the sender in the origin filter (or select a record with a sender) first.",
+                        severity="warning")
+            return
+        from .forget import ForgetScreen
+
+        self.app.push_screen(ForgetScreen(sender), lambda _r: self.reload())
