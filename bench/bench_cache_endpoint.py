@@ -190,8 +190,9 @@ if __name__ == "__main__":
 def run(scn: Any, protocol: str, daemon_cls: Any, fake_reply: Any, fake_tools: Any, tool_turn: int) -> Any:
     """bench/bench_cache.py's role-play through the endpoint: the card as the client's leading
     system message, the whole history resent each turn; returns bench_cache's Run."""
-    import zcord.bot.proxy as module
     from bench_cache import Run
+
+    import zcord.bot.proxy as module
 
     out = Run("endpoint (zcor serve-openai)")
     daemon = daemon_cls(scn, "You are Wren's voice; the character card comes from the front end.")

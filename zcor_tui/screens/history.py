@@ -322,7 +322,8 @@ class HistoryScreen(ZcorScreen):
         if not sender and self.selected is not None:
             origin = self.selected.get("origin") or {}
             senders = origin.get("senders") or []
-            sender = origin.get("speaker") if isinstance(origin.get("speaker"), str) else senders[-1] if senders else ""
+            speaker = origin.get("speaker")
+            sender = speaker if isinstance(speaker, str) else str(senders[-1]) if senders else ""
         if not sender:
             self.notify("Type the sender in the origin filter (or select a record with a sender) first.",
                         severity="warning")
