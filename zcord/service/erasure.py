@@ -69,10 +69,10 @@ from ..core.errors import InvalidArgument, NotFound
 from ..core.fsutil import atomic_write, fsync_dir, read_nofollow
 from ..core.indexcache import CACHE_FILE as RECALL_CACHE
 from ..core.journal import POS_FILE
-from ..core.layout import BACKUPS_DIR, HISTORY_DIR, OPLOG_FILE, STATE_FILE
+from ..core.layout import BACKUPS_DIR, HISTORY_DIR, LEGACY_FILE, OPLOG_FILE, STATE_FILE
 from ..core.nodecache import CACHE_FILE as NODE_CACHE
 from ..core.senderkey import sender_key
-from ..core.text import match_form
+from ..core.text import fold_han, match_form
 
 log = logging.getLogger("zcord")
 
@@ -253,6 +253,12 @@ def _id_order(mid: str) -> tuple[int, str]:
     return (int(mid[1:]), mid) if mid[1:].isdigit() else (1 << 62, mid)
 
 
+def _fold(text: str) -> str:
+    """Case, width, invisible characters and Traditional/Simplified all folded (sender_key's
+    form without its cache, then fold_han)."""
+    return fold_han(sender_key.__wrapped__(text))
+
+
 # -- scrubbing -------------------------------------------------------------------------------
 
 
@@ -271,11 +277,13 @@ class Scrubber:
         tokens = self.keys | {k.rsplit(":", 1)[1] for k in self.keys
                               if ":" in k and len(k.rsplit(":", 1)[1]) >= MIN_NEEDLE}
         self.tokens = tokens
+        forms = {_fold(n) for n in [*plan["needles"], *plan["keys"], *tokens]}
+        forms.update(f'"{m}"' for m in self.memories)
+        self.forms = sorted(f for f in forms if f)
+        self.ascii_forms = [f.encode() for f in self.forms if f.isascii()]
         self.key_re = re.compile("|".join(rf"(?<![0-9a-z]){re.escape(t)}(?![0-9a-z])"
                                           for t in sorted(tokens, key=len, reverse=True))) if tokens else None
         self.long = list(dict.fromkeys([*long, *(match_form(n) for n in long)]))
-        self.raw = [n.encode() for n in self.long] + [json.dumps(n)[1:-1].encode() for n in self.long] + \
-            [json.dumps(k)[1:-1].encode() for k in plan["keys"]]
 
     # what names them
 
@@ -294,12 +302,14 @@ class Scrubber:
         return any(self.names(s) for s in _strings(value))
 
     def maybe(self, line: bytes) -> bool:
-        """A cheap test on a raw line: False only when nothing in it can name them."""
-        if not line.isascii():
-            return True
+        """A cheap test on a raw line: False only when nothing in it can name them (every
+        needle, key and memory id is looked for in the line's folded form, a superset of
+        what `names` finds in its strings)."""
+        if b"\\u" in line or not line.isascii():
+            text = _fold(line.decode("utf-8", "replace"))
+            return any(f in text for f in self.forms)
         low = line.lower()
-        return any(n in line or n.lower() in low for n in self.raw) or any(
-            f'"{m}"'.encode() in line for m in self.memories) or any(k.encode() in low for k in self.tokens)
+        return any(f in low for f in self.ascii_forms)
 
     # pieces
 
@@ -462,6 +472,9 @@ def apply_plan(memdir: Path, plan: dict[str, Any]) -> dict[str, int]:
         for name in sorted(os.listdir(hist)):
             if name.endswith(".jsonl"):
                 counts["historySegments"] += bool(_rewrite_lines(hist / name, _scrub_line(sc, sc.change)))
+    for name in sorted(os.listdir(memdir)):  # the originals a migration kept, a legacy file
+        if name.startswith("memory-state.v") and name.endswith(".json") or name == LEGACY_FILE:
+            _rewrite_state(memdir / name, sc)
     _rewrite_state(memdir / STATE_FILE, sc)
     _crash_point("state")
     # the operation log, with the tombstone appended once
@@ -738,7 +751,16 @@ def erase(svc: Any, params: Any) -> dict[str, Any]:
         svc.oplog.close()
         counts = finish(memdir, plan)
         reopen(svc)
-        return {"erased": True, **listing, "subject": subject, "seq": plan["seq"], **counts}
+        at = svc.clock()
+        svc.calls.last_at = max(svc.calls.last_at or at, at)
+        event = {"tool": TOOL, "actor": "operator", "seq": plan["seq"], "origin": {"operator": True},
+                 "changes": [{"kind": "erased", "target": None}]}
+    for listener in list(svc.calls.listeners):
+        try:
+            listener(event)
+        except Exception as e:  # a broken listener must not fail the erasure
+            log.warning("change listener failed: %r", e)
+    return {"erased": True, **listing, "subject": plan["subject"], "seq": plan["seq"], **counts}
 
 
 def reopen(svc: Any) -> None:
