@@ -57,6 +57,7 @@ import os
 import re
 import secrets
 import signal
+import time
 from collections.abc import Callable, Iterator
 from datetime import datetime
 from pathlib import Path
@@ -128,14 +129,14 @@ def _read_json(path: Path) -> Any:
     return orjson.loads(read_nofollow(path))
 
 
-def _log_records(memdir: Path) -> Iterator[dict[str, Any]]:
+def _log_records(memdir: Path, wanted: Callable[[bytes], bool] | None = None) -> Iterator[dict[str, Any]]:
     try:
         f = open(memdir / OPLOG_FILE, "rb")  # noqa: SIM115
     except FileNotFoundError:
         return
     with f:
         for line in f:
-            if line.endswith(b"\n"):
+            if line.endswith(b"\n") and (wanted is None or wanted(line)):
                 try:
                     rec = orjson.loads(line)
                 except orjson.JSONDecodeError:
@@ -184,7 +185,9 @@ def build_plan(memdir: Path, person: str, seq: int, at: datetime) -> dict[str, A
     parent_of: dict[str, str | None] = {}
     node_versions: dict[str, list[dict[str, Any]]] = {}
     records_about = 0
-    for rec in _log_records(memdir):
+    key_re = _anchors([_fold(key)])
+    for rec in _log_records(memdir, lambda line: b'"node.create"' in line or b'"node.update"' in line
+                            or key_re is not None and key_re.search(line.decode("utf-8", "replace").lower()) is not None):
         origin = rec.get("origin")
         only_them = rec.get("actor") == "model" and O.speaker(origin) == key
         if key in O.senders(origin) or only_them:
@@ -253,10 +256,50 @@ def _id_order(mid: str) -> tuple[int, str]:
     return (int(mid[1:]), mid) if mid[1:].isdigit() else (1 << 62, mid)
 
 
+_VARIANTS: dict[str, str] | None = None
+
+
 def _fold(text: str) -> str:
-    """Case, width, invisible characters and Traditional/Simplified all folded (sender_key's
-    form without its cache, then fold_han)."""
+    """Width (NFKC), invisible and format characters (dropped), case and Traditional/Simplified
+    all folded: what sender_key and match_form fold (for needles; lines are searched with
+    `_pattern`, which finds a folded needle in unfolded text)."""
     return fold_han(sender_key.__wrapped__(text))
+
+
+def _variants() -> dict[str, str]:
+    """Each Simplified character: itself and the Traditional characters folded to it."""
+    global _VARIANTS
+    if _VARIANTS is None:
+        from ..core.hanzi import SIMPLIFIED, TRADITIONAL
+
+        out: dict[str, str] = {}
+        for t, simp in zip(TRADITIONAL, SIMPLIFIED, strict=True):
+            out[simp] = out.get(simp, simp) + t
+        _VARIANTS = out
+    return _VARIANTS
+
+
+def _anchors(forms: list[str]) -> re.Pattern[str] | None:
+    """A regex of literal pieces, one of which a line's lower-cased text holds whenever it
+    holds one of the folded forms: the first characters of each form, in Traditional and
+    Simplified (a literal alternation: scanned at C speed). Lines it finds are then parsed
+    and their strings compared in full (`Scrubber.names`)."""
+    if not forms:
+        return None
+    variants = _variants()
+    pieces: set[str] = set()
+    for form in forms:
+        combos = [""]
+        for ch in form[:3]:
+            alts = set(variants.get(ch, ch)) | {ch}
+            if "!" <= ch <= "~":
+                alts.add(chr(ord(ch) + 0xFEE0))  # its full-width form
+            wider = [c + a for c in combos for a in alts]
+            if len(wider) > 32:
+                break
+            combos = wider
+        pieces.update(c.lower() for c in combos if c)
+    return re.compile("|".join(re.escape(p) for p in sorted(pieces, key=len, reverse=True)))
 
 
 # -- scrubbing -------------------------------------------------------------------------------
@@ -281,6 +324,7 @@ class Scrubber:
         forms.update(f'"{m}"' for m in self.memories)
         self.forms = sorted(f for f in forms if f)
         self.ascii_forms = [f.encode() for f in self.forms if f.isascii()]
+        self.pattern = _anchors(self.forms)
         self.key_re = re.compile("|".join(rf"(?<![0-9a-z]){re.escape(t)}(?![0-9a-z])"
                                           for t in sorted(tokens, key=len, reverse=True))) if tokens else None
         self.long = list(dict.fromkeys([*long, *(match_form(n) for n in long)]))
@@ -290,9 +334,10 @@ class Scrubber:
     def names(self, s: str) -> bool:
         if s in self.memories or s in self.exact:
             return True
-        k = sender_key(s)
-        if k in self.keys or self.key_re is not None and self.key_re.search(k):
-            return True
+        if len(s) <= O.MAX_SENDER:
+            k = sender_key(s)
+            if k in self.keys or self.key_re is not None and self.key_re.search(k):
+                return True
         if any(n in s for n in self.long):
             return True
         form = match_form(s)
@@ -305,9 +350,10 @@ class Scrubber:
         """A cheap test on a raw line: False only when nothing in it can name them (every
         needle, key and memory id is looked for in the line's folded form, a superset of
         what `names` finds in its strings)."""
-        if b"\\u" in line or not line.isascii():
-            text = _fold(line.decode("utf-8", "replace"))
-            return any(f in text for f in self.forms)
+        if b"\\u" in line:
+            return True  # JSON escapes: only the parsed strings can tell
+        if not line.isascii():
+            return self.pattern is not None and self.pattern.search(line.decode("utf-8", "replace").lower()) is not None
         low = line.lower()
         return any(f in low for f in self.ascii_forms)
 
@@ -443,6 +489,8 @@ def _rewrite_state(path: Path, sc: Scrubber) -> bool:
         raw = read_nofollow(path)
     except FileNotFoundError:
         return False
+    if not sc.maybe(raw):
+        return False  # nothing in it names them (the usual backup taken before they came)
     try:
         doc = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -670,10 +718,16 @@ def places(memdir: Path, sc: Scrubber) -> dict[str, int]:
             f"{BACKUPS_DIR}/{n}" for n in sorted(os.listdir(memdir / BACKUPS_DIR))
             if (memdir / BACKUPS_DIR).is_dir() and n.endswith(".json")]:
         try:
-            doc = _read_json(memdir / rel)
-        except (FileNotFoundError, orjson.JSONDecodeError):
+            raw = read_nofollow(memdir / rel)
+        except FileNotFoundError:
             continue
-        if sc.mentions(doc) or (isinstance(doc, dict) and (sc.state(doc) != doc)):
+        if not sc.maybe(raw):
+            continue
+        try:
+            doc = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue
+        if isinstance(doc, dict) and (sc.state(doc) != doc or rel in (REVIEW_FILE, TRUST_FILE) and sc.mentions(doc)):
             out[rel] = 1
     for name in DERIVED:
         if (memdir / name).exists():
@@ -719,11 +773,23 @@ def erase(svc: Any, params: Any) -> dict[str, Any]:
         raise InvalidArgument("preview must be true or false", field="preview")
     memdir: Path = svc.dir
     svc.gate.wait_idle()
+    clock = time.perf_counter()
+    seconds: dict[str, float] = {}
+
+    def took(step: str) -> None:
+        nonlocal clock
+        now = time.perf_counter()
+        seconds[step] = round(now - clock, 3)
+        clock = now
+
     with svc.lock:
+        took("waited")
         svc.snapshots.settle()
         svc.snapshots.save(svc.snapshots.pos())  # the state file then holds every change
         svc.review._compact(svc.review.items)
+        took("snapshot")
         plan = build_plan(memdir, person, svc.calls.seq + 1, svc.clock())
+        took("plan")
         key = secret(memdir, create=False)
         subject = subject_hash(key, person) if key is not None else None
         before = previous(memdir, subject) if subject is not None else []
@@ -735,11 +801,12 @@ def erase(svc: Any, params: Any) -> dict[str, Any]:
             "memories": [{"id": m, "title": nodes[m].title if m in nodes else None, "current": m in nodes}
                          for m in plan["memories"]],
             "relationships": plan["people"], "trust": plan["trust"], "counts": _summary(plan),
-            "places": places(memdir, sc), "erasedBefore": before, "irreversible": True,
+            "places": places(memdir, sc) if preview else {}, "erasedBefore": before, "irreversible": True,
             "note": "Erasure cannot be reverted: the history keeps only a tombstone.",
         }
         if preview:
-            return {"preview": True, **listing}
+            took("places")
+            return {"preview": True, **listing, "seconds": seconds}
         if not found:
             raise NotFound(f"nothing in this Memory names {sender_key(person)!r}; nothing was erased"
                            + (" (it was erased before)" if before else ""), field=field_of(params))
@@ -750,7 +817,9 @@ def erase(svc: Any, params: Any) -> dict[str, Any]:
         svc.snapshots.settle()
         svc.oplog.close()
         counts = finish(memdir, plan)
+        took("rewrite")
         reopen(svc)
+        took("reload")
         at = svc.clock()
         svc.calls.last_at = max(svc.calls.last_at or at, at)
         event = {"tool": TOOL, "actor": "operator", "seq": plan["seq"], "origin": {"operator": True},
@@ -760,7 +829,8 @@ def erase(svc: Any, params: Any) -> dict[str, Any]:
             listener(event)
         except Exception as e:  # a broken listener must not fail the erasure
             log.warning("change listener failed: %r", e)
-    return {"erased": True, **listing, "subject": plan["subject"], "seq": plan["seq"], **counts}
+    return {"erased": True, **listing, "subject": plan["subject"], "seq": plan["seq"], **counts,
+            "seconds": seconds}
 
 
 def reopen(svc: Any) -> None:
@@ -783,6 +853,7 @@ def reopen(svc: Any) -> None:
     svc.calls.seq = max(svc.calls.seq, oplog.last_seq)
     svc.sessions.sets.clear()
     svc.sessions.senders.clear()
+    oplog.warm(background=True)  # the history index is rebuilt from the rewritten log now
 
 
 # -- what the Memory knows about a person ---------------------------------------------------------
