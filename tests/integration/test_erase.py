@@ -19,7 +19,7 @@ ALICE = "qq:AliceZ9"
 BOB = "qq:bob"
 # what Alice's words and identity are: none of it may survive anywhere
 SECRETS = ["爱丽絲的電話號碼是13800138000", "alicediagnosis depression", "AliceZ9", "alicez9",
-           "愛麗絲秘密", "alice reason text", "alicez9-private-session"]
+           "愛麗絲秘密", "alice reason text", "alicez9-private-session", "held words"]
 # Bob's: all of it must survive
 KEPT = ["Bob likes green tea", "bobfriendreason"]
 
@@ -65,6 +65,10 @@ def populate(bot: Client, op: Client) -> dict[str, str]:
     bot.call_tool("zcor_relationship_write", {"personId": BOB, "name": "Bob", "relationship": "pal",
                                               "affinity": 5, "reason": KEPT[1], "memoryNodeId": b1}, origin=b_group)
     bot.call_tool("zcor_memory_important", {"id": m1, "important": True}, origin=a_group)
+    op.trust_set("QQ:ALICEZ9", "untrusted")  # her next change is held: the review record holds her words
+    held = bot.call_tool("zcor_memory_write", {"title": "held note", "content": SECRETS[6] + " held words"},
+                         origin=a_alone)
+    assert held.get("review") == "pending"
     op.trust_set("QQ:ALICEZ9", "trusted")
     op.call_tool("zcor_memory_read", {"id": m2})  # the operator reading her memory is a logged call
     op.call_tool("zcor_memory_backup", {})
@@ -73,7 +77,7 @@ def populate(bot: Client, op: Client) -> dict[str, str]:
                   origin=b_group)
     op.request("zcor/snapshot")
     op.call_tool("zcor_memory_backup", {})
-    return {"m1": m1, "m2": m2, "b1": b1, "mid": mid}
+    return {"m1": m1, "m2": m2, "b1": b1, "mid": mid, "held": held["id"]}
 
 
 def test_erase_leaves_no_byte_of_her_and_bob_unchanged(daemon):
@@ -86,7 +90,7 @@ def test_erase_leaves_no_byte_of_her_and_bob_unchanged(daemon):
 
     preview = op.erase(sender="qq:alicez9", preview=True)
     assert preview["preview"] is True and preview["irreversible"] is True
-    assert {m["id"] for m in preview["memories"]} == {ids["m1"], ids["m2"]}
+    assert {m["id"] for m in preview["memories"]} == {ids["m1"], ids["m2"], ids["held"]}
     assert preview["relationships"] == [ALICE] and preview["trust"]
     assert preview["places"]["operations.jsonl"] >= 5 and any(p.startswith("backups/") for p in preview["places"])
     assert scan(daemon.memdir, SECRETS), "a preview changes nothing"
@@ -176,13 +180,14 @@ def test_cli_forget_and_subject(daemon):
     got = daemon.zcor("subject", ALICE, "--json")
     assert got.returncode == 0, got.stderr
     subj = json.loads(got.stdout)
-    assert {m["id"] for m in subj["memories"]} == {ids["m1"], ids["m2"]}
+    assert {m["id"] for m in subj["memories"]} == {ids["m1"], ids["m2"], ids["held"]}
+    assert [h["seq"] for h in subj["held"]] and "review.json" in json.dumps(op.erase(sender=ALICE, preview=True))
     assert subj["relationships"][0]["name"] == SECRETS[4] and subj["trust"] == "trusted"
     assert {r["as"] for r in subj["records"]} >= {"speaker", "present", "named"}
     report = daemon.zcor("subject", ALICE, "--person-id")
     assert "Relationship qq:AliceZ9" in report.stdout and SECRETS[0] in report.stdout
     preview = daemon.zcor("forget", "qq:alicez9", "--preview")
-    assert preview.returncode == 0 and "Would erase qq:alicez9: 2 memories" in preview.stdout
+    assert preview.returncode == 0 and "Would erase qq:alicez9: 3 memories" in preview.stdout
     assert "cannot be reverted" in preview.stdout and "operations.jsonl" in preview.stdout
     asked = daemon.zcor("forget", "qq:alicez9", input="")  # not a terminal: refuses without --yes
     assert asked.returncode == 1 and "--yes" in asked.stderr
@@ -193,3 +198,23 @@ def test_cli_forget_and_subject(daemon):
     assert scan(daemon.memdir, SECRETS) == []
     gone = daemon.zcor("subject", ALICE, "--json")
     assert json.loads(gone.stdout)["memories"] == [] and json.loads(gone.stdout)["records"] == []
+
+
+def test_sealed_history_segments_are_redacted_too(daemon):
+    """Past 1 MiB the inline history is sealed into history/ segments: hers are rewritten."""
+    bot, op = daemon.client("bot"), daemon.client("operator")
+    ids = populate(bot, op)
+    filler = "填充内容" * 4000
+    for i in range(40):  # 40 x 48 KB of Bob's: past 1 MiB, the history is sealed
+        bot.call_tool("zcor_memory_write", {"title": f"bob filler {i}", "content": filler},
+                      origin={"session": "qq:group:1", "senders": [BOB]})
+    op.request("zcor/snapshot")
+    segments = list((daemon.memdir / "history").glob("changes-*.jsonl"))
+    assert segments and any(b"alicediagnosis" in p.read_bytes() for p in segments)
+    done = op.erase(sender=ALICE)
+    assert done["historySegments"] >= 1
+    assert scan(daemon.memdir, SECRETS) == []
+    assert op.history_versions(ids["b1"])["items"][0]["record"]["content"] == KEPT[0]
+    daemon.stop()
+    daemon.start()
+    assert daemon.client("bot").call_tool("zcor_memory_read", {"id": ids["b1"]})["content"].startswith(KEPT[0])
