@@ -19,7 +19,7 @@ It prints the median share, the median uncached characters a turn and an estimat
 (English text, about 4 characters a token), and the same for the second request of a turn
 whose first request made a tool call that updated a memory shown in the header.
 
-Usage: python bench/bench_cache.py [--turns 30] [--protocol openai|anthropic]
+Usage: python bench/bench_cache.py [--turns 30] [--protocol openai|anthropic] [--budget CHARS]
                                    [--front-ends passthrough,chat,endpoint,astrbot]
                                    [--against DIR]   # measure another checkout's zcord
 """
@@ -216,6 +216,9 @@ def passthrough(scn: Scenario, protocol: str) -> Run:
 class Daemon:
     """zcord on a fresh Memory holding the scenario's memories."""
 
+    budget: int | None = None
+    """recallBudget to set (--budget); None keeps the default."""
+
     def __init__(self, scn: Scenario, persona: str):
         from bench_daemon import start_daemon
 
@@ -228,6 +231,8 @@ class Daemon:
         self.proc, _ = start_daemon(self.memdir, self.sock, self.dir / "notify")
         self.ids: list[str] = []
         with Client(str(self.sock), role="operator", timeout=60) as op:
+            if self.budget is not None:
+                op.config_set({"recallBudget": self.budget})
             for m in scn.memories:
                 self.ids.append(op.call_tool("zcor_memory_write", m)["id"])
             for m in scn.memories[:3]:  # a few important memories in the prefix
@@ -293,12 +298,14 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=30)
     ap.add_argument("--protocol", choices=["openai", "anthropic"], default="openai")
     ap.add_argument("--front-ends", default="passthrough,chat,endpoint,astrbot")
+    ap.add_argument("--budget", type=int, help="the Memory's recallBudget (default: zcord's, 6,000)")
     ap.add_argument("--against", help="another checkout whose zcord to measure (e.g. an older commit's)")
     args = ap.parse_args()
     code = Path(args.against).resolve() if args.against else ROOT
     os.environ["PYTHONPATH"] = str(code) + os.pathsep + os.environ.get("PYTHONPATH", "")
     sys.path[:0] = [str(code), str(BENCH), str(ROOT)]
     scn = scenario(args.turns)
+    Daemon.budget = args.budget
     print(f"card: {len(scn.card.split()):,} words ({len(scn.card):,} chars); {len(scn.memories)} memories; "
           f"{args.turns} turns; protocol {args.protocol}; zcord from {code}")
     rows = []

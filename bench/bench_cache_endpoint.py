@@ -31,8 +31,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(Path(__file__).parent))
-sys.path.insert(0, str(ROOT))
+for _path in (str(Path(__file__).parent), str(ROOT)):
+    if _path not in sys.path:  # bench_cache.py --against puts another checkout's zcord first
+        sys.path.insert(0, _path)
 import httpx  # noqa: E402
 from bench_daemon import start_daemon  # noqa: E402
 from common import build_memory, table  # noqa: E402

@@ -26,7 +26,7 @@ characters (OpenCC's s2t, from the `opencc-python-reimplemented` dev package) to
 across scripts (issue 25 item 4); the other side stays Simplified.
 
 Usage: python bench/bench_recall_quality.py [--lang en|zh|all] [--split dev|test|all]
-                                            [--modes seed,weighted] [--verbose]
+                                            [--modes seed,weighted] [--sets NAME,...] [--verbose]
                                             [--traditional messages|memories|both]
 """
 
@@ -249,6 +249,7 @@ def main() -> None:
     ap.add_argument("--lang", choices=["en", "zh", "all"], default="all")
     ap.add_argument("--split", choices=["dev", "test", "all"], default="all")
     ap.add_argument("--modes", default="seed,weighted", help="ranking modes to score, comma-separated")
+    ap.add_argument("--sets", default="", help="score only these Memories (comma-separated names, e.g. zh_assistant)")
     ap.add_argument("--verbose", action="store_true", help="list failing items with the top 5 titles returned")
     ap.add_argument("--traditional", choices=["", "messages", "memories", "both"], default="",
                     help="write this side of the Chinese sets in Traditional characters")
@@ -268,7 +269,10 @@ def main() -> None:
     notes: list[str] = []
     results: list[dict] = []
     counts = []
+    only = {x.strip() for x in args.sets.split(",") if x.strip()}
     for mem, items in sets:
+        if only and mem["name"] not in only:
+            continue
         chosen = chosen_items(items, args.split)
         if not chosen:
             continue
@@ -317,6 +321,20 @@ def main() -> None:
     print()
     print(table(kinds, ["lang", "split", "method", "single n", "hit@5", "recall@10", "dialogue n", "hit@5",
                         "recall@10"]))
+    # per Memory (hit@5, recall@10, negatives recalling nothing), to see each set apart
+    per: dict[tuple, list[dict]] = defaultdict(list)
+    for r in results:
+        for sp in [r["item"]["split"]] + (["all"] if args.split == "all" else []):
+            per[(r["mem"]["name"], sp, r["method"])].append(r)
+    rows = []
+    for key in sorted(per, key=lambda k: (k[0], order[k[1]], methods.index(k[2]))):
+        pos = [score(r["ranked"], r["item"]["relevant"]) for r in per[key] if r["item"]["relevant"]]
+        neg = [r for r in per[key] if not r["item"]["relevant"]]
+        rows.append([*key, str(len(pos)), f"{statistics.fmean(x['hit5'] for x in pos):.3f}" if pos else "-",
+                     f"{statistics.fmean(x['r10'] for x in pos):.3f}" if pos else "-", str(len(neg)),
+                     f"{sum(1 for r in neg if not r['ranked']) / len(neg):.3f}" if neg else "-"])
+    print()
+    print(table(rows, ["memory", "split", "method", "questions", "hit@5", "recall@10", "negatives", "neg zero-hit"]))
     if args.verbose:
         for r in results:
             it, ranked = r["item"], r["ranked"]

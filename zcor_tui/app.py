@@ -49,6 +49,7 @@ from .screens.relationships import RelationshipsScreen
 from .screens.review import ReviewScreen
 from .screens.search import SearchScreen
 from .screens.synonyms import SynonymsScreen
+from .screens.usage import UsageScreen
 
 SCREENS_IN_ORDER: list[tuple[str, str, type[ZcorScreen]]] = [
     ("browse", "Browse", BrowseScreen),
@@ -82,7 +83,7 @@ class ZcorApp(App[None]):
 
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses live elsewhere
     TITLE = "zcor"
-    MODES = {**{mode: cls for mode, _, cls in SCREENS_IN_ORDER}, "review": ReviewScreen}
+    MODES = {**{mode: cls for mode, _, cls in SCREENS_IN_ORDER}, "review": ReviewScreen, "usage": UsageScreen}
     DEFAULT_MODE = "browse"
     BINDINGS = [
         *(Binding(str(n), f"screen_key('{mode}')", title, show=False, id=f"app.{mode}",
@@ -90,6 +91,8 @@ class ZcorApp(App[None]):
           for n, (mode, title, _) in enumerate(SCREENS_IN_ORDER, 1)),
         Binding("8", "screen_key('review')", "Review", show=False, id="app.review",
                 tooltip="Show the Review screen: changes held back because an untrusted sender caused them"),
+        Binding("9", "screen_key('usage')", "Usage", show=False, id="app.usage",
+                tooltip="Show the Usage screen: tokens per session and day, cache hits, what zcor added"),
         Binding("f1,question_mark", "help", "Help", id="app.help", tooltip="Keys and screens"),
         Binding("q", "quit", "Quit", id="app.quit", tooltip="Leave zcor-tui (a zcord it did not start keeps running)"),
     ]
@@ -327,6 +330,8 @@ class ZcorApp(App[None]):
                 yield SystemCommand(f"Go to {title}", cls.HELP, partial(self.switch_mode, mode))
         if self.current_mode != "review":
             yield SystemCommand("Go to Review", ReviewScreen.HELP, partial(self.switch_mode, "review"))
+        if self.current_mode != "usage":
+            yield SystemCommand("Go to Usage", UsageScreen.HELP, partial(self.switch_mode, "usage"))
         yield SystemCommand("Help", "Keys and screens of zcor-tui", self.action_help)
         if isinstance(screen, ZcorScreen):
             yield from screen.palette_commands()

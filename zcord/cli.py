@@ -103,9 +103,67 @@ def cmd_status(args: argparse.Namespace) -> int:
     with _client(args) as c:
         status = c.status()
     _print_json(status)
+    if sys.stdout.isatty():  # a person reading: one line of today's usage under the JSON (scripts get JSON alone)
+        print(f"{usage_line(status.get('usageToday'))} (zcor usage for more)")
     if status.get("personaEmpty"):
         print(f"zcor: warning: PERSONA.md in {status.get('memoryDir')} is empty (only comments): the bot "
               f"gets a default identity. Write the persona there, or in zcor-tui (Config).", file=sys.stderr)
+    return EXIT_OK
+
+
+def usage_line(today: dict[str, Any] | None) -> str:
+    """`zcor status`'s line: today's provider calls, input tokens and cache-hit share."""
+    if not today or not today.get("requests"):
+        return "usage today: no provider calls reported"
+    share = today.get("hitShare")
+    hit = f", {share:.0%} from the provider's cache" if share is not None else ""
+    return (f"usage today: {_plural(today['requests'], 'provider call')}, {today['inputTokens']:,} input "
+            f"tokens{hit}, {today['outputTokens']:,} output")
+
+
+def cmd_usage(args: argparse.Namespace) -> int:
+    with _client(args) as c:
+        usage = c.usage(args.session, args.days)
+    if args.json:
+        _print_json(usage)
+        return EXIT_OK
+    t = usage["totals"]
+    who = f"session {args.session}" if args.session else "all sessions"
+    _say(f"Token usage of {who}, the last {_plural(args.days, 'day')} (since {t['since']}):")
+    if not t["requests"]:
+        _say("  no provider calls reported. Front ends report after each call (zcor chat, zcor serve-openai, "
+             "the AstrBot plugin).")
+        return EXIT_OK
+    share = "—" if t["hitShare"] is None else f"{t['hitShare']:.0%}"
+    _say(f"  {_plural(t['requests'], 'provider call')} · {t['inputTokens']:,} input tokens, {share} read from the "
+         f"provider's cache, {t['cacheWriteTokens']:,} written to it · {t['outputTokens']:,} output tokens")
+    _say(f"  zcor added about {t['prefixTokens']:,} tokens of system prefix and {t['headerTokens']:,} of recall "
+         f"header (estimated at {usage['charsPerToken']:g} characters a token)")
+
+    def cells(row: dict[str, Any]) -> list[str]:
+        hit = "—" if row["hitShare"] is None else f"{row['hitShare']:.0%}"
+        return [f"{row['requests']:,}", f"{row['inputTokens']:,}", f"{row['cachedTokens']:,}", hit,
+                f"{row['cacheWriteTokens']:,}", f"{row['outputTokens']:,}", f"{row['prefixTokens']:,}",
+                f"{row['headerTokens']:,}"]
+
+    numbers = ["Calls", "Input", "Cached", "Hit", "Written", "Output", "~Prefix", "~Header"]
+    right = tuple(range(1, 9))
+    if not args.session:
+        _say()
+        rows = [["Session", *numbers, "Front end"]]
+        rows += [[_line(s["session"], 40), *cells(s), s.get("frontEnd") or ""] for s in usage["sessions"]]
+        _table(rows, right)
+    _say()
+    rows = [["Day", *numbers, ""]]
+    rows += [[d["day"], *cells(d), ""] for d in usage["days"]]
+    _table(rows, right)
+    return EXIT_OK
+
+
+def cmd_metrics(args: argparse.Namespace) -> int:
+    # as the bot: metrics are read-only, and a cron job or node_exporter's user need not be an operator
+    with _client(args, P.BOT) as c:
+        sys.stdout.write(c.metrics())
     return EXIT_OK
 
 
@@ -509,6 +567,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("status", parents=[common], help="daemon and Memory status")
     p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("usage", parents=[common],
+                       help="token usage the front ends reported: per session and per day, and zcor's share")
+    p.add_argument("--session", metavar="S", help="one session only (e.g. qq:group:123)")
+    p.add_argument("--days", type=int, default=30, metavar="N", help="the last N days, today included (1..90, default 30)")
+    p.add_argument("--json", action="store_true", help="print zcord's answer {sessions, days, totals}")
+    p.set_defaults(func=cmd_usage)
+
+    p = sub.add_parser("metrics", parents=[common],
+                       help="zcord's metrics in the Prometheus text format (for node_exporter's textfile collector)")
+    p.set_defaults(func=cmd_metrics)
 
     p = sub.add_parser("tools", parents=[common], help="the tools the bot is offered now")
     p.add_argument("--operator", action="store_true", help="list every tool (what operators may call)")

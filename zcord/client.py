@@ -11,6 +11,7 @@ from .transport.interop_client import arun as arun_steps
 from .transport.interop_client import export_steps, import_steps, write_export
 from .transport.interop_client import run as run_steps
 from .transport.paths import SYSTEM_SOCKET, client_socket, default_socket, memory_dir
+from .transport.provider_usage import provider_usage
 from .transport.shown import UNSAFE, invisible_marked, json_shown, shown
 
 # time forms and log-record targets, shared by `zcor` and the TUI (importable, not in __all__)
@@ -24,4 +25,5 @@ from .transport.wording import (
 __all__ = [*_client_all, "initialize_params", "for_operator", "human_size", "SYSTEM_SOCKET", "client_socket",
            "default_socket", "memory_dir", "describe_origin", "UNSAFE", "shown", "json_shown",
            "invisible_marked", "affinity_series", "sparkline", "import_steps", "export_steps", "run_steps",
-           "arun_steps", "write_export"]
+           "arun_steps", "write_export",
+           "provider_usage"]

@@ -241,8 +241,8 @@ def test_the_layout_keeps_the_prompt_cache_and_astrbot_never_saves_the_header(ru
 
 def test_usage_is_reported_to_zcord_after_each_answer(run):
     """After each answer the plugin sends `zcor/usage/report` with the provider's counts and
-    what zcor added. zcord's method comes with issue 32's usage work: until it is there the
-    call is refused as unknown, which the plugin ignores; the driver counts the calls."""
+    what zcor added; zcord records it (a refusal would be ignored by the plugin: the driver
+    counts the calls and keeps each answer)."""
     one, two = run["transcript"][0], run["transcript"][1]
     for step in (one, two):
         (report,) = step["usageReports"]  # one per answer AstrBot hands to plugins
@@ -251,7 +251,7 @@ def test_usage_is_reported_to_zcord_after_each_answer(run):
         assert params == {"session": "qq:group:123456", "frontEnd": "astrbot", "model": "fake", "protocol": "openai",
                           "inputTokens": 1800, "cachedTokens": 1536, "cacheWriteTokens": 0, "outputTokens": 12,
                           "prefixChars": len(block_of(step["hook"]["systemPrompt"])), "headerChars": len(header)}
-        assert "result" in report or "Method not found" in report["error"], report
+        assert report.get("result") == {"recorded": True}, report
     assert two["reply"] == "防水的喵"  # the report, taken or refused, cost the conversation nothing
     for step in run["transcript"][3:]:
         assert step["usageReports"] == []  # zcord down: nothing to report to

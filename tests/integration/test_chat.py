@@ -257,3 +257,27 @@ def test_consecutive_turns_share_everything_before_the_header(daemon, llm):
                   and any("cache_control" in b for b in m["content"])]
         assert marked == [at_two - 1], "the breakpoint is on the turn just before the header"
         assert json.dumps(two).count("cache_control") <= 4
+
+
+def test_the_providers_usage_is_reported_to_zcord(daemon, llm):
+    """zcor chat reads the provider's usage from each answer (cached part included) and
+    reports it for its session; `zcor/usage` shows it with what zcor added."""
+    with daemon.client("operator") as op:
+        op.call_tool("zcor_memory_write", {"title": "阿杰的猫叫团子", "content": "橘猫，怕洗澡"})
+    if llm.protocol == "openai":
+        usage = {"prompt_tokens": 2000, "completion_tokens": 20, "prompt_tokens_details": {"cached_tokens": 1792}}
+    else:
+        usage = {"input_tokens": 8, "cache_read_input_tokens": 1792, "cache_creation_input_tokens": 200,
+                 "output_tokens": 20}
+    llm.script += [{**text(llm, "团子好可爱"), "usage": usage}]
+    with MemoryBot.connect("console:usage", str(daemon.sock)) as bot:
+        Conversation(bot, provider_for(llm)).handle([{"text": "团子今天又不肯洗澡", "senderKey": "console:ajie"}])
+        header = bot.context_header()
+        prefix = bot.prefix()
+    with daemon.client("operator") as op:
+        got = op.request("zcor/usage", {"session": "console:usage"})
+    (row,) = got["sessions"]
+    assert row["requests"] == 1 and row["outputTokens"] == 20 and row["cachedTokens"] == 1792
+    assert row["inputTokens"] == 2000
+    assert row["cacheWriteTokens"] == (0 if llm.protocol == "openai" else 200)
+    assert row["headerChars"] == len(header.strip("\n")) and row["prefixChars"] == len(prefix.strip("\n"))

@@ -194,7 +194,7 @@ def test_the_model_calls_a_zcor_tool_which_the_proxy_runs_and_history_shows(daem
     records = history(daemon, tool="zcor_memory_write")["items"]
     (record,) = [r for r in records if r.get("actor") == "model"]
     assert result["id"] in json.dumps(record, ensure_ascii=False)
-    assert record["origin"] == {"session": "st:room1", "senders": ["openai:ajie"]}
+    assert record["origin"] == {"session": "st:room1", "senders": ["openai:ajie"], "speaker": "openai:ajie"}
 
 
 def test_a_client_tool_call_is_passed_back_untouched_and_its_result_forwarded(daemon, llm, proxy):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from zcord.core.text import stem_key, title_seq
+from zcord.core.text import has_cjk, head_chars, match_form, stem_key, title_seq
 from zcord.retrieval.ranking import (
     BM25_B,
     BM25_K1,
@@ -18,6 +18,7 @@ from zcord.retrieval.ranking import (
     COMMON_MIN_DF,
     DEFERRED_POOL,
     KEYWORD_ONLY,
+    LONE_MAX_DF,
     PERSON_FACTOR,
     RERANK_POOL,
     Hit,
@@ -77,6 +78,10 @@ class OldRanking(Ranking):
         per_class: dict[frozenset[str], list[tuple[Term, Any, Any, float, bool]]] = {}
         for t in terms:
             t_ids = st.stem_hits(t.key)
+            if len(t.key) == 1 and has_cjk(t.key):  # issue 37: a lone character heads a title's word
+                if len(t_ids) > LONE_MAX_DF:
+                    continue
+                t_ids = {i for i in t_ids if t.key in head_chars(match_form(self.state.nodes[i].title))}
             k_ids = (st.keyword_stem_ids(t.key) or empty) if keyword_equality else empty
             df = len(t_ids) + (len(k_ids) - len(k_ids & t_ids) if k_ids else 0)
             if df == 0:
@@ -88,6 +93,12 @@ class OldRanking(Ranking):
             per_class.setdefault(t.cls, []).append((t, t_ids, k_ids, value, anchor))
         if not per_class:
             return []
+        if floor and not any(a and not t.weak for items in per_class.values() for t, *_, a in items):
+            # issue 37: a question with weak evidence only is anchored by its common words too
+            for items in per_class.values():
+                for k, (t, t_ids, k_ids, value, a) in enumerate(items):
+                    if not a and t.asked and not t.light and not t.weak:
+                        items[k] = (t, t_ids, k_ids, value, True)
         self._synonyms_under_word(per_class, keyword_equality, n)
         contrib: dict[frozenset[str], dict[str, float]] = {}
         anchored: set[str] = set()

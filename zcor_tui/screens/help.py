@@ -44,6 +44,9 @@ class HelpScreen(ModalScreen[None]):
         from .review import ReviewScreen
 
         section("8 Review", ReviewScreen.HELP + " (not in the bar above)", list(ReviewScreen.BINDINGS))
+        from .usage import UsageScreen
+
+        section("9 Usage", UsageScreen.HELP + " (not in the bar above)", list(UsageScreen.BINDINGS))
         from .revert import RevertScreen
         from .timetravel import TimeTravelScreen
         from .versions import VersionsScreen

@@ -87,6 +87,10 @@ class Config(_Base):
     """Bytes of parameters the bot's calls that change nothing (reads, queries, refused
     calls) may add to operations.jsonl per minute; past it their records keep only a marker
     (the calls are still answered and recorded)."""
+    bot_usage_reports_per_minute: int = Field(600, ge=0, le=1_000_000)
+    """Token-usage reports (zcor/usage/report) the bot may send per minute, all its
+    connections together (a burst of this many, refilled evenly); past it a report is
+    refused with rate_limited and not counted. Operators are not limited."""
     max_restore_bytes: int = Field(512 << 20, ge=1, le=1 << 40)
     """A backup file larger than this is refused before it is read."""
     max_restore_nodes: int = Field(200_000, ge=0, le=100_000_000)

@@ -222,6 +222,7 @@ def _decode(state: Any, data: tuple) -> bool:
     ix.pending_words = list(taught)
     ix.unindexed = None
     ix.unindexed_at = 0
+    ix.generation += 1  # whatever was derived from the titles before is stale
     return True
 
 

@@ -256,6 +256,10 @@ class RetrievalIndexes:
         # index_step); None once every node is indexed
         self.unindexed = None
         self.unindexed_at = 0
+        # moves with every node indexed or taken out, and with every load from the cache:
+        # what is derived from the titles may be kept while it stays (weighted recall's lone
+        # characters, zcord.retrieval.ranking); a count, not content, so not in the cache
+        self.generation = 0
 
     def attach(self, owner: NodeSource) -> None:
         """Read nodes and ranks from another state (one that took these indexes over)."""
@@ -293,6 +297,7 @@ class RetrievalIndexes:
 
     def index_node(self, node: Node, rank: int) -> None:
         """Index a node (not indexed now) that holds `rank`."""
+        self.generation += 1
         title = node.title
         norm_title = match_form(title)
         if norm_title == title:
@@ -319,6 +324,7 @@ class RetrievalIndexes:
         idx = self.index.pop(node_id, None)
         if idx is None:
             return False
+        self.generation += 1
         self._unindex_words(node_id, rank, idx, node)
         return True
 

@@ -92,9 +92,18 @@ _ZH_LIGHT = """
 SINGLE_STOP = frozenset(
     "的了着过地得之所在是有和与及跟同把被给让向从对为以于而并或且我你您他她它咱这那哪谁啥咋几多少"
     "吗呢吧啊呀哇哦噢嗯唉哎诶喔嘛啦咯哈嘿呵哼哟么也都还又就才再很太更最挺蛮真好没不别要会能想去来说看做到"
-    "见动上下中里外前后个些种样次件位只条点一二三四五六七八九十百千万两半每各某啊吃喝玩走跑拿放找用弄搞让叫问等"
+    "见动干上下中里外前后个些种样次件位只条点一二三四五六七八九十百千万两半每各某啊吃喝玩走跑拿放找用弄搞让叫问等"
     "行对错新旧大小高低长短快慢早晚多少今明昨年月日号天时分秒周第些啦呗嘞哒滴噻撒喽咧家人事回出进开关"
 )
+
+# Heads of Chinese compounds that name a product made of the compound's first part: 花生酱
+# is made of peanuts, 芒果汁 of mangoes, 牛肉干 of beef, 葡萄酒 of grapes. A message word
+# ending in one of them is also about its first part (text.compound_parts); other heads
+# make the first part a modifier only (茶叶蛋 is an egg, not tea).
+PRODUCT_HEADS = frozenset("酱油汁奶粉酒糖干片仁酥糕饼丸串浆醋泥粥羹茶面汤馅")
+
+# Aspect and result suffixes of Chinese verbs: in 跑过, 吃完, 戒掉 the verb is the head.
+VERB_SUFFIXES = frozenset("过了着完掉")
 
 # The ~120 commonest single-character Chinese surnames.
 SURNAMES = frozenset(
@@ -111,12 +120,43 @@ NAME_SUFFIXES = frozenset("哥姐总叔姨爷嫂婶")
 # ("Hi Sam!", "thanks, Caroline") addresses the person and asks nothing about them.
 GREETINGS = frozenset("""
 hi hello hey heya hiya yo howdy thanks thank thx ty cheers bye goodbye goodnight
-anytime welcome congrats congratulations
+anytime welcome congrats congratulations later cya ttyl nite
 你好 您好 嗨 哈喽 谢谢 谢啦 多谢 感谢 晚安 早安 早上好 晚上好 拜拜 再见 辛苦了
+再聊 回聊 回头见 明天见 下次见
 """.split())
 
+# Chat filler for weighted recall only (issue 37), not left out of derived keywords (so
+# the keywords of seed mode stay as they were): goodbyes and closings, the words of "what
+# is it called" and "when" questions, which ask about a topic without naming one, and the
+# negated modal verbs (能, 会, 要 are function words already).
+_EN_RECALL_LIGHT = """
+name names named called ya cya ttyl later nite
+"""
+_ZH_RECALL_LIGHT = """
+再聊 回聊 改天 回头 回头见 明天见 下次见 待会见 一会见 先这样 就这样 到这儿 早点 休息 下线 先撤 撤了
+注意安全 路上小心 注意身体 保重 慢走 一路顺风 一路平安
+名字 叫做 称呼 来着 几点 哪天 哪年 多久 多大 什么时候 啥时候 哪家 哪位 干嘛 干啥
+不能 不会 不要 不用 不行 不想 不可以 能不能 会不会 要不要
+"""
+
+# What makes a message ask something, besides "?" (NFKC makes one of "？"): an English first
+# word that opens a question or a request to be told (remind me, tell me), or Chinese
+# asking and requesting words and characters anywhere in it.
+QUESTION_OPENERS = frozenset("""
+what which who whom whose when where why how do does did is are was were can could should would will
+have has any anything tell remind show find check
+""".split())
+QUESTION_WORDS = frozenset("""
+什么 怎么 怎么样 为什么 为何 如何 谁 多少 哪个 哪些 哪里 哪儿 哪天 哪家 哪位 几点 几个 啥 咋 咋样 啥时候
+什么时候 是不是 有没有 能不能 要不要 会不会 告诉 提醒 帮忙 查查 查一下
+""".split())
+QUESTION_CHARS = frozenset("吗几哪啥咋谁")
+
 STOPWORDS = frozenset(_EN_STOP) | frozenset(_ZH_STOP)
-LIGHT_WORDS = (frozenset(_EN_LIGHT) | frozenset(_ZH_LIGHT)) - STOPWORDS
+KEYWORD_LIGHT = (frozenset(_EN_LIGHT) | frozenset(_ZH_LIGHT)) - STOPWORDS
+"""Chat filler left out of derived keywords."""
+LIGHT_WORDS = (KEYWORD_LIGHT | frozenset(_EN_RECALL_LIGHT.split()) | frozenset(_ZH_RECALL_LIGHT.split())) - STOPWORDS
+"""Chat filler of weighted recall: counts half, never makes a hit alone."""
 
 # English irregular forms, folded to their base form before stemming (weighted recall):
 # "base: forms". Past tenses and participles of the common irregular verbs, irregular plurals;

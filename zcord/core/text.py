@@ -28,13 +28,16 @@ from pathlib import Path
 from .fsutil import atomic_write, read_derived
 from .lexicon import (
     IRREGULAR,
+    KEYWORD_LIGHT,
     LIGHT_WORDS,
     NAME_PREFIXES,
     NAME_SUFFIXES,
+    PRODUCT_HEADS,
     SINGLE_STOP,
     STEM_KEEP,
     STOPWORDS,
     SURNAMES,
+    VERB_SUFFIXES,
 )
 
 MIN_WORD_CHARS = 2
@@ -419,6 +422,7 @@ def add_user_words(words: Iterable[str]) -> None:
             added = True
     if added:
         analyse_cached.cache_clear()  # a new word can change how known texts are cut
+        compound_parts.cache_clear()  # … and where a compound's likeliest cut in two is
 
 
 def _all_cjk(word: str) -> bool:
@@ -651,6 +655,7 @@ def segment(text: str, hmm: bool = True) -> list[str]:
 
 
 _LIGHT_FOLDED = frozenset(fold(w) for w in LIGHT_WORDS if _ASCII_WORD.fullmatch(w))
+_KEYWORD_LIGHT_FOLDED = frozenset(fold(w) for w in KEYWORD_LIGHT if _ASCII_WORD.fullmatch(w))
 
 
 def is_stopword(key: str) -> bool:
@@ -661,6 +666,102 @@ def is_stopword(key: str) -> bool:
 def is_light(key: str) -> bool:
     """Whether a normalized word is chat filler: light words, and their inflected forms."""
     return key in LIGHT_WORDS or (key not in STOPWORDS and fold(key) in _LIGHT_FOLDED)
+
+
+def is_light_term(term: str) -> bool:
+    """`is_light` for a synonym term: a phrase of several words is filler when each of its
+    words is a function word or filler (`good night`, `see you`)."""
+    if is_light(term):
+        return True
+    if " " not in term:
+        return False
+    words = latin_words(term)
+    return len(words) > 1 and not has_cjk(term) and all(is_stopword(w) or is_light(w) for w in words)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def compound_parts(word: str) -> tuple[str, ...]:
+    """The parts of a CJK compound that it is about (weighted recall, issue 37): its head when
+    the compound is a kind of it (医院 in 宠物医院, 冰箱 in 电冰箱), or its first part when
+    the compound is a product made of it (花生 in 花生酱, 芒果 in 芒果汁: the head is one of
+    `lexicon.PRODUCT_HEADS`). A part that only modifies the head is not (茶叶 in 茶叶蛋, 宠物
+    in 宠物医院). The two parts are the likeliest cut of the word in two by jieba's word
+    frequencies; a part has at least two characters; a head whose modifier is a function
+    word or chat filler (今天天气) is none; words of fewer than three characters, and words
+    with other letters, have none."""
+    if len(word) < 3 or not _all_cjk(word):
+        return ()
+    freq = tokenizer().FREQ
+    best, at = 0.0, 0
+    for k in range(1, len(word)):  # the likeliest cut in two, as jieba weighs words
+        a, b = freq.get(word[:k]), freq.get(word[k:])
+        if a and b and a * b > best:
+            best, at = a * b, k
+    if not at:
+        return ()
+    first, head = word[:at], word[at:]
+    if len(head) >= MIN_WORD_CHARS:
+        # 今天天气 is chat about now, not about the weather
+        return () if first in STOPWORDS or is_light(first) else (head,)
+    return (first,) if head in PRODUCT_HEADS and len(first) >= MIN_WORD_CHARS else ()
+
+
+_kinds: dict[str, tuple[str, ...]] | None = None
+
+
+def _kind_key(word: str) -> str:
+    """How kinds_of compares words: English ones by their light fold (pets → pet), each word
+    of a phrase; others as they are."""
+    return " ".join(fold(w) for w in word.split(" ")) if word.isascii() else word
+
+
+def kinds_of(word: str) -> tuple[str, ...]:
+    """The words related to a normalized word by kind (zcord/core/kinds.py: WordNet 3.0 for
+    English, a hand-written table for Chinese): the kinds of a category (家电 → 洗衣机, pet
+    → cat) and the categories of a kind (shrimp → shellfish). English words are looked up
+    by their light fold (pets → pet). The table is read on first use (some 20 ms)."""
+    global _kinds
+    if _kinds is None:
+        from .kinds import TABLE
+
+        table: dict[str, tuple[str, ...]] = {}
+        for line in TABLE.splitlines():
+            word_, _, related = line.partition("\t")
+            key = _kind_key(word_)
+            old = table.get(key)
+            table[key] = tuple(related.split("|")) if old is None else tuple(dict.fromkeys([*old, *related.split("|")]))
+        _kinds = table
+    return _kinds.get(_kind_key(word), ())
+
+
+LONE_CACHE_ENTRIES = 10_000
+_lone: dict[str, str] = {}
+
+
+def head_chars(norm_title: str) -> str:
+    """The CJK characters a title's words end with, in its cut (jieba, no HMM, as recall cuts
+    messages): words of one character (猫 in 家里的猫叫年糕) and the last character of longer
+    ones, the head of a Chinese compound (鸟 of 画眉鸟, 店 of 奶茶店) or the object of a verb
+    (烟 of 戒烟), and the verb before an aspect or result suffix (跑 of 跑过, 戒 of 戒掉:
+    lexicon.VERB_SUFFIXES). A character that begins or is inside a word otherwise only
+    modifies it: 干 is in none of 干净, 干洗店. Kept for the last titles asked."""
+    out = _lone.get(norm_title)
+    if out is None:
+        tok = tokenizer()
+        chars = []
+        for _, run in runs(norm_title) if has_cjk(norm_title) else ():
+            if not _CJK_CHAR.match(run):
+                continue
+            for w in _cut(tok, run):
+                if _CJK_CHAR.match(w[-1]):
+                    chars.append(w[-1])
+                    if len(w) > 1 and w[-1] in VERB_SUFFIXES:
+                        chars.append(w[-2])  # 跑 of 跑过: the verb heads a verb and its suffix
+        out = "".join(sorted(set(chars)))  # a few characters: `ch in out` as for a set, in less memory
+        if len(_lone) >= LONE_CACHE_ENTRIES:
+            _lone.clear()
+        _lone[norm_title] = out
+    return out
 
 
 def derive_keywords(title: str) -> list[str]:
@@ -675,7 +776,8 @@ def derive_keywords(title: str) -> list[str]:
             at = folded.find(word)
             word = text[at:at + len(word)]
         key = match_form(word)
-        if key in seen or is_stopword(key) or is_light(key) or (key.isdigit() and len(key) < 4):
+        if key in seen or is_stopword(key) or (key.isdigit() and len(key) < 4) or key in KEYWORD_LIGHT \
+                or (key not in STOPWORDS and fold(key) in _KEYWORD_LIGHT_FOLDED):
             continue
         seen.add(key)
         keywords.append(word)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, TypeAlias, cast
 
 from ..core.state import MemoryState
-from ..core.text import has_cjk, latin_words, normalize, stem_key, term_key
+from ..core.text import has_cjk, head_chars, latin_words, normalize, stem_key, term_key
 
 _ID_PARTS = re.compile(r"^(.*?)(\d*)$")
 
@@ -39,6 +39,8 @@ class Term:
     weight: float            # recency of the message it came from, lower for a synonym
     light: bool              # chat filler: may add to a score, never makes a hit alone
     cls: frozenset[str]      # its synonym class (itself alone when it has none)
+    weak: bool = False       # a lone character, a compound's part or a kind: never the only strong evidence
+    asked: bool = False      # from a message that asks something (a question): its common words may anchor
 
 
 RankingMode: TypeAlias = Literal["seed", "weighted"]
@@ -83,6 +85,11 @@ RECENCY_MIN = 0.3
 RERANK_POOL = 60
 DEFERRED_POOL = 1000        # candidates that common terms may still reorder
 SINGLE_WEIGHT = 0.5         # a lone CJK character (腿, 鸟) is a weak term
+PART_WEIGHT = 0.6           # the part a compound is about (花生 of 花生酱, 医院 of 宠物医院)
+KIND_WEIGHT = 0.5           # a kind of a category word of the message (洗衣机 for 家电): below a synonym
+LONE_MAX_DF = 3000          # a lone character in more titles than this is no evidence
+HEADS_KEPT = 50_000         # memories whose title's head characters are kept
+LONE_KEPT = 200_000         # ids held in all by the kept hits of lone characters
 MESSAGE_HMM = False         # jieba's guesses for unknown words in messages (keywords know them already)
 PERSON_FACTOR = 1.5         # a memory under a person node the batch names (or its sender's) counts this much more
 PERSON_SUBTREE = 5000       # at most this many memories under one named node are looked at
@@ -172,6 +179,9 @@ class Ranking:
     def __init__(self, state_ref: Callable[[], MemoryState], class_of: Callable[[str], frozenset[str]]) -> None:
         self._state_ref = state_ref
         self.class_of = class_of
+        self._heads: dict[str, tuple[str, str]] = {}  # id -> (its title, head_chars)
+        self._lone: dict[str, tuple[Any, int, set[str]]] = {}  # character -> (indexes, generation, _title_ids)
+        self._lone_ids = 0  # ids held by _lone
 
     @property
     def state(self) -> MemoryState:
@@ -237,9 +247,42 @@ class Ranking:
     def _df(self, key: str, keyword_equality: bool) -> int:
         """How many current memories a weighted recall key hits."""
         ix = self.state.indexes
-        t_ids = ix.stem_hits(key)
+        t_ids = self._title_ids(key, ix.stem_hits(key))
         k_ids = ix.keyword_stem_ids(key) if keyword_equality else None
         return len(t_ids) + (len(k_ids) - len(k_ids & t_ids) if k_ids else 0)
+
+    def _title_ids(self, key: str, t_ids):
+        """The memories whose titles a weighted key hits: a lone CJK character only where it is
+        a word of the title's cut or ends one (鸟 of 画眉鸟, 烟 of 戒烟), never where it begins
+        or modifies one (干 of 干净); other keys wherever stem_hits finds them. A lone
+        character in more than LONE_MAX_DF titles hits none."""
+        if len(key) != 1 or not t_ids or not has_cjk(key):
+            return t_ids
+        if len(t_ids) > LONE_MAX_DF:
+            return frozenset()
+        ix = self.state.indexes
+        kept_for = self._lone.get(key)
+        if kept_for is not None and kept_for[0] is ix and kept_for[1] == ix.generation:
+            return kept_for[2]  # no title changed since
+        index = ix.index
+        heads = self._heads
+        if len(heads) > HEADS_KEPT:
+            heads.clear()
+        out = set()
+        for i in t_ids:
+            title = index[i].norm_title
+            kept = heads.get(i)
+            if kept is None or kept[0] is not title:  # a new or retitled memory
+                kept = heads[i] = (title, head_chars(title))
+            if key in kept[1]:
+                out.add(i)
+        if self._lone_ids + len(out) > LONE_KEPT:
+            self._lone.clear()
+            self._lone_ids = 0
+        old = self._lone.get(key)
+        self._lone[key] = (ix, ix.generation, out)
+        self._lone_ids += len(out) - (len(old[2]) if old is not None else 0)
+        return out
 
     def _synonyms_under_word(self, per_class: dict, keyword_equality: bool, n: int, dfs: dict[str, int]) -> None:
         """A synonym never outweighs the word it came from: an expanded term's value is at
@@ -336,6 +379,10 @@ class Ranking:
         for t in terms:
             key = t.key
             t_ids = stem_hits(key)
+            if len(key) == 1 and t_ids and has_cjk(key):
+                if len(t_ids) > LONE_MAX_DF:
+                    continue
+                t_ids = self._title_ids(key, t_ids)
             k_ids = (keyword_ids(key) or empty) if keyword_equality else empty
             if k_ids:
                 shared = shared_of[key] = k_ids & t_ids
@@ -350,6 +397,15 @@ class Ranking:
             per_class.setdefault(t.cls, []).append((t, t_ids, k_ids, rarity * t.weight, anchor))
         if not per_class:
             return []
+        if floor and not any(anchor and not t.weak for items in per_class.values() for t, *_, anchor in items):
+            # only weak evidence (a lone character, a compound's part, a kind) or none: the
+            # common words of a question anchor too, for they are what it asks about
+            # ("这个公园叫什么名字", where 公园 is what half the Memory is about); small talk
+            # that asks nothing keeps recalling nothing
+            for items in per_class.values():
+                for k, (t, t_ids, k_ids, value, anchor) in enumerate(items):
+                    if not anchor and t.asked and not t.light and not t.weak:
+                        items[k] = (t, t_ids, k_ids, value, True)
         self._synonyms_under_word(per_class, keyword_equality, n, dfs)
         contrib: dict[frozenset[str], dict[str, float]] = {}
         anchored: set[str] = set()

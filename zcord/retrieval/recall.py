@@ -29,16 +29,26 @@ from ..core.fence import (
     quoted_len,
 )
 from ..core.invalid import sentence
-from ..core.lexicon import GREETINGS, PHRASAL, PHRASAL_GAP
+from ..core.lexicon import (
+    GREETINGS,
+    PHRASAL,
+    PHRASAL_GAP,
+    QUESTION_CHARS,
+    QUESTION_OPENERS,
+    QUESTION_WORDS,
+)
 from ..core.senderkey import sender_key
 from ..core.state import MemoryState
 from ..core.text import (
     add_user_words,
     analyse_cached,
+    compound_parts,
     fold_han,
     has_cjk,
     is_light,
+    is_light_term,
     is_stopword,
+    kinds_of,
     latin_words,
     match_form,
     normalize,
@@ -49,8 +59,10 @@ from ..core.text import (
     title_seq,
 )
 from .ranking import (
+    KIND_WEIGHT,
     LIGHT_WEIGHT,
     MESSAGE_HMM,
+    PART_WEIGHT,
     PERSON_FACTOR,
     RECENCY_DECAY,
     RECENCY_MIN,
@@ -263,7 +275,9 @@ class Retriever:
         Seed mode takes jieba's dictionary words and every non-CJK whole word; weighted mode
         also keeps nicknames and unknown words jieba's HMM guesses, drops function words, and
         takes as chat filler the bot's own name and verbs used in an everyday phrase
-        ("heading to bed", "running late") where no message of the batch uses them otherwise.
+        ("heading to bed", "running late") where no message of the batch uses them otherwise,
+        and adds weak terms: lone characters, the part a compound is about (花生 of 花生酱),
+        and for the words of a message that asks something, their kinds (洗衣机 for 家电).
         """
         own = self.own_words() if mode == "weighted" else frozenset()
         self.teach_jieba()
@@ -278,12 +292,17 @@ class Retriever:
         greeting = False
         phrasal: set[str] = set()  # words used in an everyday phrase …
         plain: set[str] = set()  # … and words used otherwise
+        asked: set[str] = set()  # words of the messages that ask something
         for i, text in enumerate(texts):
             w = max(RECENCY_MIN, RECENCY_DECAY ** (n - 1 - i)) if weighted else 1.0
             norm = match_form(text)
             words, lone = analyse_cached(norm, weighted, MESSAGE_HMM)
+            asking = weighted and asks(norm, words)
             if weighted:
                 _phrasal_uses(words, phrasal, plain)
+                if asking:
+                    asked.update(words)
+                    asked.update(lone)
             for word in [*words, *self._mixed_keywords_in(norm)]:
                 word = normalize(word)  # the text is in match_form already
                 if word in GREETINGS:
@@ -295,6 +314,8 @@ class Retriever:
                 if weighted and is_stopword(term):
                     continue
                 found_all[term] = max(found_all.get(term, 0.0), w)
+                if asking:
+                    asked.add(term)
             if weighted and SINGLE_WEIGHT:
                 for ch in lone:
                     singles[ch] = max(singles.get(ch, 0.0), w * SINGLE_WEIGHT)
@@ -303,11 +324,35 @@ class Retriever:
         expanded: dict[str, str | None] = {}
         terms: dict[str, Term] = {}
         filler = own | (phrasal - plain)
-        for word, w in [*seen.items(), *found_all.items(), *singles.items()]:
-            light = is_light(word) or word in filler
-            if word not in expanded:
-                expanded[word] = None
+        # weak terms: lone characters, the parts a compound is about (花生 of 花生酱), and
+        # the kinds of a category word (洗衣机 for 家电); each counts less than a word itself
+        weak: dict[str, float] = dict(singles)
+        kinds: dict[str, tuple[float, str]] = {}
+        if weighted:
+            for word, w in seen.items():
+                if is_light(word) or word in QUESTION_WORDS:
+                    continue  # 能不能 asks; its 不能 is no topic
+                for part in compound_parts(word):
+                    if part not in seen and not (is_stopword(part) or is_light(part)) and \
+                            weak.get(part, 0.0) < w * PART_WEIGHT:
+                        weak[part] = w * PART_WEIGHT
+            # a category word asks for its kinds in a question only ("what pet …", "哪个电器"),
+            # not in a statement ("grabbing a drink")
+            for word, w in [*seen.items(), *((ch, v / SINGLE_WEIGHT) for ch, v in singles.items())]:
+                if KIND_WEIGHT and word in asked and not (is_light(word) or word in filler):
+                    for kind in kinds_of(word):
+                        if kind not in seen and kinds.get(kind, (0.0, ""))[0] < w * KIND_WEIGHT:
+                            kinds[kind] = (w * KIND_WEIGHT, word)
+        for word, w in [*seen.items(), *found_all.items(), *weak.items(), *((k, v[0]) for k, v in kinds.items())]:
             cls = self.class_of(word)
+            # a class of greetings or goodbyes is filler through and through (good night, gn)
+            light = is_light_term(word) or word in filler or (weighted and not GREETINGS.isdisjoint(cls))
+            if word in kinds:
+                if word not in expanded:
+                    expanded[word] = kinds[word][1]
+            elif word not in expanded:
+                expanded[word] = None
+            is_weak = word in weak or word in kinds
             for t in (word, *sorted(cls - {word})):
                 if t != word:
                     expanded.setdefault(t, word)
@@ -317,7 +362,8 @@ class Retriever:
                 weight = w * (1.0 if t == word else SYNONYM_WEIGHT) * (LIGHT_WEIGHT if light else 1.0)
                 old = terms.get(key)
                 if old is None or weight > old.weight:
-                    terms[key] = Term(key, t, word, weight, light or is_light(t), cls)
+                    terms[key] = Term(key, t, word, weight, light or is_light_term(t), cls, is_weak,
+                                      word in asked or kinds.get(word, (0, ""))[1] in asked)
         return Words(segmented, found, expanded, list(terms.values()), greeting)
 
     def _terms_in(self, norm: str, words: tuple[str, ...] | None = None) -> list[str]:
@@ -362,6 +408,19 @@ class Retriever:
 
 
 _phrasal_stems: dict[str, frozenset[str]] = {}
+
+
+def asks(norm: str, words: Sequence[str]) -> bool:
+    """Whether a message (in match form, and its cut) asks something: a question mark, a
+    first word that opens an English question (what, is, can …: lexicon.QUESTION_OPENERS), or
+    Chinese asking words anywhere (什么, 几点, 吗, 哪 …: QUESTION_WORDS, QUESTION_CHARS). An
+    English question word inside a statement ("no idea what to cook") does not ask."""
+    if "?" in norm:
+        return True
+    first = latin_words(norm[:40])
+    if first and first[0] in QUESTION_OPENERS:
+        return True
+    return has_cjk(norm) and (not QUESTION_WORDS.isdisjoint(words) or any(ch in norm for ch in QUESTION_CHARS))
 
 
 def _phrasal_uses(seq: Sequence[str], phrasal: set[str], plain: set[str]) -> None:

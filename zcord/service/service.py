@@ -11,6 +11,7 @@ recall, context), none of which are tool calls.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import threading
@@ -23,7 +24,7 @@ from typing import Any, cast
 from ..core import indexcache, nodecache
 from ..core import origin as O
 from ..core.config import Config, ConfigFile, api_key, key_withheld_reason
-from ..core.errors import InvalidArgument, ZcorError
+from ..core.errors import InvalidArgument, RateLimited, ZcorError
 from ..core.fsutil import atomic_write, reverse_lines
 from ..core.indexes import build_text_piece
 from ..core.journal import find_record, read_pos, replay
@@ -39,7 +40,7 @@ from ..core.persona import PersonaName, persona_text
 from ..core.senderkey import sender_key
 from ..core.state import MemoryState, Tx
 from ..core.store import Store
-from ..core.text import tokenizer
+from ..core.text import kinds_of, tokenizer
 from ..retrieval.prefix import build_prefix
 from ..retrieval.recall import RecallSessions, Retriever, check_session, parse_events
 from ..retrieval.synonyms import Synonyms
@@ -47,11 +48,13 @@ from . import erasure
 from .calls import Ctx, InternalError, RestoreInProgress
 from .dispatcher import Dispatcher
 from .gate import RestoreGate
+from .logbudget import LogBudget
 from .review import REVIEW_FILE, ReviewBook
 from .rooms import backups, history, synonyms
 from .snapshots import Snapshots
 from .trust import TRUST_FILE, TrustBook
 from .undo import UndoBook
+from .usage import USAGE_FILE, UsageBook
 
 __all__ = ["Ctx", "InternalError", "RestoreInProgress", "Service"]
 
@@ -89,6 +92,8 @@ class Service:
         self.retriever.held_view = self.review.view  # memories as last approved in person entries
         self.retriever.own_name = PersonaName(self.dir / PERSONA_FILE)  # "thanks Juniper" addresses the bot
         self.undo = UndoBook(self.oplog)
+        self.usage = UsageBook(self.dir / USAGE_FILE)  # the real date: a test's clock is for operations
+        self.usage_budget = LogBudget()  # the bot's usage reports per minute (a token bucket)
         self.http_client: Any = None  # an httpx.Client to reuse for provider calls (tests may inject one)
         self.is_open = False
         self.index_cache_used = False
@@ -114,6 +119,7 @@ class Service:
             self.snapshots.pos_offset = pos.log_offset if pos is not None and pos.log_offset <= self.oplog.size else 0
             self.trust.load()
             self.review.load(self.oplog.last_seq, self.find_operation)
+            self.usage.load()
         except BaseException:
             self.close()
             raise
@@ -163,6 +169,7 @@ class Service:
                     except (OSError, ZcorError) as e:
                         log.warning("could not write the snapshot at shutdown (%s); the next start replays "
                                     "the operation log", e)
+            self.usage.close()
             self.oplog.close()
             self.store.close()
 
@@ -325,6 +332,19 @@ class Service:
             return None
         return kept
 
+    def usage_report(self, session: str, report: dict[str, Any], actor: str = "operator") -> dict[str, Any]:
+        """Count a front end's token-usage report (zcord.service.usage); not an operation.
+        The bot's reports share botUsageReportsPerMinute: past it, RateLimited and nothing counted."""
+        if actor == "model":
+            per_minute = self.config.bot_usage_reports_per_minute
+            if not self.usage_budget.take(1, per_minute):
+                wait = math.ceil(60 / per_minute) if per_minute else None
+                raise RateLimited(f"The bot may report token usage at most {per_minute} times a minute "
+                                  f"(botUsageReportsPerMinute); this report was not counted. Report once per "
+                                  f"provider call, or raise the setting.", data={"retryAfterSeconds": wait})
+        self.usage.record(session, report)
+        return {"recorded": True}
+
     # -- per-sender trust (zcor/trust/get, zcor/trust/set) -------------------------------
 
     def trust_get(self) -> dict[str, Any]:
@@ -389,6 +409,7 @@ class Service:
             "journaledChanges": self.snapshots.changes,
             "pendingReview": len(self.review.items),
             "recallSessions": len(self.sessions.sets),
+            "usageToday": self.usage.today_line(),
         }
 
     def snapshot(self) -> dict[str, Any]:
@@ -448,6 +469,7 @@ class Service:
                     break
             time.sleep(0.0005)  # let a waiting call take the lock
         tokenizer()
+        kinds_of("")  # the kinds table, read once (some 20 ms), before a question needs it
         with self.lock:
             self.refresh_synonyms()
             self.retriever.teach_jieba()

@@ -69,3 +69,15 @@ class CallParams:
     @staticmethod
     def _time_param(time: str | datetime) -> dict[str, Any]:
         return {"time": time.isoformat() if isinstance(time, datetime) else time}
+
+    @staticmethod
+    def _usage_report_params(session: str, input_tokens: int, cached_tokens: int, output_tokens: int,
+                             cache_write_tokens: int, prefix_chars: int, header_chars: int, front_end: str | None,
+                             protocol: str | None, model: str | None) -> dict[str, Any]:
+        params: dict[str, Any] = {"session": session, "inputTokens": input_tokens, "cachedTokens": cached_tokens,
+                                  "outputTokens": output_tokens, "cacheWriteTokens": cache_write_tokens,
+                                  "prefixChars": prefix_chars, "headerChars": header_chars}
+        for key, value in (("frontEnd", front_end), ("protocol", protocol), ("model", model)):
+            if value is not None:
+                params[key] = value
+        return params

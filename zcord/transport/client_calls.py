@@ -90,6 +90,10 @@ class SyncCalls(CallParams):
         """The tools declared for this connection's role."""
         return self.request("tools/list")["tools"]
 
+    def metrics(self) -> str:
+        """zcord's metrics in the Prometheus text exposition format (`zcor/metrics`)."""
+        return self.request("zcor/metrics")["text"]
+
     def persona_get(self) -> dict[str, Any]:
         """PERSONA.md: `{text, empty, path}` (empty: nothing but comments and blanks)."""
         return self.request("zcor/persona/get")
@@ -164,6 +168,16 @@ class SyncCalls(CallParams):
     def trust_set(self, sender: str, level: str | None) -> dict[str, Any]:
         """Give a sender a trust level (trusted, normal, untrusted, blocked; None: the default)."""
         return self.request("zcor/trust/set", {"sender": sender, "level": level})
+
+    def usage(self, session: str | None = None, days: int = 30) -> dict[str, Any]:
+        """Token usage per session and per day over the last `days` days: `{sessions, days, totals,
+        charsPerToken}`."""
+        return self.request("zcor/usage", {"days": days} if session is None else {"session": session, "days": days})
+
+    def usage_report(self, session: str, input_tokens: int, cached_tokens: int, output_tokens: int, *, cache_write_tokens: int = 0, prefix_chars: int = 0, header_chars: int = 0, front_end: str | None = None, protocol: str | None = None, model: str | None = None) -> dict[str, Any]:
+        """Report one provider call's token usage for a session (`zcor/usage/report`): input_tokens is
+        the whole prompt, cached and cache-written tokens included. Returns `{recorded: true}`."""
+        return self.request("zcor/usage/report", self._usage_report_params(session, input_tokens, cached_tokens, output_tokens, cache_write_tokens, prefix_chars, header_chars, front_end, protocol, model))
 
 
 class AsyncCalls(CallParams):
@@ -244,6 +258,10 @@ class AsyncCalls(CallParams):
         """The tools declared for this connection's role."""
         return (await self.request("tools/list"))["tools"]
 
+    async def metrics(self) -> str:
+        """zcord's metrics in the Prometheus text exposition format (`zcor/metrics`)."""
+        return (await self.request("zcor/metrics"))["text"]
+
     async def persona_get(self) -> dict[str, Any]:
         """PERSONA.md: `{text, empty, path}` (empty: nothing but comments and blanks)."""
         return await self.request("zcor/persona/get")
@@ -318,3 +336,13 @@ class AsyncCalls(CallParams):
     async def trust_set(self, sender: str, level: str | None) -> dict[str, Any]:
         """Give a sender a trust level (trusted, normal, untrusted, blocked; None: the default)."""
         return await self.request("zcor/trust/set", {"sender": sender, "level": level})
+
+    async def usage(self, session: str | None = None, days: int = 30) -> dict[str, Any]:
+        """Token usage per session and per day over the last `days` days: `{sessions, days, totals,
+        charsPerToken}`."""
+        return await self.request("zcor/usage", {"days": days} if session is None else {"session": session, "days": days})
+
+    async def usage_report(self, session: str, input_tokens: int, cached_tokens: int, output_tokens: int, *, cache_write_tokens: int = 0, prefix_chars: int = 0, header_chars: int = 0, front_end: str | None = None, protocol: str | None = None, model: str | None = None) -> dict[str, Any]:
+        """Report one provider call's token usage for a session (`zcor/usage/report`): input_tokens is
+        the whole prompt, cached and cache-written tokens included. Returns `{recorded: true}`."""
+        return await self.request("zcor/usage/report", self._usage_report_params(session, input_tokens, cached_tokens, output_tokens, cache_write_tokens, prefix_chars, header_chars, front_end, protocol, model))

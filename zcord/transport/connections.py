@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 from ..core import protocol as P
 from ..core.errors import ZcorError
 from ..service.calls import RestoreInProgress
+from ..service.tools import TOOLS
 from . import replies
+from .metrics import Meters, status_of_error, status_of_result
 from .peers import PeerCred, operator_refusal
 
 if TYPE_CHECKING:
@@ -224,11 +226,16 @@ class ConnectionServer:
         self._long_slots: asyncio.Semaphore | None = None
         self._last_accept_error = 0.0
         self._accept_errors_quiet = 0
+        self.meters = Meters(TOOLS)
+        """Requests answered, by method, tool and status, and their latency (zcor/metrics)."""
 
-    def start(self, loop: asyncio.AbstractEventLoop, routes: Routes, max_slow: int, max_long: int) -> None:
-        """Start the worker thread; requests go to routes from now on."""
+    def start(self, loop: asyncio.AbstractEventLoop, routes: Routes, max_slow: int, max_long: int,
+              methods: frozenset[str] = frozenset()) -> None:
+        """Start the worker thread; requests go to routes from now on (`methods`: the names
+        the meters count by name, any other is `unknown`)."""
         self.loop = loop
         self.routes = routes
+        self.meters.methods = methods
         self.worker = Worker(loop)
         self._slow_slots = asyncio.Semaphore(max_slow)
         self._long_slots = asyncio.Semaphore(max_long)
@@ -446,6 +453,8 @@ class ConnectionServer:
 
     async def _handle(self, conn: Connection, msg: P.Message) -> None:
         CALLER.set(conn.id)  # this task's own context: its worker calls take this connection's turn
+        started = time.perf_counter()
+        status = "internal_error"
         try:
             assert self.routes is not None
             entry = self.routes.route(msg.method)
@@ -463,11 +472,17 @@ class ConnectionServer:
             data = P.encode_response(msg.id, result)
             if len(data) > replies.MAX_REPLY_BYTES:  # a clear error, not a disconnect for unread output
                 raise P.app_error(replies.ReplyTooLarge(replies.too_large(len(data), msg.method)))
+            status = status_of_result(result)
             conn.send_bytes(data)
         except P.RpcError as e:
+            status = status_of_error(e)
             conn.send(P.error_response(msg.id, e))
         except ZcorError as e:
+            status = e.code
             conn.send(P.error_response(msg.id, P.app_error(e)))
+        except asyncio.CancelledError:
+            status = "cancelled"  # shutdown gave up waiting for it
+            raise
         except Exception as e:
             log.exception("internal error in %s", msg.method)
             conn.send(P.error_response(msg.id, P.RpcError(
@@ -475,6 +490,7 @@ class ConnectionServer:
         finally:
             conn.last_active = time.monotonic()
             conn.slots.release()
+            self.meters.call(msg.method, msg.params, status, time.perf_counter() - started)
 
     async def work(self, fn: Callable[..., Any], *args: Any, urgent: bool = False) -> Any:
         """Run fn in the one worker thread (every Service call goes through here), taking

@@ -25,9 +25,10 @@ from ..core.layout import BOT_BACKUP_RE
 from ..service import erasure, review, undo
 from ..service.rooms import synonyms as synonym_room
 from ..service.tools import TOOLS, declared_tools
-from . import mcp_extras, replies, transfers
+from . import mcp_extras, metrics, replies, transfers
 from . import params as M
 from .connections import Connection
+from .metrics import Meters
 from .optable import ClientCall as C
 from .optable import Method, MethodTable, Runs
 from .peers import operator_refusal
@@ -60,6 +61,9 @@ class Host(Protocol):
 
     @property
     def conns(self) -> set[Connection]: ...
+
+    @property
+    def meters(self) -> Meters: ...
 
     async def reload(self) -> ZcorError | None: ...
 
@@ -262,8 +266,11 @@ async def _recall(m: Methods, call: Call) -> dict[str, Any]:
     if not isinstance(events, list):
         raise P.RpcError(P.INVALID_PARAMS, "Invalid params: events must be an array of "
                                            "{text, origin, ts?, source?, senderKey?}", {"field": "events"})
+    started = time.perf_counter()
     ids = await call.run(m.service.recall, session, events)
-    if any(isinstance(e, dict) and e.get("origin") == "external" for e in events):
+    external = any(isinstance(e, dict) and e.get("origin") == "external" for e in events)
+    m.host.meters.recalled(external, ids, time.perf_counter() - started)
+    if external:
         assert session is not None
         senders = O.batch_senders(events, limit=None)  # all of them: zcord cuts by trust (origin.cut)
         call.conn.last_batch = (session, senders)  # the origin of what the bot does next
@@ -276,7 +283,40 @@ async def _recall(m: Methods, call: Call) -> dict[str, Any]:
                   doc="The session's context header rendered now: `{text, ids}`."),))
 async def _context(m: Methods, call: Call) -> dict[str, Any]:
     session = P.str_param(call.params, "session")
-    return await call.run(m.service.context, session)
+    result = await call.run(m.service.context, session)
+    m.host.meters.header(result.get("text") or "")
+    return result
+
+
+@method("zcor/usage/report", role="bot", params=M.UsageReportParams,
+        client=(C("usage_report", "session: str, input_tokens: int, cached_tokens: int, output_tokens: int, *, "
+                  "cache_write_tokens: int = 0, prefix_chars: int = 0, header_chars: int = 0, "
+                  "front_end: str | None = None, protocol: str | None = None, model: str | None = None",
+                  "self._usage_report_params(session, input_tokens, cached_tokens, output_tokens, cache_write_tokens, "
+                  "prefix_chars, header_chars, front_end, protocol, model)",
+                  doc="Report one provider call's token usage for a session (`zcor/usage/report`): input_tokens is\n"
+                      "the whole prompt, cached and cache-written tokens included. Returns `{recorded: true}`."),))
+async def _usage_report(m: Methods, call: Call) -> dict[str, Any]:
+    """A front end's usage report (zcord.service.usage): counted per session and day, not an
+    operation; the bot's share botUsageReportsPerMinute."""
+    a = call.args
+    if a.cached_tokens + a.cache_write_tokens > a.input_tokens:
+        raise InvalidArgument(
+            f"cachedTokens ({a.cached_tokens}) plus cacheWriteTokens ({a.cache_write_tokens}) exceed inputTokens "
+            f"({a.input_tokens}); inputTokens is the whole prompt, cached and cache-written tokens included "
+            f"(Anthropic: input_tokens + cache_read_input_tokens + cache_creation_input_tokens)", field="cachedTokens")
+    report = a.model_dump(by_alias=True, exclude={"session"})
+    return await call.run(m.service.usage_report, a.session, report, call.conn.actor)
+
+
+@method("zcor/metrics", role="bot", params=M.NoParams,
+        client=(C("metrics", returns="str", result="text",
+                  doc="zcord's metrics in the Prometheus text exposition format (`zcor/metrics`)."),))
+async def _metrics(m: Methods, call: Call) -> dict[str, Any]:
+    """Read-only, for the bot too (`zcor serve-openai` serves it on /metrics)."""
+    host = m.host
+    sample = await call.run(metrics.sample, m.service, host.meters, host.conns, host.started, __version__)
+    return {"text": metrics.render(sample)}
 
 
 @method("zcor/llm", role="bot")
@@ -302,6 +342,15 @@ async def _status(m: Methods, call: Call) -> dict[str, Any]:
         "subscribers": sum(1 for c in conns if c.subscribed),
     })
     return status
+
+
+@method("zcor/usage", params=M.UsageParams,
+        client=(C("usage", "session: str | None = None, days: int = 30",
+                  '{"days": days} if session is None else {"session": session, "days": days}',
+                  doc="Token usage per session and per day over the last `days` days: `{sessions, days, totals,\n"
+                      "charsPerToken}`."),))
+async def _usage(m: Methods, call: Call) -> dict[str, Any]:
+    return await call.run(m.service.usage.query, call.args.session, call.args.days)
 
 
 method("zcor/config/get", params=M.NoParams, client=(C("config_get", doc="The config (never the API key)."),))(

@@ -8,13 +8,25 @@ A bad value is refused as a tool's bad argument is: `invalid_argument`, naming t
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import re
+from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, StrictBool, StrictInt, StrictStr, ValidationError
+from pydantic import (
+    AfterValidator,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    StringConstraints,
+    ValidationError,
+)
 
 from ..core.errors import InvalidArgument
+from ..retrieval.recall import MAX_SESSION_CHARS
 from ..service.calls import invalid_from
 from ..service.inputs import Args
+from ..service.usage import KEEP_DAYS
 
 
 class Params(Args):
@@ -96,6 +108,51 @@ class ExportReadParams(Args):
     export_id: StrictStr = Field(description="The exportId zcor/export returned.")
     file: StrictInt = Field(0, description="Which of its files (an index).")
     offset: StrictInt = Field(0, description="From this character (the last piece's nextOffset).")
+MAX_REPORTED = 10**9
+"""The largest count one usage report may carry (no prompt is a billion tokens long)."""
+Count = Annotated[StrictInt, Field(ge=0, le=MAX_REPORTED)]
+SHORT_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,31}")
+
+
+def _unicode(value: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("text contains a lone surrogate code point, which is not valid Unicode") from None
+    return value
+
+
+def _short_name(value: str) -> str:
+    if not SHORT_NAME.fullmatch(value):
+        raise ValueError("must be a short name: up to 32 letters, digits, '.', '_', ':' or '-', e.g. \"chat\"")
+    return value
+
+
+Session = Annotated[str, StringConstraints(min_length=1, max_length=MAX_SESSION_CHARS), AfterValidator(_unicode)]
+ShortName = Annotated[StrictStr, AfterValidator(_short_name)]
+
+
+class UsageReportParams(Args):
+    """`zcor/usage/report`: one provider call's usage, as the provider reported it."""
+
+    session: Session = Field(description="The session the call was made for (as in zcor/recall).")
+    front_end: ShortName | None = Field(None, description='Who reports: "chat", "endpoint", "astrbot", or another short name.')
+    protocol: ShortName | None = Field(None, description='The provider protocol, e.g. "openai" or "anthropic".')
+    model: Annotated[str, StringConstraints(max_length=200), AfterValidator(_unicode)] | None = Field(
+        None, description="The model that answered.")
+    input_tokens: Count = Field(description="The whole prompt in tokens, cached and cache-written tokens included.")
+    cached_tokens: Count = Field(description="Tokens of the prompt read from the provider's prompt cache.")
+    cache_write_tokens: Count = Field(0, description="Tokens written to the cache (Anthropic's cache_creation_input_tokens).")
+    output_tokens: Count = Field(description="Tokens the model wrote.")
+    prefix_chars: Count = Field(0, description="Characters of zcor's system prefix in the prompt.")
+    header_chars: Count = Field(0, description="Characters of zcor's recall header in the prompt.")
+
+
+class UsageParams(Args):
+    """`zcor/usage`: the usage of the last `days` days, of one session or all."""
+
+    session: Session | None = Field(None, description="One session only.")
+    days: Annotated[StrictInt, Field(ge=1, le=KEEP_DAYS)] = Field(30, description=f"Days back, today included (1..{KEEP_DAYS}).")
 
 
 def validate(model: type[Args], params: dict[str, Any]) -> Args:
@@ -107,4 +164,5 @@ def validate(model: type[Args], params: dict[str, Any]) -> Args:
 
 
 __all__ = ["Params", "NoParams", "StrictNoParams", "BackupPreviewParams", "RecallExplainParams",
-           "ConfigSetParams", "HistoryVersionsParams", "HistoryAtParams", "validate", "InvalidArgument"]
+           "ConfigSetParams", "HistoryVersionsParams", "HistoryAtParams", "UsageReportParams", "UsageParams",
+           "validate", "InvalidArgument"]

@@ -41,6 +41,7 @@ from ..service.service import Service
 from . import systemd
 from .connections import Connection, ConnectionServer
 from .methods import Methods
+from .metrics import Meters
 from .paths import UnsafeSocket, check_daemon_socket_dir, ensure_socket_dir
 
 log = logging.getLogger("zcord")
@@ -85,12 +86,17 @@ class Daemon:
     def conns(self) -> set[Connection]:
         return self.server.conns
 
+    @property
+    def meters(self) -> Meters:
+        return self.server.meters
+
     # -- lifetime ---------------------------------------------------------------------
 
     async def serve(self) -> None:
         """Accept clients until SIGTERM/SIGINT (or stop()), then shut down cleanly."""
         self.loop = asyncio.get_running_loop()
-        self.server.start(self.loop, self.methods, MAX_SLOW_CALLS, MAX_LONG_CALLS)
+        self.server.start(self.loop, self.methods, MAX_SLOW_CALLS, MAX_LONG_CALLS,
+                          frozenset(m.name for m in self.methods.table))
         assert self.server.worker is not None
         self.service.gate.worker_thread = self.server.worker.thread  # a change held by a restore waits in work()
         self._stop = asyncio.Event()
