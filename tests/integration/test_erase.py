@@ -218,3 +218,19 @@ def test_sealed_history_segments_are_redacted_too(daemon):
     daemon.stop()
     daemon.start()
     assert daemon.client("bot").call_tool("zcor_memory_read", {"id": ids["b1"]})["content"].startswith(KEPT[0])
+
+
+def test_usage_records_of_her_private_session_go(daemon):
+    """usage.jsonl (token usage per session, issue 32): a session named after her goes."""
+    bot, op = daemon.client("bot"), daemon.client("operator")
+    populate(bot, op)
+    report = {"inputTokens": 100, "cachedTokens": 50, "outputTokens": 10, "prefixChars": 1000, "headerChars": 100}
+    bot.request("zcor/usage/report", {"session": "qq:private:alicez9", **report})
+    bot.request("zcor/usage/report", {"session": "qq:group:1", **report})
+    assert b"alicez9" in (daemon.memdir / "usage.jsonl").read_bytes()
+    op.erase(sender=ALICE)
+    assert scan(daemon.memdir, SECRETS) == []
+    sessions = json.dumps(op.request("zcor/usage", {}))
+    assert "qq:group:1" in sessions and "alicez9" not in sessions
+    bot.request("zcor/usage/report", {"session": "qq:group:1", **report})  # usage goes on being counted
+    assert b"qq:group:1" in (daemon.memdir / "usage.jsonl").read_bytes()

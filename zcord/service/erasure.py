@@ -74,6 +74,7 @@ from ..core.layout import BACKUPS_DIR, HISTORY_DIR, LEGACY_FILE, OPLOG_FILE, STA
 from ..core.nodecache import CACHE_FILE as NODE_CACHE
 from ..core.senderkey import sender_key
 from ..core.text import fold_han, match_form
+from .usage import USAGE_FILE
 
 log = logging.getLogger("zcord")
 
@@ -89,9 +90,9 @@ REVIEW_FILE = "review.json"
 REVIEW_LOG = "review.log"
 DERIVED = ("operations.index.sqlite", "operations.index.sqlite-wal", "operations.index.sqlite-shm",
            NODE_CACHE, RECALL_CACHE)
-EXTRA_JSONL: tuple[str, ...] = ()
-"""Further append-only JSON-lines files under the Memory directory whose lines naming the
-person are dropped (filled in as other features add such files)."""
+EXTRA_JSONL: tuple[str, ...] = (USAGE_FILE,)
+"""Further JSON-lines files under the Memory directory whose lines naming the person (a
+session named after them) are dropped: the token-usage record (zcord.service.usage)."""
 EXTRA_JSONL_DIRS: tuple[str, ...] = ()
 """Folders of such files."""
 CRASH_ENV = "ZCOR_TEST_ERASE_KILL_AT"
@@ -816,7 +817,9 @@ def erase(svc: Any, params: Any) -> dict[str, Any]:
         _crash_point("plan")
         svc.snapshots.settle()
         svc.oplog.close()
-        counts = finish(memdir, plan)
+        svc.usage.close()
+        with svc.usage.lock:  # a usage report (which does not take the service lock) waits
+            counts = finish(memdir, plan)
         took("rewrite")
         reopen(svc)
         took("reload")
@@ -850,6 +853,7 @@ def reopen(svc: Any) -> None:
     svc.snapshots.written(pos)
     svc.trust.load()
     svc.review.load(oplog.last_seq, svc.find_operation)
+    svc.usage.load()
     svc.calls.seq = max(svc.calls.seq, oplog.last_seq)
     svc.sessions.sets.clear()
     svc.sessions.senders.clear()
