@@ -453,25 +453,42 @@ def _dump(value: Any) -> bytes:
 
 
 def _rewrite_lines(path: Path, fn: Callable[[bytes], bytes | None], tail: bytes = b"") -> int:
-    """Rewrite a JSON-lines file line by line (fn: the new line, None to drop it); atomic,
-    and not written at all when nothing changes. Returns how many lines changed."""
+    """Rewrite a JSON-lines file line by line (fn: the new line, None to drop it), streamed
+    into a temporary file beside it (a log of a million records is never held in memory),
+    which replaces it atomically — or is removed when nothing changed. Returns how many
+    lines changed."""
     try:
         f = open(path, "rb")  # noqa: SIM115
     except FileNotFoundError:
         return 0
     changed = 0
-    out: list[bytes] = []
-    with f:
-        for line in f:
-            if not line.endswith(b"\n"):
-                break  # a torn last line: its writer never finished it
-            new = fn(line)
-            if new != line:
-                changed += 1
-            if new is not None:
-                out.append(new)
-    if changed or tail:
-        atomic_write(path, [*out, tail] if tail else out)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o640)
+    try:
+        with f, os.fdopen(fd, "wb", buffering=1 << 20) as out:
+            for line in f:
+                if not line.endswith(b"\n"):
+                    break  # a torn last line: its writer never finished it
+                new = fn(line)
+                if new != line:
+                    changed += 1
+                if new is not None:
+                    out.write(new)
+            if changed or tail:
+                out.write(tail)
+                out.flush()
+                os.fsync(out.fileno())
+        if changed or tail:
+            os.replace(tmp, path)
+            fsync_dir(path.parent)
+        else:
+            os.unlink(tmp)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
     return changed
 
 
