@@ -44,3 +44,27 @@ async def test_forget_from_history_previews_then_erases(memory, app_for):
         await press(pilot, "y")
         await until(pilot, lambda: "Erased qq:carol" in app.noted(), what="the erasure")
     assert b"carol private words" not in (d.memdir / "operations.jsonl").read_bytes()
+
+
+async def test_forget_from_relationships_erases_the_selected_person(memory, app_for):
+    d, _ids = memory
+    app = app_for(d)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await settle(pilot)
+        await press(pilot, "4")
+        table = app.screen.query_one("#rels", DataTable)
+        await until(pilot, lambda: table.row_count == 2, what="the relationships")
+        table.focus()
+        await press(pilot, "down")
+        person = app.screen.selected
+        assert person in ("qq:10001", "qq:10002")
+        await press(pilot, "F")
+        screen = app.screen
+        assert isinstance(screen, ForgetScreen)
+        await until(pilot, lambda: not screen.busy, what="the preview")
+        body = text_of(screen.query_one("#forget-body").content, width=200)
+        assert f"relationship {person}" in body and "cannot be reverted" in body
+        await press(pilot, "y")
+        await until(pilot, lambda: f"Erased {person}" in app.noted(), what="the erasure")
+        await until(pilot, lambda: table.row_count == 1, what="the list without them")
+    assert person.encode() not in (d.memdir / "memory-state.json").read_bytes()
