@@ -243,10 +243,14 @@ def build_plan(memdir: Path, person: str, seq: int, at: datetime) -> dict[str, A
         for v in node_versions.get(mid, ()):
             needles.update(s for s in (v.get("title"), v.get("content"), v.get("sourceMessage"))
                            if isinstance(s, str))
+    names: set[str] = set()
     for r in rel_versions:
-        needles.update(s for s in (r.get("name"), r.get("relationship"), r.get("reason"), *(r.get("aliases") or ()))
-                       if isinstance(s, str))
+        # texts are looked for inside other text; names only as whole words (an "Alice" inside
+        # "Malice" or "qq:alice2" is someone else)
+        needles.update(s for s in (r.get("relationship"), r.get("reason")) if isinstance(s, str))
+        names.update(sender_key(s) for s in (r.get("name"), *(r.get("aliases") or ())) if isinstance(s, str))
     needles.discard("")
+    keys = sorted(set(keys) | (names - {""}))
     return {"version": 1, "id": secrets.token_hex(8), "seq": seq, "at": at.isoformat(timespec="milliseconds"),
             "key": key, "people": people, "trust": trust_keys, "memories": memories,
             "lift": {m: lift(parent_of.get(m)) for m in memories},
