@@ -11,17 +11,19 @@ notifications instead of exceptions.
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from rich.segment import Segment
-from textual import work
+from textual import events, work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.color import Color
 from textual.filter import LineFilter
+from textual.keys import _character_to_key
 from textual.markup import escape as escape_markup
 from textual.reactive import reactive
 from textual.screen import ModalScreen, Screen
@@ -43,6 +45,7 @@ from .screens.backups import BackupsScreen
 from .screens.base import ZcorScreen
 from .screens.browse import BrowseScreen
 from .screens.config import ConfigScreen
+from .screens.consolidate import ConsolidateScreen
 from .screens.help import HelpScreen
 from .screens.history import HistoryScreen
 from .screens.relationships import RelationshipsScreen
@@ -59,11 +62,14 @@ SCREENS_IN_ORDER: list[tuple[str, str, type[ZcorScreen]]] = [
     ("synonyms", "Synonyms", SynonymsScreen),
     ("config", "Config", ConfigScreen),
     ("backups", "Backups", BackupsScreen),
+    ("review", "Review", ReviewScreen),
 ]
 REL_PAGE = 100
 TOAST_SECONDS = 8.0
 """The longest a toast stays (app.tcss keeps toasts above the status line and the footer)."""
 FORM_FIELDS = (Input, TextArea, Select, Switch, Checkbox)
+ALT_KEY = re.compile(r"alt\+(shift\+)?(.)")
+"""Alt+one character: what Esc and a key typed at once are parsed as (ZcorApp.on_event)."""
 
 
 class NoTerminalControls(LineFilter):
@@ -83,16 +89,17 @@ class ZcorApp(App[None]):
 
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses live elsewhere
     TITLE = "zcor"
-    MODES = {**{mode: cls for mode, _, cls in SCREENS_IN_ORDER}, "review": ReviewScreen, "usage": UsageScreen}
+    MODES = {**{mode: cls for mode, _, cls in SCREENS_IN_ORDER}, "usage": UsageScreen,
+             "consolidate": ConsolidateScreen}
     DEFAULT_MODE = "browse"
     BINDINGS = [
         *(Binding(str(n), f"screen_key('{mode}')", title, show=False, id=f"app.{mode}",
                   tooltip=f"Show the {title} screen (not while a form field has focus: Esc leaves it)")
           for n, (mode, title, _) in enumerate(SCREENS_IN_ORDER, 1)),
-        Binding("8", "screen_key('review')", "Review", show=False, id="app.review",
-                tooltip="Show the Review screen: changes held back because an untrusted sender caused them"),
         Binding("9", "screen_key('usage')", "Usage", show=False, id="app.usage",
                 tooltip="Show the Usage screen: tokens per session and day, cache hits, what zcor added"),
+        Binding("0", "screen_key('consolidate')", "Consolidate", show=False, id="app.consolidate",
+                tooltip="Show the Consolidate screen: near-duplicates and superseded chains to merge or fold"),
         Binding("f1,question_mark", "help", "Help", id="app.help", tooltip="Keys and screens"),
         Binding("q", "quit", "Quit", id="app.quit", tooltip="Leave zcor-tui (a zcord it did not start keeps running)"),
     ]
@@ -120,6 +127,8 @@ class ZcorApp(App[None]):
         self.selected_node: tuple[str, str] | None = None
         """(id, title) under Browse's cursor: the first choice when picking a memory elsewhere."""
         self.pending_reveal: str | None = None
+        self._keys_held = False
+        """Keys read before an Esc's focus change took effect wait for it (on_event)."""
         self._was_connected = False
 
     # -- what the screens use ------------------------------------------------------------
@@ -286,6 +295,34 @@ class ZcorApp(App[None]):
         else:
             self.switch_mode("browse")
 
+    async def on_event(self, event: events.Event) -> None:
+        """Keys typed right after Esc, at machine speed, reach what Esc made current.
+
+        Esc runs here, at once, through the bindings of the focus chain (a form field's
+        screen moves the focus to its table, a dialog closes); the focus it moves changes in a
+        callback queued behind keys already read, so those keys are queued again behind it.
+        An Esc that arrives in one read with a letter is parsed as Alt+that letter, which
+        nothing here binds: it is taken as the Esc and the letter it was.
+        """
+        if isinstance(event, events.Key) and not event.is_forwarded:
+            if self._keys_held:
+                self.post_message(events.Key(event.key, event.character))
+                return
+            alt = ALT_KEY.fullmatch(event.key)
+            if alt or event.key == "escape":
+                if not await self._check_bindings("escape"):
+                    await super().on_event(events.Key("escape", "\x1b"))
+                self._keys_held = True
+                if alt:
+                    char = alt.group(2).upper() if alt.group(1) else alt.group(2)
+                    self.post_message(events.Key(char if char.isalnum() else _character_to_key(char), char))
+                self.call_later(self._release_keys)
+                return
+        await super().on_event(event)
+
+    def _release_keys(self) -> None:
+        self._keys_held = False
+
     def action_screen_key(self, mode: str) -> None:
         self.switch_mode(mode)
 
@@ -312,6 +349,12 @@ class ZcorApp(App[None]):
             return False
         return super().check_action(action, parameters)
 
+    def action_trust_levels(self) -> None:
+        from .screens.trust import TrustList
+
+        if not isinstance(self.screen, TrustList):
+            self.push_screen(TrustList())
+
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
@@ -328,10 +371,12 @@ class ZcorApp(App[None]):
         for mode, title, cls in SCREENS_IN_ORDER:
             if mode != self.current_mode:
                 yield SystemCommand(f"Go to {title}", cls.HELP, partial(self.switch_mode, mode))
-        if self.current_mode != "review":
-            yield SystemCommand("Go to Review", ReviewScreen.HELP, partial(self.switch_mode, "review"))
         if self.current_mode != "usage":
             yield SystemCommand("Go to Usage", UsageScreen.HELP, partial(self.switch_mode, "usage"))
+        yield SystemCommand("Trust levels", "Every sender with a trust level of its own; change or reset them",
+                            self.action_trust_levels)
+        if self.current_mode != "consolidate":
+            yield SystemCommand("Go to Consolidate", ConsolidateScreen.HELP, partial(self.switch_mode, "consolidate"))
         yield SystemCommand("Help", "Keys and screens of zcor-tui", self.action_help)
         if isinstance(screen, ZcorScreen):
             yield from screen.palette_commands()

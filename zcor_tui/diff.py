@@ -282,8 +282,7 @@ def change_view(change: dict[str, Any], *, side_by_side: bool, budget: Budget | 
     before, after = change.get("before"), change.get("after")
     parts: list[RenderableType] = []
     head = Text()
-    if change.get("changeId"):
-        head.append(f"change {change['changeId']} · ", style="dim")
+    # no change counter here: operators name changes by their operation's number (History's #)
     head.append(kind, style="bold cyan")
     if change.get("target"):
         head.append(shown(f" · {change['target']}", lines=False), style="bold")

@@ -158,3 +158,10 @@ def plural(n: int, word: str, many: str | None = None) -> str:
 def compact_json(value: Any, limit: int = 1000) -> str:
     text = json_shown(json.dumps(value, ensure_ascii=False, separators=(", ", ": ")))
     return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def diff_mode(side_by_side: bool) -> Text:
+    """`diff unified (v: side by side)`: how diffs are shown now, and what `v` switches to
+    (a bare `v: unified` read as if `v` made them unified)."""
+    now, other = ("side by side", "unified") if side_by_side else ("unified", "side by side")
+    return Text.assemble(("diff ", "dim"), (now, "bold"), (f" (v: {other})", "dim"))

@@ -22,7 +22,7 @@ from typing import Any
 from . import __version__
 from .core import protocol as P
 from .core.fence import fence_reply_line
-from .transport.affinity import affinity_series, sparkline
+from .transport.affinity import affinity_series, sparkline, sparkline_scale
 from .transport.client import (
     Client,
     ClientError,
@@ -185,7 +185,42 @@ def cmd_call(args: argparse.Namespace) -> int:
     if not isinstance(arguments, dict):
         raise _usage("the arguments must be a JSON object, e.g. '{\"id\": \"m1\"}'")
     with _client(args, P.BOT if args.bot else P.OPERATOR) as c:
-        _print_json(c.call_tool(args.tool, arguments))
+        # tools are zcor_…; a name with a slash is a method (zcor/trust/set, zcor/status), sent as itself
+        _print_json(c.request(args.tool, arguments) if "/" in args.tool else c.call_tool(args.tool, arguments))
+    return EXIT_OK
+
+
+TRUST_LEVELS = ("trusted", "normal", "untrusted", "blocked")
+
+
+def cmd_trust(args: argparse.Namespace) -> int:
+    """`zcor trust [list]`, `zcor trust set SENDER LEVEL`, `zcor trust reset SENDER`."""
+    with _client(args) as c:
+        listing = c.trust_get()
+        default = listing.get("default", "normal")
+        if args.action in (None, "list"):
+            if args.json:
+                _print_json(listing)
+                return EXIT_OK
+            senders = listing.get("senders") or []
+            _say(f"Default level: {default} (config defaultTrust; every sender not listed here)")
+            if senders:
+                _table([["sender", "level"]] + [[s["sender"], s["level"]] for s in senders])
+            else:
+                _say("No sender has a level of its own; `zcor trust set SENDER LEVEL` gives one.")
+            return EXIT_OK
+        before = next((s["level"] for s in listing.get("senders") or [] if s["sender"] == args.sender), None)
+        answer = c.trust_set(args.sender, args.level if args.action == "set" else None)
+    if args.json:
+        _print_json(answer)
+        return EXIT_OK
+    was = f"{before}" if before else f"{default}, the default"
+    if answer.get("explicit"):
+        now = f"{args.sender} is {answer.get('level')}"
+    else:
+        now = f"{args.sender} has the default level, {answer.get('level')}"
+    _say(f"{now} (was {was})." if before != (args.level if args.action == "set" else None)
+         else f"{now}; nothing changed.")
     return EXIT_OK
 
 
@@ -219,7 +254,8 @@ def cmd_relationship_history(args: argparse.Namespace) -> int:
     if args.json:
         _print_json({"personId": args.person_id, "items": points})
         return EXIT_OK
-    print(shown(f"{args.person_id}  {sparkline([p['affinity'] for p in points])}  (−100 ▁ … █ +100)"))
+    values = [p["affinity"] for p in points]
+    print(shown(f"{args.person_id}  {sparkline(values)}  ({sparkline_scale(values)})"))
     for p in points:
         value = "deleted" if p["deleted"] else f"{p['affinity']:+d}" if p["affinity"] else "0"
         print(shown(f"{local_time(p['at'])}  {value:>7}  {p.get('actor') or '':<8}  {p.get('reason') or ''}",
@@ -227,10 +263,106 @@ def cmd_relationship_history(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_recall_log(args: argparse.Namespace) -> int:
+    """A session's latest recall batches: what the bot was shown and why (issue 38)."""
+    with _client(args) as c:
+        answer = c.recall_log(args.session, limit=args.limit)
+    if args.json:
+        _print_json(answer)
+        return EXIT_OK
+    items = answer.get("items") or []
+    total = answer.get("total", 0)
+    print(shown(f"{total:,} recall batch{'' if total == 1 else 'es'} kept for session {args.session}"
+                f" (at most {answer.get('kept')}), newest first:", lines=False))
+    for e in items:
+        senders = ", ".join(e.get("senders") or []) or "no sender key"
+        cut = f", cut {e['fullChars'] - e['headerChars']} of {e['fullChars']}" if e.get("truncated") else ""
+        print()
+        print(shown(f"{local_time(e.get('at'))}  from {senders}  header {e.get('headerChars')} characters "
+                    f"(budget {e.get('budget')}{cut})", lines=False))
+        if not e.get("hits"):
+            print("  nothing recalled")
+        for h in e.get("hits") or []:
+            why = "; ".join(f"{r['term']}" + (f" (from {r['from']})" if r.get("from") != r.get("term") else "")
+                            + (f" in {r['where']}" if r.get("where") else "")
+                            + (f" {r['weight']:g}" if r.get("weight") is not None else "")
+                            for r in h.get("reasons") or [])
+            print(shown(f"  {h['id']:<8} {h.get('score', 0):>7.3f}  {h.get('title', '')}  ← {why}", lines=False))
+        if e.get("notShown"):
+            print(shown(f"  not in the header (deleted, superseded or held): {', '.join(e['notShown'])}",
+                        lines=False))
+    return EXIT_OK
+
+
+def cmd_consolidate(args: argparse.Namespace) -> int:
+    """Consolidation proposals (issue 38): list them, merge a cluster, fold a chain, dismiss one."""
+    ids = list(args.ids)
+    if args.action == "list":
+        if ids:
+            raise _usage("zcor consolidate [list] takes no ids; use merge, fold or dismiss with ids")
+        with _client(args) as c:
+            answer = c.consolidate_list(limit=args.limit, offset=args.offset, kind=args.kind)
+        if args.json:
+            _print_json(answer)
+            return EXIT_OK
+        scan = answer.get("scan") or {}
+        _say(f"{_plural(answer.get('total', 0), 'proposal')}"
+             + ("" if scan.get("complete") else f" so far (still scanning: {scan.get('pending', 0):,} memories left)"))
+        for n, item in enumerate(answer.get("items") or [], args.offset + 1):
+            _say()
+            if item["kind"] == "twins":
+                _say(f"{n}. near-duplicates {' '.join(item['ids'])} (best pair {item.get('score')}); "
+                     f"zcor consolidate merge {' '.join(item['ids'])}")
+            else:
+                _say(f"{n}. superseded chain to {item['newest']}: {' ← '.join(item['ids'])}; "
+                     f"zcor consolidate fold {item['newest']}")
+            for m in item.get("members") or []:
+                _say(shown(f"   {m['id']:<8} {local_time(m.get('updatedAt'))}  {m.get('title', '')} — "
+                           f"{m.get('content', '')[:60]}", lines=False))
+        return EXIT_OK
+    if args.action == "dismiss":
+        if len(ids) < 2:
+            raise _usage("zcor consolidate dismiss needs the proposal's ids (two or more)")
+        with _client(args) as c:
+            _print_json(c.consolidate_dismiss(ids))
+        return EXIT_OK
+    with _client(args) as c:
+        if args.action == "fold":
+            if len(ids) != 1:
+                raise _usage("zcor consolidate fold takes the current memory a chain leads to (one id)")
+            chains = [i for i in _all_proposals(c, "chain") if i["newest"] == ids[0]]
+            if not chains:
+                raise _usage(f"no superseded chain to fold leads to {ids[0]} (zcor consolidate --kind chain)")
+            for old in chains[0]["fold"]:
+                c.call_tool("zcor_memory_delete", {"id": old})
+                _say(f"deleted {old} (its versions stay in the history; zcor revert undoes it)")
+            return EXIT_OK
+        if len(ids) < 2:
+            raise _usage("zcor consolidate merge needs two or more memory ids")
+        members = {i: c.call_tool("zcor_memory_read", {"id": i}, view=True) for i in ids}
+        newest = max(members.values(), key=lambda m: (m["updatedAt"], m["id"]))
+        result = c.call_tool("zcor_memory_merge", {
+            "ids": ids, "title": args.title if args.title is not None else newest["title"],
+            "content": args.content if args.content is not None else newest["content"],
+            "reason": args.reason})
+    _print_json(result)
+    return EXIT_OK
+
+
+def _all_proposals(c: Client, kind: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    offset: int | None = 0
+    while offset is not None:
+        page = c.consolidate_list(limit=100, offset=offset, kind=kind)
+        out += page["items"]
+        offset = page.get("nextOffset")
+    return out
+
+
 def cmd_backup(args: argparse.Namespace) -> int:
     with _client(args) as c:
-        if args.list:
-            for item in c.backups():
+        if args.list:  # newest first, as the TUI's Backups screen lists them
+            for item in sorted(c.backups(), key=lambda b: (b.get("modifiedAt") or "", b["backupFile"]), reverse=True):
                 who = "  (the bot's)" if item.get("bot") else ""
                 print(f"{item['backupFile']}  {human_size(item.get('size', 0)):>9}  "
                       f"{local_time(item.get('modifiedAt'))}{who}")
@@ -307,8 +439,9 @@ def _summary(record: dict[str, Any] | None) -> str:
     if record is None:
         return "(deleted)"
     if "personId" in record:
+        linked = f", memory {record['memoryNodeId']}" if record.get("memoryNodeId") else ", no memory"
         return (f"{record.get('name', '')} — {record.get('relationship', '')}, affinity {record.get('affinity')}"
-                f": {_line(record.get('reason'))}")
+                f"{linked}: {_line(record.get('reason'))}")
     mark = "⊘ " if record.get("supersededBy") else ""
     return f"{mark}{record.get('title', '')}: {_line(record.get('content'))}"
 
@@ -341,9 +474,13 @@ def cmd_history(args: argparse.Namespace) -> int:
         _table([["seq", "time", "actor", "tool", "targets", "status"]]
                + [[str(r.get("seq")), local_time(r.get("at")), r.get("actor", ""), r.get("tool", ""),
                    change_targets(r) or "—", _status(r)] for r in items], right=(0,))
-    shown = f"{args.offset + 1:,}–{args.offset + len(items):,} of {total:,}" if items else f"none of {total:,}"
     more = f"; older: --offset {page['nextOffset']}" if page.get("nextOffset") is not None else ""
-    _say(f"{shown} records, newest first{more}")
+    if items:
+        _say(f"{args.offset + 1:,}–{args.offset + len(items):,} of {_plural(total, 'record')}, newest first{more}")
+    elif total:
+        _say(f"No records from --offset {args.offset:,} on; {_plural(total, 'record')} match")
+    else:
+        _say("No records match." if len(filters) > 2 else "No records yet.")
     return EXIT_OK
 
 
@@ -590,6 +727,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bot", action="store_true", help="call as the bot (actor model) instead of operator")
     p.set_defaults(func=cmd_call)
 
+    p = sub.add_parser("trust", parents=[common], help="per-sender trust levels: list, set, reset",
+                       description="Each chat sender has a trust level: trusted, normal (as without "
+                                   "levels), untrusted (the changes they cause are held for review) or "
+                                   "blocked (refused). Senders without a level of their own have the "
+                                   "config's defaultTrust.")
+    p.add_argument("--json", action="store_true", help="print zcord's answer as JSON")
+    p.set_defaults(func=cmd_trust, action=None)
+    trust = p.add_subparsers(dest="action", metavar="ACTION")
+    t = trust.add_parser("list", parents=[common], help="every sender's own level and the default (the default action)")
+    t.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print zcord's answer {default, senders} as JSON")
+    t = trust.add_parser("set", parents=[common], help="give a sender a level")
+    t.add_argument("sender", metavar="SENDER", help="a sender key, as History and Review show it: qq:42")
+    t.add_argument("level", metavar="LEVEL", choices=TRUST_LEVELS, help=", ".join(TRUST_LEVELS))
+    t.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print zcord's answer {sender, level, explicit} as JSON")
+    t = trust.add_parser("reset", parents=[common], help="give a sender back the default level")
+    t.add_argument("sender", metavar="SENDER")
+    t.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print zcord's answer {sender, level, explicit} as JSON")
+
     p = sub.add_parser("prefix", parents=[common], help="print the system prefix")
     p.set_defaults(func=cmd_prefix)
 
@@ -608,6 +763,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("person_id", metavar="PERSONID")
     p.add_argument("--json", action="store_true", help="print the series as JSON")
     p.set_defaults(func=cmd_relationship_history)
+
+    p = sub.add_parser("recall-log", parents=[common],
+                       help="a session's latest auto-recall batches: what the bot was shown and why")
+    p.add_argument("session", metavar="SESSION")
+    p.add_argument("--limit", type=int, default=20, help="batches to print, newest first (1..200, default 20)")
+    p.add_argument("--json", action="store_true", help="print zcord's answer as JSON")
+    p.set_defaults(func=cmd_recall_log)
+
+    p = sub.add_parser("consolidate", parents=[common],
+                       help="near-duplicate memories and superseded chains: list, merge, fold, dismiss")
+    p.add_argument("action", nargs="?", default="list", choices=["list", "merge", "fold", "dismiss"],
+                   help="list (default) the proposals; merge IDS; fold ID (a chain's current memory); "
+                        "dismiss IDS (not proposed again)")
+    p.add_argument("ids", nargs="*", metavar="ID")
+    p.add_argument("--kind", choices=["twins", "chain"], help="list only near-duplicates or only chains")
+    p.add_argument("--limit", type=int, default=20, help="proposals to list (1..100, default 20)")
+    p.add_argument("--offset", type=int, default=0)
+    p.add_argument("--title", help="merge: the merged memory's title (default: the newest member's)")
+    p.add_argument("--content", help="merge: its content (default: the newest member's)")
+    p.add_argument("--reason", default="merged near-duplicates (zcor consolidate)",
+                   help="merge: the reason recorded on the merged memories")
+    p.add_argument("--json", action="store_true", help="list: print zcord's answer as JSON")
+    p.set_defaults(func=cmd_consolidate)
 
     p = sub.add_parser("backup", parents=[common], help="write a backup and print its file name")
     p.add_argument("--list", action="store_true", help="list the backups (name, size, time) instead")
@@ -713,9 +891,23 @@ def cmd_serve_openai(args: argparse.Namespace, rest: list[str]) -> int:
     return proxy_main(rest)
 
 
+AGO_OPTION = re.compile(r"^-\d+\s*[smhdw]", re.I)
+
+
+def relative_times(argv: list[str]) -> list[str]:
+    """`zcor at -2h` as `zcor at 2h`: argparse takes `-2h` for an unknown option, while the
+    time forms (and `zcor at`'s own error message) write times ago with a minus."""
+    i = 0
+    while i < len(argv) and argv[i].startswith("-"):  # options before the command
+        i += 2 if argv[i] in ("--socket", "--timeout") else 1
+    if i >= len(argv) or argv[i] != "at":
+        return argv
+    return argv[:i + 1] + [a[1:] if AGO_OPTION.match(a) else a for a in argv[i + 1:]]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args, rest = parser.parse_known_args(sys.argv[1:] if argv is None else argv)
+    args, rest = parser.parse_known_args(relative_times(sys.argv[1:] if argv is None else argv))
     if args.command == "chat":
         return cmd_chat(args, rest)  # its own options (--session, --sender, --help) pass through
     if args.command == "serve-openai":

@@ -3,7 +3,7 @@ zcord.transport.client, and the socket locations the TUI's launcher needs). Impo
 here; it stays where it is when the packages below it move."""
 
 from .core.origin import describe as describe_origin
-from .transport.affinity import affinity_series, sparkline
+from .transport.affinity import affinity_series, sparkline, sparkline_scale
 from .transport.client import *  # noqa: F401,F403
 from .transport.client import __all__ as _client_all
 from .transport.client import initialize_params
@@ -26,4 +26,4 @@ __all__ = [*_client_all, "initialize_params", "for_operator", "human_size", "SYS
            "default_socket", "memory_dir", "describe_origin", "UNSAFE", "shown", "json_shown",
            "invisible_marked", "affinity_series", "sparkline", "import_steps", "export_steps", "run_steps",
            "arun_steps", "write_export",
-           "provider_usage"]
+           "provider_usage", "sparkline_scale"]

@@ -206,6 +206,18 @@ def test_zcor_chat_commands_show_what_the_model_gets(daemon, llm):
     assert "zcor_memory_write:" in recall_parts[1]
 
 
+def test_zcor_chat_recall_after_a_turn_never_says_nothing_yet(daemon, llm):
+    """Issue 35: /recall after turns, the last of which recalled nothing, says so, not "yet"."""
+    with daemon.client("operator") as op:
+        op.call_tool("zcor_memory_write", {"title": "奶茶店在学校门口", "content": "叫一点点"})
+    llm.script += [tools(llm, ("zcor_memory_write", {"title": "用户喜欢奶茶", "content": "三分糖"})),
+                   text(llm, "好呀"), text(llm, "嗯")]
+    out = run_chat(daemon, llm, ["今天想喝奶茶", "/recall", "你好", "/recall", "/quit"])
+    first, second = out.split("好呀")[1].split("嗯")
+    assert "[m1] 奶茶店在学校门口" in first  # the turn that recalled: its header
+    assert "yet" not in second and "the last message recalled nothing" in second
+
+
 def test_zcor_chat_without_a_provider_says_what_to_set(daemon, llm):
     out = run_chat(daemon, llm, ["hello", "/quit"], configure=False)
     assert "ZCOR_LLM_MODEL" in out and "ZCOR_LLM_BASE_URL" in out

@@ -174,7 +174,7 @@ def test_relationship_history_shows_affinity_over_time_with_the_reasons(daemon):
     out = daemon.zcor("relationship-history", "qq:777")
     assert out.returncode == 0
     lines = out.stdout.splitlines()
-    assert lines[0].startswith("qq:777  ▆▄▂")
+    assert lines[0] == "qq:777  █▅▁  (-60 ▁ … █ +40)"  # scaled to its own range
     assert "-10" in lines[2] and "借钱不还" in lines[2] and "+40" in lines[1]
 
     out = daemon.zcor("relationship-history", "qq:nobody")

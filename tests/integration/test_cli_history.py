@@ -120,7 +120,7 @@ def test_at_shows_the_memory_as_it_was(daemon):
     now = _ok(daemon.zcor("at", "0s", "ago"))
     assert "(0 later changes undone; read-only)" in now
     assert "\n2 memories:\n  m1  ★ 旧家\n    " + child["id"] + "  新家\n" in now
-    assert "1 relationship:\n  qq:9  房东 — 房东, affinity -5: 涨租" in now
+    assert "1 relationship:\n  qq:9  房东 — 房东, affinity -5, no memory: 涨租" in now
 
     past = _ok(daemon.zcor("at", between))
     assert "(3 later changes undone; read-only)" in past

@@ -234,3 +234,22 @@ def test_usage_records_of_her_private_session_go(daemon):
     assert "qq:group:1" in sessions and "alicez9" not in sessions
     bot.request("zcor/usage/report", {"session": "qq:group:1", **report})  # usage goes on being counted
     assert b"qq:group:1" in (daemon.memdir / "usage.jsonl").read_bytes()
+
+
+def test_recall_log_entries_naming_her_go(daemon):
+    """recall-log/ (what the bot was shown, issue 38): batches she spoke in, or that recalled
+    a memory of hers, go; the group's other batches stay."""
+    bot, op = daemon.client("bot"), daemon.client("operator")
+    populate(bot, op)
+    bot.recall("alicez9-private-session", [{"text": "我的电话是多少 爱丽丝电话", "origin": "external",
+                                             "senderKey": ALICE}])
+    bot.recall("qq:group:1", [{"text": "Bob tea green tea", "origin": "external", "senderKey": BOB}])
+    assert op.recall_log("alicez9-private-session")["items"]
+    assert op.recall_log("qq:group:1")["items"]
+    assert any(b"alicez9" in p.read_bytes() for p in (daemon.memdir / "recall-log").iterdir())
+    op.erase(sender=ALICE)
+    assert scan(daemon.memdir, SECRETS) == []
+    assert op.recall_log("alicez9-private-session")["items"] == []
+    assert op.recall_log("qq:group:1")["items"]
+    bot.recall("qq:group:1", [{"text": "Bob tea", "origin": "external", "senderKey": BOB}])
+    assert len(op.recall_log("qq:group:1")["items"]) == 2  # the log goes on

@@ -81,6 +81,16 @@ def test_second_daemon_on_the_same_socket_is_refused(daemon, make_daemon):
         assert c.request("ping") == {}
 
 
+def test_a_daemon_refused_for_a_taken_socket_makes_no_memory_dir(daemon, make_daemon):
+    """Issue 35: the refusal comes before anything is created."""
+    fresh = daemon.memdir.parent / "never-made"
+    other = make_daemon(sock=daemon.sock, memdir=fresh)
+    other.start(wait=False)
+    assert other.proc.wait(30) == 2
+    assert "already listening" in other.stderr()
+    assert not fresh.exists()
+
+
 def test_stale_socket_is_replaced_and_other_files_are_not(make_daemon):
     d = make_daemon()
     d.sock.parent.mkdir(mode=0o750)

@@ -191,3 +191,21 @@ def test_a_failed_start_is_told_once_and_leaves_no_log(short_tmp):
     assert out.stderr.count("zcord exited with code 1") == 1, out.stderr
     assert "memory-state.json" in out.stderr  # the log's words are shown
     assert list((short_tmp / "tmp").iterdir()) == []
+
+
+def test_keys_typed_at_once_after_esc_reach_what_esc_made_current(daemon, short_tmp):
+    """Issue 35: Esc and the next key in one read (a fast typist, a paste, a macro) are Esc,
+    then that key: from History's keyword field, where `q` is text, `Esc q` quits, the first
+    time (Textual reads ESC q as Alt+q, which nothing binds)."""
+    env = clean_env(short_tmp)
+    term = Terminal([sys.executable, "-c", "import sys; from zcor_tui.app import main; sys.exit(main())",
+                     "--socket", str(daemon.sock)], env)
+    try:
+        at = term.expect(b"connected")
+        term.send(b"3")
+        term.expect(b"changes", start=at)  # History, its keyword field focused
+        term.until_waiting()
+        term.send(b"\x1bq")
+        assert term.wait(20) == 0, term.text
+    finally:
+        term.close()

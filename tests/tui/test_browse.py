@@ -108,7 +108,7 @@ async def test_a_refused_edit_keeps_the_form_open_with_the_reason(memory, app_fo
         form.query_one("#title", Input).value = "x" * 201
         await press(pilot, "ctrl+s")
         assert app.screen is form
-        assert "title" in text_of(form.query_one("#dialog-error").content)
+        assert "“Title”" in text_of(form.query_one("#dialog-error").content)  # as the form labels it
         # Esc on a filled form asks first; n keeps what was typed, y discards it
         await press(pilot, "escape")
         assert isinstance(app.screen, ConfirmDialog) and "discard" in app.screen.question

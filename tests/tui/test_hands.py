@@ -155,8 +155,8 @@ async def test_relationships_draw_affinity_over_time_with_the_reasons(memory, ap
         await until(pilot, lambda: "Affinity over time" in text_of(app.screen.query_one("#rel-series").content),
                     what="the series")
         series = text_of(app.screen.query_one("#rel-series").content)
-        assert "Affinity over time ▆▅▃" in series and "3 changes" in series
-        lines = [line for line in series.splitlines() if "█" in line or "│" in line]
+        assert "Affinity over time █▅▁  -30 ▁ … █ +40" in series and "3 changes" in series
+        lines = [line for line in series.splitlines()[1:] if "█" in line or "│" in line]
         assert "+40" in lines[0] and "经常一起吃午饭" in lines[0]
         assert "+10" in lines[1] and "吵了一架" in lines[1]
         assert "-30" in lines[2] and "背后说坏话" in lines[2] and "model" in lines[2]

@@ -86,7 +86,7 @@ def test_persona_set_replaces_the_file_and_is_logged(t, svc):
 
 
 @pytest.mark.parametrize("bad, message", [(None, "must be a string"), (["x"], "must be a string"),
-                                          ("a" * 100_001, "at most 100000"),
+                                          ("a" * 100_001, "at most 100,000"),
                                           ("\ud800", "lone surrogate")])
 def test_persona_set_refuses_bad_text_and_changes_nothing(svc, bad, message):
     with pytest.raises(InvalidArgument) as e:

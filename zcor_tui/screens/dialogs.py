@@ -7,6 +7,7 @@ open showing zcord's refusal, e.g. a title that is too long, or dismiss with its
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -20,7 +21,7 @@ from textual.widget import Widget
 from textual.widgets import Button, Input, Label, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
-from zcord.client import ClientError, ToolError, for_operator
+from zcord.client import ClientError, DaemonUnavailable, ToolError, for_operator
 
 from ..format import invisible_marked, one_line, plain, shown, split_keywords, split_terms
 from ..widgets.field import Field
@@ -159,6 +160,37 @@ class FormDialog(ModalScreen[Any]):
     def action_submit(self) -> None:
         self._submit()
 
+    def labels(self) -> dict[str, str]:
+        """zcord's field names → the labels this form shows them under ("replacementId" → "By")."""
+        out: dict[str, str] = {}
+        for name, widget_id in self.FIELDS.items():
+            try:
+                row = self.query_one(f"#{widget_id}").parent
+                label = row.query_one(".field-label", Label) if row is not None else None
+            except Exception:
+                continue
+            if label is not None and widget_id not in out.values():
+                out[name] = str(label.content).strip()
+        return out
+
+    def in_form_words(self, message: str) -> str:
+        """A refusal with zcord's field names put as the form names them: `replacementId m2 is
+        also listed in ids` reads `“By” m2 is also listed in “Replace ids”`."""
+        labels = self.labels()
+        if not labels:
+            return message
+        pattern = re.compile(r"(?<![\w.])(" + "|".join(re.escape(n) for n in sorted(labels, key=len, reverse=True))
+                             + r")(?![\w])")
+        named: set[str] = set()
+
+        def label(m: re.Match[str]) -> str:  # the first mention names the field; later ones are words
+            if m.group(1) in named:
+                return m.group(1)
+            named.add(m.group(1))
+            return f"“{labels[m.group(1)]}”"
+
+        return pattern.sub(label, message)
+
     def show_error(self, message: str, field: str | None = None) -> None:
         error = self.query_one("#dialog-error", Static)
         error.update(plain(message, style="bold red"))
@@ -169,6 +201,17 @@ class FormDialog(ModalScreen[Any]):
                 self.query_one(f"#{target}").focus()
             except Exception:
                 pass
+        self.keep_focus()
+
+    def keep_focus(self) -> None:
+        """After a refusal the typed keys must reach a field: Save pressed from the keyboard
+        keeps the focus on a button (and while Save is disabled, waiting for zcord, the focus
+        moves on to Cancel), so the first field takes it back."""
+        if self.focused is None or isinstance(self.focused, Button):
+            for widget in self.query("#dialog-fields Input, #dialog-fields TextArea, #dialog-fields Select"):
+                if widget.focusable:
+                    widget.focus()
+                    return
 
     @work(exclusive=True, group="form")
     async def _submit(self) -> None:
@@ -180,15 +223,25 @@ class FormDialog(ModalScreen[Any]):
         if self.submit_fn is None:
             self.dismiss(args)
             return
+        if not self.app.client.connected:  # never queue a save for a zcord that may come back much later
+            self.show_error("Not saved: zcord is not connected. The form keeps what you typed; save again when "
+                            "the status line says connected.")
+            return
         save = self.query_one("#save", Button)
         save.disabled = True
         try:
             result = await self.submit_fn(args)
         except ToolError as e:
-            self.show_error(for_operator(e.code, e.message, data=e.data), e.field)
+            save.disabled = False
+            self.show_error(self.in_form_words(for_operator(e.code, e.message, data=e.data)), e.field)
             return
-        except ClientError as e:
-            self.show_error(str(e))
+        except DaemonUnavailable as e:
+            save.disabled = False
+            self.show_error(f"Not saved: {e}")
+            return
+        except ClientError as e:  # it may have reached zcord before the connection went
+            save.disabled = False
+            self.show_error(f"{e}. It may have been saved before that: History shows whether it was.")
             return
         finally:
             save.disabled = False

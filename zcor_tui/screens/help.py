@@ -36,17 +36,18 @@ class HelpScreen(ModalScreen[None]):
                 if isinstance(b, Binding) and b.description:
                     table.add_row(key_name(b.key), f"{b.description} — {b.tooltip}" if b.tooltip else b.description)
 
-        section("Everywhere", "1–8 switch screens (Esc first in a form field) · ^p command palette · "
+        section("Everywhere", "1–9 switch screens (Esc first in a form field) · ^p command palette · "
                 "Tab moves between fields · ⊘ marks a superseded memory",
                 [b for b in ZcorApp.BINDINGS if isinstance(b, Binding) and b.show])
         for n, (_, title, cls) in enumerate(SCREENS_IN_ORDER, 1):
             section(f"{n} {title}", cls.HELP, list(cls.BINDINGS))
-        from .review import ReviewScreen
-
-        section("8 Review", ReviewScreen.HELP + " (not in the bar above)", list(ReviewScreen.BINDINGS))
         from .usage import UsageScreen
 
         section("9 Usage", UsageScreen.HELP + " (not in the bar above)", list(UsageScreen.BINDINGS))
+        from .consolidate import ConsolidateScreen
+
+        section("0 Consolidate", ConsolidateScreen.HELP + " (not in the bar above)",
+                list(ConsolidateScreen.BINDINGS))
         from .revert import RevertScreen
         from .timetravel import TimeTravelScreen
         from .versions import VersionsScreen
@@ -55,6 +56,10 @@ class HelpScreen(ModalScreen[None]):
         section("Versions", "Browse h: every version of a memory, diffs, restore", list(VersionsScreen.BINDINGS))
         section("Time travel", "Browse T: the tree at an instant (2026-01-31 20:00, -2h, -3d), read-only",
                 list(TimeTravelScreen.BINDINGS))
+        from .trust import TrustList
+
+        section("Trust levels", "Review L or ^p Trust levels: every sender with a level of its own "
+                "(t in History, Review and Relationships sets the selected sender's)", list(TrustList.BINDINGS))
         table.add_row(Text("Dialogs", style="bold reverse"), Text("^s saves · Esc cancels · Tab next field",
                                                                    style="italic"))
         with Vertical(id="dialog", classes="help"):

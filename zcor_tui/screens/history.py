@@ -26,13 +26,15 @@ from textual.widgets import Checkbox, DataTable, Input, Select, Static
 from zcord.client import ClientError
 
 from ..diff import change_view
-from ..format import cell, change_targets, compact_json, origin_text, plain, when
+from ..format import cell, change_targets, compact_json, diff_mode, origin_text, plain, when
 from ..messages import MemoryChanged, NodeRequested
 from ..widgets.diffshow import show_view
 from ..widgets.rows import add_columns, cursor_key, move_to, row_table
 from .base import ZcorScreen
 from .origin_revert import RevertOriginScreen
+from .recall_log import RecallLogScreen
 from .revert import RevertScreen
+from .trust import ask_trust
 
 PAGE_SIZE = 50
 ACTORS = [("any actor", "any"), ("model (the bot)", "model"), ("operator", "operator"), ("system", "system")]
@@ -52,19 +54,24 @@ class HistoryScreen(ZcorScreen):
     MAIN = "#records"
     HELP = "Every operation, newest first, with before/after diffs"
     BINDINGS = [
-        Binding("v", "toggle_view", "Unified/side", id="history.view",
+        Binding("v", "toggle_view", "Diff", id="history.view",
                 tooltip="Show changes as a unified diff or side by side"),
-        Binding("ctrl+n", "page(1)", "Next page", id="history.next", tooltip="Older records"),
-        Binding("ctrl+b", "page(-1)", "Prev page", id="history.prev", tooltip="Newer records"),
-        Binding("ctrl+o", "open", "Open node", id="history.open", tooltip="Show the changed memory in Browse"),
+        Binding("ctrl+n", "page(1)", "Older", id="history.next", tooltip="The next page: older records"),
+        Binding("ctrl+b", "page(-1)", "Newer", id="history.prev", tooltip="The previous page: newer records"),
+        Binding("ctrl+o", "open", "Open", id="history.open", tooltip="Show the changed memory in Browse"),
         Binding("r", "reload", "Refresh", show=False, id="history.reload", tooltip="Load the newest records"),
         Binding("u", "revert", "Revert", id="history.revert",
                 tooltip="Undo the selected operation: preview what changes, then confirm"),
-        Binding("ctrl+f", "focus_keywords", "Keywords", id="history.find", tooltip="Type keywords to find records"),
+        Binding("ctrl+f", "focus_keywords", "Keywords", show=False, id="history.find",
+                tooltip="Type keywords to find records"),
         Binding("O", "revert_origin", "Undo sender", id="history.revert_origin",
                 tooltip="Undo everything the sender in the origin filter (or of the selected record) caused"),
         Binding("F", "forget", "Forget sender", show=False, id="history.forget",
                 tooltip="Erase the sender in the origin filter (or of the selected record): preview, then confirm"),
+        Binding("t", "trust", "Trust…", show=False, id="history.trust",
+                tooltip="Set the trust level of the selected record's sender (untrusted: held for review)"),
+        Binding("w", "shown", "Bot was shown", id="history.shown",
+                tooltip="What the bot was shown before this change: the recall batches of its session"),
     ]
 
     def __init__(self) -> None:
@@ -75,6 +82,7 @@ class HistoryScreen(ZcorScreen):
         self.records: dict[str, dict[str, Any]] = {}
         self.selected: dict[str, Any] | None = None
         self.summary = Text()
+        self.narrow = False
 
     def compose_body(self) -> ComposeResult:
         with Horizontal(id="history-form", classes="form-bar"):
@@ -93,8 +101,11 @@ class HistoryScreen(ZcorScreen):
             yield Static("", id="record")
 
     def on_mount(self) -> None:
-        add_columns(self.query_one("#records", DataTable), [("Time", "time", 19), ("Actor", "actor", 8),
-                    ("Tool", "tool", 24), ("Target", "target", 14), ("Status", "status", None)])
+        # under 100 columns the time drops its seconds and the target narrows, so the status shows at 80
+        self.narrow = self.app.size.width < 100
+        add_columns(self.query_one("#records", DataTable), [
+            ("Time", "time", 16 if self.narrow else 19), ("Actor", "actor", 8), ("Tool", "tool", 23 if self.narrow else 24),
+            ("Target", "target", 8 if self.narrow else 14), ("Status", "status", None)])
         self.query_one("#q", Input).focus()  # the first field: typed digits go there, not to the screen keys
 
     def action_focus_keywords(self) -> None:
@@ -194,7 +205,7 @@ class HistoryScreen(ZcorScreen):
             if record.get("changes"):
                 status.append(f" · {len(record['changes'])} change{'s' if len(record['changes']) != 1 else ''}",
                               style="cyan")
-            table.add_row(when(record.get("at"))[:19], Text(record.get("actor", ""),
+            table.add_row(when(record.get("at"))[:16 if self.narrow else 19], Text(record.get("actor", ""),
                                                             style="magenta" if record.get("actor") == "model" else ""),
                           cell(record.get("tool", "")), Text(change_targets(record)), status, key=key)
         move_to(table, None if keep is None else str(keep))
@@ -260,8 +271,8 @@ class HistoryScreen(ZcorScreen):
 
     def _show_mode(self) -> None:
         line = self.summary.copy()
-        line.append(" · v: ", style="dim")
-        line.append("side by side" if self.side_by_side else "unified", style="bold")
+        line.append(" · ", style="dim")
+        line.append_text(diff_mode(self.side_by_side))
         self.query_one("#history-summary", Static).update(line)
 
     def action_toggle_view(self) -> None:
@@ -316,6 +327,25 @@ class HistoryScreen(ZcorScreen):
                         severity="warning")
             return
         self.app.push_screen(RevertOriginScreen(sender))
+
+    def action_trust(self) -> None:
+        senders = [s for s in ((self.selected or {}).get("origin") or {}).get("senders") or [] if isinstance(s, str)]
+        if not senders:
+            self.notify("Select a record whose origin names a sender (the bot's calls on a chat message).",
+                        severity="warning")
+            return
+        ask_trust(self.app, senders)
+    def action_shown(self) -> None:
+        record = self.selected
+        if record is None:
+            self.notify("Select a change the bot made.", severity="warning")
+            return
+        session = (record.get("origin") or {}).get("session")
+        if not isinstance(session, str) or not session:
+            self.notify("This record names no chat session (its origin has none), so there is no recall log "
+                        "to show.", severity="warning")
+            return
+        self.app.push_screen(RecallLogScreen(session, record.get("at")))
 
     def action_forget(self) -> None:
         sender = self.query_one("#origin", Input).value.strip()

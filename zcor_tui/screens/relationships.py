@@ -15,7 +15,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Input, Static
 
-from zcord.client import ToolError, affinity_series, for_operator, sparkline
+from zcord.client import ToolError, affinity_series, for_operator, sparkline, sparkline_scale
 
 from ..format import (
     affinity_bar,
@@ -43,8 +43,10 @@ def series_text(points: list[dict[str, Any]]) -> Text:
     if not points:
         out.append("(no change in the history)", style="dim")
         return out
-    out.append(sparkline([p["affinity"] for p in points]), style="cyan")
-    out.append(f"  {len(points)} change{'s' if len(points) != 1 else ''}, oldest first", style="dim")
+    values = [p["affinity"] for p in points]
+    out.append(sparkline(values), style="cyan")
+    out.append(f"  {sparkline_scale(values)} · {len(points)} change{'s' if len(points) != 1 else ''}, oldest first",
+               style="dim")
     for p in points:
         out.append(f"\n{when_short(p.get('at'))}  ", style="dim")
         if p.get("deleted"):
@@ -72,6 +74,8 @@ class RelationshipsScreen(ZcorScreen):
                 tooltip="Undo everything this person (their personId as a chat sender) caused: preview, then confirm"),
         Binding("F", "forget", "Forget person", show=False, id="rel.forget",
                 tooltip="Erase this person from the Memory and every file under it: preview, then confirm"),
+        Binding("t", "trust", "Trust…", show=False, id="rel.trust",
+                tooltip="Set the trust level of this person as a chat sender (their personId)"),
         Binding("ctrl+n", "page(1)", "Next page", show=False, id="rel.next", tooltip="More records"),
         Binding("ctrl+b", "page(-1)", "Prev page", show=False, id="rel.prev", tooltip="Previous records"),
     ]
@@ -178,8 +182,8 @@ class RelationshipsScreen(ZcorScreen):
         node = rel.get("memoryNodeId")
         grid.add_row("Memory", Text(f"{node} (o opens it)", style="cyan") if node else Text("not linked (l links)",
                                                                                               style="dim"))
-        grid.add_row("Updated", when(rel.get("updatedAt")))
-        grid.add_row("Created", when(rel.get("createdAt")))
+        grid.add_row("Updated", Text.assemble(when(rel.get("updatedAt")), ("  created ", "bold"),
+                                              when(rel.get("createdAt"))))
         self.query_one("#rel-detail", Static).update(grid)
         self.load_series(rel["personId"], rel.get("updatedAt"))
 
@@ -291,6 +295,14 @@ class RelationshipsScreen(ZcorScreen):
         from .origin_revert import RevertOriginScreen
 
         self.app.push_screen(RevertOriginScreen(self.selected))
+
+    def action_trust(self) -> None:
+        if self.selected is None:
+            self.notify("Select the person whose trust level to set.", severity="warning")
+            return
+        from .trust import ask_trust
+
+        ask_trust(self.app, [self.selected])
 
     def action_forget(self) -> None:
         if self.selected is None:

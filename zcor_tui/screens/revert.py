@@ -22,7 +22,7 @@ from textual.widgets import Button, Static
 
 from zcord.client import ClientError, ToolError
 
-from ..diff import change_view, changed_fields
+from ..diff import TIME_FIELDS, change_view, changed_fields
 from ..format import plural, shown, when
 
 if TYPE_CHECKING:
@@ -58,7 +58,10 @@ def change_line(change: dict[str, Any]) -> Text:
     elif kind.endswith(".create") and before is None:
         out.append(" — comes back" if isinstance(after, dict) else "", style="green")
     elif isinstance(before, dict) and isinstance(after, dict):
-        out.append(f" — {', '.join(changed_fields(before, after)) or 'no field'}", style="dim")
+        fields = changed_fields(before, after)
+        kept = [f for f in fields if f not in TIME_FIELDS]
+        out.append(f" — {', '.join(fields)}" if kept else " — nothing would change"
+                   + (f" but its time ({', '.join(fields)})" if fields else ""), style="dim")
     return out
 
 
@@ -82,7 +85,7 @@ class RevertScreen(ModalScreen[dict[str, Any] | None]):
         Binding("y", "revert(False)", "Revert", id="revert.confirm", tooltip="Revert the operation as previewed"),
         Binding("f", "revert(True)", "Force", id="revert.force",
                 tooltip="Revert anyway, writing the old values over the later changes"),
-        Binding("v", "toggle_view", "Unified/side", id="revert.view",
+        Binding("v", "toggle_view", "Diff", id="revert.view",
                 tooltip="Show changes as a unified diff or side by side"),
         Binding("escape,n", "cancel", "Cancel", id="revert.cancel", tooltip="Close without reverting"),
     ]
@@ -178,7 +181,10 @@ class RevertScreen(ModalScreen[dict[str, Any] | None]):
         return bool(self.preview and self.preview.get("ok") and not self.conflicts)
 
     def _set_buttons(self) -> None:
-        self.query_one("#confirm", Button).disabled = self.busy or not self.clean
+        confirm = self.query_one("#confirm", Button)
+        confirm.disabled = self.busy or not self.clean
+        # offered only when it can be done: never a "Revert (y)" over conflicts that prevent it
+        confirm.display = self.busy or self.clean
         force = self.query_one("#force", Button)
         force.disabled = self.busy or not (
             self.forced_possible and self.forced_preview is not None and self.forced_preview.get("ok"))
@@ -188,6 +194,8 @@ class RevertScreen(ModalScreen[dict[str, Any] | None]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "revert" and parameters == (True,) and not self.forced_possible:
             return False  # no Force in the footer either
+        if action == "revert" and parameters == (False,) and not self.busy and not self.clean:
+            return False  # nor Revert when the preview says it cannot be done
         return super().check_action(action, parameters)
 
     def _show_preview(self) -> None:

@@ -22,12 +22,22 @@ from textual.widgets import DataTable, Static
 from zcord.client import ClientError, ToolError
 
 from ..diff import change_view
-from ..format import change_targets, origin_text, plural, when
+from ..format import change_targets, diff_mode, origin_text, plural, when
 from ..messages import MemoryChanged
 from ..widgets.diffshow import show_view
 from ..widgets.rows import Column, add_columns, cursor_key, move_to, row_table
 from .base import ZcorScreen
 from .revert import RevertScreen
+from .trust import TrustList, ask_trust
+
+
+def held_origin(origin: Any) -> str:
+    """Who a held change came from; one that names no sender was held by the default level
+    (config defaultTrust), which is what the operator can change."""
+    text = origin_text(origin)
+    if (origin or {}).get("senders"):
+        return text
+    return (f"{text}: " if text else "") + "no sender named, held by the default trust level (Config, defaultTrust)"
 
 PAGE = 100
 SHOWN = 500
@@ -63,9 +73,13 @@ class ReviewScreen(ZcorScreen):
                 tooltip="Approve the selected change: it is recalled and shown to the model from now on"),
         Binding("x", "reject", "Reject…", id="review.reject",
                 tooltip="Reject the selected change: preview its revert, then confirm"),
-        Binding("v", "toggle_view", "Unified/side", id="review.view",
+        Binding("v", "toggle_view", "Diff", id="review.view",
                 tooltip="Show changes as a unified diff or side by side"),
         Binding("r", "reload", "Refresh", id="review.reload", tooltip="List the held changes again"),
+        Binding("t", "trust", "Trust…", id="review.trust",
+                tooltip="Set the trust level of the selected change's sender (trusted: no longer held)"),
+        Binding("L", "trust_list", "Levels", id="review.levels",
+                tooltip="Every sender with a trust level of its own; change or reset them"),
     ]
 
     COLUMNS: ClassVar[list[Column]] = [("Seq", "seq", 7), ("Time", "time", 19), ("Tool", "tool", 24),
@@ -75,6 +89,7 @@ class ReviewScreen(ZcorScreen):
         super().__init__()
         self.items: dict[str, dict[str, Any]] = {}
         self.side_by_side = False
+        self.narrow = False
 
     def compose_body(self) -> ComposeResult:
         yield Static("", id="review-summary", classes="summary")
@@ -83,7 +98,11 @@ class ReviewScreen(ZcorScreen):
             yield Static("", id="held-detail")
 
     def on_mount(self) -> None:
-        add_columns(self.query_one("#held", DataTable), self.COLUMNS)
+        # under 100 columns the time drops its seconds and the target narrows: the origin shows at 80
+        self.narrow = self.app.size.width < 100
+        narrow = {"time": 16, "tool": 23, "target": 8} if self.narrow else {}
+        add_columns(self.query_one("#held", DataTable), [(label, key, narrow.get(key, width))
+                                                         for label, key, width in self.COLUMNS])
         super().on_mount()
 
     def reload(self, changed: MemoryChanged | None = None) -> None:
@@ -113,15 +132,15 @@ class ReviewScreen(ZcorScreen):
         for item in listing["items"]:
             key = str(item["seq"])
             self.items[key] = item
-            table.add_row(f"#{item['seq']}", when(item.get("at"))[:19], item.get("tool", ""), change_targets(item),
-                          Text(origin_text(item.get("origin")), style="yellow"), key=key)
+            table.add_row(f"#{item['seq']}", when(item.get("at"))[:16 if self.narrow else 19], item.get("tool", ""), change_targets(item),
+                          Text(held_origin(item.get("origin")), style="yellow"), key=key)
         move_to(table, keep)
         total = listing["total"]
         line = Text(plural(total, "held change"), style="bold")
         if total > len(listing["items"]):
             line.append(f" (the newest {len(listing['items'])} shown)", style="bold")
-        line.append("  a approve · x reject · v: ", style="dim")
-        line.append("side by side" if self.side_by_side else "unified", style="bold")
+        line.append("  a approve · x reject · ", style="dim")
+        line.append_text(diff_mode(self.side_by_side))
         summary.update(line)
         self._show()
 
@@ -147,7 +166,7 @@ class ReviewScreen(ZcorScreen):
         head.add_column(ratio=1)
         head.add_row("Operation", Text.assemble((f"#{item['seq']} ", "dim"), (item.get("tool", ""), "bold cyan")))
         head.add_row("When", when(item.get("at")))
-        head.add_row("Origin", Text(origin_text(item.get("origin")) or "unknown", style="yellow"))
+        head.add_row("Origin", Text(held_origin(item.get("origin")), style="yellow"))
         parts: list[RenderableType] = [head]
         for change in item.get("changes") or ():
             parts.append(Text(""))
@@ -156,7 +175,7 @@ class ReviewScreen(ZcorScreen):
 
     def action_toggle_view(self) -> None:
         self.side_by_side = not self.side_by_side
-        self._show()
+        self.load()  # the summary line says which view is on
 
     def action_approve(self) -> None:
         item = self.selected
@@ -184,3 +203,15 @@ class ReviewScreen(ZcorScreen):
             self.load()
 
         self.app.push_screen(RejectScreen(item["seq"], item), reload)
+
+    def action_trust(self) -> None:
+        item = self.selected
+        senders = [s for s in ((item or {}).get("origin") or {}).get("senders") or [] if isinstance(s, str)]
+        if not senders:
+            self.notify("Nothing is held for review." if item is None else "This change's origin names no "
+                        "sender: the default level (Config, defaultTrust) held it.", severity="warning")
+            return
+        ask_trust(self.app, senders)
+
+    def action_trust_list(self) -> None:
+        self.app.push_screen(TrustList())

@@ -42,13 +42,12 @@ class SearchScreen(ZcorScreen):
         self.total = 0
 
     def compose_body(self) -> ComposeResult:
-        # one line of compact fields, so the dates show a whole `2026-01-31 20:00:00` and the
-        # keywords keep room at 80 columns
-        with Horizontal(id="search-form"):
-            yield Input(placeholder="keywords (all must occur in title or content)", id="q", compact=True)
-            yield Input(placeholder="from YYYY-MM-DD", id="from", classes="date", compact=True)
-            yield Input(placeholder="to YYYY-MM-DD", id="to", classes="date", compact=True)
-            yield Checkbox("superseded", id="superseded", compact=True)
+        # the same bordered filter bar as History's (one line each on a short terminal, app.tcss)
+        with Horizontal(id="search-form", classes="form-bar"):
+            yield Input(placeholder="keywords (all match)", id="q")
+            yield Input(placeholder="from YYYY-MM-DD", id="from", classes="date")
+            yield Input(placeholder="to YYYY-MM-DD", id="to", classes="date")
+            yield Checkbox("superseded", id="superseded")
         yield Static("", id="search-summary", classes="summary")
         yield row_table("results")
 

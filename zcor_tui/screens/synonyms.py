@@ -56,12 +56,12 @@ class SynonymsScreen(ZcorScreen):
     def compose_body(self) -> ComposeResult:
         with Horizontal(id="syn-body"):
             with Vertical(id="syn-left"):
-                yield Input(placeholder="filter groups", id="filter", compact=True)
+                yield Input(placeholder="filter groups", id="filter", classes="bar-input")
                 yield Static("", id="syn-summary", classes="summary")
                 yield row_table("groups")
             with Vertical(id="syn-right"):
-                yield Input(placeholder="type a message to preview auto-recall", id="preview-text", compact=True)
-                yield Input(placeholder="from (a personId or alias; optional)", id="preview-sender", compact=True)
+                yield Input(placeholder="type a message to preview auto-recall", id="preview-text", classes="bar-input")
+                yield Input(placeholder="from (a personId or alias; optional)", id="preview-sender", classes="bar-input")
                 with VerticalScroll(id="preview-scroll"):
                     yield Static(Text("The preview shows segmentation, expanded terms, the memories auto-recall "
                                       "would pick and the header the bot would get.", style="dim italic"),

@@ -21,7 +21,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
 from ..diff import fields_diff, record_text
-from ..format import one_line, origin_text, plural, when
+from ..format import diff_mode, one_line, origin_text, plural, when
 from ..messages import MemoryChanged
 from ..widgets.diffshow import show_view
 from ..widgets.rows import add_columns, row_table
@@ -34,6 +34,12 @@ TIME_FIELDS = ("updatedAt",)
 """Left out of the diff when other fields changed (every edit moves them)."""
 
 
+
+def op_name(version: dict[str, Any]) -> str:
+    """A version named by the operation that wrote it (`operation #46`), the number History,
+    Review and revert use; the change counter zcord keeps besides is not shown to operators."""
+    return f"operation #{version['seq']}" if version.get("seq") else f"change {version.get('changeId')}"
+
 class VersionsScreen(Screen[None]):
     """The versions of memory `node_id`, oldest first."""
 
@@ -42,7 +48,7 @@ class VersionsScreen(Screen[None]):
                 tooltip="Compare the other versions with the highlighted one (again: back to the one before)"),
         Binding("R", "restore", "Restore this version", id="versions.restore",
                 tooltip="Make the highlighted version current again, as a new change"),
-        Binding("v", "toggle_view", "Unified/side", id="versions.view",
+        Binding("v", "toggle_view", "Diff", id="versions.view",
                 tooltip="Show the diff unified or side by side"),
         Binding("r", "reload", "Refresh", show=False, id="versions.reload", tooltip="Read the versions again"),
         Binding("escape,q", "close", "Close", id="versions.close", tooltip="Back to Browse"),
@@ -140,8 +146,8 @@ class VersionsScreen(Screen[None]):
 
     def _show(self) -> None:
         summary = Text(f"{plural(len(self.items), 'version')}, oldest first", style="bold")
-        summary.append(" · b: mark base · R: restore · v: ", style="dim")
-        summary.append("side by side" if self.side_by_side else "unified", style="bold")
+        summary.append(" · b: mark base · R: restore · ", style="dim")
+        summary.append_text(diff_mode(self.side_by_side))
         self.query_one("#versions-summary", Static).update(summary)
         version = self.highlighted
         if version is not None:
@@ -159,7 +165,7 @@ class VersionsScreen(Screen[None]):
         base = self._base_for(version)
         head = Text()
         def label(v: dict[str, Any]) -> str:
-            return f"change {v['changeId']} ({when(v.get('at'))[:19]}, {v.get('kind')})"
+            return f"{op_name(v)} ({when(v.get('at'))[:19]}, {v.get('kind')})"
 
         record = version.get("record")
         if base is None:
@@ -215,14 +221,14 @@ class VersionsScreen(Screen[None]):
             self.notify("This is the current version already.", severity="warning")
             return
         if not await self.app.push_screen_wait(ConfirmDialog(
-                f"Make {self.node_id} as it was after change {version['changeId']} "
+                f"Make {self.node_id} as it was after {op_name(version)} "
                 f"({when(version.get('at'))}) current again?\nThis is recorded as a new change; the current "
                 f"version stays in the history.", yes="Restore")):
             return
         result = await self.app.rpc("history_reinstate", self.node_id, version["changeId"])
         if result is None:
             return
-        self.notify(f"{self.node_id} is back to the version of change {version['changeId']}, "
+        self.notify(f"{self.node_id} is back to the version of {op_name(version)}, "
                     f"recorded as operation #{result['seq']}.", title="Restored")
         self.follow_newest = True  # the cursor goes to the new current version, not the restored row
         self.load()

@@ -34,6 +34,7 @@ from ..retrieval.llm import (
     openai_tools,
 )
 from ..transport.client import Client, ClientError, RpcError, ToolError
+from .blocked import filter_blocked
 from .prompt import assemble
 
 FRAME_TOOL = "external_event_frame"
@@ -59,6 +60,9 @@ class MemoryBot:
         self.origin: dict[str, Any] = {"session": session, "senders": []}
         """Whose messages the model is answering: sent with every tool call (`_meta`
         "zcor/origin"), set by `deliver` from the batch's external senders."""
+        self.blocked: list[str] = []
+        """The senderKeys of the last batch that zcord says are blocked (`zcor/recall`'s
+        `blocked`): their messages are kept from the model (filter_blocked)."""
 
     @classmethod
     def connect(cls, session: str, socket_path: str | None = None, timeout: float = 30.0) -> MemoryBot:
@@ -93,7 +97,9 @@ class MemoryBot:
     def deliver(self, events: list[dict[str, Any]]) -> list[str]:
         """Send a batch of incoming events to auto-recall; returns the new recall set. The
         batch's external senders become the origin of the tool calls that follow."""
-        ids = self.client.recall(self.session, events)
+        answer = self.client.recall_batch(self.session, events)
+        self.blocked = list(answer.get("blocked") or ())
+        ids = answer["ids"]
         if any(isinstance(e, dict) and e.get("origin") == "external" for e in events):
             self.origin = {"session": self.session, "senders": batch_senders(events)}
         return ids
@@ -202,7 +208,9 @@ class Conversation:
     def handle(self, events: list[dict[str, Any]],
                on_tool: Callable[[ToolUse], None] | None = None,
                on_text: Callable[[str], None] | None = None) -> str:
-        """Deliver a batch, run the model (and its tool calls) until it answers in text.
+        """Deliver a batch, run the model (and its tool calls) until it answers in text. The
+        messages of senders zcord says are blocked are left out of what the model sees (a log
+        line says so); when every message was, the model is not asked and the answer is "".
 
         Args:
             on_tool: told about each tool call the model made (for showing the person).
@@ -212,6 +220,10 @@ class Conversation:
             e.setdefault("origin", "external")
             e.setdefault("ts", datetime.now(UTC).astimezone().isoformat(timespec="seconds"))
         self.bot.deliver(events)
+        if self.bot.blocked:  # a blocked sender's messages never reach the model (issue 33)
+            events = filter_blocked(events, self.bot.blocked)
+            if not any(e["origin"] == "external" for e in events):
+                return ""
         batch_at = len(self.transcript)
         self.transcript += self.frame([e for e in events if e["origin"] == "external"])
         # the prefix is read once a turn: a tool round that marks a memory important changes it

@@ -117,6 +117,7 @@ def run(bot: MemoryBot, provider: Provider | None, out: TextIO, inp: TextIO, sen
     """The chat loop; `waiting(True)` while a reply is being fetched, `waiting(False)` after."""
     reader = reader or LineReader(out, inp)
     conv = Conversation(bot, provider) if provider else None
+    turns = 0  # messages delivered: /recall tells "nothing yet" from "the last one recalled nothing"
     out.write(f"zcor chat — session {bot.session}. /help for commands.\n")
     if conv is None:
         out.write(NOT_CONFIGURED + "\n")
@@ -137,7 +138,9 @@ def run(bot: MemoryBot, provider: Provider | None, out: TextIO, inp: TextIO, sen
             elif text.strip() == "/prefix":
                 out.write(shown(bot.prefix()) + "\n")
             elif text.strip() == "/recall":
-                out.write(shown(bot.context_header() or "(nothing recalled for this session yet)") + "\n")
+                out.write(shown(bot.context_header() or (
+                    "(the last message recalled nothing: the model's next request gets no auto-recall header)"
+                    if turns else "(nothing recalled for this session yet: send a message first)")) + "\n")
             elif text.strip() == "/tools":
                 for tool in bot.tools():
                     out.write(shown(f"  {tool['name']}: {tool['description']}") + "\n")
@@ -158,6 +161,7 @@ def run(bot: MemoryBot, provider: Provider | None, out: TextIO, inp: TextIO, sen
                     out.flush()
 
                 waiting(True)
+                turns += 1
                 answer = conv.handle([{"text": text, "origin": "external", "senderKey": sender,
                                        "source": bot.session}], on_tool=show,
                                      on_text=stream if streaming else None)

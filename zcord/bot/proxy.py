@@ -57,6 +57,7 @@ from ..core.origin import batch_senders
 from ..retrieval.llm import DEFAULT_MAX_TOKENS, Message, Prompt, Provider, Reply, ToolCall, Usage
 from ..transport.client import AsyncClient, ClientError, RpcError, ToolError, tool_result
 from ..transport.systemd import notify
+from .blocked import filter_blocked
 from .bot import DEFAULT_MAX_ROUNDS, FRAME_TOOL, usage_params
 from .prompt import assemble, batch_start
 
@@ -465,6 +466,27 @@ def _upstream_error(e: ProviderError, key: str | None) -> ApiError:
     return ApiError(502, vetted, "upstream_error", type="upstream_error")
 
 
+def without_blocked(chat: ChatRequest, events: list[dict[str, Any]],
+                    blocked: list[str]) -> tuple[list[Message], bool]:
+    """The client's messages without the newest batch's messages from blocked senders, and
+    whether that left none of the batch: the batch's user messages are the last ones
+    (chat.new_user, in order); each one's event (same order, empty texts having none) says
+    whose it is."""
+    if not blocked:
+        return chat.messages, False
+    kept = {id(e) for e in filter_blocked(events, blocked, log)}
+    texts = [text for text, _ in chat.new_user]
+    users = [i for i, m in enumerate(chat.messages) if m.role == "user"][-len(texts):] if texts else []
+    senders = iter(events)
+    drop = set()
+    for i, text in zip(users, texts, strict=True):
+        if text:
+            event = next(senders)
+            if id(event) not in kept:
+                drop.add(i)
+    return [m for i, m in enumerate(chat.messages) if i not in drop], bool(users) and drop == set(users)
+
+
 # -- zcord: prefix, recall, context, tools, the provider setting, usage ------------------------
 
 
@@ -476,6 +498,8 @@ class Memory:
     prefix: str = ""
     header: str = ""
     tools: list[dict[str, Any]] = field(default_factory=list)
+    blocked: list[str] = field(default_factory=list)
+    """The batch's senders zcord names as blocked (`zcor/recall`'s `blocked`)."""
 
 
 class Daemon:
@@ -535,9 +559,12 @@ class Daemon:
             log.warning("zcord is not connected; session %s is answered without memory", session)
             return Memory(False)
 
+        blocked: list[str] = []
+
         async def recalled() -> dict[str, Any]:
             if events:
-                await client.recall(session, events)
+                answer = await client.recall_batch(session, events)
+                blocked.extend(b for b in answer.get("blocked") or () if isinstance(b, str))
             return await client.context(session)
 
         try:
@@ -545,7 +572,7 @@ class Daemon:
         except ClientError as e:
             log.warning("zcord failed during recall (%s); session %s is answered without memory", e, session)
             return Memory(False)
-        return Memory(True, prefix, context.get("text") or "", tools)
+        return Memory(True, prefix, context.get("text") or "", tools, blocked)
 
     async def header(self, session: str) -> str | None:
         """The context header now (after a tool round); None when zcord cannot say."""
@@ -1189,8 +1216,14 @@ class ProxyServer:
         stream = EventStream(out, chunk({"role": "assistant", "content": ""})) if chat.stream else None
         # the layout (zcord.bot.prompt): the client's messages stay as they are; only the
         # batch grows with this turn's tool rounds, and only the header is read again
-        at = header_at(chat.messages)
-        history, batch = chat.messages[:at], list(chat.messages[at:])
+        messages, none_left = without_blocked(chat, events, memory.blocked)
+        if none_left:
+            # every new message came from a blocked sender: the model is not asked (issue 33)
+            await self._answer(out, stream, chunk, Reply("", [], "stop", {}), [],
+                               {"id": cid, "created": created, "model": model}, None, chat)
+            return
+        at = header_at(messages)
+        history, batch = messages[:at], list(messages[at:])
         header = memory.header
         total: Usage | None = None
         try:

@@ -57,6 +57,12 @@ class Config(_Base):
     recall_ranking: Literal["weighted", "seed"] = "weighted"
     """How auto-recall and search candidates are ordered: "weighted" by the rarity of the
     matching terms, with a relevance floor; "seed" by the number of distinct matching terms."""
+    recall_log_entries: int = Field(200, ge=0, le=10_000)
+    """Auto-recall batches kept per session in recall-log/ (what the bot was shown: the ids,
+    why each was recalled, the header's size); 0 keeps none."""
+    recall_log_bytes: int = Field(64 << 20, ge=1 << 16, le=1 << 40)
+    """Bytes recall-log/ may hold in all; past it the sessions written least recently are
+    forgotten first."""
     llm: LlmConfig = Field(default_factory=LlmConfig)
     operator_group: str = Field("zcor-operators", min_length=1, max_length=64)
     """Members of this group (besides zcord's own user and root) may be the operator. Set by

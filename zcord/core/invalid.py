@@ -73,9 +73,9 @@ def what_it_must_be(error: Mapping[str, Any], model: type[BaseModel] | None = No
         return f"must be a JSON object; got {shown(got)}"
     if kind == "string_too_short":
         n = ctx.get("min_length", 1)
-        return "must not be empty" if n == 1 else f"must be at least {n} characters long; got {len(got)}"
+        return "must not be empty" if n == 1 else f"must be at least {n:,} characters long; got {len(got):,}"
     if kind == "string_too_long":
-        return f"must be at most {ctx.get('max_length')} characters long; got {len(got):,}"
+        return f"must be at most {ctx.get('max_length'):,} characters long; got {len(got):,}"
     if kind == "too_short":
         return f"must have at least {ctx.get('min_length')} items; got {ctx.get('actual_length', len(got))}"
     if kind == "too_long":

@@ -2,7 +2,7 @@
 segments, of backups and of the copy a migration keeps. No I/O but the packaged synonyms.
 
 memory-state.json (format 3), operations.jsonl (the operation log, see oplog.py),
-synonyms.json, config.json, PERSONA.md, backups/, blobs/, history/, zcord.lock.
+synonyms.json, config.json, PERSONA.md, backups/, blobs/, history/, recall-log/, zcord.lock.
 """
 
 from __future__ import annotations
@@ -23,6 +23,8 @@ LOCK_FILE = "zcord.lock"
 BACKUPS_DIR = "backups"
 BLOBS_DIR = "blobs"
 HISTORY_DIR = "history"
+RECALL_LOG_DIR = "recall-log"
+"""The recall log (issue 38): per session, the latest auto-recall batches; not in backups."""
 
 SEGMENT_RE = re.compile(r"^changes-(\d{9})-(\d{9})\.jsonl$")
 """A sealed history segment under history/: the first and last change id it holds."""

@@ -142,7 +142,7 @@ class Retriever:
     (`words`) here, their scoring in the Ranking it holds (`ranking`, `hits`).
 
     Needs the current state (`state_ref()`: a restore replaces it) and the synonyms; the
-    service sets `hidden_ids` and `own_name`."""
+    service sets `approved_view`, `hidden_people`, `held_view` and `own_name`."""
 
     ranking_class: type[Ranking] = Ranking
     """What scores the terms (tests plug in the reference ranking)."""
@@ -176,12 +176,13 @@ class Retriever:
         """The person nodes a batch names (`Ranking.named_people`)."""
         return self.ranking.named_people(terms, people)
 
-    hidden_ids: Callable[[], AbstractSet[str]] = frozenset
-    """The ids recall and search must leave out (changes pending review); set by the service."""
     hidden_people: Callable[[], AbstractSet[str]] = frozenset
     """The personIds whose relationship is held for review (no person entry); set by the service."""
     held_view: Callable[[Any], Any] = staticmethod(lambda state: state)
     """The state as the model may see it (memories as last approved); set by the service."""
+    approved_view: Callable[[], Any] = staticmethod(lambda: None)
+    """The state with the memories held changes touched as last approved, in the indexes too
+    (retrieval.approved.ApprovedState), or None when nothing is held; set by the service."""
 
     own_name: Callable[[], str] = str
     """The bot's own name (PERSONA.md's first heading, core.persona.PersonaName); set by the
@@ -203,17 +204,14 @@ class Retriever:
 
     def visible_hits(self, terms: list[str] | list[Term], keyword_equality: bool, limit: int | None,
                      mode: RankingMode, floor: bool = True, people: Iterable[str] = (),
-                     greeting: bool = False) -> list[Hit]:
-        """`hits` without the hidden ids: as many more are asked for as are hidden, so the
-        quota is filled by the next best visible memories, ranked as they would be anyway."""
-        hidden = self.hidden_ids()
-        if not hidden:
-            return self.hits(terms, keyword_equality=keyword_equality, limit=limit, mode=mode, floor=floor,
-                             people=people, greeting=greeting)
-        hits = self.hits(terms, keyword_equality=keyword_equality, mode=mode, floor=floor,
-                         limit=None if limit is None else limit + len(hidden), people=people, greeting=greeting)
-        out = [h for h in hits if h.id not in hidden]
-        return out if limit is None else out[:limit]
+                     greeting: bool = False, explain: bool = False) -> list[Hit]:
+        """`hits` as if no held change had been made: the memories held changes touched are
+        ranked as last approved (a held supersede, merge or delete leaves its sources
+        recallable, a held rewrite is found by its approved words, a held new memory not at
+        all), with the same statistics, so the quota is filled as it would be anyway."""
+        view = self.approved_view()
+        ranking = self.ranking if view is None else self.ranking_class(lambda: view, self.class_of)
+        return ranking.hits(terms, keyword_equality, limit, explain, mode, floor, people, greeting)
 
     def teach_jieba(self) -> None:
         """Make jieba keep every synonym term, node keyword and person's name whole."""
@@ -479,6 +477,8 @@ class RecallSessions:
         self.retriever = retriever
         self.sets: collections.OrderedDict[str, list[str]] = collections.OrderedDict()
         self.senders: dict[str, list[str]] = {}  # personIds of the batch's known speakers
+        self.observer: Callable[[str, list[Event], Words, list[Hit]], None] | None = None
+        """Told each recall of an external batch, its hits explained (the recall log)."""
 
     def _touch(self, session: str) -> None:
         """Mark the session used now; forget the least recently used beyond MAX_SESSIONS."""
@@ -494,12 +494,13 @@ class RecallSessions:
         """personIds of the relationships whose personId or an alias is a sender of the
         batch's external events, the latest speaker first, each once."""
         st = self.retriever.state
+        shown = self.retriever.held_view(st).relationships  # held ones as last approved
         out: dict[str, None] = {}
         for e in reversed(events):
             key = e.sender_key
             if e.origin != "external" or not key:
                 continue
-            if key in st.relationships:
+            if key in shown:
                 out[key] = None
             else:  # compared as sender keys (zcord.core.text.sender_key): case, width, invisibles
                 for pid in sorted(st.alias_ids.get(sender_key(key), ())):
@@ -518,9 +519,12 @@ class RecallSessions:
         r = self.retriever
         words = r.words(recent_text(external), mode)
         hits = r.visible_hits(words.terms, keyword_equality=True, limit=RECALL_QUOTA, mode=mode,
-                              people=self.senders[session], greeting=words.greeting)
+                              people=self.senders[session], greeting=words.greeting,
+                              explain=self.observer is not None)
         ids = [h.id for h in hits]
         self.sets[session] = ids
+        if self.observer is not None:
+            self.observer(session, events, words, hits)
         return ids
 
     def explain(self, text: str | list[str], budget: int, mode: RankingMode = "weighted",
@@ -573,9 +577,9 @@ class RecallSessions:
             self.sets.move_to_end(session)
         people = self.senders.get(session, []) if senders else []
         ids = self.sets.get(session, [])
-        hidden, held_people = self.retriever.hidden_ids(), self.retriever.hidden_people()
-        if hidden or held_people:  # held for review since the batch was recalled (ids and personIds apart)
-            people, ids = [p for p in people if p not in held_people], [i for i in ids if i not in hidden]
+        held_people = self.retriever.hidden_people()
+        if held_people:  # held for review since the batch was recalled (memories: as approved, below)
+            people = [p for p in people if p not in held_people]
         text, ids = render_header(self.retriever.held_view(self.retriever.state), ids, budget, people)
         return {"text": text, "ids": ids}
 

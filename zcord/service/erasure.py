@@ -70,7 +70,7 @@ from ..core.errors import InvalidArgument, NotFound
 from ..core.fsutil import atomic_write, fsync_dir, read_nofollow
 from ..core.indexcache import CACHE_FILE as RECALL_CACHE
 from ..core.journal import POS_FILE
-from ..core.layout import BACKUPS_DIR, HISTORY_DIR, LEGACY_FILE, OPLOG_FILE, STATE_FILE
+from ..core.layout import BACKUPS_DIR, HISTORY_DIR, LEGACY_FILE, OPLOG_FILE, RECALL_LOG_DIR, STATE_FILE
 from ..core.nodecache import CACHE_FILE as NODE_CACHE
 from ..core.senderkey import sender_key
 from ..core.text import fold_han, match_form
@@ -93,8 +93,9 @@ DERIVED = ("operations.index.sqlite", "operations.index.sqlite-wal", "operations
 EXTRA_JSONL: tuple[str, ...] = (USAGE_FILE,)
 """Further JSON-lines files under the Memory directory whose lines naming the person (a
 session named after them) are dropped: the token-usage record (zcord.service.usage)."""
-EXTRA_JSONL_DIRS: tuple[str, ...] = ()
-"""Folders of such files."""
+EXTRA_JSONL_DIRS: tuple[str, ...] = (RECALL_LOG_DIR,)
+"""Folders of such files: the recall log (zcord.service.recall_log), whose entries naming them
+(a sender, a recalled memory of theirs, its title in the header) are dropped."""
 CRASH_ENV = "ZCOR_TEST_ERASE_KILL_AT"
 """Tests only: the step at which the daemon kills itself (SIGKILL) mid-erasure."""
 
@@ -839,8 +840,12 @@ def erase(svc: Any, params: Any) -> dict[str, Any]:
         svc.snapshots.settle()
         svc.oplog.close()
         svc.usage.close()
-        with svc.usage.lock:  # a usage report (which does not take the service lock) waits
+        svc.recall_log.flush()
+        # usage reports and the recall log's writer do not take the service lock: they wait here
+        with svc.usage.lock, svc.recall_log._io:
             counts = finish(memdir, plan)
+            svc.recall_log._counts.clear()
+            svc.recall_log._sizes = None
         took("rewrite")
         reopen(svc)
         took("reload")

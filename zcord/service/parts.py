@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from ..core.store import Store
     from ..retrieval.recall import Retriever
     from ..retrieval.synonyms import Synonyms
+    from ..retrieval.twins import TwinIndex
     from .calls import Ctx
     from .dispatcher import Dispatcher
     from .gate import RestoreGate
@@ -82,6 +83,8 @@ class Room(Live, Protocol):
     def synonyms(self) -> Synonyms: ...
     @property
     def review(self) -> ReviewBook: ...
+    @property
+    def twins(self) -> TwinIndex: ...
 
     def begin(self, ctx: Ctx) -> Tx: ...
 

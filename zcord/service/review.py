@@ -3,13 +3,16 @@ untrusted sender (or with an untrusted or blocked sender present) are applied an
 held — invisible to the model — until an operator approves them (`zcor/review/approve`) or
 rejects them (`zcor/review/reject`, a revert of each).
 
-Held means invisible (issue 33): a held memory is left out of auto-recall, search
-candidates and the system prefix and is not markable important; a person entry's "Their
-memory" line shows the memory's last approved version (none when a held change made it);
-a held relationship hides only that person; the important list in the system prefix is the
-approved one (a held merge, supersede or delete moves no important mark, and the memories
-it names appear as last approved). Memory ids and personIds are kept apart
-(`hidden_nodes`, `hidden_people`).
+Held means invisible (issue 33): the model reads as if a held change had not been made.
+Recall, search candidates and the model's query see every memory a held change touched as
+last approved (`approved_nodes`, laid over the live indexes by retrieval.approved: a held
+supersede, merge or delete leaves its sources recallable, a held rewrite is found by its
+approved words, a held new memory nowhere); a held memory is left out of the system prefix
+and is not markable important; person entries show memories and relationships as last
+approved (`approved_rels`; a relationship a held change created hides only that person);
+the important list in the system prefix is the approved one (a held merge, supersede or
+delete moves no important mark). Memory ids and personIds are kept apart (`hidden_nodes`,
+`hidden_people`).
 
 The pending set is kept as a snapshot, `review.json` (`{"version": 1, "pending": [...]}`,
 written atomically), and an append-only record of what happened since, `review.log` (one
@@ -49,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InvalidArgument, NotFound, StateFileInvalid, UntrustedSender
 from ..core.fsutil import atomic_write
+from ..retrieval.approved import ApprovedViews
 from .trust import read_small_file
 
 if TYPE_CHECKING:
@@ -110,6 +114,11 @@ class ReviewBook:
         """Each memory a held change touched: its last approved version (None: it had none)."""
         self.held_important: list[tuple[list[str], list[str]]] = []
         """The important-list changes of held operations (before, after), oldest first."""
+        self.approved_rels: dict[str, dict[str, Any] | None] = {}
+        """Each relationship a held change touched: its last approved version (None: it had none)."""
+        self.held_removed: frozenset[str] = frozenset()
+        """Memory ids a held delete, supersede or merge took away (recalled as approved)."""
+        self._views = ApprovedViews()
         self.rejected: dict[tuple[str, str], None] = {}
         """(target, fingerprint of the rejected version): what an operator rejected (or a revert
         undid) while it was held, oldest first; a restore bringing one back holds it again."""
@@ -208,6 +217,8 @@ class ReviewBook:
         people: set[str] = set()
         approved: dict[str, dict[str, Any] | None] = {}
         important: list[tuple[list[str], list[str]]] = []
+        removed: set[str] = set()
+        rels: dict[str, dict[str, Any] | None] = {}
         for _, entry in sorted(items.items()):
             for c in entry["changes"]:
                 kind, target = c.get("kind"), c.get("target")
@@ -217,13 +228,19 @@ class ReviewBook:
                     approved.setdefault(target, c.get("before") if isinstance(c.get("before"), dict) else None)
                     if kind in HIDING_KINDS:
                         nodes.add(target)
-                elif kind in HIDING_KINDS:
-                    people.add(target)
+                    elif kind in ("node.delete", "node.supersede"):
+                        removed.add(target)
+                elif kind.startswith("relationship."):
+                    rels.setdefault(target, c.get("before") if isinstance(c.get("before"), dict) else None)
                 elif kind.startswith("important.") and isinstance(c.get("before"), list) and \
                         isinstance(c.get("after"), list):
                     important.append((c["before"], c["after"]))
+        # a relationship a held change made has no approved version: that person is hidden
+        people.update(t for t, v in rels.items() if v is None)
         self.hidden_nodes, self.hidden_people = frozenset(nodes), frozenset(people)
         self.approved_nodes, self.held_important = approved, important
+        self.held_removed = frozenset(removed)
+        self.approved_rels = rels
 
     def _compact(self, items: dict[int, dict[str, Any]]) -> None:
         """Write the pending set as the snapshot, then empty the record."""
@@ -406,6 +423,12 @@ class ReviewBook:
                 imp[min(pos, len(imp)):min(pos, len(imp))] = removed
         return imp
 
+    def approved_view(self, state: Any) -> Any:
+        """The state as ranking and the model's reads see it: every memory a held change
+        touched as last approved, in the indexes too (retrieval.approved); None when nothing
+        is held."""
+        return self._views.view(state, self.approved_nodes, self.held_removed, self.approved_rels)
+
     def view(self, state: Any) -> Any:
         """The state as the model may see it (HeldView), or the state itself when nothing is held."""
         if not self.items:
@@ -461,13 +484,31 @@ class _ApprovedNodes(Mapping):
         return len(self._nodes)
 
 
+class _ApprovedRels(_ApprovedNodes):
+    """state.relationships with each held relationship as last approved."""
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self._approved:
+            return self._nodes[key]
+        got = self._approved[key]
+        if got is None:
+            raise KeyError(key)
+        if key not in self._made:
+            from ..core.models import Relationship
+
+            self._made[key] = Relationship.model_validate(got)
+        return self._made[key]
+
+
 class HeldView:
-    """A MemoryState as the model may see it while changes are held: memories as last
-    approved (`nodes`), the approved important list (`important`)."""
+    """A MemoryState as the model may see it while changes are held: memories and
+    relationships as last approved (`nodes`, `relationships`), the approved important list
+    (`important`)."""
 
     def __init__(self, state: Any, book: ReviewBook):
         self._state = state
         self.nodes = _ApprovedNodes(state.nodes, book.approved_nodes)
+        self.relationships = _ApprovedRels(state.relationships, book.approved_rels)
         self.important = [i for i in book.approved_important(state.important) if i in self.nodes]
 
     def __getattr__(self, name: str) -> Any:

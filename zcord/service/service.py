@@ -32,6 +32,7 @@ from ..core.layout import (
     CONFIG_FILE,
     OPLOG_FILE,
     PERSONA_FILE,
+    RECALL_LOG_DIR,
     SYNONYMS_FILE,
 )
 from ..core.models import now
@@ -42,13 +43,16 @@ from ..core.state import MemoryState, Tx
 from ..core.store import Store
 from ..core.text import kinds_of, tokenizer
 from ..retrieval.prefix import build_prefix
-from ..retrieval.recall import RecallSessions, Retriever, check_session, parse_events
+from ..retrieval.recall import RecallSessions, Retriever, check_session, parse_events, render_header
 from ..retrieval.synonyms import Synonyms
+from ..retrieval.twins import TwinIndex
 from . import erasure
 from .calls import Ctx, InternalError, RestoreInProgress
+from .consolidate import CONSOLIDATE_FILE, KINDS, Consolidation
 from .dispatcher import Dispatcher
 from .gate import RestoreGate
 from .logbudget import LogBudget
+from .recall_log import RecallLog
 from .review import REVIEW_FILE, ReviewBook
 from .rooms import backups, history, synonyms
 from .snapshots import Snapshots
@@ -85,9 +89,18 @@ class Service:
         self.state = MemoryState()
         self.retriever = Retriever(lambda: self.state, self.synonyms)
         self.sessions = RecallSessions(self.retriever)
+        self.recall_log = RecallLog(self.dir / RECALL_LOG_DIR, lambda: self.config.recall_log_entries,
+                                    lambda: self.config.recall_log_bytes, self._recalled_header)
+        self.sessions.observer = lambda session, events, words, hits: self.recall_log.observe(
+            session, events, words, hits, self.sessions.senders.get(session, []))
+        self.twins = TwinIndex(lambda: self.state, self.synonyms)
+        self.twins.on_pending = self._build_twins_later
+        self.consolidation = Consolidation(self.twins, lambda: self.state, self.dir / CONSOLIDATE_FILE)
+        self._twins_building = False
         self.trust = TrustBook(self.dir / TRUST_FILE)
         self.review = ReviewBook(self.dir / REVIEW_FILE, self.lock)
-        self.retriever.hidden_ids = lambda: self.review.hidden_nodes  # held changes: not recalled, not searched
+        # held changes: recalled and searched as if not made (their memories as last approved)
+        self.retriever.approved_view = lambda: self.review.approved_view(self.state)
         self.retriever.hidden_people = lambda: self.review.hidden_people  # held relationships: no person entry
         self.retriever.held_view = self.review.view  # memories as last approved in person entries
         self.retriever.own_name = PersonaName(self.dir / PERSONA_FILE)  # "thanks Juniper" addresses the bot
@@ -118,6 +131,7 @@ class Service:
                 self.state.pending_words[:] = self.state.indexed_keywords()
             self.snapshots.pos_offset = pos.log_offset if pos is not None and pos.log_offset <= self.oplog.size else 0
             self.trust.load()
+            self.consolidation.load()
             self.review.load(self.oplog.last_seq, self.find_operation)
             self.usage.load()
         except BaseException:
@@ -170,6 +184,7 @@ class Service:
                         log.warning("could not write the snapshot at shutdown (%s); the next start replays "
                                     "the operation log", e)
             self.usage.close()
+            self.recall_log.close()
             self.oplog.close()
             self.store.close()
 
@@ -256,7 +271,7 @@ class Service:
         if not isinstance(text, str):
             raise InvalidArgument("text must be a string: the whole new PERSONA.md", field="text")
         if len(text) > MAX_PERSONA:
-            raise InvalidArgument(f"text is {len(text)} characters; PERSONA.md may have at most {MAX_PERSONA}",
+            raise InvalidArgument(f"text is {len(text):,} characters; PERSONA.md may have at most {MAX_PERSONA:,}",
                                   field="text")
         try:
             data = text.encode("utf-8")
@@ -308,14 +323,32 @@ class Service:
 
     def recall(self, session: str, events: Any) -> list[str]:
         """Replace the session's recall set from a batch of events; returns it, best first."""
+        return self.recall_batch(session, events)["ids"]
+
+    def recall_batch(self, session: str, events: Any) -> dict[str, Any]:
+        """`zcor/recall`'s answer: the session's new recall set (`ids`, best first) and, when
+        any, the senderKeys of the batch's external events whose sender is blocked, as the
+        bot gave them (`blocked`), so a front end can keep those messages from the model."""
         check_session(session)
         parsed = parse_events(events)
         with self.lock:
             self.refresh_synonyms()
+            blocked = self._blocked_senders(parsed)
             kept = self._unblocked(session, parsed)
-            if kept is None:
-                return []
-            return self.sessions.recall(session, kept, self.config.recall_budget, self.config.recall_ranking)
+            ids = [] if kept is None else \
+                self.sessions.recall(session, kept, self.config.recall_budget, self.config.recall_ranking)
+        return {"ids": ids, **({"blocked": blocked} if blocked else {})}
+
+    def _blocked_senders(self, events: list) -> list[str]:
+        default = self.config.default_trust
+        if not self.trust.levels and default != "blocked":
+            return []
+        out: dict[str, None] = {}
+        for e in events:
+            if e.origin == "external" and e.sender_key not in out and \
+                    self.trust.level(e.sender_key or "", default) == "blocked":
+                out[e.sender_key or ""] = None
+        return list(out)
 
     def _unblocked(self, session: str, events: list) -> list | None:
         """The batch without blocked senders' external events; None (and the session's recall
@@ -387,6 +420,46 @@ class Service:
             self.refresh_synonyms()
             cfg = self.config
             return self.sessions.explain(text, cfg.recall_budget, cfg.recall_ranking, sender_key, self._senders_on())
+
+    def _recalled_header(self, ids: list[str], people: list[str]) -> dict[str, Any]:
+        """For the recall log's entry of a batch (its thread): the header those ids and
+        speakers render now, what the budget cut, and the ids' titles. Without the lock: it
+        only looks nodes and relationships up by key (immutable objects), so the bot's calls
+        never wait for it."""
+        st = self.state
+        budget = self.config.recall_budget
+        people = people if self._senders_on() else []
+        hidden = self.review.hidden
+        visible = [i for i in ids if i not in hidden]
+        text, shown = render_header(st, visible, budget, people)
+        full, _ = render_header(st, visible, max(budget, 1) * 1000, people)
+        titles = {i: n.title for i in ids if (n := st.nodes.get(i)) is not None}
+        return {"budget": budget, "headerChars": len(text), "fullChars": len(full),
+                "truncated": len(full) > len(text), "notShown": [i for i in ids if i not in shown],
+                "titles": titles}
+
+    def consolidate_list(self, limit: int = 20, offset: int = 0, kind: str | None = None) -> dict[str, Any]:
+        """`zcor/consolidate/list`: the proposals not dismissed, paged (zcord.service.consolidate)."""
+        if kind is not None and kind not in KINDS:
+            raise InvalidArgument(f"kind must be one of {', '.join(KINDS)}, or omitted for both", field="kind")
+        with self.lock:
+            complete = self.consolidation.ready()
+            if not complete:
+                self._build_twins_later(force=True)
+            items = self.consolidation.proposals(self.review.hidden)
+            pending = self.twins.pending + self.consolidation.pending
+            indexed = len(self.twins.entries)
+        if kind is not None:
+            items = [i for i in items if i["kind"] == kind]
+        page = items[offset:offset + limit]
+        return {"items": page, "total": len(items),
+                "nextOffset": offset + limit if offset + limit < len(items) else None,
+                "scan": {"complete": complete, "pending": pending, "indexed": indexed}}
+
+    def consolidate_dismiss(self, ids: Any) -> dict[str, Any]:
+        """`zcor/consolidate/dismiss`: remember a proposal as dismissed."""
+        with self.lock:
+            return self.consolidation.dismiss(ids)
 
     def _senders_on(self) -> bool:
         """Speakers' relationships lead the header when both switches are on."""
@@ -493,3 +566,31 @@ class Service:
             made = build_text_piece(self.state.nodes, wanted[1], pause)
             with self.lock:
                 self.state.text_piece_made(*wanted, made)
+        self.build_twins()
+
+    def build_twins(self) -> None:
+        """Index every current memory for the twin check (retrieval.twins), 100 at a time
+        under the lock, giving way to calls between steps (the warm-up runs it last; a
+        restore starts it in a thread of its own)."""
+        with self.lock:
+            if self._twins_building:
+                return
+            self._twins_building = self.twins.building = True
+        pause = self._giving_way()
+        try:
+            while True:
+                with self.lock:
+                    # the index first, then the neighbourhoods of the memories it (re)indexed
+                    if not self.is_open or not (self.twins.step(100) or self.consolidation.step(100)):
+                        break
+                pause()
+                time.sleep(0.0005)
+        finally:
+            with self.lock:
+                self._twins_building = self.twins.building = False
+
+    def _build_twins_later(self, force: bool = False) -> None:
+        """The twin index has more to do than a check does inline (after a restore), or a
+        consolidation list found work left (`force`)."""
+        if not self._twins_building and self.is_open:
+            threading.Thread(target=self.build_twins, name="zcord-twins", daemon=True).start()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["affinity_series", "sparkline"]
+__all__ = ["affinity_series", "sparkline", "sparkline_scale"]
 
 BLOCKS = "▁▂▃▄▅▆▇█"
 
@@ -37,12 +37,28 @@ def affinity_series(versions: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def sparkline(values: list[int | None]) -> str:
-    """One block per value on the −100..100 scale (`▁` −100, `█` +100), a space for a gap."""
+    """One block per value, a space for a gap, scaled to the series' own range (`▁` its
+    lowest, `█` its highest; sparkline_scale names them), so that a change of a few points
+    shows: 0 → −20 → +75 draws `▂▁█`. A flat series is drawn on the −100..100 scale."""
+    lo, hi = _range(values)
     out = []
+    top = len(BLOCKS) - 1
     for value in values:
         if value is None:
             out.append(" ")
         else:
             v = max(-100, min(100, int(value)))
-            out.append(BLOCKS[min(len(BLOCKS) - 1, (v + 100) * len(BLOCKS) // 201)])
+            out.append(BLOCKS[round((v - lo) * top / (hi - lo))])
     return "".join(out)
+
+
+def sparkline_scale(values: list[int | None]) -> str:
+    """What the sparkline's lowest and highest blocks stand for: `-20 ▁ … █ +75`."""
+    lo, hi = _range(values)
+    return f"{lo:+d} ▁ … █ {hi:+d}".replace("+0 ", "0 ").replace("█ +0", "█ 0")
+
+
+def _range(values: list[int | None]) -> tuple[int, int]:
+    present = [max(-100, min(100, int(v))) for v in values if v is not None]
+    lo, hi = min(present, default=-100), max(present, default=100)
+    return (lo, hi) if hi > lo else (-100, 100)

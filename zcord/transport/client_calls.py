@@ -31,6 +31,15 @@ class SyncCalls(CallParams):
         """Change config fields (camelCase keys); returns the new config."""
         return self.request("zcor/config/set", {"patch": patch})
 
+    def consolidate_dismiss(self, ids: list[str]) -> dict[str, Any]:
+        """Remember a consolidation proposal (its ids) as dismissed: not proposed again."""
+        return self.request("zcor/consolidate/dismiss", {"ids": ids})
+
+    def consolidate_list(self, limit: int = 20, offset: int = 0, kind: str | None = None) -> dict[str, Any]:
+        """`zcor/consolidate/list`: clusters of near-duplicate memories and superseded chains to
+        fold, not dismissed; `{items, total, nextOffset, scan}`."""
+        return self.request("zcor/consolidate/list", {"limit": limit, "offset": offset, **({} if kind is None else {"kind": kind})})
+
     def context(self, session: str) -> dict[str, Any]:
         """The session's context header rendered now: `{text, ids}`."""
         return self.request("zcor/context", {"session": session})
@@ -114,9 +123,18 @@ class SyncCalls(CallParams):
         """The session's new recall set (a str is one external event)."""
         return self.request("zcor/recall", self._recall_params(session, events))["ids"]
 
+    def recall_batch(self, session: str, events: list[dict[str, Any]] | str) -> dict[str, Any]:
+        """`zcor/recall`'s whole answer: `{ids, blocked?}` (blocked: the batch's blocked senderKeys)."""
+        return self.request("zcor/recall", self._recall_params(session, events))
+
     def recall_explain(self, text: str, sender_key: str | None = None) -> dict[str, Any]:
         """Segmentation, expansion, hits and the header a text would produce."""
         return self.request("zcor/recall/explain", {"text": text} if sender_key is None else {"text": text, "senderKey": sender_key})
+
+    def recall_log(self, session: str, limit: int = 50, offset: int = 0, before: str | None = None) -> dict[str, Any]:
+        """`zcor/recall-log`: a session's latest auto-recall batches, newest first (what the bot was
+        shown: ids, reasons, header size); `before` keeps those at or before an ISO time."""
+        return self.request("zcor/recall-log", {"session": session, "limit": limit, "offset": offset, **({} if before is None else {"before": before})})
 
     def reload(self) -> dict[str, Any]:
         """Re-read config.json and synonyms.json; returns the config."""
@@ -198,6 +216,15 @@ class AsyncCalls(CallParams):
     async def config_set(self, patch: dict[str, Any]) -> dict[str, Any]:
         """Change config fields (camelCase keys); returns the new config."""
         return await self.request("zcor/config/set", {"patch": patch})
+
+    async def consolidate_dismiss(self, ids: list[str]) -> dict[str, Any]:
+        """Remember a consolidation proposal (its ids) as dismissed: not proposed again."""
+        return await self.request("zcor/consolidate/dismiss", {"ids": ids})
+
+    async def consolidate_list(self, limit: int = 20, offset: int = 0, kind: str | None = None) -> dict[str, Any]:
+        """`zcor/consolidate/list`: clusters of near-duplicate memories and superseded chains to
+        fold, not dismissed; `{items, total, nextOffset, scan}`."""
+        return await self.request("zcor/consolidate/list", {"limit": limit, "offset": offset, **({} if kind is None else {"kind": kind})})
 
     async def context(self, session: str) -> dict[str, Any]:
         """The session's context header rendered now: `{text, ids}`."""
@@ -282,9 +309,18 @@ class AsyncCalls(CallParams):
         """The session's new recall set (a str is one external event)."""
         return (await self.request("zcor/recall", self._recall_params(session, events)))["ids"]
 
+    async def recall_batch(self, session: str, events: list[dict[str, Any]] | str) -> dict[str, Any]:
+        """`zcor/recall`'s whole answer: `{ids, blocked?}` (blocked: the batch's blocked senderKeys)."""
+        return await self.request("zcor/recall", self._recall_params(session, events))
+
     async def recall_explain(self, text: str, sender_key: str | None = None) -> dict[str, Any]:
         """Segmentation, expansion, hits and the header a text would produce."""
         return await self.request("zcor/recall/explain", {"text": text} if sender_key is None else {"text": text, "senderKey": sender_key})
+
+    async def recall_log(self, session: str, limit: int = 50, offset: int = 0, before: str | None = None) -> dict[str, Any]:
+        """`zcor/recall-log`: a session's latest auto-recall batches, newest first (what the bot was
+        shown: ids, reasons, header size); `before` keeps those at or before an ISO time."""
+        return await self.request("zcor/recall-log", {"session": session, "limit": limit, "offset": offset, **({} if before is None else {"before": before})})
 
     async def reload(self) -> dict[str, Any]:
         """Re-read config.json and synonyms.json; returns the config."""

@@ -259,7 +259,10 @@ async def _prefix(m: Methods, call: Call) -> dict[str, Any]:
 @method("zcor/recall", role="bot",
         client=(C("recall", "session: str, events: list[dict[str, Any]] | str", "self._recall_params(session, events)",
                   returns="list[str]", result="ids",
-                  doc="The session's new recall set (a str is one external event)."),))
+                  doc="The session's new recall set (a str is one external event)."),
+                C("recall_batch", "session: str, events: list[dict[str, Any]] | str",
+                  "self._recall_params(session, events)",
+                  doc="`zcor/recall`'s whole answer: `{ids, blocked?}` (blocked: the batch's blocked senderKeys)."),))
 async def _recall(m: Methods, call: Call) -> dict[str, Any]:
     session = P.str_param(call.params, "session")
     events = call.params.get("events")
@@ -267,15 +270,15 @@ async def _recall(m: Methods, call: Call) -> dict[str, Any]:
         raise P.RpcError(P.INVALID_PARAMS, "Invalid params: events must be an array of "
                                            "{text, origin, ts?, source?, senderKey?}", {"field": "events"})
     started = time.perf_counter()
-    ids = await call.run(m.service.recall, session, events)
+    answer = await call.run(m.service.recall_batch, session, events)
     external = any(isinstance(e, dict) and e.get("origin") == "external" for e in events)
-    m.host.meters.recalled(external, ids, time.perf_counter() - started)
+    m.host.meters.recalled(external, answer["ids"], time.perf_counter() - started)
     if external:
         assert session is not None
         senders = O.batch_senders(events, limit=None)  # all of them: zcord cuts by trust (origin.cut)
         call.conn.last_batch = (session, senders)  # the origin of what the bot does next
         call.conn.remember_batch(session, senders)
-    return {"ids": list(ids)}
+    return answer
 
 
 @method("zcor/context", role="bot",
@@ -447,6 +450,33 @@ async def _synonyms_held(m: Methods, call: Call) -> dict[str, Any]:
                   doc="Segmentation, expansion, hits and the header a text would produce."),))
 async def _recall_explain(m: Methods, call: Call) -> dict[str, Any]:
     return await call.run(m.service.recall_explain, call.args.text, call.args.sender_key)
+
+
+@method("zcor/recall-log", params=M.RecallLogParams,
+        client=(C("recall_log", "session: str, limit: int = 50, offset: int = 0, before: str | None = None",
+                  '{"session": session, "limit": limit, "offset": offset, **({} if before is None else {"before": before})}',
+                  doc="`zcor/recall-log`: a session's latest auto-recall batches, newest first (what the bot was\n"
+                      "shown: ids, reasons, header size); `before` keeps those at or before an ISO time."),))
+async def _recall_log(m: Methods, call: Call) -> dict[str, Any]:
+    a = call.args
+    return await call.run(m.service.recall_log.read, a.session, a.limit, a.offset, a.before)
+
+
+@method("zcor/consolidate/list", params=M.ConsolidateListParams,
+        client=(C("consolidate_list", "limit: int = 20, offset: int = 0, kind: str | None = None",
+                  '{"limit": limit, "offset": offset, **({} if kind is None else {"kind": kind})}',
+                  doc="`zcor/consolidate/list`: clusters of near-duplicate memories and superseded chains to\n"
+                      "fold, not dismissed; `{items, total, nextOffset, scan}`."),))
+async def _consolidate_list(m: Methods, call: Call) -> dict[str, Any]:
+    a = call.args
+    return await call.run(m.service.consolidate_list, a.limit, a.offset, a.kind)
+
+
+@method("zcor/consolidate/dismiss", params=M.ConsolidateDismissParams,
+        client=(C("consolidate_dismiss", "ids: list[str]", '{"ids": ids}',
+                  doc="Remember a consolidation proposal (its ids) as dismissed: not proposed again."),))
+async def _consolidate_dismiss(m: Methods, call: Call) -> dict[str, Any]:
+    return await call.run(m.service.consolidate_dismiss, call.args.ids)
 
 
 @method("zcor/reload", params=M.NoParams, runs="loop",

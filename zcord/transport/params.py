@@ -52,6 +52,23 @@ class RecallExplainParams(Params):
     sender_key: Any = Field(None, description="Whose relationship leads the header (checked by the Service).")
 
 
+class RecallLogParams(Args):
+    session: StrictStr = Field(description="The session, as the bot names it in zcor/recall.")
+    limit: StrictInt = Field(50, ge=1, le=200, description="Batches per page, newest first.")
+    offset: StrictInt = Field(0, ge=0, description="Batches to skip.")
+    before: StrictStr | None = Field(None, description="Only batches recalled at or before this ISO 8601 time.")
+
+
+class ConsolidateListParams(Args):
+    limit: StrictInt = Field(20, ge=1, le=100, description="Proposals per page.")
+    offset: StrictInt = Field(0, ge=0, description="Proposals to skip.")
+    kind: StrictStr | None = Field(None, description='"twins" or "chain"; omitted: both.')
+
+
+class ConsolidateDismissParams(Args):
+    ids: list[StrictStr] = Field(description="The proposal's ids (its `ids`), remembered as dismissed.")
+
+
 class ConfigSetParams(Params):
     patch: dict[str, Any] = Field(description='Config changes, e.g. {"relationshipMemory": false}.')
 
@@ -163,6 +180,7 @@ def validate(model: type[Args], params: dict[str, Any]) -> Args:
         raise invalid_from(e, model) from None
 
 
-__all__ = ["Params", "NoParams", "StrictNoParams", "BackupPreviewParams", "RecallExplainParams",
+__all__ = ["Params", "NoParams", "StrictNoParams", "BackupPreviewParams", "RecallExplainParams", "RecallLogParams",
+           "ConsolidateListParams", "ConsolidateDismissParams",
            "ConfigSetParams", "HistoryVersionsParams", "HistoryAtParams", "UsageReportParams", "UsageParams",
            "validate", "InvalidArgument"]

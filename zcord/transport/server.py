@@ -393,6 +393,17 @@ def run(memory_dir: Path, socket_path: Path, log_level: str = "info") -> int:
     started = time.monotonic()
     _limit_malloc_arenas()  # before any thread of ours allocates
     _raise_fd_limit()
+    if not os.environ.get("LISTEN_FDS"):
+        # a socket another zcord serves: refuse before the Memory directory is made or opened
+        try:
+            taken = socket_path.exists() and _socket_is_live(socket_path)
+        except SocketInUse as e:
+            taken, why = True, str(e)
+        else:
+            why = f"another zcord is already listening on {socket_path}; stop it first or use another --socket"
+        if taken:
+            log.error("%s", why)
+            return EXIT_IN_USE
     service = Service(memory_dir)
     # loading makes a few objects per memory and none of them garbage: no collection passes
     # meanwhile; then they go to the collector's permanent generation (gc.freeze), so later

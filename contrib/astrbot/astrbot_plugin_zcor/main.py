@@ -16,10 +16,15 @@ On each LLM request the plugin
    message's; no copy of it is ever stored;
 4. offers the tools zcord declares to the bot right now as AstrBot LLM tools, which call the
    daemon as the bot (so relationship tools come and go with the daemon's switch, and every
-   call is in zcor's history with actor `model`);
+   call is in zcor's history with actor `model`, the message's sender as its speaker); what
+   they return to the model, results and errors, is fenced as the header is
+   (`zcord.core.fence.fence_tool_result`);
 5. after the model's answer, reports the provider's token usage (input, cached, output) and
    what zcor added (prefix and header characters) to zcord (`zcor/usage/report`), so
    `zcor usage` shows the cache hits.
+
+A message whose sender zcord says is blocked (`zcor/recall`'s `blocked`) is not sent to the
+model at all: the plugin stops the event before AstrBot's request, and logs that it did.
 
 It reaches zcord only through `zcord.client` (install the zcor wheel into AstrBot's Python).
 When zcord cannot be reached the plugin logs a warning and the bot answers without memory;
@@ -52,6 +57,11 @@ try:
     from zcord.retrieval.llm import usage_of
 except ImportError:  # an older zcor wheel: the same layout by hand, usage from AstrBot's counts
     assemble = usage_of = None  # type: ignore[assignment]
+try:
+    from zcord.core.fence import fence_tool_result
+except ImportError:  # an older zcor wheel: results as they are
+    def fence_tool_result(value: Any) -> Any:  # type: ignore[misc]
+        return value
 
 DEFAULTS = {
     "socket": "",
@@ -182,14 +192,17 @@ class ZcorMemory(Star):
         if client is None:
             return json.dumps({"error": {"code": "unavailable",
                                          "message": "The memory is unavailable right now; answer without it."}})
+        # memory text in a result or an error goes back to the model fenced, as in the header
         try:
             result = await client.call_tool(name, arguments, **told(client, origin))
         except ToolError as e:
-            return json.dumps({"error": e.to_dict()}, ensure_ascii=False)
+            return json.dumps({"error": fence_tool_result(e.to_dict())}, ensure_ascii=False)
         except (ClientError, OSError) as e:
             self.unavailable(e)
-            return json.dumps({"error": {"code": "unavailable", "message": f"The memory is unavailable: {e}"}})
-        return json.dumps(result, ensure_ascii=False)
+            return json.dumps({"error": fence_tool_result({"code": "unavailable",
+                                                           "message": f"The memory is unavailable: {e}"})},
+                              ensure_ascii=False)
+        return json.dumps(fence_tool_result(result), ensure_ascii=False)
 
     # -- the hooks ----------------------------------------------------------------------
 
@@ -202,13 +215,20 @@ class ZcorMemory(Star):
         if client is None:
             return
         session = self.session_of(event)
-        origin = {"session": session, "senders": [self.sender_of(event)]}
+        sender = self.sender_of(event)
+        # the message's sender speaks: the tool calls of this request answer them
+        origin = {"session": session, "senders": [sender], "speaker": sender}
         text = event.get_message_str() or req.prompt or ""
         try:
             if text.strip():
-                await client.recall(session, [{
-                    "text": text, "origin": "external", "senderKey": self.sender_of(event),
-                    "source": session, "ts": datetime.now(UTC).isoformat(timespec="seconds")}])
+                answer = await client.request("zcor/recall", {"session": session, "events": [{
+                    "text": text, "origin": "external", "senderKey": sender,
+                    "source": session, "ts": datetime.now(UTC).isoformat(timespec="seconds")}]})
+                if sender in ((answer or {}).get("blocked") or ()):
+                    # a blocked sender's message never reaches the model: no request at all
+                    logger.info(f"zcor: {sender} is blocked; their message is not sent to the model")
+                    event.stop_event()
+                    return
             prefix = await client.prefix()
             header = (await client.context(session))["text"]
             tools = await client.list_tools()

@@ -7,15 +7,63 @@ from typing import TYPE_CHECKING, Any
 
 from .. import inputs as I
 from ..calls import Ctx, Locked, page, parse_args, time_range
+from ..review import fingerprint
 
 if TYPE_CHECKING:
     from ..parts import FlowRoom
 
 
+REFUSED_CODES = frozenset({"blocked_sender", "untrusted_sender"})
+WITHHELD_HELD = "held for an operator's review: its text is not shown until approved"
+WITHHELD_REFUSED = "refused by the per-sender trust rule: its text is not shown"
+WITHHELD_REJECTED = "rejected by an operator: its text is not shown"
+
+
 def history(svc: FlowRoom, a: I.HistoryArgs, ctx: Ctx) -> dict[str, Any]:
     start, end = time_range(a)
     items, total = svc.oplog.query(a.keywords or [], start, end, a.limit, a.offset)
+    if ctx.actor == "model":  # held means invisible, in the log too (issue 33); operators see all
+        held = held_versions(svc)
+        items = [for_model(svc, rec, held) for rec in items]
     return {"items": items, "total": total, "nextOffset": page(total, a.offset, len(items))}
+
+
+def held_versions(svc: FlowRoom) -> frozenset[tuple[str, str]]:
+    """(target, fingerprint) of every version a held operation wrote."""
+    return frozenset((c["target"], fingerprint(c["after"])) for e in svc.review.items.values()
+                     for c in e.get("changes") or () if isinstance(c.get("target"), str)
+                     and isinstance(c.get("after"), dict))
+
+
+def for_model(svc: FlowRoom, rec: dict[str, Any], held: frozenset[tuple[str, str]] = frozenset()) -> dict[str, Any]:
+    """A log record as the model may read it: the text of an operation still held for review,
+    of a call the trust rule refused, of a version an operator rejected (in the held write
+    and in the reject that undid it) and of a held version another record quotes (a later
+    change's `before`) withheld; what was done, when and by whom kept."""
+    book = svc.review
+    why = None
+    if rec.get("seq") in book.items:
+        why = WITHHELD_HELD
+    elif rec.get("status") == "error" and (rec.get("error") or {}).get("code") in REFUSED_CODES:
+        why = WITHHELD_REFUSED
+    elif book.rejected or held:
+        for c in rec.get("changes") or ():
+            target = c.get("target")
+            for v in (c.get("before"), c.get("after")):
+                if not isinstance(v, dict):
+                    continue
+                pair = (target, fingerprint(v))
+                if pair in held:
+                    why = WITHHELD_HELD
+                elif pair in book.rejected:
+                    why = WITHHELD_REJECTED
+            if why is not None:
+                break
+    if why is None:
+        return rec
+    return {**rec, "params": {"withheld": why}, "result": None,
+            "changes": [{**{k: v for k, v in c.items() if k not in ("before", "after", "receipt")}, "withheld": True}
+                        for c in rec.get("changes") or ()]}
 
 
 def operator_query(svc: FlowRoom, params: Any) -> dict[str, Any]:

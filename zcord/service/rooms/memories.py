@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
 from ...core.errors import Conflict, InvalidArgument, NotFound, Superseded
@@ -58,6 +59,18 @@ def item(svc: Room, node_id: str) -> dict[str, Any]:
             "childCount": len(svc.state.child_ids(node_id))}
 
 
+TWINS_SHOWN = 3
+"""At most this many near-duplicates are named in a create's result."""
+
+
+def twins_note(similar: list[dict[str, Any]]) -> str:
+    """The sentence a create's result carries when it nearly repeats current memories."""
+    ids = ", ".join(s["id"] for s in similar)
+    first = similar[0]["id"]
+    return (f"This new memory nearly repeats {ids}. Next time update the existing memory instead "
+            f"(zcor_memory_write with id {first}), or merge them with zcor_memory_merge; nothing was refused.")
+
+
 def write(svc: Room, a: I.WriteArgs, ctx: Ctx) -> dict[str, Any]:
     st = svc.state
     if a.keywords is not None:
@@ -65,6 +78,10 @@ def write(svc: Room, a: I.WriteArgs, ctx: Ctx) -> dict[str, Any]:
     if a.id is None:
         if a.parent_id is not None:
             check_parent(svc, a.parent_id, None)
+        # the twin check (issue 38): the current memories this one nearly repeats, named in the
+        # result; nothing is refused
+        feats = svc.twins.folding.features(a.title, a.content)
+        twins = svc.twins.similar(feats, exclude=svc.review.hidden, limit=TWINS_SHOWN)
         tx = svc.begin(ctx)
         node = Node(
             id=tx.take_id(), title=a.title, content=a.content,
@@ -96,8 +113,16 @@ def write(svc: Room, a: I.WriteArgs, ctx: Ctx) -> dict[str, Any]:
         tx.put_node(node)
         tx.record("node.update", node.id, before=old.dump(), after=node.dump())
         created = False
+        twins = []
     svc.commit(ctx)
-    return {"created": created, **st.nodes[node.id].dump()}
+    out = {"created": created, **st.nodes[node.id].dump()}
+    if created:
+        svc.twins.written(st.nodes[node.id], feats)
+        similar = [{"id": t.id, "title": st.nodes[t.id].title, "score": t.score} for t in twins if t.id in st.nodes]
+        if similar:
+            out["similar"] = similar
+            out["note"] = twins_note(similar)
+    return out
 
 
 def read(svc: Room, a: I.IdArgs, ctx: Ctx) -> dict[str, Any]:
@@ -180,7 +205,13 @@ def query(svc: Room, a: I.QueryArgs, ctx: Ctx) -> dict[str, Any]:
     candidates = st.nodes.keys() if found is None else found
     hits = []
     nodes, index, rank = st.nodes, st.index, st.rank
+    # the model reads as if no held change had been made: the memories held changes touched
+    # as last approved, matched below one by one (review caps how many)
+    view = svc.retriever.approved_view() if ctx.actor == "model" else None
+    masked: AbstractSet[str] = view.masked if view is not None else frozenset()
     for node_id in candidates:
+        if node_id in masked:
+            continue
         node = nodes[node_id]
         if node.superseded_by is not None and not a.include_superseded:
             continue
@@ -193,6 +224,16 @@ def query(svc: Room, a: I.QueryArgs, ctx: Ctx) -> dict[str, Any]:
             if not all(k in title or k in content for k in rest):
                 continue
         hits.append((updated, rank[node_id], node_id))
+    if view is not None:
+        for node_id, node in view.approved.items():
+            updated = node.updated_at.timestamp()
+            if (node.superseded_by is not None and not a.include_superseded) or \
+                    (start is not None and updated < start) or (end is not None and updated > end):
+                continue
+            title, content = match_form(node.title), match_form(node.content)
+            if all(k in title or k in content for k in keys):
+                hits.append((updated, rank.get(node_id, 0), node_id))
+        nodes = view.nodes
     return newest_first(hits, a, lambda i: nodes[i].dump())
 
 

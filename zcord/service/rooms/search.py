@@ -44,7 +44,9 @@ class SearchSteps(Steps):
         terms = sorted(svc.synonyms.classes.expand(self.args.keywords))
         hits = svc.retriever.visible_hits(terms, keyword_equality=False, limit=SEARCH_CANDIDATES,
                                           mode=svc.config.recall_ranking, floor=False)
-        self.candidates = [svc.state.nodes[h.id].dump() for h in hits]
+        view = svc.retriever.approved_view()  # held changes: candidates as last approved
+        nodes = svc.state.nodes if view is None else view.nodes
+        self.candidates = [nodes[h.id].dump() for h in hits]
         self.llm = svc.config.llm
         return None
 
