@@ -70,7 +70,14 @@ from ..core.errors import InvalidArgument, NotFound
 from ..core.fsutil import atomic_write, fsync_dir, read_nofollow
 from ..core.indexcache import CACHE_FILE as RECALL_CACHE
 from ..core.journal import POS_FILE
-from ..core.layout import BACKUPS_DIR, HISTORY_DIR, LEGACY_FILE, OPLOG_FILE, RECALL_LOG_DIR, STATE_FILE
+from ..core.layout import (
+    BACKUPS_DIR,
+    HISTORY_DIR,
+    LEGACY_FILE,
+    OPLOG_FILE,
+    RECALL_LOG_DIR,
+    STATE_FILE,
+)
 from ..core.nodecache import CACHE_FILE as NODE_CACHE
 from ..core.senderkey import sender_key
 from ..core.text import fold_han, match_form
