@@ -890,6 +890,7 @@ def reopen(svc: Any) -> None:
     svc.calls.seq = max(svc.calls.seq, oplog.last_seq)
     svc.sessions.sets.clear()
     svc.sessions.senders.clear()
+    svc.twins.sync()  # the twin index (consolidation) drops the erased memories now
     oplog.warm(background=True)  # the history index is rebuilt from the rewritten log now
 
 
