@@ -276,7 +276,8 @@ class Acked:
         res = result["structuredContent"]
         self.count[name] += 1
         if name == "zcor_memory_write":
-            node = {k: v for k, v in res.items() if k != "created"}
+            # the result is the node, with `created` and, for a near-repeat, `similar` and `note`
+            node = {k: v for k, v in res.items() if k not in ("created", "similar", "note")}
             self.changes.append(("node.create" if res["created"] else "node.update", res["id"], canon(node)))
             if res["created"]:
                 work.current.append(res["id"])

@@ -56,7 +56,7 @@ def raw(w: Wire, line: bytes, msg_id=None) -> dict:
 def test_source_message_limit(wire):
     err = refused(wire, "zcor_memory_write", {"title": "长", "content": "x", "sourceMessage": "原" * (MAX_SOURCE + 1)},
                   "sourceMessage")
-    assert "20000" in err["message"]
+    assert "20,000" in err["message"]
     ok = call(wire, "zcor_memory_write", {"title": "长", "content": "x", "sourceMessage": "原" * MAX_SOURCE})
     node = call(wire, "zcor_memory_read", {"id": ok["structuredContent"]["id"]})["structuredContent"]
     assert node["sourceMessage"] == "原" * MAX_SOURCE

@@ -18,7 +18,7 @@ def _batch(text: str, sender: str = "qq:42") -> list[dict]:
 
 def test_each_recall_batch_is_logged_with_its_reasons_and_header(daemon):
     with daemon.client("operator") as op, daemon.client() as bot:
-        cat = op.call_tool("zcor_memory_write", {"title": "小明的猫叫咪咪", "content": "橘猫，三岁"})["id"]
+        cat = op.call_tool("zcor_memory_write", {"title": "小明养了一只猫", "content": "橘猫，三岁，叫咪咪"})["id"]
         pot = op.call_tool("zcor_memory_write", {"title": "小明喜欢火锅", "content": "重庆老火锅"})["id"]
         ids = bot.recall("qq:group:1", _batch("小明的猫最近怎么样"))
         header = bot.context("qq:group:1")["text"]
@@ -33,7 +33,7 @@ def test_each_recall_batch_is_logged_with_its_reasons_and_header(daemon):
         assert first["ids"] == ids and ids[0] == cat
         assert first["senders"] == ["qq:42"]
         hit = first["hits"][0]
-        assert hit["id"] == cat and hit["title"] == "小明的猫叫咪咪"
+        assert hit["id"] == cat and hit["title"] == "小明养了一只猫"
         terms = {r["term"]: r for r in hit["reasons"]}
         assert "猫" in terms and terms["猫"]["where"] in ("title", "title+keyword") and terms["猫"]["weight"] > 0
         assert first["headerChars"] == len(header) and first["truncated"] is False and first["notShown"] == []

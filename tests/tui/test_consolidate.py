@@ -35,7 +35,7 @@ async def test_consolidate_merges_dismisses_and_folds(memory, app_for):
     app = app_for(d)
     async with app.run_test(size=(120, 40)) as pilot:
         await settle(pilot)
-        await press(pilot, "9")
+        await press(pilot, "0")
         assert isinstance(app.screen, ConsolidateScreen)
         table = app.screen.query_one("#proposals", DataTable)
         await until(pilot, lambda: table.row_count == 3, what="three proposals")

@@ -70,7 +70,7 @@ class HistoryScreen(ZcorScreen):
                 tooltip="Erase the sender in the origin filter (or of the selected record): preview, then confirm"),
         Binding("t", "trust", "Trust…", show=False, id="history.trust",
                 tooltip="Set the trust level of the selected record's sender (untrusted: held for review)"),
-        Binding("w", "shown", "Bot was shown", id="history.shown",
+        Binding("w", "shown", "Bot was shown", show=False, id="history.shown",
                 tooltip="What the bot was shown before this change: the recall batches of its session"),
     ]
 

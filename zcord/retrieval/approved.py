@@ -94,6 +94,12 @@ class ApprovedIndexes:
         self.small.ensure_stems()
 
     @property
+    def generation(self) -> tuple[int, int]:
+        """Changes when a title of either part does (ranking keeps a lone character's hits by
+        the indexes object and this)."""
+        return (self.live.generation, self.small.generation)
+
+    @property
     def avg_title_len(self) -> float:
         return self._title_len_sum / self.current_count if self.current_count else 1.0
 
