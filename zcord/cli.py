@@ -834,6 +834,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_parsers(sub, common, cmd_import, cmd_export)
 
+    from . import privacy_cli
+
+    privacy_cli.add_parsers(sub, common)
+
     p = sub.add_parser("chat", parents=[common], add_help=False,
                        help="talk to the persona in the terminal (the reference console bot); "
                             "`zcor chat --help` for its options")

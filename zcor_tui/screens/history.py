@@ -66,6 +66,8 @@ class HistoryScreen(ZcorScreen):
                 tooltip="Type keywords to find records"),
         Binding("O", "revert_origin", "Undo sender", id="history.revert_origin",
                 tooltip="Undo everything the sender in the origin filter (or of the selected record) caused"),
+        Binding("F", "forget", "Forget sender", show=False, id="history.forget",
+                tooltip="Erase the sender in the origin filter (or of the selected record): preview, then confirm"),
         Binding("t", "trust", "Trust…", show=False, id="history.trust",
                 tooltip="Set the trust level of the selected record's sender (untrusted: held for review)"),
         Binding("w", "shown", "Bot was shown", show=False, id="history.shown",
@@ -344,3 +346,18 @@ class HistoryScreen(ZcorScreen):
                         "to show.", severity="warning")
             return
         self.app.push_screen(RecallLogScreen(session, record.get("at")))
+
+    def action_forget(self) -> None:
+        sender = self.query_one("#origin", Input).value.strip()
+        if not sender and self.selected is not None:
+            origin = self.selected.get("origin") or {}
+            senders = origin.get("senders") or []
+            speaker = origin.get("speaker")
+            sender = speaker if isinstance(speaker, str) else str(senders[-1]) if senders else ""
+        if not sender:
+            self.notify("Type the sender in the origin filter (or select a record with a sender) first.",
+                        severity="warning")
+            return
+        from .forget import ForgetScreen
+
+        self.app.push_screen(ForgetScreen(sender), lambda _r: self.reload())

@@ -72,6 +72,8 @@ class RelationshipsScreen(ZcorScreen):
         Binding("o", "open", "Open node", id="rel.open", tooltip="Show the linked memory in Browse"),
         Binding("O", "revert_origin", "Undo person's changes", show=False, id="rel.revert_origin",
                 tooltip="Undo everything this person (their personId as a chat sender) caused: preview, then confirm"),
+        Binding("F", "forget", "Forget person", show=False, id="rel.forget",
+                tooltip="Erase this person from the Memory and every file under it: preview, then confirm"),
         Binding("t", "trust", "Trust…", show=False, id="rel.trust",
                 tooltip="Set the trust level of this person as a chat sender (their personId)"),
         Binding("ctrl+n", "page(1)", "Next page", show=False, id="rel.next", tooltip="More records"),
@@ -301,3 +303,11 @@ class RelationshipsScreen(ZcorScreen):
         from .trust import ask_trust
 
         ask_trust(self.app, [self.selected])
+
+    def action_forget(self) -> None:
+        if self.selected is None:
+            self.notify("Select the person to forget.", severity="warning")
+            return
+        from .forget import ForgetScreen
+
+        self.app.push_screen(ForgetScreen(self.selected, person_id=True), lambda _r: self.reload())

@@ -13,8 +13,8 @@ When it holds `recallLogEntries` entries it becomes `<hash>.1.jsonl` (replacing 
 before), so a session keeps between N and 2N entries and reads return the latest N. The
 whole folder holds at most `recallLogBytes`: past it, the sessions written least recently
 are forgotten first. Appends are not fsynced (a crash may lose the last entries; a torn last
-line is skipped when read). Private sessions and erasure: left to the privacy issue, which
-will decide which sessions are logged and how an erasure reaches these files.
+line is skipped when read). An erasure (zcord.service.erasure) drops every entry naming
+the person forgotten; private sessions are left to the privacy issue.
 """
 
 from __future__ import annotations

@@ -46,6 +46,7 @@ from ..retrieval.prefix import build_prefix
 from ..retrieval.recall import RecallSessions, Retriever, check_session, parse_events, render_header
 from ..retrieval.synonyms import Synonyms
 from ..retrieval.twins import TwinIndex
+from . import erasure
 from .calls import Ctx, InternalError, RestoreInProgress
 from .consolidate import CONSOLIDATE_FILE, KINDS, Consolidation
 from .dispatcher import Dispatcher
@@ -116,6 +117,7 @@ class Service:
     def open(self) -> Service:
         self.store.open()
         try:
+            erasure.resume(self.dir)  # an erasure a crash interrupted is completed first
             self.config_file.load()
             self.state = self.store.load()
             # the retrieval indexes from memory-state.recall.cache, when it belongs to the

@@ -527,7 +527,10 @@ def _plan(svc: FlowRoom, ctx: Ctx, seq: int, force: bool, dry: bool = False) -> 
     rec = svc.find_operation(seq)
     if rec is None:
         raise NotFound(f"No operation with seq {seq} in the log", field="seq")
-    own = [c for c in rec.get("changes", []) if c.get("changeId")]
+    if rec.get("tool") == "zcor/erase":
+        raise InvalidArgument(f"Operation {seq} was an erasure (zcor/erase), which cannot be reverted: what it "
+                              f"removed is gone from every file of the Memory", field="seq")
+    own = [c for c in rec.get("changes", []) if c.get("changeId") and c.get("kind") != "erased"]
     if rec.get("status") != "ok" or not own:
         raise InvalidArgument(f"Operation {seq} ({rec.get('tool')}) changed nothing in the Memory; there is "
                               f"nothing to revert", field="seq")

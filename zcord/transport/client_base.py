@@ -37,6 +37,12 @@ class CallParams:
                 **({"preview": True} if preview else {})}
 
     @staticmethod
+    def _erase_params(sender: str | None, person_id: str | None, preview: bool) -> dict[str, Any]:
+        return {**({"sender": sender} if sender is not None else {}),
+                **({"personId": person_id} if person_id is not None else {}),
+                **({"preview": True} if preview else {})}
+
+    @staticmethod
     def _held_params(action: str, held: int | None, index: int | None) -> dict[str, Any]:
         return {"action": action, **({"held": held} if held is not None else {}),
                 **({"index": index} if index is not None else {})}

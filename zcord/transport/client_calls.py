@@ -44,6 +44,12 @@ class SyncCalls(CallParams):
         """The session's context header rendered now: `{text, ids}`."""
         return self.request("zcor/context", {"session": session})
 
+    def erase(self, sender: str | None = None, person_id: str | None = None, preview: bool = False) -> dict[str, Any]:
+        """Forget a person (`zcor/erase`): their relationship, trust entry, linked memories and
+        those only they caused, redacted from every file under the Memory directory; with
+        `preview` nothing changes and the result lists exactly what goes. Irreversible."""
+        return self.request("zcor/erase", self._erase_params(sender, person_id, preview))
+
     def export(self, format: str = "jsonl") -> dict[str, Any]:
         """`zcor/export {format}`: the Memory as files (inline, or an exportId to read in pieces)."""
         return self.request("zcor/export", {"format": format})
@@ -151,6 +157,11 @@ class SyncCalls(CallParams):
         """The daemon's and the Memory's status."""
         return self.request("zcor/status")
 
+    def subject(self, sender: str | None = None, person_id: str | None = None) -> dict[str, Any]:
+        """Everything the Memory holds about or from a person (`zcor/subject`): memories,
+        relationship, trust, held changes and history records."""
+        return self.request("zcor/subject", self._erase_params(sender, person_id, False))
+
     def synonym_groups(self) -> list[list[str]]:
         """The synonym groups."""
         return self.request("zcor/synonyms/list")["groups"]
@@ -218,6 +229,12 @@ class AsyncCalls(CallParams):
     async def context(self, session: str) -> dict[str, Any]:
         """The session's context header rendered now: `{text, ids}`."""
         return await self.request("zcor/context", {"session": session})
+
+    async def erase(self, sender: str | None = None, person_id: str | None = None, preview: bool = False) -> dict[str, Any]:
+        """Forget a person (`zcor/erase`): their relationship, trust entry, linked memories and
+        those only they caused, redacted from every file under the Memory directory; with
+        `preview` nothing changes and the result lists exactly what goes. Irreversible."""
+        return await self.request("zcor/erase", self._erase_params(sender, person_id, preview))
 
     async def export(self, format: str = "jsonl") -> dict[str, Any]:
         """`zcor/export {format}`: the Memory as files (inline, or an exportId to read in pieces)."""
@@ -325,6 +342,11 @@ class AsyncCalls(CallParams):
     async def status(self) -> dict[str, Any]:
         """The daemon's and the Memory's status."""
         return await self.request("zcor/status")
+
+    async def subject(self, sender: str | None = None, person_id: str | None = None) -> dict[str, Any]:
+        """Everything the Memory holds about or from a person (`zcor/subject`): memories,
+        relationship, trust, held changes and history records."""
+        return await self.request("zcor/subject", self._erase_params(sender, person_id, False))
 
     async def synonym_groups(self) -> list[list[str]]:
         """The synonym groups."""

@@ -22,7 +22,7 @@ from ..core import origin as O
 from ..core import protocol as P
 from ..core.errors import InvalidArgument, ZcorError
 from ..core.layout import BOT_BACKUP_RE
-from ..service import review, undo
+from ..service import erasure, review, undo
 from ..service.rooms import synonyms as synonym_room
 from ..service.tools import TOOLS, declared_tools
 from . import mcp_extras, metrics, replies, transfers
@@ -592,6 +592,28 @@ method("zcor/review/reject",
                   "self._review_params(ids, force, preview)",
                   doc="Reject held changes by their operation seqs: each is reverted, as one operation."),))(
     _room_call(review.reject))
+
+
+# -- privacy (issue 34) ---------------------------------------------------------------------------
+
+
+@method("zcor/erase", params=M.EraseParams, runs="long",
+        client=(C("erase", "sender: str | None = None, person_id: str | None = None, preview: bool = False",
+                  "self._erase_params(sender, person_id, preview)",
+                  doc="Forget a person (`zcor/erase`): their relationship, trust entry, linked memories and\n"
+                      "those only they caused, redacted from every file under the Memory directory; with\n"
+                      "`preview` nothing changes and the result lists exactly what goes. Irreversible."),))
+async def _erase(m: Methods, call: Call) -> dict[str, Any]:
+    return await call.run(erasure.erase, m.service, call.params)
+
+
+@method("zcor/subject", params=M.SubjectParams, runs="long",
+        client=(C("subject", "sender: str | None = None, person_id: str | None = None",
+                  "self._erase_params(sender, person_id, False)",
+                  doc="Everything the Memory holds about or from a person (`zcor/subject`): memories,\n"
+                      "relationship, trust, held changes and history records."),))
+async def _subject(m: Methods, call: Call) -> dict[str, Any]:
+    return await call.run(erasure.subject, m.service, call.params)
 
 
 # -- import and export (issue 36) -----------------------------------------------------------------

@@ -81,6 +81,21 @@ class HistoryAtParams(Args):
     time: StrictStr = Field(description="An ISO 8601 time with its UTC offset.")
 
 
+class EraseParams(Args):
+    """`zcor/erase` (zcord.service.erasure): exactly one of sender, personId."""
+
+    sender: StrictStr | None = Field(None, description="The person's sender key, e.g. qq:42.")
+    person_id: StrictStr | None = Field(None, description="The person's relationship personId.")
+    preview: StrictBool = Field(False, description="Only list what would go; nothing changes.")
+
+
+class SubjectParams(Args):
+    """`zcor/subject` (zcord.service.erasure): exactly one of sender, personId."""
+
+    sender: StrictStr | None = Field(None, description="The person's sender key, e.g. qq:42.")
+    person_id: StrictStr | None = Field(None, description="The person's relationship personId.")
+
+
 class ImportParams(Args):
     """`zcor/import` (zcord.service.interop): the file as `data` or as a finished upload."""
 
