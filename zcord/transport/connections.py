@@ -106,6 +106,10 @@ CALLER: contextvars.ContextVar[int | None] = contextvars.ContextVar("zcord_calle
 """The connection a request is being handled for: the worker takes turns between them."""
 
 
+class WorkerStopped(RuntimeError):
+    """Work submitted after the worker was told to stop (zcord is shutting down)."""
+
+
 class Worker:
     """The one thread that runs Service calls: each connection's in submission order, the
     connections taking turns (one call each, round robin), so one client's pipelined queue
@@ -132,7 +136,7 @@ class Worker:
         fut = self.loop.create_future()
         with self._cv:
             if self._stopping:
-                raise RuntimeError("the worker has stopped")
+                raise WorkerStopped("the worker has stopped")
             if urgent:
                 self._jobs.append((fut, fn, args))
             else:

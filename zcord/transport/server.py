@@ -39,7 +39,7 @@ from ..core import protocol as P
 from ..core.errors import MemoryDirInUse, ZcorError
 from ..service.service import Service
 from . import systemd
-from .connections import Connection, ConnectionServer
+from .connections import Connection, ConnectionServer, WorkerStopped
 from .methods import Methods
 from .metrics import Meters
 from .paths import UnsafeSocket, check_daemon_socket_dir, ensure_socket_dir
@@ -175,6 +175,8 @@ class Daemon:
                 systemd.notify("WATCHDOG=1")
             except TimeoutError:
                 log.warning("worker busy for more than %.1fs; watchdog ping skipped", interval)
+            except WorkerStopped:
+                return  # zcord is shutting down: nothing left to ping for
             await asyncio.sleep(interval)
 
     def _on_sighup(self) -> None:
