@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.errors import InvalidArgument, NotFound, StateFileInvalid, UntrustedSender
 from ..core.fsutil import atomic_write
+from ..core.models import Node, Relationship
 from ..retrieval.approved import ApprovedViews
 from .trust import read_small_file
 
@@ -453,51 +454,48 @@ def _apply(items: dict[int, dict[str, Any]], event: dict[str, Any]) -> None:
             items[seq] = {k: v for k, v in items[seq].items() if k != "reverting"}
 
 
-class _ApprovedNodes(Mapping):
-    """state.nodes with each held memory as last approved (absent when it had no approved version)."""
+class _Approved(Mapping):
+    """A state's mapping (`nodes` or `relationships`) with each held entry as last approved
+    (absent when it had no approved version), made as `model` when first asked for."""
 
-    def __init__(self, nodes: Mapping[str, Any], approved: dict[str, dict[str, Any] | None]):
-        self._nodes, self._approved = nodes, approved
+    model: Any = None
+
+    def __init__(self, live: Mapping[str, Any], approved: dict[str, dict[str, Any] | None]):
+        self._live, self._approved = live, approved
         self._made: dict[str, Any] = {}
 
     def __getitem__(self, key: str) -> Any:
         if key not in self._approved:
-            return self._nodes[key]
+            return self._live[key]
         got = self._approved[key]
         if got is None:
             raise KeyError(key)
         if key not in self._made:
-            from ..core.models import Node
-
-            self._made[key] = Node.model_validate(got)
+            self._made[key] = self.model.model_validate(got)
         return self._made[key]
 
     def __contains__(self, key: object) -> bool:
         if key in self._approved:
             return self._approved[key] is not None
-        return key in self._nodes
+        return key in self._live
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._nodes)
+        return iter(self._live)
 
     def __len__(self) -> int:
-        return len(self._nodes)
+        return len(self._live)
 
 
-class _ApprovedRels(_ApprovedNodes):
+class _ApprovedNodes(_Approved):
+    """state.nodes with each held memory as last approved."""
+
+    model = Node
+
+
+class _ApprovedRels(_Approved):
     """state.relationships with each held relationship as last approved."""
 
-    def __getitem__(self, key: str) -> Any:
-        if key not in self._approved:
-            return self._nodes[key]
-        got = self._approved[key]
-        if got is None:
-            raise KeyError(key)
-        if key not in self._made:
-            from ..core.models import Relationship
-
-            self._made[key] = Relationship.model_validate(got)
-        return self._made[key]
+    model = Relationship
 
 
 class HeldView:
