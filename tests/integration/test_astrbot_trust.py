@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.fakellm import FakeLLM, openai_text, openai_tools
-from tests.fault.test_fence_paths import clean
+from tests.fault.test_fence_paths import clean, strings
 from tests.fault.test_poisoning import CORPUS
 from tests.integration.test_astrbot import ASTRBOTS, drive
 
@@ -78,13 +78,3 @@ def test_tool_results_and_errors_go_back_fenced_with_the_speaker(run):
         rec = op.history_query({"tool": "zcor_memory_read", "limit": 1})["items"][0]
         assert rec["origin"]["speaker"] == "qq:42" and rec["origin"]["senders"] == ["qq:42"]
 
-
-def strings(value):
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from strings(v)
