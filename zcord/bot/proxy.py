@@ -52,14 +52,27 @@ from urllib.parse import quote, urlsplit
 
 from ..core.config import Config, ConfigFile, LlmConfig, api_key_for
 from ..core.errors import ProviderError
-from ..core.fence import fence_tool_result
 from ..core.origin import batch_senders
 from ..retrieval.llm import DEFAULT_MAX_TOKENS, Message, Prompt, Provider, Reply, ToolCall, Usage
-from ..transport.client import AsyncClient, ClientError, RpcError, ToolError, tool_result
+from ..transport.client import AsyncClient, ClientError, RpcError, ToolError
 from ..transport.systemd import notify
 from .blocked import filter_blocked
-from .bot import DEFAULT_MAX_ROUNDS, FRAME_TOOL, usage_params
-from .prompt import assemble, batch_start
+from .core import (
+    DEFAULT_MAX_ROUNDS,
+    FRAME_TOOL,
+    Ask,
+    Done,
+    Failed,
+    Outcome,
+    Ran,
+    Refresh,
+    Report,
+    Run,
+    TooManyRounds,
+    Turn,
+    Unreachable,
+)
+from .prompt import batch_start
 
 if TYPE_CHECKING:
     import httpx
@@ -625,33 +638,19 @@ class Daemon:
         text = value.get("text") if isinstance(value, dict) else None
         return text if isinstance(text, str) else ""
 
-    async def call(self, call: ToolCall, declared: set[str], origin: dict[str, Any]) -> Message:
-        """Run one of the model's calls to zcor's tools; the tool-result message."""
-        def error(code: str, message: str) -> Message:
-            return Message("tool", json.dumps({"error": {"code": code, "message": message}}, ensure_ascii=False),
-                           tool_call_id=call.id, is_error=True)
-
-        if call.name not in declared:
-            return error("unknown_tool", "external_event_frame is synthesized by the system; never call it."
-                         if call.name == FRAME_TOOL else
-                         f"Tool {call.name!r} is not declared in this request; call only the tools you were given.")
-        if not isinstance(call.arguments, dict):
-            return error("invalid_argument", f"arguments of {call.name} must be a JSON object, "
-                                             f"got {str(call.arguments)[:100]!r}")
+    async def run(self, call: ToolCall, origin: dict[str, Any]) -> Outcome:
+        """Run one of the model's calls to zcor's tools (that passed core.refusal), with its
+        origin in `_meta`."""
         client = await self.connected()
         if client is None:
-            return error("unavailable", "zcor's memory cannot be reached right now.")
+            return Unreachable("zcor's memory cannot be reached right now.")
         try:
-            result = tool_result(await client.request("tools/call", {
-                "name": call.name, "arguments": call.arguments, "_meta": {ORIGIN_META: origin}}))
-        except ToolError as e:  # an error may quote memory text: fenced as results are
-            return Message("tool", json.dumps({"error": fence_tool_result(e.to_dict())}, ensure_ascii=False),
-                           tool_call_id=call.id, is_error=True)
+            return Ran(await client.call_tool(call.name, call.arguments, origin=origin))
+        except ToolError as e:
+            return Failed(e.to_dict())
         except ClientError as e:
             log.warning("zcord failed during %s (%s)", call.name, e)
-            return error("unavailable", str(e))
-        # memory text goes back to the model fenced, as in the header (issue 33)
-        return Message("tool", json.dumps(fence_tool_result(result), ensure_ascii=False), tool_call_id=call.id)
+            return Unreachable(str(e))
 
 
 # -- HTTP: uvicorn (h11) with a guard on each connection ---------------------------------------
@@ -882,15 +881,6 @@ def _wire_usage(u: Usage) -> dict[str, Any]:
     return {"prompt_tokens": u.input_tokens, "completion_tokens": u.output_tokens,
             "total_tokens": u.input_tokens + u.output_tokens,
             "prompt_tokens_details": {"cached_tokens": u.cached_tokens}}
-
-
-def _add(total: Usage | None, u: Usage | None) -> Usage | None:
-    if u is None:
-        return total
-    if total is None:
-        return u
-    return Usage(total.input_tokens + u.input_tokens, total.cached_tokens + u.cached_tokens,
-                 total.cache_write_tokens + u.cache_write_tokens, total.output_tokens + u.output_tokens)
 
 
 @dataclass
@@ -1203,11 +1193,10 @@ class ProxyServer:
         if events:
             origin["speaker"] = events[-1]["senderKey"]
         memory = await self.daemon.memory(session, events)
-        declared = {t["name"] for t in memory.tools}
-        client_tools = {t["name"] for t in chat.tools}
         created = int(time.time())
         cid = "chatcmpl-" + secrets.token_hex(12)
         model = chat.model or llm.model
+        meta = {"id": cid, "created": created, "model": model}
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
             return {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
@@ -1219,42 +1208,34 @@ class ProxyServer:
         messages, none_left = without_blocked(chat, events, memory.blocked)
         if none_left:
             # every new message came from a blocked sender: the model is not asked (issue 33)
-            await self._answer(out, stream, chunk, Reply("", [], "stop", {}), [],
-                               {"id": cid, "created": created, "model": model}, None, chat)
+            await self._answer(out, stream, chunk, Reply("", [], "stop", {}), [], meta, None, chat)
             return
         at = header_at(messages)
-        history, batch = messages[:at], list(messages[at:])
-        header = memory.header
-        total: Usage | None = None
-        try:
-            for _ in range(self.limits.max_rounds):
-                prompt = assemble(prefix=memory.prefix, system=chat.system, history=history, batch=batch,
-                                  header=header, zcor_tools=memory.tools, client_tools=chat.tools, session=session)
-                reply = await self._ask(provider, prompt, chat, stream, chunk, key)
-                params = usage_params(session, reply, prompt, FRONT_END, llm.model, llm.protocol)
-                if params is not None and not memory.prefix:
-                    params["prefixChars"] = 0  # the system text is the client's alone
-                self.daemon.report_usage(params)
-                total = _add(total, reply.usage)
-                ours = [c for c in reply.tool_calls if c.name not in client_tools]
-                theirs = [c for c in reply.tool_calls if c.name in client_tools]
-                results = [await self.daemon.call(c, declared, origin) for c in ours]
-                if theirs or not ours:
-                    await self._answer(out, stream, chunk, reply, theirs, {"id": cid, "created": created,
-                                                                            "model": model}, total, chat)
-                    return
-                batch.append(Message("assistant", reply.text, tool_calls=ours))
-                batch += results
-                if memory.available:  # the header after the tools ran (kept as it was if zcord went away)
-                    fresh = await self.daemon.header(session)
-                    header = header if fresh is None else fresh
-            raise ApiError(502, f"The model kept calling zcor's tools for {self.limits.max_rounds} rounds without "
-                                f"answering; stopped.", "too_many_tool_rounds", type="upstream_error")
+        turn = Turn(session=session, prefix=memory.prefix, system=chat.system, history=messages[:at],
+                    batch=messages[at:], header=memory.header, zcor_tools=memory.tools, client_tools=chat.tools,
+                    max_rounds=self.limits.max_rounds, front_end=FRONT_END, model=llm.model, protocol=llm.protocol)
+        try:  # the asyncio driver of zcord.bot.core: each step is one call to the provider or zcord
+            while not isinstance(step := turn.next_step(), Done):
+                if isinstance(step, Ask):
+                    turn.replied(await self._ask(provider, step.prompt, chat, stream, chunk, key))
+                elif isinstance(step, Run):
+                    turn.ran(await self.daemon.run(step.call, origin))
+                elif isinstance(step, Refresh):  # the header after the tools ran (kept if zcord went away)
+                    turn.refreshed(await self.daemon.header(session) if memory.available else None)
+                elif isinstance(step, Report):
+                    self.daemon.report_usage(step.params)
+            await self._answer(out, stream, chunk, step.reply, list(step.client_calls), meta, step.usage, chat)
+        except TooManyRounds as e:
+            await self._failed(stream, ApiError(502, e.message, e.code, type="upstream_error"))
         except ApiError as e:
-            if stream is None or not stream.started:
-                raise
-            await stream.send(e.body())  # mid-stream: the error as the last event
-            await stream.end()
+            await self._failed(stream, e)
+
+    async def _failed(self, stream: EventStream | None, e: ApiError) -> None:
+        """A failure: an HTTP error before the answer started, the last event of a stream after."""
+        if stream is None or not stream.started:
+            raise e
+        await stream.send(e.body())  # mid-stream: the error as the last event
+        await stream.end()
 
     async def _ask(self, provider: Provider, prompt: Prompt, chat: ChatRequest, stream: EventStream | None,
                    chunk: Callable[..., dict[str, Any]], key: str | None) -> Reply:
