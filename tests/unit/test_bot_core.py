@@ -1,6 +1,7 @@
 """The bot core (zcord.bot.core) without a socket or a provider: each test feeds a Turn
 replies and tool outcomes by hand and asserts the steps it asks for, the requests it lays out
-and the tool results it gives the model. zcor chat and the endpoint only drive these steps."""
+and the tool results it gives the model; and the stream decoder (zcord.retrieval.llm) fed a
+provider's bytes cut anywhere. zcor chat and the endpoint only drive these."""
 
 from __future__ import annotations
 
@@ -29,8 +30,9 @@ from zcord.bot.core import (
     refusal,
 )
 from zcord.bot.prompt import cache_key
+from zcord.core.errors import ProviderError
 from zcord.core.fence import fence_tool_result
-from zcord.retrieval.llm import Message, Reply, ToolCall, Usage
+from zcord.retrieval.llm import MAX_RESPONSE_BYTES, Message, Reply, StreamDecoder, ToolCall, Usage
 
 
 def tool(name: str) -> dict[str, Any]:
@@ -247,3 +249,53 @@ def test_the_frame_delivers_a_batch_as_a_call_and_its_result():
     assert json.loads(result.content) == {"events": [
         {"from": "qq:1", "source": "qq:group:1", "time": "2026-12-06T10:00:00+08:00", "text": "你好"},
         {"text": "在吗"}]}
+
+
+# -- the streamed reply, decoded without I/O (zcord.retrieval.llm.StreamDecoder) ------------------
+
+
+def sse(*events: Any) -> bytes:
+    return b"".join(b"data: " + (e if isinstance(e, bytes) else json.dumps(e).encode()) + b"\r\n\r\n"
+                    for e in events)
+
+
+def test_a_stream_cut_anywhere_gives_the_same_text_and_reply():
+    body = sse({"choices": [{"delta": {"content": "你好"}}]}, {"choices": [{"delta": {"content": "呀"}}]},
+               {"choices": [{"delta": {"tool_calls": [{"index": 0, "id": "c1", "function": {
+                   "name": "zcor_memory_read", "arguments": '{"id": '}}]}}]},
+               {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": '"m1"}'}}]},
+                             "finish_reason": "tool_calls"}]},
+               {"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 3}}, b"[DONE]",
+               {"choices": [{"delta": {"content": "after the end"}}]})
+    for size in (1, 2, 7, len(body)):
+        d = StreamDecoder("openai")
+        pieces = [p for i in range(0, len(body), size) for p in d.feed(body[i:i + size])]
+        assert d.done and pieces == ["你好", "呀"], size
+        assert list(d.feed(b"data: {}\n")) == [] and list(d.end()) == [], "nothing after [DONE]"
+        reply = d.reply()
+        assert reply.text == "你好呀" and reply.tool_calls == [ToolCall("c1", "zcor_memory_read", {"id": "m1"})]
+        assert reply.usage == Usage(9, 0, 0, 3) and reply.stop_reason == "tool_calls"
+
+
+def test_a_stream_without_done_or_a_last_line_break_still_ends():
+    d = StreamDecoder("anthropic")
+    body = sse({"type": "message_start", "message": {"usage": {"input_tokens": 4}}},
+               {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}})
+    assert list(d.feed(body + b'data: {"type": "content_block_delta", "index": 0, '
+                              b'"delta": {"type": "text_delta", "text": "fin"}}')) == []
+    assert list(d.end()) == ["fin"] and not d.done
+    assert d.reply().text == "fin"
+
+
+def test_text_before_a_malformed_event_is_handed_on_before_the_error():
+    d = StreamDecoder("openai")
+    got: list[str] = []
+    with pytest.raises(ProviderError, match="malformed event"):
+        got.extend(d.feed(sse({"choices": [{"delta": {"content": "半句"}}]}) + b"data: {not json\n"))
+    assert got == ["半句"]
+
+
+def test_a_stream_longer_than_the_cap_is_cut_off():
+    d = StreamDecoder("openai")
+    with pytest.raises(ProviderError, match="larger than"):
+        list(d.feed(b" " * (MAX_RESPONSE_BYTES + 1)))

@@ -23,7 +23,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
@@ -389,22 +389,6 @@ class Provider:
                                     f"it was cut off.")
         return bytes(body)
 
-    def _capped_lines(self, chunks):
-        """Server-sent event lines (decoded), under the size cap."""
-        received = 0
-        pending = b""
-        for chunk in chunks:
-            received += len(chunk)
-            if received > MAX_RESPONSE_BYTES:
-                raise ProviderError(f"The LLM provider's answer is larger than {MAX_RESPONSE_BYTES >> 20} MiB; "
-                                    f"it was cut off.")
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
-                yield line.rstrip(b"\r").decode("utf-8", "replace")
-        if pending:
-            yield pending.rstrip(b"\r").decode("utf-8", "replace")
-
     def _parse_body(self, resp: httpx.Response, body: bytes) -> Reply:
         """A whole (non-streamed) answer: status, JSON, then the wire format's reply."""
         text = body.decode("utf-8", "replace")
@@ -479,7 +463,7 @@ class Provider:
     def _stream(self, url: str, headers: dict[str, str], body: dict[str, Any],
                 on_text: Callable[[str], None], deadline: float) -> Reply:
         body = self._streamed(body)
-        state = _OpenAIStream() if self.cfg.protocol == "openai" else _AnthropicStream()
+        state = StreamDecoder(self.cfg.protocol)
         resp, chunks = self._exchange(url, headers, body, deadline, "failed mid-answer")
         with contextlib.closing(chunks):
             if resp.status_code >= 400 or "text/event-stream" not in resp.headers.get("content-type", ""):
@@ -488,11 +472,13 @@ class Provider:
                 if reply.text:
                     on_text(reply.text)
                 return reply
-            for line in self._capped_lines(chunks):
-                piece = self._sse_piece(line, state)
-                if piece is None:
+            for chunk in chunks:
+                for piece in state.feed(chunk):
+                    on_text(piece)
+                if state.done:
                     break
-                if piece:
+            else:
+                for piece in state.end():
                     on_text(piece)
         return state.reply()
 
@@ -502,20 +488,6 @@ class Provider:
         if self.cfg.protocol == "openai":
             return {**body, "stream": True, "stream_options": {"include_usage": True}}
         return {**body, "stream": True}
-
-    @staticmethod
-    def _sse_piece(line: str, state: _OpenAIStream | _AnthropicStream) -> str | None:
-        """The text of one server-sent event line ("" when it has none); None at [DONE]."""
-        if not line.startswith("data:"):
-            return ""
-        payload = line[5:].strip()
-        if payload == "[DONE]":
-            return None
-        try:
-            event = json.loads(payload)
-        except ValueError:
-            raise ProviderError(f"The LLM provider streamed a malformed event: {payload[:200]!r}") from None
-        return state.feed(event)
 
     # -- asyncio callers (zcord.bot.proxy) ---------------------------------------------------
 
@@ -563,22 +535,14 @@ class Provider:
                     if reply.text:
                         await hand(reply.text)
                     return reply
-                state = _OpenAIStream() if self.cfg.protocol == "openai" else _AnthropicStream()
-                received, pending = 0, b""
+                state = StreamDecoder(self.cfg.protocol)
                 async with contextlib.aclosing(cast("AsyncGenerator[bytes, None]", resp.aiter_bytes())) as chunks:
                     async for chunk in chunks:
-                        received += len(chunk)
-                        if received > MAX_RESPONSE_BYTES:
-                            raise ProviderError(_TOO_LARGE)
-                        *lines, pending = (pending + chunk).split(b"\n")
-                        for line in lines:
-                            piece = self._sse_piece(line.rstrip(b"\r").decode("utf-8", "replace"), state)
-                            if piece is None:
-                                return state.reply()
-                            if piece:
-                                await hand(piece)
-                piece = self._sse_piece(pending.rstrip(b"\r").decode("utf-8", "replace"), state)
-                if piece:
+                        for piece in state.feed(chunk):
+                            await hand(piece)
+                        if state.done:
+                            return state.reply()
+                for piece in state.end():
                     await hand(piece)
                 return state.reply()
         except (TimeoutError, httpx.TimeoutException):
@@ -618,6 +582,57 @@ class Provider:
                  for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
         return Reply(text=text, tool_calls=calls, stop_reason=data.get("stop_reason"), raw=data,
                      usage=usage_of(data.get("usage")))
+
+
+class StreamDecoder:
+    """A streamed answer (server-sent events) decoded without I/O, for the sync and the
+    asyncio sender alike (send(), asend()): `feed` each piece of the body as it arrives and
+    hand on the text it yields, until `done` (the [DONE] event); `end` when the body ends
+    without it; then `reply` is the whole Reply. ProviderError past MAX_RESPONSE_BYTES or at
+    a malformed event."""
+
+    def __init__(self, protocol: str) -> None:
+        self.state: _OpenAIStream | _AnthropicStream = _OpenAIStream() if protocol == "openai" else _AnthropicStream()
+        self.received = 0
+        self.pending = b""
+        self.done = False
+
+    def feed(self, chunk: bytes) -> Iterator[str]:
+        """The text in the lines `chunk` completes, piece by piece (so the text before a
+        malformed event is handed on before the error); nothing more once done."""
+        if self.done:
+            return
+        self.received += len(chunk)
+        if self.received > MAX_RESPONSE_BYTES:
+            raise ProviderError(_TOO_LARGE)
+        *lines, self.pending = (self.pending + chunk).split(b"\n")
+        yield from self._pieces(lines)
+
+    def end(self) -> Iterator[str]:
+        """The text of a last line the body ended without a line break after."""
+        line, self.pending = self.pending, b""
+        if not self.done:
+            yield from self._pieces([line])
+
+    def reply(self) -> Reply:
+        return self.state.reply()
+
+    def _pieces(self, lines: list[bytes]) -> Iterator[str]:
+        for raw in lines:
+            line = raw.rstrip(b"\r").decode("utf-8", "replace")
+            if not line.startswith("data:"):
+                continue
+            payload = line[5:].strip()
+            if payload == "[DONE]":
+                self.done = True
+                return
+            try:
+                event = json.loads(payload)
+            except ValueError:
+                raise ProviderError(f"The LLM provider streamed a malformed event: {payload[:200]!r}") from None
+            piece = self.state.feed(event)
+            if piece:
+                yield piece
 
 
 class _OpenAIStream:
