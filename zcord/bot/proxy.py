@@ -88,7 +88,6 @@ SENDER_NAMESPACE = "openai:"
 """Put in front of every sender key a client names (a message's `name`, the sender header,
 the request's `user`), so a token holder cannot pass for a key of another front end
 (`qq:42`) whose trust and relationship zcord keeps."""
-ORIGIN_META = "zcor/origin"
 ROLES = ("system", "developer", "user", "assistant", "tool")
 MAX_HEADER_BYTES = 64 << 10
 MAX_DISCARD_BYTES = 64 << 20
