@@ -385,8 +385,7 @@ class Provider:
         for chunk in chunks:
             body += chunk
             if len(body) > MAX_RESPONSE_BYTES:
-                raise ProviderError(f"The LLM provider's answer is larger than {MAX_RESPONSE_BYTES >> 20} MiB; "
-                                    f"it was cut off.")
+                raise ProviderError(_TOO_LARGE)
         return bytes(body)
 
     def _parse_body(self, resp: httpx.Response, body: bytes) -> Reply:
