@@ -120,7 +120,7 @@ def test_background_indexing_failure_is_noted_once(tmp_path, caplog):
             assert len(calls) == n
     finally:
         log.close()
-    err = "".join(f"{r.name}: {r.getMessage()}\n" for r in caplog.records)  # logger "zcord"
+    err = "".join(f"{r.name}: {r.getMessage()}\n" for r in caplog.records)  # logger zcord.core.history_index
     assert err.count("indexing stopped: [Errno 5] Input/output error") == 1, err
 
 
@@ -140,6 +140,6 @@ def test_index_that_cannot_be_created_is_said_and_queries_scan(tmp_path, caplog)
     write_lines(tmp_path, [line(1, "爬山"), line(2, "ab")])
     (tmp_path / "operations.index.sqlite").mkdir()  # in the way: cannot be removed or opened
     assert seqs(tmp_path, ["爬山"]) == ([1], 1)
-    err = "".join(f"{r.name}: {r.getMessage()}\n" for r in caplog.records)  # logger "zcord"
-    assert "zcord: operations.index.sqlite: cannot be created (" in err
+    err = "".join(f"{r.name}: {r.getMessage()}\n" for r in caplog.records)  # logger zcord.core.history_index
+    assert "zcord.core.history_index: operations.index.sqlite: cannot be created (" in err
     assert "); history queries will scan the log" in err

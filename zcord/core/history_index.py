@@ -23,7 +23,7 @@ from .errors import StateFileInvalid, ZcorError
 from .senderkey import sender_key
 from .text import normalize
 
-log = logging.getLogger("zcord")
+log = logging.getLogger(__name__)
 
 INDEX_SUFFIX = ".index.sqlite"
 INDEX_VERSION = 5

@@ -32,7 +32,15 @@ if TYPE_CHECKING:
     import httpx  # imported when a provider is first called: it costs a tenth of a second at start
 
 from ..core.config import LlmConfig
-from ..core.errors import ProviderError
+from ..core.errors import (
+    ProviderBadAnswer,
+    ProviderError,
+    ProviderMidAnswer,
+    ProviderStatus,
+    ProviderTimeout,
+    ProviderTooLarge,
+    ProviderUnreachable,
+)
 
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 1024
@@ -300,11 +308,11 @@ class Provider:
         try:
             yield client
         except httpx.TimeoutException:
-            raise ProviderError(f"The LLM provider at {self.cfg.base_url} did not answer within "
-                                f"{self.cfg.timeout_seconds:g} s.") from None
+            raise ProviderTimeout(f"The LLM provider at {self.cfg.base_url} did not answer within "
+                                  f"{self.cfg.timeout_seconds:g} s.", seconds=self.cfg.timeout_seconds) from None
         except httpx.ConnectError as e:  # refused or unknown before a byte of answer, whichever call
-            raise ProviderError(f"The LLM provider at {self.cfg.base_url} could not be reached: {_plain_error(e)} "
-                                f"(is it running, and is llm.baseUrl right?)") from None
+            raise ProviderUnreachable(f"The LLM provider at {self.cfg.base_url} could not be reached: "
+                                      f"{_plain_error(e)} (is it running, and is llm.baseUrl right?)") from None
         except httpx.HTTPError as e:
             raise ProviderError(f"The LLM provider at {self.cfg.base_url} {failing}: {_plain_error(e)}") from None
         finally:
@@ -357,8 +365,8 @@ class Provider:
                 kind, value = pieces.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 hang_up()
-                raise ProviderError(f"The LLM provider at {self.cfg.base_url} {what} within {timeout:g} s.") \
-                    from None
+                raise ProviderTimeout(f"The LLM provider at {self.cfg.base_url} {what} within {timeout:g} s.",
+                                      seconds=timeout) from None
             if kind == "error":
                 stop.set()
                 raise value
@@ -385,8 +393,7 @@ class Provider:
         for chunk in chunks:
             body += chunk
             if len(body) > MAX_RESPONSE_BYTES:
-                raise ProviderError(f"The LLM provider's answer is larger than {MAX_RESPONSE_BYTES >> 20} MiB; "
-                                    f"it was cut off.")
+                raise ProviderTooLarge(_TOO_LARGE)
         return bytes(body)
 
     def _capped_lines(self, chunks):
@@ -396,8 +403,7 @@ class Provider:
         for chunk in chunks:
             received += len(chunk)
             if received > MAX_RESPONSE_BYTES:
-                raise ProviderError(f"The LLM provider's answer is larger than {MAX_RESPONSE_BYTES >> 20} MiB; "
-                                    f"it was cut off.")
+                raise ProviderTooLarge(_TOO_LARGE)
             pending += chunk
             *lines, pending = pending.split(b"\n")
             for line in lines:
@@ -409,13 +415,14 @@ class Provider:
         """A whole (non-streamed) answer: status, JSON, then the wire format's reply."""
         text = body.decode("utf-8", "replace")
         if resp.status_code >= 400:
-            raise ProviderError(f"The LLM provider answered HTTP {resp.status_code}: {text[:300]}")
+            raise ProviderStatus(f"The LLM provider answered HTTP {resp.status_code}: {text[:300]}",
+                                 status=resp.status_code)
         try:
             data = json.loads(body)
         except (ValueError, RecursionError):
-            raise ProviderError(f"The LLM provider's answer is not JSON: {text[:200]!r}") from None
+            raise ProviderBadAnswer(f"The LLM provider's answer is not JSON: {text[:200]!r}") from None
         if not isinstance(data, dict):
-            raise ProviderError("The LLM provider's answer is not a JSON object.")
+            raise ProviderBadAnswer("The LLM provider's answer is not a JSON object.")
         return self._openai_reply(data) if self.cfg.protocol == "openai" else self._anthropic_reply(data)
 
     def _request(self, prompt: Prompt, max_tokens: int,
@@ -514,7 +521,7 @@ class Provider:
         try:
             event = json.loads(payload)
         except ValueError:
-            raise ProviderError(f"The LLM provider streamed a malformed event: {payload[:200]!r}") from None
+            raise ProviderMidAnswer(f"The LLM provider streamed a malformed event: {payload[:200]!r}") from None
         return state.feed(event)
 
     # -- asyncio callers (zcord.bot.proxy) ---------------------------------------------------
@@ -558,7 +565,7 @@ class Provider:
                         async for chunk in chunks:
                             raw += chunk
                             if len(raw) > MAX_RESPONSE_BYTES:
-                                raise ProviderError(_TOO_LARGE)
+                                raise ProviderTooLarge(_TOO_LARGE)
                     reply = self._parse_body(resp, bytes(raw))
                     if reply.text:
                         await hand(reply.text)
@@ -569,7 +576,7 @@ class Provider:
                     async for chunk in chunks:
                         received += len(chunk)
                         if received > MAX_RESPONSE_BYTES:
-                            raise ProviderError(_TOO_LARGE)
+                            raise ProviderTooLarge(_TOO_LARGE)
                         *lines, pending = (pending + chunk).split(b"\n")
                         for line in lines:
                             piece = self._sse_piece(line.rstrip(b"\r").decode("utf-8", "replace"), state)
@@ -582,9 +589,10 @@ class Provider:
                     await hand(piece)
                 return state.reply()
         except (TimeoutError, httpx.TimeoutException):
-            raise ProviderError(f"The LLM provider at {self.cfg.base_url} {what[0]} within {timeout:g} s.") from None
+            raise ProviderTimeout(f"The LLM provider at {self.cfg.base_url} {what[0]} within {timeout:g} s.",
+                                  seconds=timeout) from None
         except httpx.HTTPError as e:
-            raise ProviderError(f"The LLM provider at {self.cfg.base_url} could not be reached: {e}") from None
+            raise ProviderUnreachable(f"The LLM provider at {self.cfg.base_url} could not be reached: {e}") from None
         finally:
             if client is None:
                 await http.aclose()
@@ -593,10 +601,10 @@ class Provider:
     def _openai_reply(data: dict[str, Any]) -> Reply:
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices:
-            raise ProviderError("The LLM provider returned no choice.")
+            raise ProviderBadAnswer("The LLM provider returned no choice.")
         msg = choices[0].get("message") if isinstance(choices[0], dict) else None
         if not isinstance(msg, dict):
-            raise ProviderError("The LLM provider's choice has no message.")
+            raise ProviderBadAnswer("The LLM provider's choice has no message.")
         calls = []
         for c in msg.get("tool_calls") or []:
             fn = c.get("function") or {}
@@ -604,7 +612,7 @@ class Provider:
                                   arguments=_parse_args(fn.get("arguments", "{}"))))
         content = msg.get("content")
         if content is not None and not isinstance(content, str):
-            raise ProviderError("The LLM provider's message content is not text.")
+            raise ProviderBadAnswer("The LLM provider's message content is not text.")
         return Reply(text=content or "", tool_calls=calls, stop_reason=choices[0].get("finish_reason"), raw=data,
                      usage=usage_of(data.get("usage")))
 
@@ -612,7 +620,7 @@ class Provider:
     def _anthropic_reply(data: dict[str, Any]) -> Reply:
         blocks = data.get("content")
         if data.get("type") == "error" or not isinstance(blocks, list):
-            raise ProviderError(f"The LLM provider returned no content: {json.dumps(data)[:200]}")
+            raise ProviderBadAnswer(f"The LLM provider returned no content: {json.dumps(data)[:200]}")
         text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
         calls = [ToolCall(id=str(b.get("id", "")), name=str(b.get("name", "")), arguments=b.get("input", {}))
                  for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
@@ -634,7 +642,7 @@ class _OpenAIStream:
         if isinstance(event.get("usage"), dict):  # stream_options.include_usage: the last chunk
             self.usage = event["usage"]
         if "error" in event:
-            raise ProviderError(f"The LLM provider reported an error mid-answer: {json.dumps(event)[:200]}")
+            raise ProviderMidAnswer(f"The LLM provider reported an error mid-answer: {json.dumps(event)[:200]}")
         choices = event.get("choices") or []
         if not choices:
             return ""
@@ -655,7 +663,7 @@ class _OpenAIStream:
 
     def reply(self) -> Reply:
         if not self.seen:
-            raise ProviderError("The LLM provider returned no choice.")
+            raise ProviderBadAnswer("The LLM provider returned no choice.")
         calls = [ToolCall(c["id"], c["name"], _parse_args(c["arguments"] or "{}"))
                  for _, c in sorted(self.calls.items())]
         return Reply("".join(self.text), calls, self.stop, {"streamed": True, "usage": self.usage},
@@ -675,7 +683,7 @@ class _AnthropicStream:
     def feed(self, event: dict[str, Any]) -> str:
         kind = event.get("type")
         if kind == "error":
-            raise ProviderError(f"The LLM provider reported an error mid-answer: {json.dumps(event)[:200]}")
+            raise ProviderMidAnswer(f"The LLM provider reported an error mid-answer: {json.dumps(event)[:200]}")
         if kind == "message_start":
             self.seen = True
             start = (event.get("message") or {}).get("usage")
@@ -702,7 +710,7 @@ class _AnthropicStream:
 
     def reply(self) -> Reply:
         if not self.seen:
-            raise ProviderError("The LLM provider returned no content.")
+            raise ProviderBadAnswer("The LLM provider returned no content.")
         blocks = [b for _, b in sorted(self.blocks.items())]
         text = "".join(b["text"] for b in blocks if b["type"] == "text")
         calls = [ToolCall(b["id"], b["name"], _parse_args(b["json"] or "{}")) for b in blocks

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from ..service.service import Service
     from .optable import Method
 
-log = logging.getLogger("zcord")
+log = logging.getLogger(__name__)
 
 READ_CHUNK = 1 << 16
 MAX_IN_FLIGHT = 64
