@@ -12,7 +12,7 @@ import socket
 import pytest
 
 from tests.fakellm import FakeLLM
-from zcord.bot.bot import FRAME_NOT_CALLABLE, FRAME_TOOL, MemoryBot
+from zcord.bot.bot import FRAME_NOT_CALLABLE, FRAME_TOOL, MemoryBot, arguments_not_an_object
 from zcord.bot.proxy import Daemon, _upstream_error
 from zcord.core.config import LlmConfig
 from zcord.core.errors import (
@@ -171,15 +171,18 @@ class _NoDaemon:
         raise AssertionError(f"an undeclared call reached the daemon ({name})")
 
 
-def test_the_bot_and_the_endpoint_refuse_an_undeclared_call_with_one_sentence():
+def test_the_bot_and_the_endpoint_refuse_a_bad_call_with_one_sentence():
     bot = MemoryBot(_NoDaemon(), "s")  # type: ignore[arg-type]
     endpoint = Daemon(None, 1.0)
-    for name, sentence in (("zcor_nope", undeclared_tool("zcor_nope")), (FRAME_TOOL, FRAME_NOT_CALLABLE)):
-        call = ToolCall("c1", name, {})
+    not_object = ToolCall("c1", "zcor_memory_query", ["x"])
+    for call, code, sentence in ((ToolCall("c1", "zcor_nope", {}), "unknown_tool", undeclared_tool("zcor_nope")),
+                                 (ToolCall("c1", FRAME_TOOL, {}), "unknown_tool", FRAME_NOT_CALLABLE),
+                                 (not_object, "invalid_argument", arguments_not_an_object(not_object))):
         by_bot, use = bot.execute(call, {"zcor_memory_query"})
         by_endpoint = asyncio.run(endpoint.call(call, {"zcor_memory_query"}, {}))
         for message in (by_bot, by_endpoint):
             assert message.is_error and message.tool_call_id == "c1"
-            assert json.loads(message.content) == {"error": {"code": "unknown_tool", "message": sentence}}
+            assert json.loads(message.content) == {"error": {"code": code, "message": sentence}}
         assert not use.ok
     assert undeclared_tool("zcor_nope") == f"Tool 'zcor_nope' {HINTS['undeclared_tool'].advice}"
+    assert arguments_not_an_object(not_object) == "arguments of zcor_memory_query must be a JSON object, got \"['x']\""

@@ -40,6 +40,11 @@ from .prompt import assemble
 FRAME_TOOL = "external_event_frame"
 FRAME_NOT_CALLABLE = f"{FRAME_TOOL} is synthesized by the system to deliver events; never call it."
 """The model-facing refusal of a call to the frame tool (zcor chat, the bot library, the endpoint)."""
+
+
+def arguments_not_an_object(call: ToolCall) -> str:
+    """The model-facing refusal of a tool call whose arguments are not a JSON object."""
+    return f"arguments of {call.name} must be a JSON object, got {str(call.arguments)[:100]!r}"
 DEFAULT_MAX_ROUNDS = 8
 
 
@@ -134,7 +139,7 @@ class MemoryBot:
                             tool_call_id=call.id, is_error=True),
                     ToolUse(call.name, call.arguments, False, "refused: not declared"))
         if not isinstance(call.arguments, dict):
-            msg = f"arguments of {call.name} must be a JSON object, got {str(call.arguments)[:100]!r}"
+            msg = arguments_not_an_object(call)
             return (Message("tool", json.dumps({"error": {"code": "invalid_argument", "message": msg}}),
                             tool_call_id=call.id, is_error=True),
                     ToolUse(call.name, call.arguments, False, msg))

@@ -67,7 +67,13 @@ from ..retrieval.llm import DEFAULT_MAX_TOKENS, Message, Prompt, Provider, Reply
 from ..transport.client import AsyncClient, ClientError, RpcError, ToolError, tool_result
 from ..transport.systemd import notify
 from .blocked import filter_blocked
-from .bot import DEFAULT_MAX_ROUNDS, FRAME_NOT_CALLABLE, FRAME_TOOL, usage_params
+from .bot import (
+    DEFAULT_MAX_ROUNDS,
+    FRAME_NOT_CALLABLE,
+    FRAME_TOOL,
+    arguments_not_an_object,
+    usage_params,
+)
 from .prompt import assemble, batch_start
 
 if TYPE_CHECKING:
@@ -639,8 +645,7 @@ class Daemon:
         if call.name not in declared:
             return error("unknown_tool", FRAME_NOT_CALLABLE if call.name == FRAME_TOOL else undeclared_tool(call.name))
         if not isinstance(call.arguments, dict):
-            return error("invalid_argument", f"arguments of {call.name} must be a JSON object, "
-                                             f"got {str(call.arguments)[:100]!r}")
+            return error("invalid_argument", arguments_not_an_object(call))
         client = await self.connected()
         if client is None:
             return error("unavailable", "zcor's memory cannot be reached right now.")
