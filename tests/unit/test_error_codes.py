@@ -1,19 +1,18 @@
 """Codes decide, sentences explain (issue 39): the endpoint's status follows the type of a
-provider failure, a refusal's hint is named where it is raised, and each model-facing
-sentence is written once, so editing any wording (or a provider quoting ours back) changes
-no status, no hint and no refusal."""
+provider failure and a refusal's hint is named where it is raised, so editing any wording
+(or a provider quoting ours back) changes no status and loses no hint."""
 
 from __future__ import annotations
 
 import asyncio
-import json
+import re
 import socket
+import threading
 
 import pytest
 
 from tests.fakellm import FakeLLM
-from zcord.bot.bot import FRAME_NOT_CALLABLE, FRAME_TOOL, MemoryBot, arguments_not_an_object
-from zcord.bot.proxy import Daemon, _upstream_error
+from zcord.bot.proxy import _upstream_error
 from zcord.core.config import LlmConfig
 from zcord.core.errors import (
     HINTS,
@@ -27,9 +26,8 @@ from zcord.core.errors import (
     ProviderTooLarge,
     ProviderUnreachable,
     ZcorError,
-    undeclared_tool,
 )
-from zcord.retrieval.llm import Message, Provider, ToolCall, _AnthropicStream, _OpenAIStream
+from zcord.retrieval.llm import Message, Provider
 from zcord.transport.wording import OPERATOR_ADVICE, for_operator
 
 KEY = "sk-secret-key-0123456789"
@@ -110,14 +108,59 @@ def test_an_unreachable_provider_is_a_502_sync_and_async():
         assert _upstream_error(e.value, None).status == 502
 
 
-@pytest.mark.parametrize("line,state", [
-    ('data: {"error": {"message": "did not answer within 4 s"}}', _OpenAIStream),
-    ('data: {"type": "error", "error": {"message": "did not answer within 4 s"}}', _AnthropicStream),
-    ("data: {not json, did not answer within 4 s", _OpenAIStream),
+@pytest.mark.parametrize("stream", [
+    'data: {"choices": [{"delta": {"content": "好"}}]}\n\ndata: {"error": {"message": "did not answer within 4 s"}}\n\n',
+    'data: {"choices": [{"delta": {"content": "好"}}]}\n\ndata: {not json, did not answer within 4 s\n\n',
 ])
-def test_a_stream_that_breaks_off_is_a_failure_mid_answer(line, state):
-    with pytest.raises(ProviderMidAnswer) as e:
-        Provider._sse_piece(line, state())
+def test_a_stream_that_breaks_off_is_a_failure_mid_answer_sync_and_async(stream):
+    with FakeLLM() as llm:
+        provider = _provider(llm)
+        for attempt in ("sync", "async"):
+            llm.script.append(("raw", stream, "text/event-stream"))
+            seen: list[str] = []
+            with pytest.raises(ProviderMidAnswer) as e:
+                if attempt == "sync":
+                    provider.chat("sys", [Message("user", "你好")], on_text=seen.append)
+                else:
+                    asyncio.run(provider.achat("sys", [Message("user", "你好")], on_text=seen.append))
+            assert seen == ["好"], attempt
+            api = _upstream_error(e.value, None)
+            assert (api.status, api.message) == (502, "The LLM provider failed mid-answer."), attempt
+
+
+def _cut_off_server(content_type: str) -> tuple[socket.socket, threading.Thread]:
+    """A provider that sends its head and a piece of the body, then hangs up."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn:
+            data = b""
+            while b"\r\n\r\n" not in data:
+                data += conn.recv(65536)
+            head, _, body = data.partition(b"\r\n\r\n")
+            length = int(re.search(rb"(?i)content-length: (\d+)", head)[1])
+            while len(body) < length:
+                body += conn.recv(65536)
+            conn.sendall(f"HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: 1000\r\n\r\n"
+                         f"data: {{\"choices\": [".encode())
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return server, thread
+
+
+@pytest.mark.parametrize("streamed,kind", [(False, ProviderUnreachable), (True, ProviderMidAnswer)])
+def test_a_connection_lost_after_the_head_is_said_by_what_was_being_read(streamed, kind):
+    server, thread = _cut_off_server("text/event-stream" if streamed else "application/json")
+    with server:
+        port = server.getsockname()[1]
+        provider = Provider(LlmConfig(protocol="openai", base_url=f"http://127.0.0.1:{port}/v1", model="m",
+                                      timeout_seconds=5), None)
+        with pytest.raises(ProviderError) as e:
+            provider.chat("sys", [Message("user", "hi")], on_text=(lambda _: None) if streamed else None)
+        thread.join(5)
+    assert type(e.value) is kind, e.value.message
     assert _upstream_error(e.value, None).status == 502
 
 
@@ -159,30 +202,3 @@ def test_advice_text_without_a_hint_decides_nothing():
     assert "hint" not in NotFound(text).data
     assert for_operator("not_found", text, "tui", data={}) == text
     assert for_operator("not_found", text, "cli", data=None) == text
-
-
-# -- the model-facing refusals are written once ---------------------------------------------------
-
-
-class _NoDaemon:
-    """A client no refusal of an undeclared tool may reach."""
-
-    def __getattr__(self, name: str):
-        raise AssertionError(f"an undeclared call reached the daemon ({name})")
-
-
-def test_the_bot_and_the_endpoint_refuse_a_bad_call_with_one_sentence():
-    bot = MemoryBot(_NoDaemon(), "s")  # type: ignore[arg-type]
-    endpoint = Daemon(None, 1.0)
-    not_object = ToolCall("c1", "zcor_memory_query", ["x"])
-    for call, code, sentence in ((ToolCall("c1", "zcor_nope", {}), "unknown_tool", undeclared_tool("zcor_nope")),
-                                 (ToolCall("c1", FRAME_TOOL, {}), "unknown_tool", FRAME_NOT_CALLABLE),
-                                 (not_object, "invalid_argument", arguments_not_an_object(not_object))):
-        by_bot, use = bot.execute(call, {"zcor_memory_query"})
-        by_endpoint = asyncio.run(endpoint.call(call, {"zcor_memory_query"}, {}))
-        for message in (by_bot, by_endpoint):
-            assert message.is_error and message.tool_call_id == "c1"
-            assert json.loads(message.content) == {"error": {"code": code, "message": sentence}}
-        assert not use.ok
-    assert undeclared_tool("zcor_nope") == f"Tool 'zcor_nope' {HINTS['undeclared_tool'].advice}"
-    assert arguments_not_an_object(not_object) == "arguments of zcor_memory_query must be a JSON object, got \"['x']\""

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ..core.errors import ZcorError, undeclared_tool
+from ..core.errors import ZcorError
 from ..core.fence import fence_tool_result
 from ..core.origin import batch_senders
 from ..retrieval.llm import (
@@ -38,13 +38,6 @@ from .blocked import filter_blocked
 from .prompt import assemble
 
 FRAME_TOOL = "external_event_frame"
-FRAME_NOT_CALLABLE = f"{FRAME_TOOL} is synthesized by the system to deliver events; never call it."
-"""The model-facing refusal of a call to the frame tool (zcor chat, the bot library, the endpoint)."""
-
-
-def arguments_not_an_object(call: ToolCall) -> str:
-    """The model-facing refusal of a tool call whose arguments are not a JSON object."""
-    return f"arguments of {call.name} must be a JSON object, got {str(call.arguments)[:100]!r}"
 DEFAULT_MAX_ROUNDS = 8
 
 
@@ -134,12 +127,14 @@ class MemoryBot:
         Returns the tool-result message for the model and a summary for the person.
         """
         if call.name not in declared:
-            why = FRAME_NOT_CALLABLE if call.name == FRAME_TOOL else undeclared_tool(call.name)
+            why = ("external_event_frame is synthesized by the system to deliver events; never call it."
+                   if call.name == FRAME_TOOL else
+                   f"Tool {call.name!r} is not declared in this request; call only the tools you were given.")
             return (Message("tool", json.dumps({"error": {"code": "unknown_tool", "message": why}}),
                             tool_call_id=call.id, is_error=True),
                     ToolUse(call.name, call.arguments, False, "refused: not declared"))
         if not isinstance(call.arguments, dict):
-            msg = arguments_not_an_object(call)
+            msg = f"arguments of {call.name} must be a JSON object, got {str(call.arguments)[:100]!r}"
             return (Message("tool", json.dumps({"error": {"code": "invalid_argument", "message": msg}}),
                             tool_call_id=call.id, is_error=True),
                     ToolUse(call.name, call.arguments, False, msg))

@@ -59,7 +59,6 @@ from ..core.errors import (
     ProviderTimeout,
     ProviderTooLarge,
     ProviderUnreachable,
-    undeclared_tool,
 )
 from ..core.fence import fence_tool_result
 from ..core.origin import batch_senders
@@ -67,13 +66,7 @@ from ..retrieval.llm import DEFAULT_MAX_TOKENS, Message, Prompt, Provider, Reply
 from ..transport.client import AsyncClient, ClientError, RpcError, ToolError, tool_result
 from ..transport.systemd import notify
 from .blocked import filter_blocked
-from .bot import (
-    DEFAULT_MAX_ROUNDS,
-    FRAME_NOT_CALLABLE,
-    FRAME_TOOL,
-    arguments_not_an_object,
-    usage_params,
-)
+from .bot import DEFAULT_MAX_ROUNDS, FRAME_TOOL, usage_params
 from .prompt import assemble, batch_start
 
 if TYPE_CHECKING:
@@ -643,9 +636,12 @@ class Daemon:
                            tool_call_id=call.id, is_error=True)
 
         if call.name not in declared:
-            return error("unknown_tool", FRAME_NOT_CALLABLE if call.name == FRAME_TOOL else undeclared_tool(call.name))
+            return error("unknown_tool", "external_event_frame is synthesized by the system; never call it."
+                         if call.name == FRAME_TOOL else
+                         f"Tool {call.name!r} is not declared in this request; call only the tools you were given.")
         if not isinstance(call.arguments, dict):
-            return error("invalid_argument", arguments_not_an_object(call))
+            return error("invalid_argument", f"arguments of {call.name} must be a JSON object, "
+                                             f"got {str(call.arguments)[:100]!r}")
         client = await self.connected()
         if client is None:
             return error("unavailable", "zcor's memory cannot be reached right now.")

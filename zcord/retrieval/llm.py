@@ -48,6 +48,10 @@ MAX_RESPONSE_BYTES = 8 << 20
 """Largest provider answer accepted (a filter reply is a few hundred bytes; a chat reply
 a few kilobytes)."""
 _TOO_LARGE = f"The LLM provider's answer is larger than {MAX_RESPONSE_BYTES >> 20} MiB; it was cut off."
+_FAILING: dict[type[ProviderError], str] = {ProviderUnreachable: "could not be reached",
+                                            ProviderMidAnswer: "failed mid-answer"}
+"""Any other transport failure of a whole answer (unreachable) or of a stream (mid-answer),
+and how it is said."""
 
 
 @dataclass
@@ -300,7 +304,7 @@ class Provider:
         self._client = client
 
     @contextmanager
-    def _transport(self, failing: str):
+    def _transport(self, failing: type[ProviderError]):
         """Map httpx failures to ProviderError; close a client made for this one request."""
         import httpx
 
@@ -314,13 +318,13 @@ class Provider:
             raise ProviderUnreachable(f"The LLM provider at {self.cfg.base_url} could not be reached: "
                                       f"{_plain_error(e)} (is it running, and is llm.baseUrl right?)") from None
         except httpx.HTTPError as e:
-            raise ProviderError(f"The LLM provider at {self.cfg.base_url} {failing}: {_plain_error(e)}") from None
+            raise failing(f"The LLM provider at {self.cfg.base_url} {_FAILING[failing]}: {_plain_error(e)}") from None
         finally:
             if self._client is None:
                 client.close()
 
     def _exchange(self, url: str, headers: dict[str, str], body: dict[str, Any], deadline: float,
-                  failing: str) -> tuple[httpx.Response, Any]:
+                  failing: type[ProviderError]) -> tuple[httpx.Response, Any]:
         """Send the request from a helper thread; (the response, its body pieces) as they come,
         each waited for only until the deadline. Past it the caller gets the timeout error
         at once and the connection is shut down under the helper (which then ends). The body
@@ -476,7 +480,7 @@ class Provider:
         deadline = time.monotonic() + self.cfg.timeout_seconds
         if on_text is not None:
             return self._stream(url, headers, body, on_text, deadline)
-        resp, chunks = self._exchange(url, headers, body, deadline, "could not be reached")
+        resp, chunks = self._exchange(url, headers, body, deadline, ProviderUnreachable)
         with contextlib.closing(chunks):
             raw = self._read_capped(chunks)
         return self._parse_body(resp, raw)
@@ -487,7 +491,7 @@ class Provider:
                 on_text: Callable[[str], None], deadline: float) -> Reply:
         body = self._streamed(body)
         state = _OpenAIStream() if self.cfg.protocol == "openai" else _AnthropicStream()
-        resp, chunks = self._exchange(url, headers, body, deadline, "failed mid-answer")
+        resp, chunks = self._exchange(url, headers, body, deadline, ProviderMidAnswer)
         with contextlib.closing(chunks):
             if resp.status_code >= 400 or "text/event-stream" not in resp.headers.get("content-type", ""):
                 # an error, or a server that ignores "stream": a whole answer
