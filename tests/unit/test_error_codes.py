@@ -5,6 +5,8 @@ provider failure and a refusal's hint is named where it is raised, so editing an
 from __future__ import annotations
 
 import asyncio
+import errno
+import logging
 import re
 import socket
 import threading
@@ -28,6 +30,7 @@ from zcord.core.errors import (
     ZcorError,
 )
 from zcord.retrieval.llm import Message, Provider
+from zcord.transport.connections import ConnectionServer
 from zcord.transport.wording import OPERATOR_ADVICE, for_operator
 
 KEY = "sk-secret-key-0123456789"
@@ -202,3 +205,24 @@ def test_advice_text_without_a_hint_decides_nothing():
     assert "hint" not in NotFound(text).data
     assert for_operator("not_found", text, "tui", data={}) == text
     assert for_operator("not_found", text, "cli", data=None) == text
+
+
+# -- asyncio's accept failures are known by the context's keys, not its message -------------------
+
+
+def test_an_accept_failure_is_known_by_its_socket_not_by_asyncios_words(caplog):
+    server = ConnectionServer(None)  # type: ignore[arg-type]  # loop_exception needs no Service
+    passed_on: list[dict[str, object]] = []
+
+    class Loop:
+        def default_exception_handler(self, context: dict[str, object]) -> None:
+            passed_on.append(context)
+
+    emfile = OSError(errno.EMFILE, "Too many open files")
+    with caplog.at_level(logging.ERROR, logger="zcord"):
+        server.loop_exception(Loop(), {"message": "reworded by a newer Python", "exception": emfile,  # type: ignore[arg-type]
+                                       "socket": object()})
+        server.loop_exception(Loop(), {"message": "socket.accept() of something else", "exception": emfile})  # type: ignore[arg-type]
+    assert [r.getMessage().split(";")[0] for r in caplog.records] == \
+        ["cannot accept a new connection: Too many open files (EMFILE)"]
+    assert [c["message"] for c in passed_on] == ["socket.accept() of something else"]
