@@ -10,6 +10,7 @@ import logging
 import re
 import socket
 import threading
+from typing import get_args
 
 import pytest
 
@@ -19,6 +20,7 @@ from zcord.core.config import LlmConfig
 from zcord.core.errors import (
     HINTS,
     Hint,
+    HintKey,
     NotFound,
     ProviderBadAnswer,
     ProviderError,
@@ -198,6 +200,11 @@ def test_reworded_advice_keeps_its_hint_and_operator_words(svc, t, reworded):
         assert said in err.message  # the model reads the one advice HINTS holds
         tui = for_operator(err.code, err.message, "tui", data=err.data)
         assert said not in tui and OPERATOR_ADVICE[key][0] in tui
+
+
+def test_the_hint_keys_the_type_checker_knows_are_the_hints():
+    assert set(get_args(HintKey)) == set(HINTS) == set(OPERATOR_ADVICE)
+    assert all(key == hint.key for key, hint in HINTS.items())
 
 
 def test_advice_text_without_a_hint_decides_nothing():
