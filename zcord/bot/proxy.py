@@ -51,7 +51,15 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
 from ..core.config import Config, ConfigFile, LlmConfig, api_key_for
-from ..core.errors import ProviderError
+from ..core.errors import (
+    ProviderBadAnswer,
+    ProviderError,
+    ProviderMidAnswer,
+    ProviderStatus,
+    ProviderTimeout,
+    ProviderTooLarge,
+    ProviderUnreachable,
+)
 from ..core.origin import batch_senders
 from ..retrieval.llm import DEFAULT_MAX_TOKENS, Message, Prompt, Provider, Reply, ToolCall, Usage
 from ..transport.client import AsyncClient, ClientError, RpcError, ToolError
@@ -77,7 +85,7 @@ from .prompt import batch_start
 if TYPE_CHECKING:
     import httpx
 
-log = logging.getLogger("zcord.proxy")
+log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 8765
 TOKEN_ENV = "ZCOR_PROXY_TOKEN"
@@ -452,26 +460,22 @@ _STATUS_HINTS = {400: "it refused the request", 401: "it refused the API key (ch
 
 
 def _upstream_error(e: ProviderError, key: str | None) -> ApiError:
-    """The client's answer for a provider failure: a short sentence zcor wrote, never the
-    provider's own text (which may quote the key, a prompt or anything else)."""
-    message = e.message if hasattr(e, "message") else str(e)
-    if status := re.match(r"The LLM provider answered HTTP (\d{3})", message):
-        code = int(status[1])
-        hint = _STATUS_HINTS.get(code, "it failed" if code >= 500 else "it refused the request")
-        return ApiError(502, f"The LLM provider answered HTTP {code}: {hint}.", "upstream_error",
-                        type="upstream_error")
-    if " within " in message and ("did not answer" in message or "did not finish" in message):
-        seconds = re.search(r"within ([\d.]+) s", message)
-        return ApiError(504, f"The LLM provider did not answer within {seconds[1] if seconds else '?'} s "
-                             f"(llm.timeoutSeconds).", "upstream_timeout", type="upstream_error")
-    if "could not be reached" in message:
+    """The client's answer for a provider failure, chosen by the failure's type: a short
+    sentence zcor wrote, never the provider's own text (which may quote the key, a prompt or
+    anything else)."""
+    if isinstance(e, ProviderTimeout):
+        return ApiError(504, f"The LLM provider did not answer within {e.seconds:g} s (llm.timeoutSeconds).",
+                        "upstream_timeout", type="upstream_error")
+    if isinstance(e, ProviderStatus):
+        hint = _STATUS_HINTS.get(e.status, "it failed" if e.status >= 500 else "it refused the request")
+        vetted = f"The LLM provider answered HTTP {e.status}: {hint}."
+    elif isinstance(e, ProviderUnreachable):
         vetted = "The LLM provider could not be reached (is it running, and is llm.baseUrl right?)."
-    elif "larger than" in message:
-        vetted = redact(message, key)
-    elif "mid-answer" in message or "malformed event" in message:
+    elif isinstance(e, ProviderTooLarge):
+        vetted = redact(e.message, key)
+    elif isinstance(e, ProviderMidAnswer):
         vetted = "The LLM provider failed mid-answer."
-    elif "not JSON" in message or "no choice" in message or "no content" in message or "no message" in message \
-            or "not text" in message:
+    elif isinstance(e, ProviderBadAnswer):
         vetted = "The LLM provider's answer is not a Chat Completions or Messages reply."
     else:
         vetted = "The LLM provider failed."

@@ -23,7 +23,7 @@ from .errors import StateFileInvalid, ZcorError
 from .senderkey import sender_key
 from .text import normalize
 
-log = logging.getLogger("zcord")
+log = logging.getLogger(__name__)
 
 INDEX_SUFFIX = ".index.sqlite"
 INDEX_VERSION = 5
@@ -295,8 +295,9 @@ class HistoryIndex:
         cannot be opened leaves history queries to scan the log)."""
         try:
             self.db = self._connect()
-            meta = dict(self.db.execute("SELECT k, v FROM meta").fetchall())
-            problem = self._mismatch(meta)
+            fresh = self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone() is None
+            meta = {} if fresh else dict(self.db.execute("SELECT k, v FROM meta").fetchall())
+            problem = self._mismatch(meta)  # "" for a fresh index: built without a word
             if problem is None:
                 self.meta = meta
                 self.covered = int(meta["covered"])
@@ -305,8 +306,7 @@ class HistoryIndex:
             if problem:
                 self.note(f"{problem}; rebuilding it from {self.log.path.name}")
         except (sqlite3.Error, OSError) as e:
-            if not (isinstance(e, sqlite3.OperationalError) and "no such table" in str(e)):
-                self.note(f"unusable ({e}); rebuilding it from {self.log.path.name}")
+            self.note(f"unusable ({e}); rebuilding it from {self.log.path.name}")
         self._reset()
 
     def _mismatch(self, meta: dict[str, Any]) -> str | None:

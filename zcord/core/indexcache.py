@@ -41,7 +41,7 @@ from .fsutil import atomic_write, read_derived
 from .indexes import _LENGTHS, BIG_POSTING, NodeIndex, Postings
 from .text import FOLDING_VERSION
 
-log = logging.getLogger("zcord")
+log = logging.getLogger(__name__)
 
 CACHE_FILE = "memory-state.recall.cache"
 MAGIC = b"zcor memory-state.recall.cache 1\n"

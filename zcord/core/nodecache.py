@@ -28,7 +28,7 @@ from typing import Any
 
 from .fsutil import atomic_write, read_derived
 
-log = logging.getLogger("zcord")
+log = logging.getLogger(__name__)
 
 CACHE_FILE = "memory-state.cache"
 MAGIC = b"zcor memory-state.cache 1\n"

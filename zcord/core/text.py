@@ -404,7 +404,7 @@ def _write_jieba_cache(tok) -> None:
         atomic_write(path, [JIEBA_CACHE_MAGIC, json.dumps(header).encode() + b"\n", payload], mode=0o600,
                      sync=False)
     except OSError as e:
-        logging.getLogger("zcord").warning("could not write jieba's dictionary cache %s (%s)", path, e)
+        logging.getLogger(__name__).warning("could not write jieba's dictionary cache %s (%s)", path, e)
 
 
 def add_user_words(words: Iterable[str]) -> None:

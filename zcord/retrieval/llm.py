@@ -32,7 +32,15 @@ if TYPE_CHECKING:
     import httpx  # imported when a provider is first called: it costs a tenth of a second at start
 
 from ..core.config import LlmConfig
-from ..core.errors import ProviderError
+from ..core.errors import (
+    ProviderBadAnswer,
+    ProviderError,
+    ProviderMidAnswer,
+    ProviderStatus,
+    ProviderTimeout,
+    ProviderTooLarge,
+    ProviderUnreachable,
+)
 
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 1024
@@ -40,6 +48,10 @@ MAX_RESPONSE_BYTES = 8 << 20
 """Largest provider answer accepted (a filter reply is a few hundred bytes; a chat reply
 a few kilobytes)."""
 _TOO_LARGE = f"The LLM provider's answer is larger than {MAX_RESPONSE_BYTES >> 20} MiB; it was cut off."
+_FAILING: dict[type[ProviderError], str] = {ProviderUnreachable: "could not be reached",
+                                            ProviderMidAnswer: "failed mid-answer"}
+"""Any other transport failure of a whole answer (unreachable) or of a stream (mid-answer),
+and how it is said."""
 
 
 @dataclass
@@ -292,7 +304,7 @@ class Provider:
         self._client = client
 
     @contextmanager
-    def _transport(self, failing: str):
+    def _transport(self, failing: type[ProviderError]):
         """Map httpx failures to ProviderError; close a client made for this one request."""
         import httpx
 
@@ -300,19 +312,19 @@ class Provider:
         try:
             yield client
         except httpx.TimeoutException:
-            raise ProviderError(f"The LLM provider at {self.cfg.base_url} did not answer within "
-                                f"{self.cfg.timeout_seconds:g} s.") from None
+            raise ProviderTimeout(f"The LLM provider at {self.cfg.base_url} did not answer within "
+                                  f"{self.cfg.timeout_seconds:g} s.", seconds=self.cfg.timeout_seconds) from None
         except httpx.ConnectError as e:  # refused or unknown before a byte of answer, whichever call
-            raise ProviderError(f"The LLM provider at {self.cfg.base_url} could not be reached: {_plain_error(e)} "
-                                f"(is it running, and is llm.baseUrl right?)") from None
+            raise ProviderUnreachable(f"The LLM provider at {self.cfg.base_url} could not be reached: "
+                                      f"{_plain_error(e)} (is it running, and is llm.baseUrl right?)") from None
         except httpx.HTTPError as e:
-            raise ProviderError(f"The LLM provider at {self.cfg.base_url} {failing}: {_plain_error(e)}") from None
+            raise failing(f"The LLM provider at {self.cfg.base_url} {_FAILING[failing]}: {_plain_error(e)}") from None
         finally:
             if self._client is None:
                 client.close()
 
     def _exchange(self, url: str, headers: dict[str, str], body: dict[str, Any], deadline: float,
-                  failing: str) -> tuple[httpx.Response, Any]:
+                  failing: type[ProviderError]) -> tuple[httpx.Response, Any]:
         """Send the request from a helper thread; (the response, its body pieces) as they come,
         each waited for only until the deadline. Past it the caller gets the timeout error
         at once and the connection is shut down under the helper (which then ends). The body
@@ -357,8 +369,8 @@ class Provider:
                 kind, value = pieces.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 hang_up()
-                raise ProviderError(f"The LLM provider at {self.cfg.base_url} {what} within {timeout:g} s.") \
-                    from None
+                raise ProviderTimeout(f"The LLM provider at {self.cfg.base_url} {what} within {timeout:g} s.",
+                                      seconds=timeout) from None
             if kind == "error":
                 stop.set()
                 raise value
@@ -385,20 +397,21 @@ class Provider:
         for chunk in chunks:
             body += chunk
             if len(body) > MAX_RESPONSE_BYTES:
-                raise ProviderError(_TOO_LARGE)
+                raise ProviderTooLarge(_TOO_LARGE)
         return bytes(body)
 
     def _parse_body(self, resp: httpx.Response, body: bytes) -> Reply:
         """A whole (non-streamed) answer: status, JSON, then the wire format's reply."""
         text = body.decode("utf-8", "replace")
         if resp.status_code >= 400:
-            raise ProviderError(f"The LLM provider answered HTTP {resp.status_code}: {text[:300]}")
+            raise ProviderStatus(f"The LLM provider answered HTTP {resp.status_code}: {text[:300]}",
+                                 status=resp.status_code)
         try:
             data = json.loads(body)
         except (ValueError, RecursionError):
-            raise ProviderError(f"The LLM provider's answer is not JSON: {text[:200]!r}") from None
+            raise ProviderBadAnswer(f"The LLM provider's answer is not JSON: {text[:200]!r}") from None
         if not isinstance(data, dict):
-            raise ProviderError("The LLM provider's answer is not a JSON object.")
+            raise ProviderBadAnswer("The LLM provider's answer is not a JSON object.")
         return self._openai_reply(data) if self.cfg.protocol == "openai" else self._anthropic_reply(data)
 
     def _request(self, prompt: Prompt, max_tokens: int,
@@ -452,7 +465,7 @@ class Provider:
         deadline = time.monotonic() + self.cfg.timeout_seconds
         if on_text is not None:
             return self._stream(url, headers, body, on_text, deadline)
-        resp, chunks = self._exchange(url, headers, body, deadline, "could not be reached")
+        resp, chunks = self._exchange(url, headers, body, deadline, ProviderUnreachable)
         with contextlib.closing(chunks):
             raw = self._read_capped(chunks)
         return self._parse_body(resp, raw)
@@ -463,7 +476,7 @@ class Provider:
                 on_text: Callable[[str], None], deadline: float) -> Reply:
         body = self._streamed(body)
         state = StreamDecoder(self.cfg.protocol)
-        resp, chunks = self._exchange(url, headers, body, deadline, "failed mid-answer")
+        resp, chunks = self._exchange(url, headers, body, deadline, ProviderMidAnswer)
         with contextlib.closing(chunks):
             if resp.status_code >= 400 or "text/event-stream" not in resp.headers.get("content-type", ""):
                 # an error, or a server that ignores "stream": a whole answer
@@ -529,7 +542,7 @@ class Provider:
                         async for chunk in chunks:
                             raw += chunk
                             if len(raw) > MAX_RESPONSE_BYTES:
-                                raise ProviderError(_TOO_LARGE)
+                                raise ProviderTooLarge(_TOO_LARGE)
                     reply = self._parse_body(resp, bytes(raw))
                     if reply.text:
                         await hand(reply.text)
@@ -545,9 +558,10 @@ class Provider:
                     await hand(piece)
                 return state.reply()
         except (TimeoutError, httpx.TimeoutException):
-            raise ProviderError(f"The LLM provider at {self.cfg.base_url} {what[0]} within {timeout:g} s.") from None
+            raise ProviderTimeout(f"The LLM provider at {self.cfg.base_url} {what[0]} within {timeout:g} s.",
+                                  seconds=timeout) from None
         except httpx.HTTPError as e:
-            raise ProviderError(f"The LLM provider at {self.cfg.base_url} could not be reached: {e}") from None
+            raise ProviderUnreachable(f"The LLM provider at {self.cfg.base_url} could not be reached: {e}") from None
         finally:
             if client is None:
                 await http.aclose()
@@ -556,10 +570,10 @@ class Provider:
     def _openai_reply(data: dict[str, Any]) -> Reply:
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices:
-            raise ProviderError("The LLM provider returned no choice.")
+            raise ProviderBadAnswer("The LLM provider returned no choice.")
         msg = choices[0].get("message") if isinstance(choices[0], dict) else None
         if not isinstance(msg, dict):
-            raise ProviderError("The LLM provider's choice has no message.")
+            raise ProviderBadAnswer("The LLM provider's choice has no message.")
         calls = []
         for c in msg.get("tool_calls") or []:
             fn = c.get("function") or {}
@@ -567,7 +581,7 @@ class Provider:
                                   arguments=_parse_args(fn.get("arguments", "{}"))))
         content = msg.get("content")
         if content is not None and not isinstance(content, str):
-            raise ProviderError("The LLM provider's message content is not text.")
+            raise ProviderBadAnswer("The LLM provider's message content is not text.")
         return Reply(text=content or "", tool_calls=calls, stop_reason=choices[0].get("finish_reason"), raw=data,
                      usage=usage_of(data.get("usage")))
 
@@ -575,7 +589,7 @@ class Provider:
     def _anthropic_reply(data: dict[str, Any]) -> Reply:
         blocks = data.get("content")
         if data.get("type") == "error" or not isinstance(blocks, list):
-            raise ProviderError(f"The LLM provider returned no content: {json.dumps(data)[:200]}")
+            raise ProviderBadAnswer(f"The LLM provider returned no content: {json.dumps(data)[:200]}")
         text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
         calls = [ToolCall(id=str(b.get("id", "")), name=str(b.get("name", "")), arguments=b.get("input", {}))
                  for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
@@ -603,7 +617,7 @@ class StreamDecoder:
             return
         self.received += len(chunk)
         if self.received > MAX_RESPONSE_BYTES:
-            raise ProviderError(_TOO_LARGE)
+            raise ProviderTooLarge(_TOO_LARGE)
         *lines, self.pending = (self.pending + chunk).split(b"\n")
         yield from self._pieces(lines)
 
@@ -628,7 +642,7 @@ class StreamDecoder:
             try:
                 event = json.loads(payload)
             except ValueError:
-                raise ProviderError(f"The LLM provider streamed a malformed event: {payload[:200]!r}") from None
+                raise ProviderMidAnswer(f"The LLM provider streamed a malformed event: {payload[:200]!r}") from None
             piece = self.state.feed(event)
             if piece:
                 yield piece
@@ -648,7 +662,7 @@ class _OpenAIStream:
         if isinstance(event.get("usage"), dict):  # stream_options.include_usage: the last chunk
             self.usage = event["usage"]
         if "error" in event:
-            raise ProviderError(f"The LLM provider reported an error mid-answer: {json.dumps(event)[:200]}")
+            raise ProviderMidAnswer(f"The LLM provider reported an error mid-answer: {json.dumps(event)[:200]}")
         choices = event.get("choices") or []
         if not choices:
             return ""
@@ -669,7 +683,7 @@ class _OpenAIStream:
 
     def reply(self) -> Reply:
         if not self.seen:
-            raise ProviderError("The LLM provider returned no choice.")
+            raise ProviderBadAnswer("The LLM provider returned no choice.")
         calls = [ToolCall(c["id"], c["name"], _parse_args(c["arguments"] or "{}"))
                  for _, c in sorted(self.calls.items())]
         return Reply("".join(self.text), calls, self.stop, {"streamed": True, "usage": self.usage},
@@ -689,7 +703,7 @@ class _AnthropicStream:
     def feed(self, event: dict[str, Any]) -> str:
         kind = event.get("type")
         if kind == "error":
-            raise ProviderError(f"The LLM provider reported an error mid-answer: {json.dumps(event)[:200]}")
+            raise ProviderMidAnswer(f"The LLM provider reported an error mid-answer: {json.dumps(event)[:200]}")
         if kind == "message_start":
             self.seen = True
             start = (event.get("message") or {}).get("usage")
@@ -716,7 +730,7 @@ class _AnthropicStream:
 
     def reply(self) -> Reply:
         if not self.seen:
-            raise ProviderError("The LLM provider returned no content.")
+            raise ProviderBadAnswer("The LLM provider returned no content.")
         blocks = [b for _, b in sorted(self.blocks.items())]
         text = "".join(b["text"] for b in blocks if b["type"] == "text")
         calls = [ToolCall(b["id"], b["name"], _parse_args(b["json"] or "{}")) for b in blocks

@@ -35,7 +35,7 @@ from .tools import TOOLS, ToolSpec
 if TYPE_CHECKING:
     from .parts import CallHost
 
-log = logging.getLogger("zcord")
+log = logging.getLogger(__name__)
 
 
 class Dispatcher:

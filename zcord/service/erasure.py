@@ -83,7 +83,7 @@ from ..core.senderkey import sender_key
 from ..core.text import fold_han, match_form
 from .usage import USAGE_FILE
 
-log = logging.getLogger("zcord")
+log = logging.getLogger(__name__)
 
 PLAN_FILE = "erase-plan.json"
 KEY_FILE = "erasure.key"

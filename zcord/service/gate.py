@@ -10,7 +10,7 @@ from typing import Any
 
 from .calls import RestoreInProgress
 
-log = logging.getLogger("zcord")
+log = logging.getLogger(__name__)
 
 
 class RestoreGate:

@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from .calls import Ctx
     from .parts import FlowRoom
 
-log = logging.getLogger("zcord")
+log = logging.getLogger(__name__)
 
 REVIEW_FILE = "review.json"
 REVIEW_LOG = "review.log"

@@ -62,7 +62,7 @@ from .usage import USAGE_FILE, UsageBook
 
 __all__ = ["Ctx", "InternalError", "RestoreInProgress", "Service"]
 
-log = logging.getLogger("zcord")
+log = logging.getLogger(__name__)
 
 MAX_PERSONA = 100_000  # characters of PERSONA.md, which goes into every request
 

@@ -25,7 +25,7 @@ from .calls import RestoreInProgress
 if TYPE_CHECKING:
     from .parts import SnapshotHost
 
-log = logging.getLogger("zcord")
+log = logging.getLogger(__name__)
 
 SNAPSHOT_CHANGES = 2000
 SNAPSHOT_BYTES = 32 << 20

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from orjson import loads as _loads
 
-from ..core.errors import Conflict, InvalidArgument, NotFound, ZcorError
+from ..core.errors import Conflict, InvalidArgument, NotFound, ZcorError, advice
 from ..core.fsutil import reverse_lines
 from ..core.journal import apply_change
 from ..core.layout import HISTORY_DIR
@@ -550,9 +550,9 @@ def _refuse_conflicts(u: Undo, what: str, force: bool, field: str = "seq") -> No
         shown = "; ".join((f"operation {x['seq']}, " if "seq" in x else "") + f"{x['target'] or 'the Memory'}: "
                           f"{x['problem']}" + (f" ({', '.join(x['fields'])})" if x.get("fields") else "")
                           for x in u.conflicts[:8])
-        hint = "" if hard else " Pass force to write the old values anyway, as a new change."
-        raise Conflict(f"{what} cannot be reverted: {shown}.{hint}", field=field,
-                       data={"conflicts": u.conflicts})
+        said = "" if hard else f" {advice('force_revert')}"
+        raise Conflict(f"{what} cannot be reverted: {shown}.{said}", field=field,
+                       data={"conflicts": u.conflicts}, hint=None if hard else "force_revert")
 
 
 def _undo_changes(u: Undo, own: list[dict[str, Any]]) -> None:

@@ -36,7 +36,7 @@ from ..core import protocol as P
 from .client_calls import AsyncCalls, SyncCalls
 from .paths import UnsafeSocket, check_client_socket, check_peer, client_socket
 
-log = logging.getLogger("zcord.client")
+log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = 30.0
 CONNECT_TIMEOUT = 5.0

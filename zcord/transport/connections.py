@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from ..service.service import Service
     from .optable import Method
 
-log = logging.getLogger("zcord")
+log = logging.getLogger(__name__)
 
 READ_CHUNK = 1 << 16
 MAX_IN_FLIGHT = 64
@@ -246,9 +246,11 @@ class ConnectionServer:
 
     def loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         """accept() failures (EMFILE: out of file descriptors) are logged as one line at most
-        once a second, never as tracebacks; asyncio itself retries the accept a second later."""
+        once a second, never as tracebacks; asyncio itself retries the accept a second later.
+        asyncio reports those, and only those, with the listening `socket` in the context
+        (its message is words for a person, not a code)."""
         exc = context.get("exception")
-        if "accept" in str(context.get("message", "")) and isinstance(exc, OSError):
+        if "socket" in context and isinstance(exc, OSError):
             now = time.monotonic()
             if now - self._last_accept_error < ACCEPT_ERROR_LOG_INTERVAL:
                 self._accept_errors_quiet += 1

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from ..service.service import Service
 
-log = logging.getLogger("zcord")
+log = logging.getLogger(__name__)
 
 TABLE = MethodTable()
 method = TABLE.method

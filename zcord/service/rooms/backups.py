@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ..parts import FlowRoom
     from ..tools import ToolSpec
 
-log = logging.getLogger("zcord")
+log = logging.getLogger(__name__)
 
 
 def _summary(s: MemoryState | StateView) -> dict[str, Any]:
