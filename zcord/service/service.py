@@ -47,6 +47,7 @@ from ..retrieval.recall import RecallSessions, Retriever, check_session, parse_e
 from ..retrieval.synonyms import Synonyms
 from ..retrieval.twins import TwinIndex
 from . import erasure
+from . import inputs as I
 from .calls import Ctx, InternalError, RestoreInProgress
 from .consolidate import CONSOLIDATE_FILE, KINDS, Consolidation
 from .dispatcher import Dispatcher
@@ -491,9 +492,10 @@ class Service:
         operation log still holds every change, so nothing is lost)."""
         return self.gate.writes_wait(self.snapshots.take)
 
-    def history_query(self, params: Any) -> dict[str, Any]:
-        """`zcor/history/query` (rooms.history.operator_query)."""
-        return history.operator_query(self, params)
+    def history_query(self, params: Any, args: I.OperatorHistoryArgs | None = None) -> dict[str, Any]:
+        """`zcor/history/query` (rooms.history.operator_query); `args`: the params already
+        checked by the method's params model."""
+        return history.operator_query(self, params, args)
 
     def backup_preview(self, name: Any) -> dict[str, Any]:
         """What restoring backups/<name> would change, in counts (rooms.backups.preview)."""

@@ -28,7 +28,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .. import __version__
@@ -168,13 +168,14 @@ class _AsyncMethods(AsyncCalls):
     _subscribed: bool
     on_notification: Callable[[str, NotificationHandler], None]
 
-    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, *,
-                        timeout: float | None = None, view: bool = False,
+    async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None, *,
+                        timeout: float | None = None, view: bool | None = False,
                         origin: dict[str, Any] | None = None) -> dict[str, Any]:
         """The tool's structured result; ToolError when the tool refuses or fails.
 
         view: (operators, read-only tools) a read made only to display something, which the
-        daemon answers without recording it in the operation log.
+        daemon answers without recording it in the operation log; None: when the tool is one
+        of this client's `view_tools`.
         """
         return tool_result(await self.request("tools/call", self._call_tool_params(name, arguments, view, origin),
                                               timeout=timeout))
@@ -648,8 +649,8 @@ class Client(SyncCalls):
 
     # -- hand-written calls (the rest are generated from the method table) ------------------
 
-    def call_tool(self, name: str, arguments: dict[str, Any] | None = None, *,
-                  timeout: float | None = None, view: bool = False,
+    def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None, *,
+                  timeout: float | None = None, view: bool | None = False,
                   origin: dict[str, Any] | None = None) -> dict[str, Any]:
         """The tool's structured result (see AsyncClient.call_tool)."""
         return tool_result(self.request("tools/call", self._call_tool_params(name, arguments, view, origin),
