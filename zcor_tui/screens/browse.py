@@ -113,7 +113,7 @@ class BrowseScreen(ZcorScreen):
     async def _fetch_children(self, tree_node: TreeNode[Any]) -> list[Item] | None:
         slot = slot_of(tree_node)
         args = {"parentId": slot.item.id} if slot.item else {}
-        result, err = await self.app.try_tool("zcor_memory_children", args)
+        result, err = await self.app.try_tool(self.app.client.zcor_memory_children(args))
         if result is None:
             if err is not None and not (slot.item and getattr(err, "code", "") == "not_found"):
                 self.app.show_error(err, "zcor_memory_children")
@@ -193,7 +193,7 @@ class BrowseScreen(ZcorScreen):
     async def load_detail(self, node_id: str, delay: float = DETAIL_DELAY) -> None:
         if delay:
             await asyncio.sleep(delay)  # the cursor is still moving: read only where it rests
-        node, err = await self.app.try_tool("zcor_memory_read", {"id": node_id})
+        node, err = await self.app.try_tool(self.app.client.zcor_memory_read({"id": node_id}))
         detail = self._detail()
         if detail is None:
             return
@@ -203,7 +203,7 @@ class BrowseScreen(ZcorScreen):
             detail.show_message(f"{node_id}: {message}")
             return
         self.shown_node = node
-        self.trace = await self.app.tool("zcor_memory_trace", {"id": node_id}, quiet=True)
+        self.trace = await self.app.tool(self.app.client.zcor_memory_trace({"id": node_id}), quiet=True)
         self._render_detail()
 
     def _detail(self) -> NodeDetail | None:
@@ -222,7 +222,7 @@ class BrowseScreen(ZcorScreen):
     @work(exclusive=True, group="reveal")
     async def reveal(self, node_id: str) -> None:
         """Open the path to a memory and put the cursor on it."""
-        trace = await self.app.tool("zcor_memory_trace", {"id": node_id})
+        trace = await self.app.tool(self.app.client.zcor_memory_trace({"id": node_id}))
         if trace is None:
             return
         tree = self.tree
@@ -275,7 +275,7 @@ class BrowseScreen(ZcorScreen):
         base = self.tree.base
         if base is None:
             return
-        trace = await self.app.tool("zcor_memory_trace", {"id": base.id})
+        trace = await self.app.tool(self.app.client.zcor_memory_trace({"id": base.id}))
         if trace is None:
             return
         path = trace["path"]
@@ -297,7 +297,7 @@ class BrowseScreen(ZcorScreen):
         return item
 
     async def _write(self, args: dict[str, Any]) -> dict[str, Any]:
-        return await self.app.client.call_tool("zcor_memory_write", args)
+        return await self.app.client.zcor_memory_write(args)
 
     def _after_write(self, result: dict[str, Any] | None) -> None:
         if result:
@@ -317,7 +317,7 @@ class BrowseScreen(ZcorScreen):
         item = self._need_current()
         if item is None:
             return
-        node = await self.app.tool("zcor_memory_read", {"id": item.id})
+        node = await self.app.tool(self.app.client.zcor_memory_read({"id": item.id}))
         if node is None:
             return
         if node.get("supersededBy"):
@@ -331,7 +331,7 @@ class BrowseScreen(ZcorScreen):
         item = self._need_current()
         if item is None:
             return
-        node = await self.app.tool("zcor_memory_read", {"id": item.id})
+        node = await self.app.tool(self.app.client.zcor_memory_read({"id": item.id}))
         if node is None:
             return
         parent = node.get("parentId")
@@ -340,8 +340,8 @@ class BrowseScreen(ZcorScreen):
                        exclude={item.id, parent} if parent else {item.id}))
         if target is None or target == (parent or ""):
             return
-        result = await self.app.tool("zcor_memory_write", {"id": item.id, "title": node["title"],
-                                                           "content": node["content"], "parentId": target or None})
+        result = await self.app.tool(self.app.client.zcor_memory_write({"id": item.id, "title": node["title"],
+                                                           "content": node["content"], "parentId": target or None}))
         if result:
             self.notify(f"Moved {item.id} " + (f"under {target}." if target else "to the top level."))
             self.reveal(item.id)
@@ -351,7 +351,7 @@ class BrowseScreen(ZcorScreen):
         item = self._need_current()
         if item is None:
             return
-        children = await self.app.tool("zcor_memory_children", {"parentId": item.id})
+        children = await self.app.tool(self.app.client.zcor_memory_children({"parentId": item.id}))
         if children is None:
             return
         if children["items"]:
@@ -374,7 +374,7 @@ class BrowseScreen(ZcorScreen):
         if not await self.app.push_screen_wait(ConfirmDialog(
                 f"Delete {item.id} “{one_line(item.title, 50)}”?\nThe history keeps a full copy.", yes="Delete")):
             return
-        result, err = await self.app.try_tool("zcor_memory_delete", {"id": item.id})
+        result, err = await self.app.try_tool(self.app.client.zcor_memory_delete({"id": item.id}))
         if err is not None:
             # say the refusal plainly: "Memory m1 cannot be deleted: it has 3 children (…)"
             message = for_operator(err.code, err.message, data=err.data) if isinstance(err, ToolError) else str(err)
@@ -411,7 +411,7 @@ class BrowseScreen(ZcorScreen):
         while queue:
             node_id = queue.pop(0)
             ids.append(node_id)
-            children = await self.app.tool("zcor_memory_children", {"parentId": node_id})
+            children = await self.app.tool(self.app.client.zcor_memory_children({"parentId": node_id}))
             if children is None:
                 return
             queue += [c["id"] for c in children.get("items", []) if not c.get("superseded")]
@@ -422,11 +422,11 @@ class BrowseScreen(ZcorScreen):
             return
         done = 0
         for node_id in ids:
-            node = await self.app.tool("zcor_memory_read", {"id": node_id})
+            node = await self.app.tool(self.app.client.zcor_memory_read({"id": node_id}))
             if node is None or node.get("supersededBy"):
                 continue
-            if await self.app.tool("zcor_memory_write", {"id": node_id, "title": node["title"],
-                                                         "content": node["content"], "keywords": None}) is None:
+            if await self.app.tool(self.app.client.zcor_memory_write({"id": node_id, "title": node["title"],
+                                                         "content": node["content"], "keywords": None})) is None:
                 break
             done += 1
         self.notify(f"Keywords derived again for {done} of {len(ids)} memories.")
@@ -438,7 +438,7 @@ class BrowseScreen(ZcorScreen):
         if item is None:
             return
         mark = item.id not in self.app.important
-        result = await self.app.tool("zcor_memory_important", {"id": item.id, "important": mark})
+        result = await self.app.tool(self.app.client.zcor_memory_important({"id": item.id, "important": mark}))
         if result is None:
             return
         if result.get("replaced"):
@@ -475,12 +475,12 @@ class BrowseScreen(ZcorScreen):
         if len(ids) < 2:
             self.notify("Mark two or more memories with x, then merge.", severity="warning")
             return
-        nodes = [n for n in await asyncio.gather(*(self.app.tool("zcor_memory_read", {"id": i}) for i in ids)) if n]
+        nodes = [n for n in await asyncio.gather(*(self.app.tool(self.app.client.zcor_memory_read({"id": i})) for i in ids)) if n]
         title = nodes[0]["title"] if nodes else ""
         content = "\n\n".join(n["content"] for n in nodes)
 
         async def merge(args: dict[str, Any]) -> dict[str, Any]:
-            return await self.app.client.call_tool("zcor_memory_merge", args)
+            return await self.app.client.zcor_memory_merge(args)
 
         result = await self.app.push_screen_wait(MergeForm(merge, ids, title, content))
         if result:
@@ -499,7 +499,7 @@ class BrowseScreen(ZcorScreen):
             return
 
         async def supersede(args: dict[str, Any]) -> dict[str, Any]:
-            return await self.app.client.call_tool("zcor_memory_supersede", args)
+            return await self.app.client.zcor_memory_supersede(args)
 
         result = await self.app.push_screen_wait(SupersedeForm(supersede, ids))
         if result:

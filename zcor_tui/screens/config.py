@@ -115,10 +115,10 @@ class ConfigScreen(ZcorScreen):
 
     @work(exclusive=True, group="config")
     async def fetch(self) -> None:
-        config = await self.app.rpc("config_get")
+        config = await self.app.rpc(self.app.client.config_get())
         if config is not None:
             self.show(config)
-        persona = await self.app.rpc("persona_get", quiet=True)
+        persona = await self.app.rpc(self.app.client.persona_get(), quiet=True)
         if persona is not None:
             self.show_persona(persona)
 
@@ -138,7 +138,7 @@ class ConfigScreen(ZcorScreen):
 
     @work(exclusive=True, group="config-persona")
     async def edit_persona(self) -> None:
-        persona = await self.app.rpc("persona_get")
+        persona = await self.app.rpc(self.app.client.persona_get())
         if persona is None:
             return
 
@@ -258,7 +258,7 @@ class ConfigScreen(ZcorScreen):
 
     @work(exclusive=True, group="config-apply")
     async def reload_files(self) -> None:
-        config = await self.app.rpc("reload")
+        config = await self.app.rpc(self.app.client.reload())
         if config is not None:
             self.show(config)
             self.notify("zcord re-read config.json and synonyms.json.")

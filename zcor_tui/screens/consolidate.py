@@ -156,7 +156,7 @@ class ConsolidateScreen(ZcorScreen):
         newest = item["members"][0]
 
         async def merge(args: dict[str, Any]) -> dict[str, Any]:
-            return await self.app.client.call_tool("zcor_memory_merge", args)
+            return await self.app.client.zcor_memory_merge(args)
 
         result = await self.app.push_screen_wait(MergeForm(merge, list(item["ids"]), newest["title"],
                                                            newest["content"]))
@@ -179,7 +179,7 @@ class ConsolidateScreen(ZcorScreen):
         done: list[str] = []
         for node_id in fold:
             try:
-                await self.app.client.call_tool("zcor_memory_delete", {"id": node_id})
+                await self.app.client.zcor_memory_delete({"id": node_id})
             except (ToolError, ClientError) as e:
                 self.notify(f"Stopped at {node_id}: {getattr(e, 'message', None) or e}", severity="error")
                 break

@@ -537,7 +537,7 @@ class NodePicker(ModalScreen[str | None]):
         keywords = split_keywords(text)
         if keywords:
             args["keywords"] = keywords
-        page = await self.app.tool("zcor_memory_query", args)
+        page = await self.app.tool(self.app.client.zcor_memory_query(args))
         options: list[Option] = []
         if not keywords:
             if self.allow_root:

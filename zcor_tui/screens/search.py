@@ -91,7 +91,7 @@ class SearchScreen(ZcorScreen):
             return
         table.loading = True
         try:
-            page, err = await self.app.try_tool("zcor_memory_query", {**args, "limit": PAGE_SIZE, "offset": offset})
+            page, err = await self.app.try_tool(self.app.client.zcor_memory_query({**args, "limit": PAGE_SIZE, "offset": offset}))
         finally:
             table.loading = False
         if page is None:

@@ -130,7 +130,7 @@ class TimeTravelScreen(Screen[None]):
             return
         box.remove_class("-invalid")
         summary.update(Text(f"Reading the Memory as it was at {when(instant)}…", style="dim italic"))
-        answer = await self.app.rpc("history_at", instant)
+        answer = await self.app.rpc(self.app.client.history_at(instant))
         if answer is None:
             summary.update(Text("zcord could not show that instant (see the message).", style="bold red"))
             return

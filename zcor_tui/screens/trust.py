@@ -110,7 +110,7 @@ def ask_trust(app: ZcorApp, senders: list[str], done: Any = None) -> None:
     """Read the levels, then open the TrustForm for these senders (notify what was set)."""
 
     async def run() -> None:
-        listing = await app.rpc("trust_get")
+        listing = await app.rpc(app.client.trust_get())
         if listing is None:
             return
 
@@ -157,7 +157,7 @@ class TrustList(ModalScreen[None]):
 
     @work(exclusive=True, group="trust-list")
     async def load(self) -> None:
-        listing = await self.app.rpc("trust_get")
+        listing = await self.app.rpc(self.app.client.trust_get())
         if listing is None:
             self.query_one("#trust-default", Static).update(Text("The levels could not be read.", style="bold red"))
             return
@@ -199,7 +199,7 @@ class TrustList(ModalScreen[None]):
 
     @work(exclusive=True, group="trust-reset")
     async def _reset(self, sender: str) -> None:
-        answer = await self.app.rpc("trust_set", sender, None)
+        answer = await self.app.rpc(self.app.client.trust_set(sender, None))
         if answer is not None:
             self.app.notify(said(answer), title="Trust")
         self.load()

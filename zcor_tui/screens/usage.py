@@ -91,7 +91,7 @@ class UsageScreen(ZcorScreen):
 
     @work(exclusive=True, group="usage")
     async def fetch(self) -> None:
-        usage = await self.app.rpc("usage", None, self.days)
+        usage = await self.app.rpc(self.app.client.usage(None, self.days))
         summary = self.query_one("#usage-summary", Static)
         sessions = self.query_one("#usage-sessions", DataTable)
         days = self.query_one("#usage-days", DataTable)
