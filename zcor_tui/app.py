@@ -157,7 +157,7 @@ class ZcorApp(App[None]):
         daemon error notify (unless quiet) and return None."""
         result, err = await self.try_tool(call)
         if err is not None and not quiet:
-            self.show_error(err, call.__name__)
+            self.show_error(err, getattr(call, "__name__", "call"))
         return result
 
     async def try_tool(self, call: Coroutine[Any, Any, T]) -> tuple[T | None, ClientError | None]:
@@ -188,7 +188,7 @@ class ZcorApp(App[None]):
             return await call
         except ClientError as e:
             if not quiet:
-                self.show_error(e, call.__name__)
+                self.show_error(e, getattr(call, "__name__", "call"))
             return None
 
     def notify(self, message: str, *, title: str = "", severity: Any = "information", timeout: float | None = None,
@@ -263,7 +263,7 @@ class ZcorApp(App[None]):
             await asyncio.sleep(delay)  # several changes in a burst: one status call
         status = await self.rpc(self.client.status(), quiet=True)
         if status is not None:
-            self.status = status
+            self.status = dict(status)
 
     @work(exclusive=True, group="relationships")
     async def load_relationships(self, delay: float = 0.0) -> None:

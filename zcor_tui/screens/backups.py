@@ -96,7 +96,7 @@ class BackupsScreen(ZcorScreen):
         items.sort(key=lambda b: (b.get("modifiedAt") or "", b["backupFile"]), reverse=True)
         keep = select or self._selected()
         table.clear()
-        self.items = {b["backupFile"]: b for b in items}
+        self.items = {b["backupFile"]: dict(b) for b in items}
         for b in items:
             table.add_row(when(b.get("modifiedAt")), Text(human_size(b.get("size", 0)), justify="right"),
                           Text("bot", style="yellow") if b.get("bot") else Text("operator", style="dim"),
@@ -139,7 +139,7 @@ class BackupsScreen(ZcorScreen):
         preview = await self.app.rpc(self.app.client.backup_preview(name))
         if preview is None:
             return
-        if not await self.app.push_screen_wait(ConfirmDialog(preview_text(self.items[name], preview),
+        if not await self.app.push_screen_wait(ConfirmDialog(preview_text(self.items[name], dict(preview)),
                                                              yes="Restore")):
             return
         result = await self.app.tool(self.app.client.zcor_memory_restore({"backupFile": name}))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 from textual import on, work
 from textual.app import ComposeResult, SystemCommand
@@ -17,6 +17,7 @@ from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
 from zcord.client import ToolError, for_operator
+from zcord.transport.client_calls import ChildrenArgs, MergeArgs, SupersedeArgs, WriteArgs
 
 from ..format import invisible_marked, one_line
 from ..messages import MemoryChanged
@@ -113,7 +114,7 @@ class BrowseScreen(ZcorScreen):
     async def _fetch_children(self, tree_node: TreeNode[Any]) -> list[Item] | None:
         slot = slot_of(tree_node)
         args = {"parentId": slot.item.id} if slot.item else {}
-        result, err = await self.app.try_tool(self.app.client.zcor_memory_children(args))
+        result, err = await self.app.try_tool(self.app.client.zcor_memory_children(cast(ChildrenArgs, args)))
         if result is None:
             if err is not None and not (slot.item and getattr(err, "code", "") == "not_found"):
                 self.app.show_error(err, "zcor_memory_children")
@@ -203,7 +204,8 @@ class BrowseScreen(ZcorScreen):
             detail.show_message(f"{node_id}: {message}")
             return
         self.shown_node = node
-        self.trace = await self.app.tool(self.app.client.zcor_memory_trace({"id": node_id}), quiet=True)
+        trace = await self.app.tool(self.app.client.zcor_memory_trace({"id": node_id}), quiet=True)
+        self.trace = None if trace is None else dict(trace)
         self._render_detail()
 
     def _detail(self) -> NodeDetail | None:
@@ -297,7 +299,7 @@ class BrowseScreen(ZcorScreen):
         return item
 
     async def _write(self, args: dict[str, Any]) -> dict[str, Any]:
-        return await self.app.client.zcor_memory_write(args)
+        return dict(await self.app.client.zcor_memory_write(cast(WriteArgs, args)))
 
     def _after_write(self, result: dict[str, Any] | None) -> None:
         if result:
@@ -480,7 +482,7 @@ class BrowseScreen(ZcorScreen):
         content = "\n\n".join(n["content"] for n in nodes)
 
         async def merge(args: dict[str, Any]) -> dict[str, Any]:
-            return await self.app.client.zcor_memory_merge(args)
+            return dict(await self.app.client.zcor_memory_merge(cast(MergeArgs, args)))
 
         result = await self.app.push_screen_wait(MergeForm(merge, ids, title, content))
         if result:
@@ -499,7 +501,7 @@ class BrowseScreen(ZcorScreen):
             return
 
         async def supersede(args: dict[str, Any]) -> dict[str, Any]:
-            return await self.app.client.zcor_memory_supersede(args)
+            return dict(await self.app.client.zcor_memory_supersede(cast(SupersedeArgs, args)))
 
         result = await self.app.push_screen_wait(SupersedeForm(supersede, ids))
         if result:

@@ -120,7 +120,7 @@ class ConfigScreen(ZcorScreen):
             self.show(config)
         persona = await self.app.rpc(self.app.client.persona_get(), quiet=True)
         if persona is not None:
-            self.show_persona(persona)
+            self.show_persona(dict(persona))
 
     def show_persona(self, persona: dict[str, Any]) -> None:
         if persona.get("empty"):
@@ -143,7 +143,7 @@ class ConfigScreen(ZcorScreen):
             return
 
         async def save(args: dict[str, Any]) -> dict[str, Any]:
-            return await self.app.client.persona_set(args["text"])
+            return dict(await self.app.client.persona_set(args["text"]))
 
         def done(result: dict[str, Any] | None) -> None:
             if result is not None:

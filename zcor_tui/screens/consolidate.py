@@ -8,7 +8,7 @@ operations: History reverts them."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -20,6 +20,7 @@ from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
 from zcord.client import ClientError, ToolError
+from zcord.transport.client_calls import MergeArgs
 
 from ..diff import word_diff
 from ..format import plural, shown, when
@@ -156,7 +157,7 @@ class ConsolidateScreen(ZcorScreen):
         newest = item["members"][0]
 
         async def merge(args: dict[str, Any]) -> dict[str, Any]:
-            return await self.app.client.zcor_memory_merge(args)
+            return dict(await self.app.client.zcor_memory_merge(cast(MergeArgs, args)))
 
         result = await self.app.push_screen_wait(MergeForm(merge, list(item["ids"]), newest["title"],
                                                            newest["content"]))

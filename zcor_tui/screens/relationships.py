@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 from rich.table import Table
 from rich.text import Text
@@ -16,6 +16,7 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Input, Static
 
 from zcord.client import ToolError, affinity_series, for_operator, sparkline, sparkline_scale
+from zcord.transport.client_calls import RelQueryArgs, RelWriteArgs
 
 from ..format import (
     affinity_bar,
@@ -123,7 +124,7 @@ class RelationshipsScreen(ZcorScreen):
         keywords = split_keywords(self.query_one("#q", Input).value)
         if keywords:
             args["keywords"] = keywords
-        page, err = await self.app.try_tool(self.app.client.zcor_relationship_query(args))
+        page, err = await self.app.try_tool(self.app.client.zcor_relationship_query(cast(RelQueryArgs, args)))
         table = self.query_one("#rels", DataTable)
         if page is None:  # no rows of the earlier query under the error: they would pass for its answer
             table.clear()
@@ -207,7 +208,7 @@ class RelationshipsScreen(ZcorScreen):
         return rel
 
     async def _write(self, args: dict[str, Any]) -> dict[str, Any]:
-        return await self.app.client.zcor_relationship_write(args)
+        return dict(await self.app.client.zcor_relationship_write(cast(RelWriteArgs, args)))
 
     def _after_write(self, result: dict[str, Any] | None) -> None:
         if result:
@@ -245,7 +246,7 @@ class RelationshipsScreen(ZcorScreen):
         node_id = await self.app.push_screen_wait(NodePicker(f"Link {invisible_marked(rel['personId'])} ({rel.get('name', '')}) to…"))
         if not node_id:
             return
-        result = await self.app.tool(self.app.client.zcor_relationship_write({**self._keep_fields(rel), "memoryNodeId": node_id}))
+        result = await self.app.tool(self.app.client.zcor_relationship_write(cast(RelWriteArgs, {**self._keep_fields(rel), "memoryNodeId": node_id})))
         if result:
             self.notify(f"{invisible_marked(rel['personId'])} is linked to {node_id}.")
 
@@ -257,7 +258,7 @@ class RelationshipsScreen(ZcorScreen):
         if not rel.get("memoryNodeId"):
             self.notify(f"{invisible_marked(rel['personId'])} is not linked to a memory.", severity="warning")
             return
-        if await self.app.tool(self.app.client.zcor_relationship_write({**self._keep_fields(rel), "memoryNodeId": None})):
+        if await self.app.tool(self.app.client.zcor_relationship_write(cast(RelWriteArgs, {**self._keep_fields(rel), "memoryNodeId": None}))):
             self.notify(f"{invisible_marked(rel['personId'])} is no longer linked to {rel['memoryNodeId']}.")
 
     def action_open(self) -> None:

@@ -139,7 +139,7 @@ class SynonymsScreen(ZcorScreen):
         self.action_edit()
 
     async def _set(self, index: int | None, terms: list[str] | None) -> dict[str, Any]:
-        return await self.app.client.synonyms_set(index, terms)
+        return dict(await self.app.client.synonyms_set(index, terms))
 
     def action_add(self) -> None:
         async def add(args: dict[str, Any]) -> dict[str, Any]:
@@ -240,7 +240,7 @@ class SynonymsScreen(ZcorScreen):
         explained = await self.app.rpc(self.app.client.recall_explain(text, sender))
         config = await self.app.rpc(self.app.client.config_get(), quiet=True)
         if explained is not None:
-            out.update(self.render_explain(explained, (config or {}).get("recallBudget")))
+            out.update(self.render_explain(dict(explained), (config or {}).get("recallBudget")))
 
     @staticmethod
     def render_explain(ex: dict[str, Any], budget: int | None) -> RenderableType:

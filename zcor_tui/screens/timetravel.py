@@ -134,7 +134,7 @@ class TimeTravelScreen(Screen[None]):
         if answer is None:
             summary.update(Text("zcord could not show that instant (see the message).", style="bold red"))
             return
-        self.show_past(PastMemory(answer))
+        self.show_past(PastMemory(dict(answer)))
 
     def show_past(self, past: PastMemory) -> None:
         self.past = past

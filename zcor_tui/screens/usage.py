@@ -100,7 +100,7 @@ class UsageScreen(ZcorScreen):
         if usage is None:
             summary.update(Text("Usage could not be read (see the message).", style="bold red"))
             return
-        summary.update(summary_text(usage))
+        summary.update(summary_text(dict(usage)))
         for s in usage["sessions"]:
             sessions.add_row(shown_id(s["session"], style=""), *_cells(s), plain(s.get("frontEnd") or ""),
                              key=s["session"])
