@@ -16,8 +16,7 @@ from textual.css.query import NoMatches
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from zcord.client import ToolError, for_operator
-from zcord.transport.client_calls import ChildrenArgs, MergeArgs, SupersedeArgs, WriteArgs
+from zcord.client import ChildrenArgs, MergeArgs, SupersedeArgs, ToolError, WriteArgs, for_operator
 
 from ..format import invisible_marked, one_line
 from ..messages import MemoryChanged

@@ -19,8 +19,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
-from zcord.client import ClientError, ToolError
-from zcord.transport.client_calls import MergeArgs
+from zcord.client import ClientError, MergeArgs, ToolError
 
 from ..diff import word_diff
 from ..format import plural, shown, when

@@ -21,8 +21,7 @@ from textual.widget import Widget
 from textual.widgets import Button, Input, Label, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
-from zcord.client import ClientError, DaemonUnavailable, ToolError, for_operator
-from zcord.transport.client_calls import QueryArgs
+from zcord.client import ClientError, DaemonUnavailable, QueryArgs, ToolError, for_operator
 
 from ..format import invisible_marked, one_line, plain, shown, split_keywords, split_terms
 from ..widgets.field import Field

@@ -15,8 +15,15 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Input, Static
 
-from zcord.client import ToolError, affinity_series, for_operator, sparkline, sparkline_scale
-from zcord.transport.client_calls import RelQueryArgs, RelWriteArgs
+from zcord.client import (
+    RelQueryArgs,
+    RelWriteArgs,
+    ToolError,
+    affinity_series,
+    for_operator,
+    sparkline,
+    sparkline_scale,
+)
 
 from ..format import (
     affinity_bar,

@@ -13,8 +13,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import Checkbox, DataTable, Input, Static
 
-from zcord.client import ToolError, for_operator
-from zcord.transport.client_calls import QueryArgs
+from zcord.client import QueryArgs, ToolError, for_operator
 
 from ..format import SUPERSEDED_MARK, one_line, when_short
 from ..messages import MemoryChanged, NodeRequested
