@@ -627,7 +627,8 @@ async def _review_reject(m: Methods, call: Call[M.ReviewRejectParams]) -> R.Revi
                       "those only they caused, redacted from every file under the Memory directory; with\n"
                       "`preview` nothing changes and the result lists exactly what goes. Irreversible."),))
 async def _erase(m: Methods, call: Call[M.EraseParams]) -> R.ErasureResult:
-    return R.shaped(R.ErasureResult, await call.run(erasure.erase, m.service, call.params))
+    a = call.args
+    return R.shaped(R.ErasureResult, await call.run(erasure.erase, m.service, a.person, a.field, a.preview))
 
 
 @method("zcor/subject", params=M.SubjectParams, result=R.SubjectResult, runs="long",
@@ -636,7 +637,7 @@ async def _erase(m: Methods, call: Call[M.EraseParams]) -> R.ErasureResult:
                   doc="Everything the Memory holds about or from a person (`zcor/subject`): memories,\n"
                       "relationship, trust, held changes and history records."),))
 async def _subject(m: Methods, call: Call[M.SubjectParams]) -> R.SubjectResult:
-    return R.shaped(R.SubjectResult, await call.run(erasure.subject, m.service, call.params))
+    return R.shaped(R.SubjectResult, await call.run(erasure.subject, m.service, call.args.person))
 
 
 # -- import and export (issue 36) -----------------------------------------------------------------

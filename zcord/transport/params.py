@@ -89,19 +89,41 @@ class HistoryAtParams(Args):
     time: StrictStr = Field(description="An ISO 8601 time with its UTC offset.")
 
 
-class EraseParams(Args):
-    """`zcor/erase` (zcord.service.erasure): exactly one of sender, personId."""
+class _Person(Args):
+    """Exactly one of sender, personId: the person an erase or subject request names."""
 
     sender: StrictStr | None = Field(None, description="The person's sender key, e.g. qq:42.")
     person_id: StrictStr | None = Field(None, description="The person's relationship personId.")
+
+    @model_validator(mode="after")
+    def _one_person(self) -> _Person:
+        given = [k for k, v in (("sender", self.sender), ("personId", self.person_id)) if v is not None]
+        if len(given) != 1:
+            raise InvalidArgument("give exactly one of sender or personId", field="sender")
+        if not sender_key(self.person) or len(self.person) > MAX_SENDER:
+            raise InvalidArgument(f"{given[0]} must be a non-empty string of at most {MAX_SENDER} characters",
+                                  field=given[0])
+        return self
+
+    @property
+    def person(self) -> str:
+        """The sender key or personId given."""
+        return self.sender if self.sender is not None else self.person_id or ""
+
+    @property
+    def field(self) -> str:
+        """The parameter that named the person (what an error about them names)."""
+        return "sender" if self.sender is not None else "personId"
+
+
+class EraseParams(_Person):
+    """`zcor/erase` (zcord.service.erasure): exactly one of sender, personId."""
+
     preview: StrictBool = Field(False, description="Only list what would go; nothing changes.")
 
 
-class SubjectParams(Args):
+class SubjectParams(_Person):
     """`zcor/subject` (zcord.service.erasure): exactly one of sender, personId."""
-
-    sender: StrictStr | None = Field(None, description="The person's sender key, e.g. qq:42.")
-    person_id: StrictStr | None = Field(None, description="The person's relationship personId.")
 
 
 class ImportParams(Args):
