@@ -915,7 +915,8 @@ def main(argv: list[str] | None = None) -> int:
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:
-        return args.func(args)
+        code: int = args.func(args)
+        return code
     except ToolError as e:
         print(shown(f"zcor: {for_operator(e.code, e.message, 'cli', data=e.data)}"), file=sys.stderr)
         return EXIT_REFUSED

@@ -9,7 +9,8 @@ import re
 
 from zcord.transport import client as C
 from zcord.transport import gen_client
-from zcord.transport.methods import TABLE, method
+from zcord.transport import methods as table_methods
+from zcord.transport.methods import TABLE
 from zcord.transport.params import NoParams
 
 HAND_WRITTEN = {"tools/call": "call_tool", "zcor/subscribe": "subscribe", "zcor/unsubscribe": "unsubscribe"}
@@ -69,9 +70,9 @@ def test_the_clients_keep_the_calls_bots_and_the_tui_use():
 
 def test_a_method_is_declared_once():
     table = type(TABLE)()
-    method("zcor/x", params=NoParams, result=dict, table=table)(_noop)
+    table_methods.method("zcor/x", params=NoParams, result=dict, table=table)(_noop)
     try:
-        method("zcor/x", params=NoParams, result=dict, table=table)(_noop)
+        table_methods.method("zcor/x", params=NoParams, result=dict, table=table)(_noop)
     except ValueError as e:
         assert "zcor/x" in str(e)
     else:

@@ -74,7 +74,7 @@ class MemoryBot:
     def __enter__(self) -> MemoryBot:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- what the model is given -------------------------------------------------------

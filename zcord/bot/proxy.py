@@ -515,7 +515,7 @@ class Daemon:
         self._last_try = -1e9
         self._lock = asyncio.Lock()
         self._tools: list[dict[str, Any]] | None = None
-        self._background: set[asyncio.Task] = set()
+        self._background: set[asyncio.Task[None]] = set()
 
     async def connected(self) -> AsyncClient | None:
         """The client when zcord answers now; None (at once) while it is away."""

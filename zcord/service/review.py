@@ -454,7 +454,7 @@ def _apply(items: dict[int, dict[str, Any]], event: dict[str, Any]) -> None:
             items[seq] = {k: v for k, v in items[seq].items() if k != "reverting"}
 
 
-class _Approved(Mapping):
+class _Approved(Mapping[str, Any]):
     """A state's mapping (`nodes` or `relationships`) with each held entry as last approved
     (absent when it had no approved version), made as `model` when first asked for."""
 
@@ -561,7 +561,7 @@ def approve(svc: FlowRoom, ids: list[int], params: dict[str, Any]) -> dict[str, 
     """`zcor/review/approve {ids}`: the held operations become ordinary (recalled); recorded
     (`params` as the log records them)."""
 
-    def apply():
+    def apply() -> tuple[dict[str, Any], list[dict[str, Any]]]:
         _pending(svc, ids)
         svc.review.approve(ids)
         return {"approved": ids}, [{"kind": "review.approve", "target": str(i)} for i in ids]

@@ -460,7 +460,7 @@ class Undo:
         auto = "(a backup written when the revert runs)" if self.dry else \
             self.svc.backups.write(self.st, self.ctx.at, bot=False)
 
-        def summary(s) -> dict[str, Any]:
+        def summary(s: Any) -> dict[str, Any]:
             return {"nodes": len(s.nodes), "relationships": len(s.relationships), "important": list(s.important)}
 
         self.record("state.restore", None, before={"backupFile": auto, **summary(self.st)},

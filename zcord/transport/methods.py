@@ -15,7 +15,7 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar
 
 from .. import __version__
 from ..core import origin as O
@@ -70,6 +70,8 @@ class Host(Protocol):
     def check_tools_changed(self) -> None: ...
 
 
+Ps = ParamSpec("Ps")
+T = TypeVar("T")
 A = TypeVar("A", bound=M.Args)
 A_co = TypeVar("A_co", bound=M.Args, covariant=True)
 
@@ -85,16 +87,19 @@ class Call(Generic[A_co]):
     runs: Runs
     runner: Runner
 
-    async def run(self, fn: Callable[..., Any], *args: Any) -> Any:
+    async def run(self, fn: Callable[Ps, T], *args: Ps.args, **kwargs: Ps.kwargs) -> T:
         """fn(*args) where the method table says this method's work runs."""
-        return await self.run_at(self.runs, fn, *args)
+        return await self.run_at(self.runs, fn, *args, **kwargs)
 
-    async def run_at(self, runs: Runs, fn: Callable[..., Any], *args: Any) -> Any:
+    async def run_at(self, runs: Runs, fn: Callable[Ps, T], *args: Ps.args, **kwargs: Ps.kwargs) -> T:
+        result: T
         if runs in ("slow", "long"):
-            return await self.runner.slow_work(lambda: fn(*args), long=runs == "long")
-        if runs == "worker":
-            return await self.runner.work(fn, *args)
-        raise RuntimeError(f"a handler that runs on the {runs!r} cannot run work")
+            result = await self.runner.slow_work(lambda: fn(*args, **kwargs), long=runs == "long")
+        elif runs == "worker":
+            result = await self.runner.work(lambda: fn(*args, **kwargs))
+        else:
+            raise RuntimeError(f"a handler that runs on the {runs!r} cannot run work")
+        return result
 
 
 class Methods:

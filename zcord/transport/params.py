@@ -385,7 +385,7 @@ def validate(model: type[Args], params: dict[str, Any]) -> Args:
         raise invalid_from(e, model) from None
 
 
-__all__ = ["Params", "NoParams", "StrictNoParams", "BackupPreviewParams", "RecallExplainParams", "RecallLogParams",
+__all__ = ["Args", "Params", "NoParams", "StrictNoParams", "BackupPreviewParams", "RecallExplainParams", "RecallLogParams",
            "ConsolidateListParams", "ConsolidateDismissParams",
            "ConfigSetParams", "HistoryVersionsParams", "HistoryAtParams", "UsageReportParams", "UsageParams",
            "InitializeParams", "ToolCallParams", "PromptGetParams", "ResourceReadParams", "RecallParams",

@@ -75,7 +75,7 @@ def set_group(svc: FlowRoom, index: int | None, terms: list[str] | None,
     """Operators' synonym editing: index None adds, terms None removes, both replace."""
     params = {"index": index, "terms": terms}
 
-    def apply():
+    def apply() -> tuple[dict[str, Any], list[dict[str, Any]]]:
         try:
             svc.synonyms.reload_if_changed()  # a broken hand edit is never replaced by our copy
         except StateFileInvalid as e:
@@ -125,7 +125,7 @@ def held_action(svc: FlowRoom, params: Any, actor: str = "operator") -> dict[str
     group at that index, one the bot added, is removed. Recorded in the operation log, refusals
     too: so the params model (inputs.SynonymsHeldParams) checks them inside the recorded call."""
 
-    def apply():
+    def apply() -> tuple[dict[str, Any], list[dict[str, Any]]]:
         if not isinstance(params, dict):
             raise InvalidArgument("params must be an object {action, held?, index?}")
         a = parse_args(I.SynonymsHeldParams, params)
