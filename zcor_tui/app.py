@@ -365,13 +365,13 @@ class ZcorApp(App[None]):
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         # the palette reads a command's title and help as markup: both may quote Memory text
         for command in self._system_commands(screen):
             yield command._replace(title=escape_markup(shown(command.title, lines=False)),
                                    help=escape_markup(shown(command.help, lines=False)))
 
-    def _system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+    def _system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         # Textual's own, but "Screenshot": it writes an SVG into whatever directory zcor-tui ran in
         yield from (c for c in super().get_system_commands(screen) if c.title != "Screenshot")
         for mode, title, cls in SCREENS_IN_ORDER:

@@ -24,9 +24,10 @@ from .transport.provider_usage import provider_usage
 from .transport.shown import UNSAFE, invisible_marked, json_shown, shown
 
 # time forms and log-record targets, shared by `zcor` and the TUI (importable, not in __all__)
-from .transport.timeforms import parse_instant, parse_local  # noqa: F401
+from .transport.timeforms import parse_instant as parse_instant
+from .transport.timeforms import parse_local as parse_local
+from .transport.wording import change_targets as change_targets
 from .transport.wording import (
-    change_targets,  # noqa: F401
     for_operator,
     human_size,
 )

@@ -172,20 +172,20 @@ class BrowseScreen(ZcorScreen):
                 detail.show_message(EMPTY_HINT if not tree.root.children else "Select a memory to see it here.")
 
     @on(Tree.NodeExpanded)
-    def _expanded(self, event: Tree.NodeExpanded) -> None:
+    def _expanded(self, event: Tree.NodeExpanded[Any]) -> None:
         slot = event.node.data
         if isinstance(slot, Slot) and slot.item is not None and not slot.loaded and not slot.loading:
             self.run_worker(self.load_children(event.node), group="children")
 
     @on(Tree.NodeHighlighted)
-    def _highlighted(self, event: Tree.NodeHighlighted) -> None:
+    def _highlighted(self, event: Tree.NodeHighlighted[Any]) -> None:
         slot = event.node.data
         if isinstance(slot, Slot) and slot.item is not None:
             self.app.selected_node = (slot.item.id, slot.item.title)
             self.load_detail(slot.item.id)
 
     @on(Tree.NodeSelected)
-    def _selected(self, event: Tree.NodeSelected) -> None:
+    def _selected(self, event: Tree.NodeSelected[Any]) -> None:
         if isinstance(event.node.data, More):
             self.tree.show_more(event.node)
 
