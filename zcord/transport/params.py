@@ -55,9 +55,21 @@ class BackupPreviewParams(Params):
     backup_file: StrictStr = Field(description="A file name from backups/ (zcor/backups/list).")
 
 
+def _refused_unless(kind: type, message: str, field: str) -> BeforeValidator:
+    """A value of `kind` (or None) passes; any other is refused with zcord's own sentence."""
+
+    def check(value: Any) -> Any:
+        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+            raise InvalidArgument(message, field=field)
+        return value
+
+    return BeforeValidator(check)
+
+
 class RecallExplainParams(Params):
     text: StrictStr = Field(description="The text to explain, as a batch of one external event.")
-    sender_key: Any = Field(None, description="Whose relationship leads the header (checked by the Service).")
+    sender_key: Annotated[str | None, _refused_unless(str, "senderKey must be a string", "senderKey")] = Field(
+        None, description="Whose relationship leads the header.")
 
 
 class RecallLogParams(Args):
@@ -82,7 +94,8 @@ class ConfigSetParams(Params):
 
 
 class HistoryVersionsParams(Args):
-    id: Any = Field(None, description="A memory id or a personId (checked by the Service).")
+    id: Annotated[str, _refused_unless(str, "id must be a memory id or a personId", "id")] = Field(
+        description="A memory id or a personId.")
 
 
 class HistoryAtParams(Args):
