@@ -186,6 +186,10 @@ class SyncCalls(CallParams):
         """The tools declared for this connection's role."""
         return R.shaped(list[dict[str, Any]], self.request("tools/list")["tools"])
 
+    def llm(self) -> R.LlmResult:
+        """The deployment's provider settings (`zcor/llm`; never the key)."""
+        return R.shaped(R.LlmResult, self.request("zcor/llm"))
+
     def metrics(self) -> str:
         """zcord's metrics in the Prometheus text exposition format (`zcor/metrics`)."""
         return R.shaped(str, self.request("zcor/metrics")["text"])
@@ -463,6 +467,10 @@ class AsyncCalls(CallParams):
     async def list_tools(self) -> list[dict[str, Any]]:
         """The tools declared for this connection's role."""
         return R.shaped(list[dict[str, Any]], (await self.request("tools/list"))["tools"])
+
+    async def llm(self) -> R.LlmResult:
+        """The deployment's provider settings (`zcor/llm`; never the key)."""
+        return R.shaped(R.LlmResult, await self.request("zcor/llm"))
 
     async def metrics(self) -> str:
         """zcord's metrics in the Prometheus text exposition format (`zcor/metrics`)."""

@@ -146,6 +146,8 @@ def render(table: MethodTable) -> str:
         out += header
         out += "".join(_render(m, c, asynchronous) for m, c in calls)
         out += "".join(_render_tool(t.name, t.input_model, t.description, asynchronous) for t in tools)
+    if "Literal[" in out:  # a tool's argument with fixed values
+        out = out.replace("from typing import Any, Required, TypedDict", "from typing import Any, Literal, Required, TypedDict")
     return out
 
 

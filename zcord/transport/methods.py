@@ -332,7 +332,8 @@ async def _metrics(m: Methods, call: Call[M.NoParams]) -> R.TextResult:
     return {"text": metrics.render(sample)}
 
 
-@method("zcor/llm", params=M.NoParams, result=R.LlmResult, role="bot")
+@method("zcor/llm", params=M.NoParams, result=R.LlmResult, role="bot",
+        client=(C("llm", doc="The deployment's provider settings (`zcor/llm`; never the key)."),))
 async def _llm(m: Methods, call: Call[M.NoParams]) -> R.LlmResult:
     """The deployment's provider settings (never the key), for bots such as `zcor chat`."""
     cfg = (await call.run(lambda: m.service.config)).llm
