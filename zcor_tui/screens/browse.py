@@ -202,7 +202,7 @@ class BrowseScreen(ZcorScreen):
             message = for_operator(err.code, err.message, data=err.data) if isinstance(err, ToolError) else str(err)
             detail.show_message(f"{node_id}: {message}")
             return
-        self.shown_node = node
+        self.shown_node = dict(node)
         trace = await self.app.tool(self.app.client.zcor_memory_trace({"id": node_id}), quiet=True)
         self.trace = None if trace is None else dict(trace)
         self._render_detail()
@@ -325,7 +325,7 @@ class BrowseScreen(ZcorScreen):
             self.notify(f"{item.id} was superseded by {node['supersededBy']}; edit that one instead.",
                         severity="warning")
             return
-        self._after_write(await self.app.push_screen_wait(NodeForm(self._write, node=node)))
+        self._after_write(await self.app.push_screen_wait(NodeForm(self._write, node=dict(node))))
 
     @work(exclusive=True, group="action")
     async def action_move(self) -> None:

@@ -325,19 +325,43 @@ class ExportReadResult(TypedDict):
 # -- tools (zcord.service.tools) --------------------------------------------------------------
 
 
-Node = dict[str, Any]
-"""A memory as SPEC §1 gives it: id, title, content, keywords, parentId, sourceMessage,
-createdAt, updatedAt, supersededBy, supersedeReason."""
+class Node(TypedDict):
+    """A memory as SPEC §1 gives it."""
 
-Relationship = dict[str, Any]
-"""A relationship as SPEC §1 gives it: personId, name, aliases, relationship, affinity, reason,
-memoryNodeId, createdAt, updatedAt."""
+    id: str
+    title: str
+    content: str
+    keywords: list[str]
+    parentId: str | None
+    sourceMessage: str | None
+    createdAt: str
+    updatedAt: str
+    supersededBy: str | None
+    supersedeReason: str | None
 
-MemoryWriteResult = dict[str, Any]
-"""A Node with `created`."""
 
-MemoryReadResult = dict[str, Any]
-"""A Node with `important`, `parentTitle`, `childCount`."""
+class Relationship(TypedDict):
+    """A relationship as SPEC §1 gives it."""
+
+    personId: str
+    name: str
+    aliases: list[str]
+    relationship: str
+    affinity: int
+    reason: str
+    memoryNodeId: str | None
+    createdAt: str
+    updatedAt: str
+
+
+class MemoryWriteResult(Node):
+    created: bool
+
+
+class MemoryReadResult(Node):
+    important: bool
+    parentTitle: str | None
+    childCount: int
 
 
 class MemoryDeleteResult(TypedDict):
@@ -392,8 +416,8 @@ class MemorySupersedeResult(TypedDict):
     importantIds: list[str]
 
 
-RelationshipWriteResult = dict[str, Any]
-"""A Relationship with `created`."""
+class RelationshipWriteResult(Relationship):
+    created: bool
 
 
 class RelationshipDeleteResult(TypedDict):
