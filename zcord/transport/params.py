@@ -221,6 +221,8 @@ class UsageParams(Args):
 
 def _proto_str(value: Any, info: ValidationInfo) -> Any:
     """A required string param of a protocol method, refused as P.str_param refuses it."""
+    if isinstance(value, str):
+        return value
     name = to_camel(info.field_name or "")
     return P.str_param({name: value}, name)
 
