@@ -577,7 +577,7 @@ class Daemon:
 
         blocked: list[str] = []
 
-        async def recalled() -> dict[str, Any]:
+        async def recalled() -> Mapping[str, Any]:
             if events:
                 answer = await client.recall_batch(session, events)
                 blocked.extend(b for b in answer.get("blocked") or () if isinstance(b, str))

@@ -23,7 +23,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable, Iterator
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
@@ -215,9 +215,10 @@ def _anthropic_message(m: Message) -> dict[str, Any]:
 def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
     content = message["content"]
     if isinstance(content, list):
-        return content
-    message["content"] = [{"type": "text", "text": content}] if content else []
-    return message["content"]
+        return cast("list[dict[str, Any]]", content)
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": content}] if content else []
+    message["content"] = blocks
+    return blocks
 
 
 def _join(out: list[dict[str, Any]], message: dict[str, Any]) -> None:
@@ -304,7 +305,7 @@ class Provider:
         self._client = client
 
     @contextmanager
-    def _transport(self, failing: type[ProviderError]):
+    def _transport(self, failing: type[ProviderError]) -> Iterator[httpx.Client]:
         """Map httpx failures to ProviderError; close a client made for this one request."""
         import httpx
 
@@ -329,7 +330,7 @@ class Provider:
         each waited for only until the deadline. Past it the caller gets the timeout error
         at once and the connection is shut down under the helper (which then ends). The body
         stops at MAX_RESPONSE_BYTES (one byte more tells)."""
-        pieces: queue.Queue = queue.Queue()  # ("head", response) ("data", bytes) ("end", None) ("error", exc)
+        pieces: queue.Queue[tuple[str, Any]] = queue.Queue()  # ("head", response) ("data", bytes) ("end", None) ("error", exc)
         stop = threading.Event()
         timeout = self.cfg.timeout_seconds
         streams: list[Any] = []  # the connection's network stream, once connected
@@ -379,7 +380,7 @@ class Provider:
         threading.Thread(target=fetch, name="zcord-provider", daemon=True).start()
         kind, resp = take("did not answer")
 
-        def chunks():
+        def chunks() -> Iterator[bytes]:
             try:
                 while True:
                     kind, value = take("did not finish its answer")
@@ -391,7 +392,7 @@ class Provider:
 
         return resp, chunks()
 
-    def _read_capped(self, chunks) -> bytes:
+    def _read_capped(self, chunks: Iterable[bytes]) -> bytes:
         """The body (pieces from _exchange) under the size cap."""
         body = bytearray()
         for chunk in chunks:
@@ -719,7 +720,7 @@ class _AnthropicStream:
             delta = event.get("delta") or {}
             if delta.get("type") == "text_delta":
                 block["text"] += delta.get("text", "")
-                return delta.get("text", "")
+                return str(delta.get("text", ""))
             if delta.get("type") == "input_json_delta":
                 block["json"] += delta.get("partial_json", "")
         elif kind == "message_delta":
