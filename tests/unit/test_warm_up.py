@@ -72,7 +72,7 @@ def test_warm_recall_leaves_the_indexes_built_and_jieba_taught(memdir, clock, ji
         assert not svc.state.indexed
         svc.warm_recall()
         assert svc.state.indexed and not svc.state.pending_words
-        assert "嘎嘣脆鸡" in text._user_words
+        assert "嘎嘣脆鸡" in text.analyzer.user_words
     finally:
         svc.close()
 
