@@ -8,6 +8,7 @@ each one reaches."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from datetime import datetime
@@ -69,6 +70,8 @@ class Holds(Protocol):
 
     def size_of(self, seq: int) -> int: ...
 
+    def view(self, state: Any) -> Any: ...
+
     def hold(self, ctx: Ctx, changes: list[dict[str, Any]]) -> None: ...
 
     def forget(self, seq: int) -> None: ...
@@ -83,7 +86,13 @@ class Holds(Protocol):
 
 
 class Snapshotting(Protocol):
-    """The snapshots (snapshots.Snapshots) as the dispatcher and the backup room use them."""
+    """The snapshots (snapshots.Snapshots) as the dispatcher, the backup room and the warm-up
+    use them."""
+
+    @property
+    def thread(self) -> threading.Thread | None: ...
+
+    def start(self) -> None: ...
 
     def pos(self) -> SnapshotPos: ...
 
