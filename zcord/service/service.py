@@ -261,7 +261,8 @@ class Service:
 
     def recall(self, session: str, events: Any) -> list[str]:
         """Replace the session's recall set from a batch of events; returns it, best first."""
-        return self.views.recall_batch(session, events)["ids"]
+        ids: list[str] = self.recall_batch(session, events)["ids"]
+        return ids
 
     def recall_batch(self, session: str, events: Any) -> dict[str, Any]:
         """`zcor/recall`'s answer (BotViews.recall_batch)."""
@@ -335,7 +336,8 @@ class Service:
         """Write memory-state.json now, holding every change so far (waits for a snapshot
         being written in the background); StorageError when the disk refuses it (the
         operation log still holds every change, so nothing is lost)."""
-        return self.gate.writes_wait(self.snapshots.take)
+        done: dict[str, Any] = self.gate.writes_wait(self.snapshots.take)
+        return done
 
     def history_query(self, params: Any) -> dict[str, Any]:
         """`zcor/history/query` (rooms.history.operator_query)."""
