@@ -107,7 +107,7 @@ class JiebaWords:
 
         self._text = text
         self._undo: list[tuple] = []
-        self._user_words = set(text._user_words)
+        self._user_words = set(text.analyzer.user_words)
         real = jieba.Tokenizer.add_word
         undo = self._undo
         missing = self._MISSING
@@ -137,10 +137,10 @@ class JiebaWords:
             if tag:
                 tok.user_word_tag_tab.pop(word, None)
         self._undo.clear()
-        self._text._user_words.intersection_update(self._user_words)
-        for word in set(self._text._corpus_freq) - self._user_words:
-            del self._text._corpus_freq[word]
-        self._text._lone.clear()  # head characters found with the forgotten words
+        self._text.analyzer.user_words.intersection_update(self._user_words)
+        for word in set(self._text.analyzer.corpus_freq) - self._user_words:
+            del self._text.analyzer.corpus_freq[word]
+        self._text.analyzer.lone.clear()  # head characters found with the forgotten words
         self._text.analyse_cached.cache_clear()  # cuts made with the forgotten words
 
 

@@ -46,7 +46,8 @@ def num(name: str) -> int:
 
 def groups() -> dict[str, list[str]]:
     return {
-        "service": names("zcord/service/service.py", "zcord/service/dispatcher.py", "zcord/service/snapshots.py",
+        "service": names("zcord/service/service.py", "zcord/service/warmup.py", "zcord/service/settings.py",
+                         "zcord/service/views.py", "zcord/service/dispatcher.py", "zcord/service/snapshots.py",
                          "zcord/service/gate.py", "zcord/service/calls.py", "zcord/service/rooms/*.py"),
         "recall": names("zcord/retrieval/recall.py", "zcord/retrieval/ranking.py"),
         "state": [n for n in names("zcord/core/state.py", "zcord/core/indexes.py")

@@ -1,4 +1,4 @@
-"""The zcor operator app: `ZcorApp(client)` and the `zcor-tui` entry point.
+"""The zcor operator app: `ZcorApp(client)` (`zcor-tui` starts it: zcor_tui.launcher).
 
 The App owns the daemon client (passed in, so tests drive the real UI against a real
 daemon) and the connection: it connects (retrying until zcord answers), subscribes to
@@ -12,34 +12,30 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Coroutine, Iterable
+from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
 from rich.segment import Segment
 from textual import events, work
-from textual.app import App, SystemCommand
+from textual.app import SystemCommand
 from textual.binding import Binding
 from textual.color import Color
 from textual.filter import LineFilter
 from textual.keys import _character_to_key
 from textual.markup import escape as escape_markup
-from textual.reactive import reactive
 from textual.screen import ModalScreen, Screen
-from textual.signal import Signal
 from textual.widgets import Checkbox, Input, Select, Switch, TextArea
 
 from zcord.client import (
     UNSAFE,
-    VIEW_TOOLS,
     AsyncClient,
     ClientError,
-    ToolError,
-    for_operator,
     shown,
 )
 
+from .host import ZcorHost
 from .messages import ConnectionChanged, MemoryChanged, NodeRequested
 from .screens.backups import BackupsScreen
 from .screens.base import ZcorScreen
@@ -65,8 +61,6 @@ SCREENS_IN_ORDER: list[tuple[str, str, type[ZcorScreen]]] = [
     ("review", "Review", ReviewScreen),
 ]
 REL_PAGE = 100
-TOAST_SECONDS = 8.0
-"""The longest a toast stays (app.tcss keeps toasts above the status line and the footer)."""
 FORM_FIELDS = (Input, TextArea, Select, Switch, Checkbox)
 ALT_KEY = re.compile(r"alt\+(shift\+)?(.)")
 """Alt+one character: what Esc and a key typed at once are parsed as (ZcorApp.on_event)."""
@@ -86,7 +80,7 @@ class NoTerminalControls(LineFilter):
         return [seg if seg.control else Segment(UNSAFE.sub("", seg.text), seg.style) for seg in segments]
 
 
-class ZcorApp(App[None]):
+class ZcorApp(ZcorHost):
     """The operator's view of one zcord: browse, search, history, relationships, synonyms, config, backups."""
 
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses live elsewhere
@@ -106,104 +100,16 @@ class ZcorApp(App[None]):
         Binding("q", "quit", "Quit", id="app.quit", tooltip="Leave zcor-tui (a zcord it did not start keeps running)"),
     ]
 
-    link_state: reactive[str] = reactive("connecting")
-    """connecting | connected | unreachable | lost"""
-    link_detail: reactive[str] = reactive("")
-    status: reactive[dict[str, Any] | None] = reactive(None)
-    """The last `zcor/status` (counts, memoryDir, important ids)."""
-    relationships_version: reactive[int] = reactive(0)
-    """Bumped whenever the relationship cache was reloaded."""
-
     def __init__(self, client: AsyncClient, *, close_client: bool = True):
         """Args:
             client: an operator AsyncClient, not yet connected (the app connects it).
             close_client: close the client when the app exits.
         """
-        super().__init__()
+        super().__init__(client, close_client=close_client)
         self._filters.append(NoTerminalControls())
-        self.client = client
-        client.view_tools = VIEW_TOOLS  # the read-only tools' calls are display reads, never recorded
-        self.close_client = close_client
-        self.memory_changed: Signal[MemoryChanged] = Signal(self, "memory-changed")
-        self.connection_changed: Signal[bool] = Signal(self, "connection-changed")
-        self.relationships: dict[str, dict[str, Any]] = {}
-        self.selected_node: tuple[str, str] | None = None
-        """(id, title) under Browse's cursor: the first choice when picking a memory elsewhere."""
-        self.pending_reveal: str | None = None
         self._keys_held = False
         """Keys read before an Esc's focus change took effect wait for it (on_event)."""
         self._was_connected = False
-
-    # -- what the screens use ------------------------------------------------------------
-
-    @property
-    def connected(self) -> bool:
-        return self.link_state == "connected"
-
-    @property
-    def important(self) -> list[str]:
-        return list((self.status or {}).get("important") or [])
-
-    def display_path(self, path: str) -> str:
-        """How the status line shows the Memory directory (a hook for fixed snapshots)."""
-        return path
-
-    def links_for(self, node_id: str) -> list[dict[str, Any]]:
-        """Relationships whose memoryNodeId is this node (from the cache)."""
-        return [r for r in self.relationships.values() if r.get("memoryNodeId") == node_id]
-
-    async def tool(self, call: Coroutine[Any, Any, T], *, quiet: bool = False) -> T | None:
-        """Await a typed tool call of the client (`app.client.zcor_memory_read({...})`); on any
-        daemon error notify (unless quiet) and return None."""
-        result, err = await self.try_tool(call)
-        if err is not None and not quiet:
-            self.show_error(err, getattr(call, "__name__", "call"))
-        return result
-
-    async def try_tool(self, call: Coroutine[Any, Any, T]) -> tuple[T | None, ClientError | None]:
-        """Await a typed tool call and return (result, None) or (None, the error); never raises
-        ClientError.
-
-        Read-only tools (VIEW_TOOLS, the client's view_tools) are called as display reads, which
-        zcord does not record: the operator's browsing must not bury what the bot did in
-        History. Changes are recorded.
-        """
-        if not self.client.connected:
-            call.close()
-            return None, ClientError("zcord is not connected; the status line shows when it is back")
-        try:
-            return await call, None
-        except ClientError as e:
-            return None, e
-
-    async def rpc(self, call: Coroutine[Any, Any, T], *, quiet: bool = False) -> T | None:
-        """Await a typed operator call of the client (`app.client.status()`, …); None on error."""
-        if not self.client.connected:
-            call.close()
-            if not quiet:
-                self.notify("zcord is not connected; the status line shows when it is back",
-                            severity="warning")
-            return None
-        try:
-            return await call
-        except ClientError as e:
-            if not quiet:
-                self.show_error(e, getattr(call, "__name__", "call"))
-            return None
-
-    def notify(self, message: str, *, title: str = "", severity: Any = "information", timeout: float | None = None,
-               markup: bool = False) -> None:
-        """A toast whose text is never read as markup (messages quote Memory text: a title
-        with `[/]` would crash the app) and never carries a terminal control."""
-        super().notify(shown(message), title=shown(title, lines=False), severity=severity,
-                       timeout=min(timeout, TOAST_SECONDS) if timeout else None, markup=False)
-
-    def show_error(self, err: ClientError, what: str) -> None:
-        if isinstance(err, ToolError):
-            self.notify(for_operator(err.code, err.message, data=err.data), title=f"{what}: {err.code}", severity="error",
-                        timeout=10)
-        else:
-            self.notify(str(err), title=what, severity="error", timeout=10)
 
     # -- connection ------------------------------------------------------------------------
 
@@ -363,7 +269,7 @@ class ZcorApp(App[None]):
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            self.push_screen(HelpScreen(ZcorApp.BINDINGS, SCREENS_IN_ORDER))
 
     def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         # the palette reads a command's title and help as markup: both may quote Memory text
@@ -386,14 +292,3 @@ class ZcorApp(App[None]):
         yield SystemCommand("Help", "Keys and screens of zcor-tui", self.action_help)
         if isinstance(screen, ZcorScreen):
             yield from screen.palette_commands()
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`zcor-tui`: see zcor_tui.launcher."""
-    from .launcher import main as launch
-
-    return launch(argv)
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

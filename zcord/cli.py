@@ -12,16 +12,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import socket
 import sys
-import threading
 from typing import Any
 
 from . import __version__
 from .core import protocol as P
-from .core.fence import fence_reply_line
 from .transport.affinity import affinity_series, sparkline, sparkline_scale
 from .transport.client import (
     Client,
@@ -32,10 +28,8 @@ from .transport.client import (
     RpcError,
     ToolError,
 )
+from .transport.mcp_bridge import bridge_stdio
 from .transport.paths import (
-    UnsafeSocket,
-    check_client_socket,
-    check_peer,
     client_socket,
     daemon_socket,
     memory_dir,
@@ -569,123 +563,11 @@ def cmd_at(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def as_bot(line: bytes) -> bytes:
-    """One line from the MCP host, with any role request taken out of an initialize: hosts
-    are the bot, whoever runs `zcor mcp` (SPEC §5). Other lines pass unchanged."""
-    if not line.strip():
-        return line
-    try:
-        msg = json.loads(line)
-    except (ValueError, RecursionError):
-        return line  # zcord answers it with a parse error
-    if not isinstance(msg, dict) or msg.get("method") != "initialize":
-        return line
-    caps = (msg.get("params") or {}).get("capabilities") if isinstance(msg.get("params"), dict) else None
-    exp = caps.get("experimental") if isinstance(caps, dict) else None
-    if isinstance(exp, dict) and "zcor" in exp:
-        del exp["zcor"]
-        return json.dumps(msg, ensure_ascii=False, separators=(",", ":")).encode("utf-8", "surrogatepass") + b"\n"
-    return line
-
-
-class BotLines:
-    """Split the host's byte stream into lines for as_bot; an over-long line is passed on raw
-    (zcord refuses it as too large, so it can never be an initialize)."""
-
-    def __init__(self) -> None:
-        self.buf = bytearray()
-        self.raw = False  # inside an over-long line: forward until its newline
-
-    def feed(self, data: bytes) -> bytes:
-        out = bytearray()
-        self.buf += data
-        while True:
-            nl = self.buf.find(b"\n")
-            if nl < 0:
-                if self.raw or len(self.buf) > P.MAX_LINE + 1:
-                    out += self.buf
-                    self.buf.clear()
-                    self.raw = True
-                return bytes(out)
-            line = bytes(self.buf[:nl + 1])
-            del self.buf[:nl + 1]
-            out += line if self.raw else as_bot(line)
-            self.raw = False
-
-    def flush(self) -> bytes:
-        rest, self.buf = bytes(self.buf), bytearray()
-        return rest if self.raw else as_bot(rest)
-
-
 def cmd_mcp(args: argparse.Namespace) -> int:
-    """Bridge stdin/stdout to the socket line by line: the MCP host is the bot."""
-    path = client_socket(args.socket)
-    try:
-        owner = check_client_socket(path)
-    except UnsafeSocket as e:
-        print(f"zcor mcp: {e}", file=sys.stderr)
-        return EXIT_UNREACHABLE
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.connect(str(path))
-        check_peer(sock, owner, path)
-    except OSError as e:
-        print(f"zcor mcp: cannot reach zcord at {path}: {e.strerror or e}", file=sys.stderr)
-        return EXIT_UNREACHABLE
-    except UnsafeSocket as e:
-        sock.close()
-        print(f"zcor mcp: {e}", file=sys.stderr)
-        return EXIT_UNREACHABLE
-    stdin_done = threading.Event()
-    lines = BotLines()
-
-    def pump_in() -> None:
-        try:
-            while True:
-                data = os.read(0, 1 << 16)
-                if not data:
-                    sock.sendall(lines.flush())
-                    break
-                sock.sendall(lines.feed(data))
-        except OSError:
-            pass
-        finally:
-            stdin_done.set()
-            try:
-                sock.shutdown(socket.SHUT_WR)
-            except OSError:
-                pass
-
-    threading.Thread(target=pump_in, name="stdin", daemon=True).start()
-    pending = bytearray()  # zcord's replies, a line at a time: tool results go to the host fenced
-
-    def emit(data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(1, view):]
-
-    try:
-        while True:
-            data = sock.recv(1 << 16)
-            if not data:
-                if pending:
-                    emit(fence_reply_line(bytes(pending)))
-                break
-            pending += data
-            end = pending.rfind(b"\n")
-            if end < 0:
-                continue
-            whole, pending = bytes(pending[:end + 1]), pending[end + 1:]
-            emit(b"".join(fence_reply_line(line + b"\n") for line in whole[:-1].split(b"\n")))
-    except BrokenPipeError:
-        return EXIT_OK  # the host went away
-    except OSError as e:
-        print(f"zcor mcp: connection to zcord failed: {e}", file=sys.stderr)
-        return EXIT_UNREACHABLE
-    finally:
-        sock.close()
-    if not stdin_done.is_set():
-        print("zcor mcp: zcord closed the connection", file=sys.stderr)
+    """Bridge stdin/stdout to the socket line by line: the MCP host is the bot (zcord.transport.mcp_bridge)."""
+    failed = bridge_stdio(client_socket(args.socket))
+    if failed is not None:
+        print(f"zcor mcp: {failed}", file=sys.stderr)
         return EXIT_UNREACHABLE
     return EXIT_OK
 

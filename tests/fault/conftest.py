@@ -56,9 +56,7 @@ def fresh_jieba_afterwards():
     yield
     import zcord.core.text as text
 
-    with text._jieba_lock:
-        text._tokenizer = None
-        text._user_words.clear()
+    text.analyzer.forget()
 
 
 @pytest.fixture

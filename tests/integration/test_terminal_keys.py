@@ -198,7 +198,7 @@ def test_keys_typed_at_once_after_esc_reach_what_esc_made_current(daemon, short_
     then that key: from History's keyword field, where `q` is text, `Esc q` quits, the first
     time (Textual reads ESC q as Alt+q, which nothing binds)."""
     env = clean_env(short_tmp)
-    term = Terminal([sys.executable, "-c", "import sys; from zcor_tui.app import main; sys.exit(main())",
+    term = Terminal([sys.executable, "-c", "import sys; from zcor_tui.launcher import main; sys.exit(main())",
                      "--socket", str(daemon.sock)], env)
     try:
         at = term.expect(b"connected")

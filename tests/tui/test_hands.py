@@ -7,7 +7,7 @@ import re
 
 from textual.widgets import Button, DataTable, Input
 
-from zcor_tui.app import TOAST_SECONDS
+from zcor_tui.host import TOAST_SECONDS
 from zcor_tui.screens.browse import BrowseScreen
 from zcor_tui.screens.dialogs import ConfirmDialog, NodeForm, SynonymForm
 from zcor_tui.screens.revert import RevertScreen

@@ -130,8 +130,8 @@ def test_kept_cuts_are_bounded_by_characters(monkeypatch):
     rng = __import__("random").Random(7)
     long_run = "".join(rng.choice(SAMPLE_CHARS[:30]) for _ in range(text.RUN_CUT_TEXT + 1))
     assert text._cut(tok, long_run) == tok.lcut(long_run, HMM=False)
-    assert long_run not in text._run_cuts
+    assert long_run not in text.analyzer.run_cuts
     for _ in range(200):
         run = "".join(rng.choice(SAMPLE_CHARS[:30]) for _ in range(40))
         assert text._cut(tok, run) == tok.lcut(run, HMM=False)
-        assert sum(map(len, text._run_cuts)) == text._run_cuts_chars <= 1_000
+        assert sum(map(len, text.analyzer.run_cuts)) == text.analyzer.run_cuts_chars <= 1_000

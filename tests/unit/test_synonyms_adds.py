@@ -85,4 +85,4 @@ def test_jieba_learns_the_terms_of_an_extending_add(tmp_path, monkeypatch):
     r.teach_jieba()
     assert taught[1] == ["犰狳兽甲", "铠鼠兽甲"]
     assert set(taught[2]) == set(syn.classes.of)
-    assert "铠鼠兽甲" in T._user_words
+    assert "铠鼠兽甲" in T.analyzer.user_words

@@ -72,7 +72,7 @@ def test_warm_recall_leaves_the_indexes_built_and_jieba_taught(memdir, clock, ji
         assert not svc.state.indexed
         svc.warm_recall()
         assert svc.state.indexed and not svc.state.pending_words
-        assert "嘎嘣脆鸡" in text._user_words
+        assert "嘎嘣脆鸡" in text.analyzer.user_words
     finally:
         svc.close()
 
@@ -94,7 +94,7 @@ def test_the_background_build_gives_way_while_calls_come_and_not_otherwise(memdi
             svc.calls.seq += next(calls, 0)
 
         monkeypatch.setattr(service_mod.time, "sleep", sleep)
-        pause = svc._giving_way(wait=0.004, most=5)
+        pause = svc.warmup.giving_way(wait=0.004, most=5)
         pause()
         assert waits == []  # nothing came: the build goes straight on
         svc.calls.seq += 1  # a call
@@ -134,8 +134,7 @@ def test_a_piece_changed_while_the_warm_up_built_it_is_left_to_the_next_query(me
     background (a Memory written all the time would have its pieces built over and over);
     the next query that needs it builds it, and answers with the change."""
     from zcord.core import indexes
-    from zcord.service import Service
-    from zcord.service import service as service_mod
+    from zcord.service import Service, warmup
 
     monkeypatch.setattr(indexes, "TEXT_CHUNK", 8)
     with Service(memdir, clock=clock) as svc:
@@ -150,7 +149,7 @@ def test_a_piece_changed_while_the_warm_up_built_it_is_left_to_the_next_query(me
             svc.call("zcor_memory_write", {"id": ids[0], "title": "t0", "content": "new 0"}, actor="operator")
         return indexes.build_text_piece(nodes, ids, pause)
 
-    monkeypatch.setattr(service_mod, "build_text_piece", build)
+    monkeypatch.setattr(warmup, "build_text_piece", build)
     try:
         svc.warm()
         assert len(built) == len(set(built)) == len(svc.state._text)  # each piece tried once

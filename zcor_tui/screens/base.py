@@ -20,7 +20,7 @@ from ..messages import MemoryChanged
 from ..widgets.bars import NavBar, StatusLine
 
 if TYPE_CHECKING:
-    from ..app import ZcorApp
+    from ..host import ZcorHost
 
 
 class ZcorScreen(Screen[None]):
@@ -36,7 +36,7 @@ class ZcorScreen(Screen[None]):
     WATCHES: ClassVar[tuple[str, ...]] = ()
     """Change-kind prefixes (`node.`, `relationship.`…) that make this screen reload; () = all."""
 
-    app: ZcorApp
+    app: ZcorHost
 
     def __init__(self) -> None:
         super().__init__()

@@ -67,6 +67,8 @@ class BrowseScreen(ZcorScreen):
         self.shown_node: dict[str, Any] | None = None
         """The memory shown in the detail pane (a `zcor_memory_read` result)."""
         self.trace: dict[str, Any] | None = None
+        self.edits = BrowseEdits(self)
+        self.paths = TreePaths(self)
 
     def compose_body(self) -> ComposeResult:
         with Horizontal(id="browse-body"):
@@ -222,69 +224,13 @@ class BrowseScreen(ZcorScreen):
 
     @work(exclusive=True, group="reveal")
     async def reveal(self, node_id: str) -> None:
-        """Open the path to a memory and put the cursor on it."""
-        trace = await self.app.tool(self.app.client.zcor_memory_trace({"id": node_id}))
-        if trace is None:
-            return
-        tree = self.tree
-        path = trace["path"]
-        start = self._base_for(path)
-        parent: TreeNode[Any] = tree.root
-        target: TreeNode[Any] | None = None
-        for n, step in enumerate(path[start:], start):
-            if not slot_of(parent).loaded and not await self.load_children(parent):
-                return
-            target = tree.ensure_shown(parent, step["id"])
-            if target is None:  # new since the parent was loaded
-                if not await self.load_children(parent):
-                    return
-                target = tree.ensure_shown(parent, step["id"])
-            if target is None:
-                self.notify(f"{step['id']} is not under its parent any more; press r to refresh.",
-                            severity="warning")
-                return
-            if n < len(path) - 1:
-                if not slot_of(target).loaded and not await self.load_children(target):
-                    return
-                target.expand()
-                parent = target
-        if target is not None:
-            tree.go_to(target)
-            tree.focus()
-            self.load_detail(node_id, delay=0)
-
-    def _base_for(self, path: list[dict[str, Any]]) -> int:
-        """Where in `path` the tree must start so that no more than DEEP levels are open:
-        the current start when the memory is not too far below it, else a few levels above
-        the memory (or the roots for a shallow one). Returns the index of the first step
-        the tree shows as a top line."""
-        tree = self.tree
-        base = tree.base
-        at = next((n for n, step in enumerate(path[:-1]) if base is not None and step["id"] == base.id), None)
-        if at is not None and len(path) - at <= DEEP:
-            return at + 1
-        if len(path) <= DEEP:
-            tree.set_base(None)
-            return 0
-        n = len(path) - 1 - LEVELS_ABOVE
-        tree.set_base(Item(path[n]["id"], str(path[n].get("title", "")), child_count=1), depth=n)
-        return n + 1
+        """Open the path to a memory and put the cursor on it (TreePaths.reveal)."""
+        await self.paths.reveal(node_id)
 
     @work(exclusive=True, group="reveal")
     async def action_up(self) -> None:
         """The tree starts one level higher (after a deep memory was shown)."""
-        base = self.tree.base
-        if base is None:
-            return
-        trace = await self.app.tool(self.app.client.zcor_memory_trace({"id": base.id}))
-        if trace is None:
-            return
-        path = trace["path"]
-        above = path[-2] if len(path) > 1 else None
-        current = self.tree.cursor_item
-        self.tree.set_base(Item(above["id"], str(above.get("title", "")), child_count=1) if above else None,
-                           depth=len(path) - 2)
-        self.reveal(current.id if current is not None else base.id)
+        await self.paths.up()
 
     # -- actions ----------------------------------------------------------------------------
 
@@ -315,141 +261,24 @@ class BrowseScreen(ZcorScreen):
 
     @work(exclusive=True, group="action")
     async def action_edit(self) -> None:
-        item = self._need_current()
-        if item is None:
-            return
-        node = await self.app.tool(self.app.client.zcor_memory_read({"id": item.id}))
-        if node is None:
-            return
-        if node.get("supersededBy"):
-            self.notify(f"{item.id} was superseded by {node['supersededBy']}; edit that one instead.",
-                        severity="warning")
-            return
-        self._after_write(await self.app.push_screen_wait(NodeForm(self._write, node=dict(node))))
+        await self.edits.edit()
 
     @work(exclusive=True, group="action")
     async def action_move(self) -> None:
-        item = self._need_current()
-        if item is None:
-            return
-        node = await self.app.tool(self.app.client.zcor_memory_read({"id": item.id}))
-        if node is None:
-            return
-        parent = node.get("parentId")
-        target = await self.app.push_screen_wait(  # not itself, nor where it already is
-            NodePicker(f"Move {item.id} “{one_line(item.title, 30)}” under…", allow_root=parent is not None,
-                       exclude={item.id, parent} if parent else {item.id}))
-        if target is None or target == (parent or ""):
-            return
-        result = await self.app.tool(self.app.client.zcor_memory_write({"id": item.id, "title": node["title"],
-                                                           "content": node["content"], "parentId": target or None}))
-        if result:
-            self.notify(f"Moved {item.id} " + (f"under {target}." if target else "to the top level."))
-            self.reveal(item.id)
+        await self.edits.move()
 
     @work(exclusive=True, group="action")
     async def action_delete(self) -> None:
-        item = self._need_current()
-        if item is None:
-            return
-        children = await self.app.tool(self.app.client.zcor_memory_children({"parentId": item.id}))
-        if children is None:
-            return
-        if children["items"]:
-            kids = children["items"]
-            shown = ", ".join(f"{c['id']} “{one_line(c['title'], 20)}”" for c in kids[:5])
-            more = f" and {len(kids) - 5} more" if len(kids) > 5 else ""
-            self.notify(f"{item.id} “{one_line(item.title, 30)}” has {len(kids)} "
-                        f"{'child' if len(kids) == 1 else 'children'}: {shown}{more}. Move (m) or delete them "
-                        f"first; zcord deletes only memories without children.",
-                        title="Not deleted", severity="warning", timeout=15)
-            return
-        links = self.app.links_for(item.id)
-        if links:  # zcord refuses the delete: say so before asking
-            people = ", ".join(f"{invisible_marked(r['personId'])} ({one_line(r.get('name'), 20)})" for r in links[:5])
-            self.notify(f"{item.id} “{one_line(item.title, 30)}” is linked from {people}. Unlink it in "
-                        f"Relationships (4) first; zcord deletes only memories no relationship links to.",
-                        title="Not deleted", severity="warning", timeout=10)
-            return
-        neighbour = self._neighbour(item.id)
-        if not await self.app.push_screen_wait(ConfirmDialog(
-                f"Delete {item.id} “{one_line(item.title, 50)}”?\nThe history keeps a full copy.", yes="Delete")):
-            return
-        result, err = await self.app.try_tool(self.app.client.zcor_memory_delete({"id": item.id}))
-        if err is not None:
-            # say the refusal plainly: "Memory m1 cannot be deleted: it has 3 children (…)"
-            message = for_operator(err.code, err.message, data=err.data) if isinstance(err, ToolError) else str(err)
-            self.notify(message, title="Not deleted", severity="error", timeout=15)
-            return
-        assert result is not None  # try_tool gives a result or an error
-        self.notify(f"Deleted {item.id}." + (" It was important; its mark is gone." if result.get("wasImportant")
-                                            else ""))
-        tree = self.tree
-        if neighbour is not None and tree.attached(neighbour):
-            tree.go_to(neighbour)  # the tree keeps the cursor on it when the deleted line goes
-        self.sync_tree()
-
-    def _neighbour(self, node_id: str) -> TreeNode[Any] | None:
-        """Where the cursor goes when a memory is deleted: the next sibling, else the previous, else the parent."""
-        tree_node = self.tree.nodes_by_id.get(node_id)
-        if tree_node is None or tree_node.parent is None:
-            return None
-        siblings = [c for c in tree_node.parent.children if isinstance(c.data, Slot)]
-        at = siblings.index(tree_node)
-        if at + 1 < len(siblings):
-            return siblings[at + 1]
-        if at > 0:
-            return siblings[at - 1]
-        return tree_node.parent if tree_node.parent is not self.tree.root else None
+        await self.edits.delete()
 
     @work(exclusive=True, group="action")
     async def action_rederive(self) -> None:
         """Re-derive keywords from titles for the selected subtree (`keywords: null` per memory)."""
-        item = self._need_current()
-        if item is None:
-            return
-        ids, queue = [], [item.id]
-        while queue:
-            node_id = queue.pop(0)
-            ids.append(node_id)
-            children = await self.app.tool(self.app.client.zcor_memory_children({"parentId": node_id}))
-            if children is None:
-                return
-            queue += [c["id"] for c in children.get("items", []) if not c.get("superseded")]
-        if not await self.app.push_screen_wait(ConfirmDialog(
-                f"Derive the keywords of {len(ids)} memor{'y' if len(ids) == 1 else 'ies'} under and including "
-                f"{item.id} “{one_line(item.title, 40)}” from their titles again?\nHand-picked keywords are "
-                f"replaced; the history keeps the old ones.", yes="Re-derive")):
-            return
-        done = 0
-        for node_id in ids:
-            node = await self.app.tool(self.app.client.zcor_memory_read({"id": node_id}))
-            if node is None or node.get("supersededBy"):
-                continue
-            if await self.app.tool(self.app.client.zcor_memory_write({"id": node_id, "title": node["title"],
-                                                         "content": node["content"], "keywords": None})) is None:
-                break
-            done += 1
-        self.notify(f"Keywords derived again for {done} of {len(ids)} memories.")
-        self.load_detail(item.id, delay=0)
+        await self.edits.rederive()
 
     @work(exclusive=True, group="action")
     async def action_important(self) -> None:
-        item = self._need_current()
-        if item is None:
-            return
-        mark = item.id not in self.app.important
-        result = await self.app.tool(self.app.client.zcor_memory_important({"id": item.id, "important": mark}))
-        if result is None:
-            return
-        if result.get("replaced"):
-            replaced = result["replaced"]
-            self.notify(result.get("reminder") or "", severity="warning", timeout=20,
-                        title=f"★ {item.id} marked; {replaced['id']} “{one_line(replaced['title'], 30)}” unmarked")
-        elif not result.get("changed"):
-            self.notify(f"{item.id} was already {'marked' if mark else 'not marked'}.")
-        else:
-            self.notify(f"★ {item.id} marked important." if mark else f"{item.id} is no longer important.")
+        await self.edits.important()
 
     def action_mark(self) -> None:
         item = self._need_current()
@@ -472,41 +301,11 @@ class BrowseScreen(ZcorScreen):
 
     @work(exclusive=True, group="action")
     async def action_merge(self) -> None:
-        ids = self._selection()
-        if len(ids) < 2:
-            self.notify("Mark two or more memories with x, then merge.", severity="warning")
-            return
-        nodes = [n for n in await asyncio.gather(*(self.app.tool(self.app.client.zcor_memory_read({"id": i})) for i in ids)) if n]
-        title = nodes[0]["title"] if nodes else ""
-        content = "\n\n".join(n["content"] for n in nodes)
-
-        async def merge(args: dict[str, Any]) -> dict[str, Any]:
-            return dict(await self.app.client.zcor_memory_merge(cast(MergeArgs, args)))
-
-        result = await self.app.push_screen_wait(MergeForm(merge, ids, title, content))
-        if result:
-            self.tree.marked.clear()
-            self.tree.relabel()
-            moved = result.get("movedChildren") or []
-            self.notify(f"Merged {', '.join(result['superseded'])} into {result['id']}"
-                        + (f"; moved {len(moved)} children" if moved else "") + ".")
-            self.reveal(result["id"])
+        await self.edits.merge()
 
     @work(exclusive=True, group="action")
     async def action_supersede(self) -> None:
-        ids = self._selection()
-        if not ids:
-            self.notify("Mark the memories to supersede with x (or select one).", severity="warning")
-            return
-
-        async def supersede(args: dict[str, Any]) -> dict[str, Any]:
-            return dict(await self.app.client.zcor_memory_supersede(cast(SupersedeArgs, args)))
-
-        result = await self.app.push_screen_wait(SupersedeForm(supersede, ids))
-        if result:
-            self.tree.marked.clear()
-            self.tree.relabel()
-            self.notify(f"{', '.join(result['superseded'])} superseded by {result['replacementId']}.")
+        await self.edits.supersede()
 
     @work(exclusive=True, group="action")
     async def action_goto(self) -> None:
@@ -541,3 +340,265 @@ class BrowseScreen(ZcorScreen):
             yield SystemCommand("Merge marked memories", ", ".join(self.tree.marked), self.action_merge)
         if self.tree.marked:
             yield SystemCommand("Supersede marked memories", ", ".join(self.tree.marked), self.action_supersede)
+
+
+class TreePaths:
+    """Opening Browse's tree down to a memory (a part of BrowseScreen, `paths`): the path to
+    it, loaded level by level, with the tree started a few levels above a deep one; and
+    starting it one level higher again. Runs in the screen's reveal worker."""
+
+    def __init__(self, screen: BrowseScreen) -> None:
+        self.screen = screen
+
+    async def reveal(self, node_id: str) -> None:
+        """Open the path to a memory and put the cursor on it."""
+        host = self.screen
+        trace = await host.app.tool(host.app.client.zcor_memory_trace({"id": node_id}))
+        if trace is None:
+            return
+        tree = host.tree
+        path = trace["path"]
+        start = self._base_for(path)
+        parent: TreeNode[Any] = tree.root
+        target: TreeNode[Any] | None = None
+        for n, step in enumerate(path[start:], start):
+            if not slot_of(parent).loaded and not await host.load_children(parent):
+                return
+            target = tree.ensure_shown(parent, step["id"])
+            if target is None:  # new since the parent was loaded
+                if not await host.load_children(parent):
+                    return
+                target = tree.ensure_shown(parent, step["id"])
+            if target is None:
+                host.notify(f"{step['id']} is not under its parent any more; press r to refresh.",
+                            severity="warning")
+                return
+            if n < len(path) - 1:
+                if not slot_of(target).loaded and not await host.load_children(target):
+                    return
+                target.expand()
+                parent = target
+        if target is not None:
+            tree.go_to(target)
+            tree.focus()
+            host.load_detail(node_id, delay=0)
+
+    def _base_for(self, path: list[dict[str, Any]]) -> int:
+        """Where in `path` the tree must start so that no more than DEEP levels are open:
+        the current start when the memory is not too far below it, else a few levels above
+        the memory (or the roots for a shallow one). Returns the index of the first step
+        the tree shows as a top line."""
+        host = self.screen
+        tree = host.tree
+        base = tree.base
+        at = next((n for n, step in enumerate(path[:-1]) if base is not None and step["id"] == base.id), None)
+        if at is not None and len(path) - at <= DEEP:
+            return at + 1
+        if len(path) <= DEEP:
+            tree.set_base(None)
+            return 0
+        n = len(path) - 1 - LEVELS_ABOVE
+        tree.set_base(Item(path[n]["id"], str(path[n].get("title", "")), child_count=1), depth=n)
+        return n + 1
+
+    async def up(self) -> None:
+        """The tree starts one level higher (after a deep memory was shown)."""
+        host = self.screen
+        base = host.tree.base
+        if base is None:
+            return
+        trace = await host.app.tool(host.app.client.zcor_memory_trace({"id": base.id}))
+        if trace is None:
+            return
+        path = trace["path"]
+        above = path[-2] if len(path) > 1 else None
+        current = host.tree.cursor_item
+        host.tree.set_base(Item(above["id"], str(above.get("title", "")), child_count=1) if above else None,
+                           depth=len(path) - 2)
+        host.reveal(current.id if current is not None else base.id)
+
+
+class BrowseEdits:
+    """Browse's edits of memories (a part of BrowseScreen, `edits`): edit, move, delete,
+    re-derive keywords, mark important, merge, supersede. Each runs in the screen's action
+    worker (BrowseScreen.action_*), so it may wait for a dialog."""
+
+    def __init__(self, screen: BrowseScreen) -> None:
+        self.screen = screen
+
+    async def edit(self) -> None:
+        host = self.screen
+        item = host._need_current()
+        if item is None:
+            return
+        node = await host.app.tool(host.app.client.zcor_memory_read({"id": item.id}))
+        if node is None:
+            return
+        if node.get("supersededBy"):
+            host.notify(f"{item.id} was superseded by {node['supersededBy']}; edit that one instead.",
+                        severity="warning")
+            return
+        host._after_write(await host.app.push_screen_wait(NodeForm(host._write, node=dict(node))))
+
+    async def move(self) -> None:
+        host = self.screen
+        item = host._need_current()
+        if item is None:
+            return
+        node = await host.app.tool(host.app.client.zcor_memory_read({"id": item.id}))
+        if node is None:
+            return
+        parent = node.get("parentId")
+        target = await host.app.push_screen_wait(  # not itself, nor where it already is
+            NodePicker(f"Move {item.id} “{one_line(item.title, 30)}” under…", allow_root=parent is not None,
+                       exclude={item.id, parent} if parent else {item.id}))
+        if target is None or target == (parent or ""):
+            return
+        result = await host.app.tool(host.app.client.zcor_memory_write({"id": item.id, "title": node["title"],
+                                                           "content": node["content"], "parentId": target or None}))
+        if result:
+            host.notify(f"Moved {item.id} " + (f"under {target}." if target else "to the top level."))
+            host.reveal(item.id)
+
+    async def delete(self) -> None:
+        host = self.screen
+        item = host._need_current()
+        if item is None:
+            return
+        children = await host.app.tool(host.app.client.zcor_memory_children({"parentId": item.id}))
+        if children is None:
+            return
+        if children["items"]:
+            kids = children["items"]
+            shown = ", ".join(f"{c['id']} “{one_line(c['title'], 20)}”" for c in kids[:5])
+            more = f" and {len(kids) - 5} more" if len(kids) > 5 else ""
+            host.notify(f"{item.id} “{one_line(item.title, 30)}” has {len(kids)} "
+                        f"{'child' if len(kids) == 1 else 'children'}: {shown}{more}. Move (m) or delete them "
+                        f"first; zcord deletes only memories without children.",
+                        title="Not deleted", severity="warning", timeout=15)
+            return
+        links = host.app.links_for(item.id)
+        if links:  # zcord refuses the delete: say so before asking
+            people = ", ".join(f"{invisible_marked(r['personId'])} ({one_line(r.get('name'), 20)})" for r in links[:5])
+            host.notify(f"{item.id} “{one_line(item.title, 30)}” is linked from {people}. Unlink it in "
+                        f"Relationships (4) first; zcord deletes only memories no relationship links to.",
+                        title="Not deleted", severity="warning", timeout=10)
+            return
+        neighbour = self._neighbour(item.id)
+        if not await host.app.push_screen_wait(ConfirmDialog(
+                f"Delete {item.id} “{one_line(item.title, 50)}”?\nThe history keeps a full copy.", yes="Delete")):
+            return
+        result, err = await host.app.try_tool(host.app.client.zcor_memory_delete({"id": item.id}))
+        if err is not None:
+            # say the refusal plainly: "Memory m1 cannot be deleted: it has 3 children (…)"
+            message = for_operator(err.code, err.message, data=err.data) if isinstance(err, ToolError) else str(err)
+            host.notify(message, title="Not deleted", severity="error", timeout=15)
+            return
+        assert result is not None  # try_tool gives a result or an error
+        host.notify(f"Deleted {item.id}." + (" It was important; its mark is gone." if result.get("wasImportant")
+                                            else ""))
+        tree = host.tree
+        if neighbour is not None and tree.attached(neighbour):
+            tree.go_to(neighbour)  # the tree keeps the cursor on it when the deleted line goes
+        host.sync_tree()
+
+    def _neighbour(self, node_id: str) -> TreeNode[Any] | None:
+        """Where the cursor goes when a memory is deleted: the next sibling, else the previous, else the parent."""
+        host = self.screen
+        tree_node = host.tree.nodes_by_id.get(node_id)
+        if tree_node is None or tree_node.parent is None:
+            return None
+        siblings = [c for c in tree_node.parent.children if isinstance(c.data, Slot)]
+        at = siblings.index(tree_node)
+        if at + 1 < len(siblings):
+            return siblings[at + 1]
+        if at > 0:
+            return siblings[at - 1]
+        return tree_node.parent if tree_node.parent is not host.tree.root else None
+
+    async def rederive(self) -> None:
+        """Re-derive keywords from titles for the selected subtree (`keywords: null` per memory)."""
+        host = self.screen
+        item = host._need_current()
+        if item is None:
+            return
+        ids, queue = [], [item.id]
+        while queue:
+            node_id = queue.pop(0)
+            ids.append(node_id)
+            children = await host.app.tool(host.app.client.zcor_memory_children({"parentId": node_id}))
+            if children is None:
+                return
+            queue += [c["id"] for c in children.get("items", []) if not c.get("superseded")]
+        if not await host.app.push_screen_wait(ConfirmDialog(
+                f"Derive the keywords of {len(ids)} memor{'y' if len(ids) == 1 else 'ies'} under and including "
+                f"{item.id} “{one_line(item.title, 40)}” from their titles again?\nHand-picked keywords are "
+                f"replaced; the history keeps the old ones.", yes="Re-derive")):
+            return
+        done = 0
+        for node_id in ids:
+            node = await host.app.tool(host.app.client.zcor_memory_read({"id": node_id}))
+            if node is None or node.get("supersededBy"):
+                continue
+            if await host.app.tool(host.app.client.zcor_memory_write({"id": node_id, "title": node["title"],
+                                                         "content": node["content"], "keywords": None})) is None:
+                break
+            done += 1
+        host.notify(f"Keywords derived again for {done} of {len(ids)} memories.")
+        host.load_detail(item.id, delay=0)
+
+    async def important(self) -> None:
+        host = self.screen
+        item = host._need_current()
+        if item is None:
+            return
+        mark = item.id not in host.app.important
+        result = await host.app.tool(host.app.client.zcor_memory_important({"id": item.id, "important": mark}))
+        if result is None:
+            return
+        if result.get("replaced"):
+            replaced = result["replaced"]
+            host.notify(result.get("reminder") or "", severity="warning", timeout=20,
+                        title=f"★ {item.id} marked; {replaced['id']} “{one_line(replaced['title'], 30)}” unmarked")
+        elif not result.get("changed"):
+            host.notify(f"{item.id} was already {'marked' if mark else 'not marked'}.")
+        else:
+            host.notify(f"★ {item.id} marked important." if mark else f"{item.id} is no longer important.")
+
+    async def merge(self) -> None:
+        host = self.screen
+        ids = host._selection()
+        if len(ids) < 2:
+            host.notify("Mark two or more memories with x, then merge.", severity="warning")
+            return
+        nodes = [n for n in await asyncio.gather(*(host.app.tool(host.app.client.zcor_memory_read({"id": i})) for i in ids)) if n]
+        title = nodes[0]["title"] if nodes else ""
+        content = "\n\n".join(n["content"] for n in nodes)
+
+        async def merge(args: dict[str, Any]) -> dict[str, Any]:
+            return dict(await host.app.client.zcor_memory_merge(cast(MergeArgs, args)))
+
+        result = await host.app.push_screen_wait(MergeForm(merge, ids, title, content))
+        if result:
+            host.tree.marked.clear()
+            host.tree.relabel()
+            moved = result.get("movedChildren") or []
+            host.notify(f"Merged {', '.join(result['superseded'])} into {result['id']}"
+                        + (f"; moved {len(moved)} children" if moved else "") + ".")
+            host.reveal(result["id"])
+
+    async def supersede(self) -> None:
+        host = self.screen
+        ids = host._selection()
+        if not ids:
+            host.notify("Mark the memories to supersede with x (or select one).", severity="warning")
+            return
+
+        async def supersede(args: dict[str, Any]) -> dict[str, Any]:
+            return dict(await host.app.client.zcor_memory_supersede(cast(SupersedeArgs, args)))
+
+        result = await host.app.push_screen_wait(SupersedeForm(supersede, ids))
+        if result:
+            host.tree.marked.clear()
+            host.tree.relabel()
+            host.notify(f"{', '.join(result['superseded'])} superseded by {result['replacementId']}.")

@@ -27,7 +27,7 @@ from ..format import invisible_marked, one_line, plain, shown, split_keywords, s
 from ..widgets.field import Field
 
 if TYPE_CHECKING:
-    from ..app import ZcorApp
+    from ..host import ZcorHost
 
 Submit = Callable[[dict[str, Any]], Awaitable[Any]]
 
@@ -101,7 +101,7 @@ class FormDialog(ModalScreen[Any]):
     FIELDS: ClassVar[dict[str, str]] = {}
     """zcord's field names (from a refusal) → the widget id to focus."""
 
-    app: ZcorApp
+    app: ZcorHost
 
     def __init__(self, title: str, submit: Submit | None = None, save_label: str = "Save"):
         super().__init__()
@@ -485,7 +485,7 @@ class NodePicker(ModalScreen[str | None]):
         Binding("down", "to_list", "List", show=False, id="picker.list", tooltip="Move into the results"),
     ]
 
-    app: ZcorApp
+    app: ZcorHost
 
     def __init__(self, title: str = "Pick a memory", *, allow_root: bool = False, exclude: set[str] | None = None):
         super().__init__()

@@ -21,7 +21,7 @@ from zcord.client import ClientError, ToolError
 from ..format import shown
 
 if TYPE_CHECKING:
-    from ..app import ZcorApp
+    from ..host import ZcorHost
 
 
 def preview_text(p: dict[str, Any]) -> RenderableType:
@@ -61,7 +61,7 @@ class ForgetScreen(ModalScreen[dict[str, Any] | None]):
         Binding("escape,n", "cancel", "Cancel", id="forget.cancel", tooltip="Close without erasing"),
     ]
 
-    app: ZcorApp
+    app: ZcorHost
 
     def __init__(self, person: str, person_id: bool = False):
         super().__init__()

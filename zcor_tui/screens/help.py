@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -10,6 +12,8 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
+
+from .base import ZcorScreen
 
 INTRO = ("zcor-tui shows one persona's Memory as zcord serves it. Changes made by the bot appear "
          "by themselves; every edit here goes through zcord and is recorded in History as actor operator.")
@@ -23,14 +27,22 @@ def key_name(key: str) -> str:
 class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,f1,question_mark", "dismiss", "Close", id="help.close", tooltip="Close help")]
 
-    def compose(self) -> ComposeResult:
-        from ..app import SCREENS_IN_ORDER, ZcorApp
+    def __init__(self, app_bindings: Sequence[Binding | tuple[str, ...]],
+                 screens: Sequence[tuple[str, str, type[ZcorScreen]]]) -> None:
+        """Args:
+            app_bindings: the app's own keys (ZcorApp.BINDINGS).
+            screens: (mode, title, screen class) of the numbered screens, in their order.
+        """
+        super().__init__()
+        self.app_bindings = app_bindings
+        self.screens = screens
 
+    def compose(self) -> ComposeResult:
         table = Table(expand=True, show_header=False, box=None, padding=(0, 1))
         table.add_column(style="bold cyan", no_wrap=True, width=12)
         table.add_column(ratio=1)
 
-        def section(title: str, note: str, bindings: list[object]) -> None:
+        def section(title: str, note: str, bindings: list[Binding | tuple[str, ...]]) -> None:
             table.add_row(Text(title, style="bold reverse"), Text(note, style="italic"))
             for b in bindings:
                 if isinstance(b, Binding) and b.description:
@@ -38,8 +50,8 @@ class HelpScreen(ModalScreen[None]):
 
         section("Everywhere", "1–9 switch screens (Esc first in a form field) · ^p command palette · "
                 "Tab moves between fields · ⊘ marks a superseded memory",
-                [b for b in ZcorApp.BINDINGS if isinstance(b, Binding) and b.show])
-        for n, (_, title, cls) in enumerate(SCREENS_IN_ORDER, 1):
+                [b for b in self.app_bindings if isinstance(b, Binding) and b.show])
+        for n, (_, title, cls) in enumerate(self.screens, 1):
             section(f"{n} {title}", cls.HELP, list(cls.BINDINGS))
         from .usage import UsageScreen
 

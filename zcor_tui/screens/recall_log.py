@@ -23,7 +23,7 @@ from ..format import plural, shown, when
 from ..widgets.rows import add_columns, cursor_key, row_table
 
 if TYPE_CHECKING:
-    from ..app import ZcorApp
+    from ..host import ZcorHost
 
 BATCHES = 50
 
@@ -72,7 +72,7 @@ class RecallLogScreen(ModalScreen[None]):
 
     BINDINGS = [Binding("escape,q", "close", "Close", id="recall_log.close", tooltip="Back to History")]
 
-    app: ZcorApp
+    app: ZcorHost
 
     def __init__(self, session: str, before: str | None = None):
         super().__init__()

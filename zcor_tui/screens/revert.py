@@ -26,7 +26,7 @@ from ..diff import TIME_FIELDS, change_view, changed_fields
 from ..format import plural, shown, when
 
 if TYPE_CHECKING:
-    from ..app import ZcorApp
+    from ..host import ZcorHost
 
 
 def conflict_text(conflicts: list[dict[str, Any]]) -> Text:
@@ -90,7 +90,7 @@ class RevertScreen(ModalScreen[dict[str, Any] | None]):
         Binding("escape,n", "cancel", "Cancel", id="revert.cancel", tooltip="Close without reverting"),
     ]
 
-    app: ZcorApp
+    app: ZcorHost
 
     def __init__(self, seq: int, record: dict[str, Any] | None = None):
         super().__init__()

@@ -24,7 +24,7 @@ from ..widgets.field import Field
 from ..widgets.node_detail import NodeDetail
 
 if TYPE_CHECKING:
-    from ..app import ZcorApp
+    from ..host import ZcorHost
 
 
 def _order(node_id: str) -> tuple[int, str]:
@@ -77,7 +77,7 @@ class TimeTravelScreen(Screen[None]):
         Binding("ctrl+t", "focus_time", "Time", id="timetravel.time", tooltip="Type another instant"),
     ]
 
-    app: ZcorApp
+    app: ZcorHost
 
     def __init__(self, time: str = ""):
         super().__init__()

@@ -28,7 +28,7 @@ from ..widgets.rows import add_columns, cursor_key, move_to, row_table
 from .dialogs import FormDialog, field_row
 
 if TYPE_CHECKING:
-    from ..app import ZcorApp
+    from ..host import ZcorHost
 
 LEVELS = (("trusted", "trusted: as without levels"),
           ("normal", "normal: as without levels"),
@@ -92,7 +92,7 @@ class TrustForm(FormDialog):
         return {"sender": sender, "level": None if level in (DEFAULT, Select.BLANK) else str(level)}
 
     async def _save(self, args: dict[str, Any]) -> Any:
-        app: ZcorApp = self.app
+        app: ZcorHost = self.app
         if not app.client.connected:
             raise ClientError("zcord is not connected; nothing was changed (the status line shows when it is back)")
         return await app.client.trust_set(args["sender"], args["level"])
@@ -106,7 +106,7 @@ def said(answer: dict[str, Any]) -> str:
     return f"{who} has the default level from now on ({answer.get('level')})."
 
 
-def ask_trust(app: ZcorApp, senders: list[str], done: Any = None) -> None:
+def ask_trust(app: ZcorHost, senders: list[str], done: Any = None) -> None:
     """Read the levels, then open the TrustForm for these senders (notify what was set)."""
 
     async def run() -> None:
@@ -136,7 +136,7 @@ class TrustList(ModalScreen[None]):
                 tooltip="Take the selected sender's own level away: they get the default"),
     ]
 
-    app: ZcorApp
+    app: ZcorHost
 
     def __init__(self) -> None:
         super().__init__()

@@ -28,7 +28,7 @@ from ..widgets.rows import add_columns, row_table
 from .dialogs import ConfirmDialog
 
 if TYPE_CHECKING:
-    from ..app import ZcorApp
+    from ..host import ZcorHost
 
 TIME_FIELDS = ("updatedAt",)
 """Left out of the diff when other fields changed (every edit moves them)."""
@@ -54,7 +54,7 @@ class VersionsScreen(Screen[None]):
         Binding("escape,q", "close", "Close", id="versions.close", tooltip="Back to Browse"),
     ]
 
-    app: ZcorApp
+    app: ZcorHost
 
     def __init__(self, node_id: str, title: str = ""):
         super().__init__()

@@ -15,6 +15,8 @@ import sqlite3
 import stat
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -151,6 +153,69 @@ def targets_of(rec: dict[str, Any]) -> set[str]:
     return out
 
 
+def _text_rows(rec: dict[str, Any], rid: int, changed: bool, targets: list[tuple[str, int]],
+               origins: list[tuple[str, int]], tri: list[tuple[int, str]], bi: list[tuple[int, str]]) -> None:
+    """Add record rid's rows of the targets, origins, tri and bi tables to those lists."""
+    ids_ = targets_of(rec)
+    targets.extend((t, rid) for t in ids_)
+    text = _indexable(record_search_text(rec))
+    tri.append((rid, text))
+    marks = [filter_token("a", str(rec.get("actor", ""))), filter_token("t", str(rec.get("tool", "")))]
+    marks += [filter_token("g", t) for t in ids_]
+    who = senders_of(rec)
+    if who:
+        origins.extend((w, rid) for w in who)
+        marks += [filter_token("o", w) for w in who]
+    if changed:
+        marks.append(CHANGED_TOKEN)
+    bi.append((rid, bigram_doc(text) + " " + " ".join(marks)))
+
+
+def index_files(index_path: Path) -> list[Path]:
+    """The index file and its -wal and -shm."""
+    p = index_path
+    return [p, p.with_name(p.name + "-wal"), p.with_name(p.name + "-shm")]
+
+
+def connect_index(index_path: Path, note: Callable[[str], None]) -> sqlite3.Connection:
+    """Connect to the index file, never through a symbolic link: a link (or anything but a
+    regular file) in its place or its -wal/-shm's is removed first (the index is derived)."""
+    for p in index_files(index_path):
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISREG(st.st_mode):
+            note(f"{p.name} is not a regular file (a symbolic link?); removing it and rebuilding")
+            os.unlink(p)
+            if p == index_path:
+                for other in index_files(index_path)[1:]:
+                    try:
+                        os.unlink(other)
+                    except FileNotFoundError:
+                        pass
+    try:
+        fd = os.open(index_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o640)
+        os.fchmod(fd, 0o640)
+        os.close(fd)
+    except FileExistsError:
+        pass
+    before = os.lstat(index_path)
+    db = sqlite3.connect(index_path, check_same_thread=False, isolation_level=None)
+    try:
+        after = os.lstat(index_path)
+        if not stat.S_ISREG(after.st_mode) or (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino):
+            raise sqlite3.DatabaseError("the index file was replaced while it was opened")
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("PRAGMA temp_store=MEMORY")
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
 class IndexBuilding(ZcorError):
     """A history query while the index is built from a large log (try again shortly)."""
 
@@ -240,49 +305,13 @@ class HistoryIndex:
         return bool(self._builders) or (thread is not None and thread.is_alive())
 
     def _index_files(self) -> list[Path]:
-        p = self.index_path
-        return [p, p.with_name(p.name + "-wal"), p.with_name(p.name + "-shm")]
+        return index_files(self.index_path)
 
     def note(self, message: str) -> None:
         log.warning("%s: %s", self.index_path.name, message)
 
     def _connect(self) -> sqlite3.Connection:
-        """Connect to the index file, never through a symbolic link: a link (or anything but a
-        regular file) in its place or its -wal/-shm's is removed first (the index is derived)."""
-        for p in self._index_files():
-            try:
-                st = os.lstat(p)
-            except FileNotFoundError:
-                continue
-            if not stat.S_ISREG(st.st_mode):
-                self.note(f"{p.name} is not a regular file (a symbolic link?); removing it and rebuilding")
-                os.unlink(p)
-                if p == self.index_path:
-                    for other in self._index_files()[1:]:
-                        try:
-                            os.unlink(other)
-                        except FileNotFoundError:
-                            pass
-        try:
-            fd = os.open(self.index_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                         0o640)
-            os.fchmod(fd, 0o640)
-            os.close(fd)
-        except FileExistsError:
-            pass
-        before = os.lstat(self.index_path)
-        db = sqlite3.connect(self.index_path, check_same_thread=False, isolation_level=None)
-        try:
-            after = os.lstat(self.index_path)
-            if not stat.S_ISREG(after.st_mode) or (after.st_dev, after.st_ino) != (before.st_dev, before.st_ino):
-                raise sqlite3.DatabaseError("the index file was replaced while it was opened")
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=NORMAL")
-            db.execute("PRAGMA temp_store=MEMORY")
-        except BaseException:
-            db.close()
-            raise
-        return db
+        return connect_index(self.index_path, self.note)
 
     def _head_hash(self, upto: int) -> str:
         return hashlib.sha256(self.log.pread(min(HEAD_BYTES, upto), 0)).hexdigest()
@@ -397,19 +426,7 @@ class HistoryIndex:
             changes = rec.get("changes") or []
             ops.append((rid, rec["seq"], at, str(rec.get("actor", "")), str(rec.get("tool", "")),
                         int(rec.get("status") == "ok"), int(bool(changes)), off, len(line)))
-            ids_ = targets_of(rec)
-            targets.extend((t, rid) for t in ids_)
-            text = _indexable(record_search_text(rec))
-            tri.append((rid, text))
-            marks = [filter_token("a", str(rec.get("actor", ""))), filter_token("t", str(rec.get("tool", "")))]
-            marks += [filter_token("g", t) for t in ids_]
-            who = senders_of(rec)
-            if who:
-                origins.extend((w, rid) for w in who)
-                marks += [filter_token("o", w) for w in who]
-            if changes:
-                marks.append(CHANGED_TOKEN)
-            bi.append((rid, bigram_doc(text) + " " + " ".join(marks)))
+            _text_rows(rec, rid, bool(changes), targets, origins, tri, bi)
             max_seq = max(max_seq, rec["seq"])
             ids: list[int] = [c["changeId"] for c in changes
                               if isinstance(c, dict) and isinstance(c.get("changeId"), int)]
@@ -516,6 +533,30 @@ class HistoryIndex:
                     self.warned = True
 
 
+@dataclass(frozen=True)
+class HistoryFilter:
+    """The conditions of a history query besides its keywords (HistoryQueries.query says what
+    each keeps); the three query planners read them from here."""
+
+    start: float | None = None
+    end: float | None = None
+    changes_only: bool = False
+    actor: str | None = None
+    tool: str | None = None
+    target: str | None = None
+    origin: str | None = None
+    """A sender key in comparison form (zcord.core.senderkey.sender_key)."""
+
+    def keeps(self, rec: dict[str, Any], at: float) -> bool:
+        """Whether a record logged at `at` meets these conditions (the log scan's test)."""
+        return ((self.start is None or at >= self.start) and (self.end is None or at <= self.end)
+                and (not self.changes_only or bool(rec.get("changes")))
+                and (self.actor is None or rec.get("actor") == self.actor)
+                and (self.tool is None or rec.get("tool") == self.tool)
+                and (self.target is None or self.target in targets_of(rec))
+                and (self.origin is None or self.origin in senders_of(rec)))
+
+
 class HistoryQueries:
     """History queries answered from the index (or, when it cannot be used, by scanning the
     log), with exact totals remembered by their conditions (held by OpLog as `queries`).
@@ -543,7 +584,7 @@ class HistoryQueries:
         keys = search_keys(keywords)
         if origin is not None:
             origin = sender_key(origin)
-        filters = (start, end, changes_only, actor, tool, target, origin)
+        filters = HistoryFilter(start, end, changes_only, actor, tool, target, origin)
         ix = self.index
         with ix.lock:
             size = self.log.end()
@@ -570,35 +611,35 @@ class HistoryQueries:
         pread = self.log.pread
         return [json.loads(pread(length, off)) for off, length in spots], total
 
-    def _index_query(self, keys: list[str], filters: tuple[Any, ...], limit: int,
+    def _index_query(self, keys: list[str], filters: HistoryFilter, limit: int,
                      offset: int) -> tuple[list[tuple[int, int]], int]:
         if int(self.index.meta.get("monotone", 1)):
             return self._fts_query(keys, filters, limit, offset)
         return self._sql_query(keys, filters, limit, offset)
 
-    def _fts_query(self, keys: list[str], filters: tuple[Any, ...], limit: int,
+    def _fts_query(self, keys: list[str], filters: HistoryFilter, limit: int,
                    offset: int) -> tuple[list[tuple[int, int]], int]:
         """A log whose times never went back: newest first is last logged first, a time range is
         a range of rows, and every filter is a token of `bi`, so the full-text tables answer
         the count and the page themselves (walking their matches backwards, stopping at the page)."""
-        start, end, changes_only, actor, tool, target, origin = filters
+        flt = filters
         db = self.index.db
         assert db is not None
         lo, hi = 1, self.index.rows
-        if start is not None:
-            row = db.execute("SELECT id FROM ops WHERE at >= ? ORDER BY at, id LIMIT 1", (start,)).fetchone()
+        if flt.start is not None:
+            row = db.execute("SELECT id FROM ops WHERE at >= ? ORDER BY at, id LIMIT 1", (flt.start,)).fetchone()
             lo = row[0] if row else hi + 1
-        if end is not None:
-            row = db.execute("SELECT id FROM ops WHERE at <= ? ORDER BY at DESC, id DESC LIMIT 1", (end,)).fetchone()
+        if flt.end is not None:
+            row = db.execute("SELECT id FROM ops WHERE at <= ? ORDER BY at DESC, id DESC LIMIT 1", (flt.end,)).fetchone()
             hi = row[0] if row else 0
         if lo > hi:
             return [], 0
         long = [k for k in keys if len(k) >= 3]
         terms = [f'"{_hex(k)}"' if len(k) == 2 else f'"{_hex(k)}" *' for k in keys if len(k) < 3]
-        if changes_only:
+        if flt.changes_only:
             terms.append(CHANGED_TOKEN)
-        terms += [f'"{filter_token(kind, v)}"' for kind, v in (("a", actor), ("t", tool), ("g", target),
-                                                               ("o", origin)) if v is not None]
+        terms += [f'"{filter_token(kind, v)}"' for kind, v in (("a", flt.actor), ("t", flt.tool), ("g", flt.target),
+                                                               ("o", flt.origin)) if v is not None]
         where: list[str] = ["rowid BETWEEN ? AND ?"]
         args: list[Any] = [lo, hi]
         if long and terms:  # walk bi's matches, test them against tri's (as a set: "+" keeps
@@ -664,37 +705,37 @@ class HistoryQueries:
             while len(self.totals) > COUNTS_KEPT:
                 self.totals.popitem(last=False)
 
-    def _sql_query(self, keys: list[str], filters: tuple[Any, ...], limit: int,
+    def _sql_query(self, keys: list[str], filters: HistoryFilter, limit: int,
                    offset: int) -> tuple[list[tuple[int, int]], int]:
         """Any log (also one whose times went back): the rows table ordered by time."""
-        start, end, changes_only, actor, tool, target, origin = filters
+        flt = filters
         where: list[str] = []
         args: list[Any] = []
-        if start is not None:
+        if flt.start is not None:
             where.append("at >= ?")
-            args.append(start)
-        if end is not None:
+            args.append(flt.start)
+        if flt.end is not None:
             where.append("at <= ?")
-            args.append(end)
+            args.append(flt.end)
         long = [k for k in keys if len(k) >= 3]
         short = [k for k in keys if len(k) < 3]
         # with keywords the full-text match drives the query: "+" keeps SQLite from walking
         # the (rarely selective) changed/actor/tool indexes instead
         plus = "+" if keys else ""
-        if changes_only:
+        if flt.changes_only:
             where.append(f"{plus}changed = 1")
-        if actor is not None:
+        if flt.actor is not None:
             where.append(f"{plus}actor = ?")
-            args.append(actor)
-        if tool is not None:
+            args.append(flt.actor)
+        if flt.tool is not None:
             where.append(f"{plus}tool = ?")
-            args.append(tool)
-        if target is not None:
+            args.append(flt.tool)
+        if flt.target is not None:
             where.append("id IN (SELECT id FROM targets WHERE target = ?)")
-            args.append(target)
-        if origin is not None:
+            args.append(flt.target)
+        if flt.origin is not None:
             where.append("id IN (SELECT id FROM origins WHERE sender = ?)")
-            args.append(origin)
+            args.append(flt.origin)
         if long:
             where.append("id IN (SELECT rowid FROM tri WHERE tri MATCH ?)")
             args.append(" AND ".join(_phrase(k) for k in long))
@@ -713,10 +754,10 @@ class HistoryQueries:
                           f"ORDER BY at DESC, id DESC LIMIT ? OFFSET ?", [*args, limit, offset]).fetchall()
         return rows, total
 
-    def _scan_query(self, keys: list[str], filters: tuple[Any, ...], limit: int,
+    def _scan_query(self, keys: list[str], filters: HistoryFilter, limit: int,
                     offset: int) -> tuple[list[tuple[int, int]], int]:
         """The query without the index: read the whole log (when the index cannot be written)."""
-        start, end, changes_only, actor, tool, target, origin = filters
+        flt = filters
         source = self.log
         size = source.end()
         name = source.path.name
@@ -734,12 +775,7 @@ class HistoryQueries:
                     rec = source.parse(line, off)
                     n += 1
                     at = _timestamp(rec, name, off)
-                    if ((start is None or at >= start) and (end is None or at <= end)
-                            and (not changes_only or rec.get("changes"))
-                            and (actor is None or rec.get("actor") == actor)
-                            and (tool is None or rec.get("tool") == tool)
-                            and (target is None or target in targets_of(rec))
-                            and (origin is None or origin in senders_of(rec))):
+                    if flt.keeps(rec, at):
                         text = record_search_text(rec) if keys else ""
                         if all(k in text for k in keys):
                             hits.append((at, n, off, len(line)))

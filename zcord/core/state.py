@@ -85,6 +85,7 @@ class MemoryState:
         self.history: list[Change] = list(history)
         self.history_segments: list[str] = list(history_segments)
         self.migration: Migration | None = None
+        self.people = PeopleIndex(self)
         self._load_parts(nodes, important, relationships, next_id, tree)
 
     def _load_parts(self, nodes: Iterable[Node], important: Iterable[str], relationships: Iterable[Relationship],
@@ -213,11 +214,6 @@ class MemoryState:
             if not siblings and parent is not None:
                 del self.children[parent]
 
-
-
-
-
-
     def _load_nodes(self, nodes: Iterable[Node], tree: tuple[dict[str | None, list[str]], dict[str, set[str]]] | None = None) -> None:
         """Nodes of a file, in order: the tree, ranks and links now; the retrieval indexes
         later (ensure_index / index_step). tree: (children, replaced) of these nodes in this
@@ -286,11 +282,6 @@ class MemoryState:
         if node.superseded_by is not None:
             self.replaced.setdefault(node.superseded_by, set()).add(node_id)
 
-
-
-
-
-
     def _unlink_replaced(self, target: str, node_id: str) -> None:
         ids = self.replaced.get(target)
         if ids is not None:
@@ -343,15 +334,8 @@ class MemoryState:
         return self._max_num
 
     def add_rel(self, rel: Relationship) -> None:
-        """A relationship brought back (a reverted delete): in creation-time order."""
-        later = [p for p, r in self.relationships.items() if r.created_at > rel.created_at]
-        if not later:
-            self._put_rel(rel)
-            return
-        before = [self.rel_index[p].rank for p, r in self.relationships.items() if r.created_at <= rel.created_at]
-        first_later = min(self.rel_index[p].rank for p in later)
-        self._put_rel(rel, rank=(max(before) + first_later) / 2 if before else first_later - 1)
-        self.relationships = dict(sorted(self.relationships.items(), key=lambda kv: self.rel_index[kv[0]].rank))
+        """A relationship brought back (a reverted delete): in creation-time order (PeopleIndex.add)."""
+        self.people.add(rel)
 
     def _restore_node(self, node: Node, rank: int) -> None:
         """Put back a removed node with its original rank (undo of a delete)."""
@@ -360,48 +344,84 @@ class MemoryState:
         self.nodes = dict(sorted(self.nodes.items(), key=lambda kv: self.rank[kv[0]]))
 
     def _put_rel(self, rel: Relationship, rank: float | None = None) -> None:
-        old = self.relationships.get(rel.person_id)
+        self.people.put(rel, rank)
+
+    def _remove_rel(self, person_id: str) -> RelIndex:
+        return self.people.remove(person_id)
+
+
+class PeopleIndex:
+    """The relationships' bookkeeping (a part of MemoryState, `people`): each one's rank
+    (creation order), update time and normalized text (`rel_index`), the memories they link
+    (`links`) and the sender keys they answer to as speakers (`alias_ids`). The tables are
+    the state's own (a restore swaps them whole, Tx.replace_all); this keeps them in step."""
+
+    __slots__ = ("st",)
+
+    def __init__(self, st: MemoryState) -> None:
+        self.st = st
+
+    def add(self, rel: Relationship) -> None:
+        """A relationship brought back (a reverted delete): in creation-time order."""
+        st = self.st
+        later = [p for p, r in st.relationships.items() if r.created_at > rel.created_at]
+        if not later:
+            self.put(rel)
+            return
+        before = [st.rel_index[p].rank for p, r in st.relationships.items() if r.created_at <= rel.created_at]
+        first_later = min(st.rel_index[p].rank for p in later)
+        self.put(rel, rank=(max(before) + first_later) / 2 if before else first_later - 1)
+        st.relationships = dict(sorted(st.relationships.items(), key=lambda kv: st.rel_index[kv[0]].rank))
+
+    def put(self, rel: Relationship, rank: float | None = None) -> None:
+        """Add or replace a relationship (an old one keeps its rank)."""
+        st = self.st
+        old = st.relationships.get(rel.person_id)
         if old is not None:
-            rank = self.rel_index[rel.person_id].rank
+            rank = st.rel_index[rel.person_id].rank
             if old.memory_node_id is not None:
                 self._unlink(old.memory_node_id, rel.person_id)
             self._unalias(old)
         elif rank is None:
-            self._rel_rank += 1
-            rank = self._rel_rank
-        self.relationships[rel.person_id] = rel
-        self.rel_index[rel.person_id] = RelIndex(
+            st._rel_rank += 1
+            rank = st._rel_rank
+        st.relationships[rel.person_id] = rel
+        st.rel_index[rel.person_id] = RelIndex(
             rank=rank,
             updated=rel.updated_at.timestamp(),
             norm_text=tuple(normalize(t) for t in (rel.name, *rel.aliases, rel.relationship, rel.reason)),
         )
         if rel.memory_node_id is not None:
-            self.links.setdefault(rel.memory_node_id, set()).add(rel.person_id)
+            st.links.setdefault(rel.memory_node_id, set()).add(rel.person_id)
         for key in _speaker_keys(rel):
-            self.alias_ids.setdefault(key, set()).add(rel.person_id)
-        self.pending_words.extend(match_form(w) for w in (rel.name, *rel.aliases))  # people's names stay whole
+            st.alias_ids.setdefault(key, set()).add(rel.person_id)
+        st.pending_words.extend(match_form(w) for w in (rel.name, *rel.aliases))  # people's names stay whole
 
     def _unlink(self, node_id: str, person_id: str) -> None:
-        ids = self.links.get(node_id)
+        st = self.st
+        ids = st.links.get(node_id)
         if ids is not None:
             ids.discard(person_id)
             if not ids:
-                del self.links[node_id]
+                del st.links[node_id]
 
     def _unalias(self, rel: Relationship) -> None:
+        st = self.st
         for key in _speaker_keys(rel):
-            ids = self.alias_ids.get(key)
+            ids = st.alias_ids.get(key)
             if ids is not None:
                 ids.discard(rel.person_id)
                 if not ids:
-                    del self.alias_ids[key]
+                    del st.alias_ids[key]
 
-    def _remove_rel(self, person_id: str) -> RelIndex:
-        rel = self.relationships.pop(person_id)
+    def remove(self, person_id: str) -> RelIndex:
+        """Remove a relationship; its index entry (for a rank to bring it back at)."""
+        st = self.st
+        rel = st.relationships.pop(person_id)
         self._unalias(rel)
         if rel.memory_node_id is not None:
             self._unlink(rel.memory_node_id, person_id)
-        return self.rel_index.pop(person_id)
+        return st.rel_index.pop(person_id)
 
 
 @dataclass

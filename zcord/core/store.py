@@ -30,6 +30,7 @@ from .errors import (
     advice,
 )
 from .fsutil import atomic_write, create_new, make_dir, read_nofollow, remove_stale_tmp
+from .history import segment_lines
 from .journal import SnapshotPos, write_pos
 from .layout import (
     BACKUPS_DIR,
@@ -266,10 +267,8 @@ class Store:
 
     def iter_history(self, state: MemoryState) -> Iterator[Change]:
         """Every change ever committed, oldest first: sealed segments, then inline."""
-        for seg in state.history_segments:
-            with open(self.dir / HISTORY_DIR / seg, "rb") as f:
-                for line in f:
-                    yield Change.model_validate_json(line)
+        for line in segment_lines(self.dir, state.history_segments):
+            yield Change.model_validate_json(line)
         yield from state.history
 
     def encode_full(self, state: MemoryState | StateView, private: bool = False) -> bytes:

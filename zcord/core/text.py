@@ -53,11 +53,6 @@ titles, keywords and the query text in `match_form` (Traditional folded to Simpl
 # ("小明说" → 小明/说, not 小/明说), the way a moderately common word would.
 USER_WORD_FREQ = 20_000
 
-_jieba_lock = threading.Lock()
-_tokenizer = None
-_user_words: set[str] = set()
-_corpus_freq: dict[str, int] = {}  # user words jieba's corpus knew: their corpus frequency
-
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af\U00020000-\U0003134f"
 _CJK_CHAR = re.compile(f"[{_CJK}]")
 _CJK_RUN = re.compile(f"[{_CJK}]+")
@@ -78,8 +73,12 @@ def normalize(text: str) -> str:
 
 
 
-_T2S: dict[int, int] | None = None
-_TRADITIONAL: frozenset[str] = frozenset()
+@functools.cache
+def _han_tables() -> tuple[frozenset[str], dict[int, int]]:
+    """The Traditional characters and their translation table to Simplified, read on first use."""
+    from .hanzi import SIMPLIFIED, TRADITIONAL
+
+    return frozenset(TRADITIONAL), str.maketrans(TRADITIONAL, SIMPLIFIED)
 
 
 def fold_han(text: str) -> str:
@@ -88,15 +87,10 @@ def fold_han(text: str) -> str:
     OpenCC's character dictionary; Simplified text is left as it is."""
     if text.isascii():
         return text
-    global _T2S, _TRADITIONAL
-    if _T2S is None:
-        from .hanzi import SIMPLIFIED, TRADITIONAL
-
-        _TRADITIONAL = frozenset(TRADITIONAL)
-        _T2S = str.maketrans(TRADITIONAL, SIMPLIFIED)
-    if _TRADITIONAL.isdisjoint(text):  # Simplified text: nothing copied
+    traditional, t2s = _han_tables()
+    if traditional.isdisjoint(text):  # Simplified text: nothing copied
         return text
-    return text.translate(_T2S)
+    return text.translate(t2s)
 
 
 def match_form(text: str) -> str:
@@ -233,8 +227,15 @@ def title_word_keys(seq: tuple[str | None, ...], fold: Callable[[str], str] = fo
 # -- English stemming for weighted recall (Snowball English, irregular forms) ---------------
 
 
-_stemmer = None
 _stem_cache: dict[str, str] = {}
+
+
+@functools.cache
+def _stemmer() -> Any:
+    """Snowball's English stemmer, made on first use."""
+    import snowballstemmer
+
+    return snowballstemmer.stemmer("english")
 
 
 def stem(word: str) -> str:
@@ -245,16 +246,11 @@ def stem(word: str) -> str:
     (longing, evening, news: `STEM_KEEP`) are kept as they are. Deterministic."""
     out = _stem_cache.get(word)
     if out is None:
-        global _stemmer
-        if _stemmer is None:
-            import snowballstemmer
-
-            _stemmer = snowballstemmer.stemmer("english")
         base = IRREGULAR.get(word, word)
         if base in STEM_KEEP or len(base) < 3 or not _ASCII_WORD.fullmatch(base):
             out = base
         else:
-            out = _stemmer.stemWord(base)
+            out = _stemmer().stemWord(base)
         if len(_stem_cache) < 200_000:
             _stem_cache[word] = out
     return out
@@ -290,25 +286,8 @@ def cjk_count(text: str) -> int:
 
 
 def tokenizer() -> Any:
-    """The process-wide jieba tokenizer, initialised on first use: its prefix dictionary
-    from zcor's own cache of it (`jieba_cache_path`, about 0.3 s), else built from jieba's
-    dictionary (about a second) and cached for the next process."""
-    global _tokenizer
-    if _tokenizer is None:
-        with _jieba_lock:
-            if _tokenizer is None:
-                jieba = _import_jieba()
-                jieba.setLogLevel(logging.WARNING)
-                tok = jieba.Tokenizer()
-                loaded = _read_jieba_cache(tok)
-                if loaded is None:
-                    tok.FREQ, tok.total = tok.gen_pfdict(tok.get_dict_file())
-                    _write_jieba_cache(tok)
-                else:
-                    tok.FREQ, tok.total = loaded
-                tok.initialized = True
-                _tokenizer = tok
-    return _tokenizer
+    """The process-wide jieba tokenizer (TextAnalyzer.tokenizer)."""
+    return analyzer.tokenizer()
 
 
 def _import_jieba() -> Any:
@@ -363,7 +342,7 @@ def _jieba_dict_stamp(tok: Any) -> dict[str, Any]:
             "crc": zlib.crc32(data)}
 
 
-def _read_jieba_cache(tok: Any) -> tuple[dict[str, Any], int] | None:
+def _read_jieba_cache(tok: Any) -> tuple[dict[str, int], int] | None:
     """(FREQ, total) from the cache when it is ours (owned by this user, not writable by others,
     not a link) and was built from jieba's dictionary as it is now; None otherwise."""
     path = jieba_cache_path()
@@ -409,25 +388,8 @@ def _write_jieba_cache(tok: Any) -> None:
 
 
 def add_user_words(words: Iterable[str]) -> None:
-    """Teach jieba words it must keep whole (synonym terms, node keywords, people's names).
-
-    Only all-CJK words: jieba only ever sees CJK runs (other words are cut by `runs`)."""
-    tok = tokenizer()
-    added = False
-    with _jieba_lock:
-        for word in words:
-            word = word.strip()
-            if len(word) < MIN_WORD_CHARS or word in _user_words or not _all_cjk(word):
-                continue
-            _user_words.add(word)
-            prior = tok.FREQ.get(word) or 0
-            if 0 < prior < USER_WORD_FREQ:
-                _corpus_freq[word] = prior  # what jieba's corpus says of it (head_chars asks)
-            tok.add_word(word, freq=max(prior, USER_WORD_FREQ))
-            added = True
-    if added:
-        analyse_cached.cache_clear()  # a new word can change how known texts are cut
-        compound_parts.cache_clear()  # … and where a compound's likeliest cut in two is
+    """Teach jieba words it must keep whole (TextAnalyzer.add_user_words)."""
+    analyzer.add_user_words(words)
 
 
 def _all_cjk(word: str) -> bool:
@@ -435,7 +397,7 @@ def _all_cjk(word: str) -> bool:
 
 
 def _known(tok: Any, word: str) -> bool:
-    return bool(tok.FREQ.get(word)) or word in _user_words
+    return analyzer.known(tok, word)
 
 
 def _crosses_dictionary_word(tok: Any, run: str, start: int, end: int) -> bool:
@@ -565,41 +527,11 @@ RUN_CUTS_CHARS = 2_000_000
 """The kept runs hold at most this many characters in all (a bot cannot grow it without bound)."""
 RUN_CUT_TEXT = 4_096
 """A run longer than this is cut every time, never kept."""
-_run_cuts: dict[str, list[str]] = {}
-_run_cuts_for: tuple[int, int, int] | None = None
-_run_cuts_chars = 0
 
 
 def _cut(tok: Any, masked: str) -> list[str]:
-    """tok.lcut(masked, HMM=False), the same tokens, with each CJK run's cut kept: jieba
-    cuts the blocks between spaces independently (a space is one token of its own), so a
-    run cut alone gives the words it gives inside the text. The kept cuts belong to the
-    dictionary as it was (which one, its total and size): when jieba learns a word they are
-    dropped."""
-    global _run_cuts_for, _run_cuts_chars
-    generation = (id(tok.FREQ), tok.total, len(tok.FREQ))
-    cache = _run_cuts
-    if generation != _run_cuts_for:
-        cache.clear()
-        _run_cuts_chars = 0
-        _run_cuts_for = generation
-    out: list[str] = []
-    for m in _PIECES.finditer(masked):
-        piece = m.group()
-        if piece[0] == " ":
-            out.extend(piece)
-            continue
-        words = cache.get(piece)
-        if words is None:
-            words = tok.lcut(piece, HMM=False)
-            if len(piece) <= RUN_CUT_TEXT and (id(tok.FREQ), tok.total, len(tok.FREQ)) == generation:
-                if len(cache) >= RUN_CUTS_MAX or _run_cuts_chars + len(piece) > RUN_CUTS_CHARS:
-                    cache.clear()
-                    _run_cuts_chars = 0
-                cache[piece] = words
-                _run_cuts_chars += len(piece)
-        out.extend(words)
-    return out
+    """tok.lcut(masked, HMM=False), the same tokens, with each CJK run's cut kept (TextAnalyzer.cut)."""
+    return analyzer.cut(tok, masked)
 
 
 ANALYSE_CACHE_ENTRIES = 4096
@@ -648,9 +580,6 @@ class _AnalyseCache:
 
     def __len__(self) -> int:
         return len(self._items)
-
-
-analyse_cached = _AnalyseCache()
 
 
 def segment(text: str, hmm: bool = True) -> list[str]:
@@ -711,9 +640,6 @@ def compound_parts(word: str) -> tuple[str, ...]:
     return (first,) if head in PRODUCT_HEADS and len(first) >= MIN_WORD_CHARS else ()
 
 
-_kinds: dict[str, tuple[str, ...]] | None = None
-
-
 def _kind_key(word: str) -> str:
     """How kinds_of compares words: English ones by their light fold (pets → pet), each word
     of a phrase; others as they are."""
@@ -725,22 +651,24 @@ def kinds_of(word: str) -> tuple[str, ...]:
     English, a hand-written table for Chinese): the kinds of a category (家电 → 洗衣机, pet
     → cat) and the categories of a kind (shrimp → shellfish). English words are looked up
     by their light fold (pets → pet). The table is read on first use (some 20 ms)."""
-    global _kinds
-    if _kinds is None:
-        from .kinds import TABLE
+    return _kinds_table().get(_kind_key(word), ())
 
-        table: dict[str, tuple[str, ...]] = {}
-        for line in TABLE.splitlines():
-            word_, _, related = line.partition("\t")
-            key = _kind_key(word_)
-            old = table.get(key)
-            table[key] = tuple(related.split("|")) if old is None else tuple(dict.fromkeys([*old, *related.split("|")]))
-        _kinds = table
-    return _kinds.get(_kind_key(word), ())
+
+@functools.cache
+def _kinds_table() -> dict[str, tuple[str, ...]]:
+    """zcord/core/kinds.py's table by `_kind_key`, read on first use."""
+    from .kinds import TABLE
+
+    table: dict[str, tuple[str, ...]] = {}
+    for line in TABLE.splitlines():
+        word_, _, related = line.partition("\t")
+        key = _kind_key(word_)
+        old = table.get(key)
+        table[key] = tuple(related.split("|")) if old is None else tuple(dict.fromkeys([*old, *related.split("|")]))
+    return table
 
 
 LONE_CACHE_ENTRIES = 10_000
-_lone: dict[str, str] = {}
 
 
 RARE_PAIR_FREQ = 20
@@ -750,40 +678,9 @@ its characters head a word for the lone-character rule below. User words (synony
 keywords) are never rare (USER_WORD_FREQ)."""
 
 
-def _rare_pair(tok: Any, word: str) -> bool:
-    """Whether jieba's own corpus (not a user word's frequency: a derived keyword such as
-    狗叫 becomes one) hardly knows the word; a user word the corpus lacks is never rare."""
-    freq = _corpus_freq.get(word) if word in _user_words else tok.FREQ.get(word)
-    return freq is not None and freq < RARE_PAIR_FREQ
-
-
 def head_chars(norm_title: str) -> str:
-    """The CJK characters a title's words end with, in its cut (jieba, no HMM, as recall cuts
-    messages): words of one character (猫 in 家里的猫叫年糕) and the last character of longer
-    ones, the head of a Chinese compound (鸟 of 画眉鸟, 店 of 奶茶店) or the object of a verb
-    (烟 of 戒烟), the verb before an aspect or result suffix (跑 of 跑过, 戒 of 戒掉:
-    lexicon.VERB_SUFFIXES), and both characters of a rare pair (RARE_PAIR_FREQ: 狗 of 狗叫).
-    A character that begins or is inside a word otherwise only
-    modifies it: 干 is in none of 干净, 干洗店. Kept for the last titles asked."""
-    out = _lone.get(norm_title)
-    if out is None:
-        tok = tokenizer()
-        chars = []
-        for _, run in runs(norm_title) if has_cjk(norm_title) else ():
-            if not _CJK_CHAR.match(run):
-                continue
-            for w in _cut(tok, run):
-                if len(w) == 2 and _rare_pair(tok, w) and _CJK_CHAR.match(w[0]):
-                    chars.append(w[0])  # a pair jieba's corpus hardly knows: two words (狗 of 狗叫)
-                if _CJK_CHAR.match(w[-1]):
-                    chars.append(w[-1])
-                    if len(w) > 1 and w[-1] in VERB_SUFFIXES:
-                        chars.append(w[-2])  # 跑 of 跑过: the verb heads a verb and its suffix
-        out = "".join(sorted(set(chars)))  # a few characters: `ch in out` as for a set, in less memory
-        if len(_lone) >= LONE_CACHE_ENTRIES:
-            _lone.clear()
-        _lone[norm_title] = out
-    return out
+    """The CJK characters a title's words end with, in its cut (TextAnalyzer.head_chars)."""
+    return analyzer.head_chars(norm_title)
 
 
 def derive_keywords(title: str) -> list[str]:
@@ -804,3 +701,151 @@ def derive_keywords(title: str) -> list[str]:
         seen.add(key)
         keywords.append(word)
     return keywords
+
+
+# -- the process's jieba state ----------------------------------------------------------------
+
+
+class TextAnalyzer:
+    """jieba's dictionary as zcor uses it and what is kept from cutting with it: the tokenizer
+    (loaded on first use), the user words taught to it and the corpus frequencies they
+    replaced, the kept cuts of CJK runs, the head characters of recent titles and the
+    `analyse` answers kept for recent texts. One per process (`analyzer`): jieba's dictionary
+    is process-wide. The module's functions (`tokenizer`, `add_user_words`, `head_chars`,
+    `analyse_cached`) are this object's; `lock` guards the tokenizer and the user words."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.tok: Any = None
+        self.user_words: set[str] = set()
+        self.corpus_freq: dict[str, int] = {}  # user words jieba's corpus knew: their corpus frequency
+        self.run_cuts: dict[str, list[str]] = {}
+        self.run_cuts_chars = 0
+        # the dictionary the kept cuts were made with: its FREQ (held, so never mistaken for a
+        # later one at the same address), total and size
+        self._run_cuts_for: tuple[dict[str, int], int, int] | None = None
+        self.lone: dict[str, str] = {}  # head_chars of recent titles
+        self.analysed = _AnalyseCache()
+
+    def forget(self) -> None:
+        """Forget the tokenizer and the user words (the next use loads jieba's dictionary again)."""
+        with self.lock:
+            self.tok = None
+            self.user_words.clear()
+
+    def tokenizer(self) -> Any:
+        """The process-wide jieba tokenizer, initialised on first use: its prefix dictionary
+        from zcor's own cache of it (`jieba_cache_path`, about 0.3 s), else built from jieba's
+        dictionary (about a second) and cached for the next process."""
+        if self.tok is None:
+            with self.lock:
+                if self.tok is None:
+                    jieba = _import_jieba()
+                    jieba.setLogLevel(logging.WARNING)
+                    tok = jieba.Tokenizer()
+                    loaded = _read_jieba_cache(tok)
+                    if loaded is None:
+                        tok.FREQ, tok.total = tok.gen_pfdict(tok.get_dict_file())
+                        _write_jieba_cache(tok)
+                    else:
+                        tok.FREQ, tok.total = loaded
+                    tok.initialized = True
+                    self.tok = tok
+        return self.tok
+
+    def add_user_words(self, words: Iterable[str]) -> None:
+        """Teach jieba words it must keep whole (synonym terms, node keywords, people's names).
+
+        Only all-CJK words: jieba only ever sees CJK runs (other words are cut by `runs`)."""
+        tok = self.tokenizer()
+        added = False
+        with self.lock:
+            for word in words:
+                word = word.strip()
+                if len(word) < MIN_WORD_CHARS or word in self.user_words or not _all_cjk(word):
+                    continue
+                self.user_words.add(word)
+                prior = tok.FREQ.get(word) or 0
+                if 0 < prior < USER_WORD_FREQ:
+                    self.corpus_freq[word] = prior  # what jieba's corpus says of it (head_chars asks)
+                tok.add_word(word, freq=max(prior, USER_WORD_FREQ))
+                added = True
+        if added:
+            self.analysed.cache_clear()  # a new word can change how known texts are cut
+            compound_parts.cache_clear()  # … and where a compound's likeliest cut in two is
+
+    def known(self, tok: Any, word: str) -> bool:
+        """Whether word is in tok's dictionary or a user word."""
+        return bool(tok.FREQ.get(word)) or word in self.user_words
+
+    def cut(self, tok: Any, masked: str) -> list[str]:
+        """tok.lcut(masked, HMM=False), the same tokens, with each CJK run's cut kept: jieba
+        cuts the blocks between spaces independently (a space is one token of its own), so a
+        run cut alone gives the words it gives inside the text. The kept cuts belong to the
+        dictionary as it was (which one, its total and size): when jieba learns a word they are
+        dropped."""
+        freq = tok.FREQ
+        generation = (freq, tok.total, len(freq))
+        cache = self.run_cuts
+        kept_for = self._run_cuts_for
+        if kept_for is None or kept_for[0] is not freq or kept_for[1:] != generation[1:]:
+            cache.clear()
+            self.run_cuts_chars = 0
+            self._run_cuts_for = generation
+        out: list[str] = []
+        for m in _PIECES.finditer(masked):
+            piece = m.group()
+            if piece[0] == " ":
+                out.extend(piece)
+                continue
+            words = cache.get(piece)
+            if words is None:
+                words = tok.lcut(piece, HMM=False)
+                if len(piece) <= RUN_CUT_TEXT and tok.FREQ is freq and (tok.total, len(freq)) == generation[1:]:
+                    if len(cache) >= RUN_CUTS_MAX or self.run_cuts_chars + len(piece) > RUN_CUTS_CHARS:
+                        cache.clear()
+                        self.run_cuts_chars = 0
+                    cache[piece] = words
+                    self.run_cuts_chars += len(piece)
+            out.extend(words)
+        return out
+
+    def rare_pair(self, tok: Any, word: str) -> bool:
+        """Whether jieba's own corpus (not a user word's frequency: a derived keyword such as
+        狗叫 becomes one) hardly knows the word; a user word the corpus lacks is never rare."""
+        freq = self.corpus_freq.get(word) if word in self.user_words else tok.FREQ.get(word)
+        return freq is not None and freq < RARE_PAIR_FREQ
+
+    def head_chars(self, norm_title: str) -> str:
+        """The CJK characters a title's words end with, in its cut (jieba, no HMM, as recall cuts
+        messages): words of one character (猫 in 家里的猫叫年糕) and the last character of longer
+        ones, the head of a Chinese compound (鸟 of 画眉鸟, 店 of 奶茶店) or the object of a verb
+        (烟 of 戒烟), the verb before an aspect or result suffix (跑 of 跑过, 戒 of 戒掉:
+        lexicon.VERB_SUFFIXES), and both characters of a rare pair (RARE_PAIR_FREQ: 狗 of 狗叫).
+        A character that begins or is inside a word otherwise only
+        modifies it: 干 is in none of 干净, 干洗店. Kept for the last titles asked."""
+        lone = self.lone
+        out = lone.get(norm_title)
+        if out is None:
+            tok = self.tokenizer()
+            chars = []
+            for _, run in runs(norm_title) if has_cjk(norm_title) else ():
+                if not _CJK_CHAR.match(run):
+                    continue
+                for w in self.cut(tok, run):
+                    if len(w) == 2 and self.rare_pair(tok, w) and _CJK_CHAR.match(w[0]):
+                        chars.append(w[0])  # a pair jieba's corpus hardly knows: two words (狗 of 狗叫)
+                    if _CJK_CHAR.match(w[-1]):
+                        chars.append(w[-1])
+                        if len(w) > 1 and w[-1] in VERB_SUFFIXES:
+                            chars.append(w[-2])  # 跑 of 跑过: the verb heads a verb and its suffix
+            out = "".join(sorted(set(chars)))  # a few characters: `ch in out` as for a set, in less memory
+            if len(lone) >= LONE_CACHE_ENTRIES:
+                lone.clear()
+            lone[norm_title] = out
+        return out
+
+
+analyzer = TextAnalyzer()
+analyse_cached = analyzer.analysed
+"""`analyse` with its answers kept for recently seen texts (TextAnalyzer.analysed)."""

@@ -17,6 +17,7 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, TypeAlias, cast
 
+from ..core.indexes import RetrievalIndexes
 from ..core.state import MemoryState
 from ..core.text import has_cjk, head_chars, latin_words, normalize, stem_key, term_key
 
@@ -173,6 +174,104 @@ def idf(n: int, df: int) -> float:
     return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
 
+class TitleHeads:
+    """Which titles a lone CJK character heads a word of (a part of Ranking, `heads`), with
+    what was found kept: each title's head characters by id, and each character's titles
+    for the indexes' generation."""
+
+    def __init__(self) -> None:
+        self.heads_of: dict[str, tuple[str, str]] = {}  # id -> (its title, head_chars)
+        self.lone: dict[str, tuple[Any, int, AbstractSet[str]]] = {}  # character -> (indexes, generation, ids)
+        self.lone_ids = 0  # ids held by lone
+
+    def title_ids(self, ix: RetrievalIndexes, key: str, t_ids: AbstractSet[str]) -> AbstractSet[str]:
+        """The memories whose titles a weighted key hits: a lone CJK character only where it is
+        a word of the title's cut or ends one (鸟 of 画眉鸟, 烟 of 戒烟), never where it begins
+        or modifies one (干 of 干净); other keys wherever stem_hits finds them. A lone
+        character in more than LONE_MAX_DF titles hits none."""
+        if len(key) != 1 or not t_ids or not has_cjk(key):
+            return t_ids
+        if len(t_ids) > LONE_MAX_DF:
+            return frozenset()
+        kept_for = self.lone.get(key)
+        if kept_for is not None and kept_for[0] is ix and kept_for[1] == ix.generation:
+            return kept_for[2]  # no title changed since
+        index = ix.index
+        heads = self.heads_of
+        if len(heads) > HEADS_KEPT:
+            heads.clear()
+        out = set()
+        for i in t_ids:
+            title = index[i].norm_title
+            kept = heads.get(i)
+            if kept is None or kept[0] is not title:  # a new or retitled memory
+                kept = heads[i] = (title, head_chars(title))
+            if key in kept[1]:
+                out.add(i)
+        if self.lone_ids + len(out) > LONE_KEPT:
+            self.lone.clear()
+            self.lone_ids = 0
+        old = self.lone.get(key)
+        self.lone[key] = (ix, ix.generation, out)
+        self.lone_ids += len(out) - (len(old[2]) if old is not None else 0)
+        return out
+
+
+class NamedPeople:
+    """The person nodes a batch names, and the memories under them (a part of Ranking,
+    `people`): weighted recall ranks a named person's memories first."""
+
+    def named(self, st: MemoryState, terms: list[Term], people: Iterable[str] = ()) -> dict[str, str]:
+        """The person nodes a batch names, each with the key of the term that named it ("" for
+        a speaker): a node whose
+        whole title is a term of the batch (`Caroline`, `小李`) and has memories under it, the
+        person node linked to a relationship whose name, an alias or a Latin name's first word
+        is a term, and the linked person node of each speaker (`people`: personIds)."""
+        ix = st.indexes
+        keys = {t.key for t in terms if not t.light and t.key}
+        named: dict[str, str] = {}
+        for key in keys:
+            for i in (ix.title_keys if has_cjk(key) else ix.title_stem_keys).get(key) or ():
+                if st.children.get(i):
+                    named.setdefault(i, key)
+        rels = st.relationships
+        for node_id, pids in st.links.items():
+            if node_id in named:
+                continue
+            for pid in pids:
+                rel = rels.get(pid)
+                if rel is None:
+                    continue
+                names = [rel.name, *rel.aliases]
+                first = latin_words(normalize(rel.name))
+                if len(first) > 1:
+                    names.append(first[0])
+                hit = next((k for k in map(stem_key, names) if k in keys), None)
+                if hit is not None:
+                    named[node_id] = hit
+                    break
+        for pid in people:
+            rel = rels.get(pid)
+            if rel is not None and rel.memory_node_id is not None:
+                named.setdefault(rel.memory_node_id, "")
+        return {i: n for i, n in named.items() if i in st.nodes and st.nodes[i].superseded_by is None}
+
+    def scoped(self, st: MemoryState, named: dict[str, str]) -> dict[str, str]:
+        """Memory id -> the named person node it lies under (at any depth; at most
+        PERSON_SUBTREE memories under each)."""
+        children = st.children
+        out: dict[str, str] = {}
+        for top in named:
+            todo = list(children.get(top, ()))
+            seen = 0
+            while todo and seen < PERSON_SUBTREE:
+                i = todo.pop()
+                seen += 1
+                out.setdefault(i, top)
+                todo.extend(children.get(i, ()))
+        return out
+
+
 class Ranking:
     """Retriever's scoring side (held by it as `ranking`): `hits` and the two ranking modes.
 
@@ -182,9 +281,8 @@ class Ranking:
     def __init__(self, state_ref: Callable[[], MemoryState], class_of: Callable[[str], frozenset[str]]) -> None:
         self._state_ref = state_ref
         self.class_of = class_of
-        self._heads: dict[str, tuple[str, str]] = {}  # id -> (its title, head_chars)
-        self._lone: dict[str, tuple[Any, int, set[str]]] = {}  # character -> (indexes, generation, _title_ids)
-        self._lone_ids = 0  # ids held by _lone
+        self.heads = TitleHeads()
+        self.people = NamedPeople()
 
     @property
     def state(self) -> MemoryState:
@@ -250,42 +348,9 @@ class Ranking:
     def _df(self, key: str, keyword_equality: bool) -> int:
         """How many current memories a weighted recall key hits."""
         ix = self.state.indexes
-        t_ids = self._title_ids(key, ix.stem_hits(key))
+        t_ids = self.heads.title_ids(ix, key, ix.stem_hits(key))
         k_ids = ix.keyword_stem_ids(key) if keyword_equality else None
         return len(t_ids) + (len(k_ids) - len(k_ids & t_ids) if k_ids else 0)
-
-    def _title_ids(self, key: str, t_ids: AbstractSet[str]) -> AbstractSet[str]:
-        """The memories whose titles a weighted key hits: a lone CJK character only where it is
-        a word of the title's cut or ends one (鸟 of 画眉鸟, 烟 of 戒烟), never where it begins
-        or modifies one (干 of 干净); other keys wherever stem_hits finds them. A lone
-        character in more than LONE_MAX_DF titles hits none."""
-        if len(key) != 1 or not t_ids or not has_cjk(key):
-            return t_ids
-        if len(t_ids) > LONE_MAX_DF:
-            return frozenset()
-        ix = self.state.indexes
-        kept_for = self._lone.get(key)
-        if kept_for is not None and kept_for[0] is ix and kept_for[1] == ix.generation:
-            return kept_for[2]  # no title changed since
-        index = ix.index
-        heads = self._heads
-        if len(heads) > HEADS_KEPT:
-            heads.clear()
-        out = set()
-        for i in t_ids:
-            title = index[i].norm_title
-            kept = heads.get(i)
-            if kept is None or kept[0] is not title:  # a new or retitled memory
-                kept = heads[i] = (title, head_chars(title))
-            if key in kept[1]:
-                out.add(i)
-        if self._lone_ids + len(out) > LONE_KEPT:
-            self._lone.clear()
-            self._lone_ids = 0
-        old = self._lone.get(key)
-        self._lone[key] = (ix, ix.generation, out)
-        self._lone_ids += len(out) - (len(old[2]) if old is not None else 0)
-        return out
 
     def _synonyms_under_word(self, per_class: dict[frozenset[str], list[Any]], keyword_equality: bool, n: int, dfs: dict[str, int]) -> None:
         """A synonym never outweighs the word it came from: an expanded term's value is at
@@ -309,55 +374,12 @@ class Ranking:
                     items[k] = (t, t_ids, k_ids, cap * t.weight, anchor)
 
     def named_people(self, terms: list[Term], people: Iterable[str] = ()) -> dict[str, str]:
-        """The person nodes a batch names, each with the key of the term that named it ("" for
-        a speaker): a node whose
-        whole title is a term of the batch (`Caroline`, `小李`) and has memories under it, the
-        person node linked to a relationship whose name, an alias or a Latin name's first word
-        is a term, and the linked person node of each speaker (`people`: personIds)."""
-        st = self.state
-        ix = st.indexes
-        keys = {t.key for t in terms if not t.light and t.key}
-        named: dict[str, str] = {}
-        for key in keys:
-            for i in (ix.title_keys if has_cjk(key) else ix.title_stem_keys).get(key) or ():
-                if st.children.get(i):
-                    named.setdefault(i, key)
-        rels = st.relationships
-        for node_id, pids in st.links.items():
-            if node_id in named:
-                continue
-            for pid in pids:
-                rel = rels.get(pid)
-                if rel is None:
-                    continue
-                names = [rel.name, *rel.aliases]
-                first = latin_words(normalize(rel.name))
-                if len(first) > 1:
-                    names.append(first[0])
-                hit = next((k for k in map(stem_key, names) if k in keys), None)
-                if hit is not None:
-                    named[node_id] = hit
-                    break
-        for pid in people:
-            rel = rels.get(pid)
-            if rel is not None and rel.memory_node_id is not None:
-                named.setdefault(rel.memory_node_id, "")
-        return {i: n for i, n in named.items() if i in st.nodes and st.nodes[i].superseded_by is None}
+        """The person nodes a batch names (NamedPeople.named)."""
+        return self.people.named(self.state, terms, people)
 
     def _scoped(self, named: dict[str, str]) -> dict[str, str]:
-        """Memory id -> the named person node it lies under (at any depth; at most
-        PERSON_SUBTREE memories under each)."""
-        children = self.state.children
-        out: dict[str, str] = {}
-        for top in named:
-            todo = list(children.get(top, ()))
-            seen = 0
-            while todo and seen < PERSON_SUBTREE:
-                i = todo.pop()
-                seen += 1
-                out.setdefault(i, top)
-                todo.extend(children.get(i, ()))
-        return out
+        """Memory id -> the named person node it lies under (NamedPeople.scoped)."""
+        return self.people.scoped(self.state, named)
 
     def _weighted(self, terms: list[Term], keyword_equality: bool, limit: int | None, explain: bool,
                   floor: bool, people: Iterable[str] = (), greeting: bool = False) -> list[Hit]:
@@ -385,7 +407,7 @@ class Ranking:
             if len(key) == 1 and t_ids and has_cjk(key):
                 if len(t_ids) > LONE_MAX_DF:
                     continue
-                t_ids = self._title_ids(key, t_ids)
+                t_ids = self.heads.title_ids(ix, key, t_ids)
             k_ids = (keyword_ids(key) or empty) if keyword_equality else empty
             if k_ids:
                 shared = shared_of[key] = k_ids & t_ids

@@ -30,6 +30,7 @@ from ..core.protocol import VIEW_TOOLS, Forbidden
 from ..core.state import Tx
 from . import logbudget
 from .calls import Ctx, InternalError, Locked, RestoreInProgress, Steps, loggable, parse_args
+from .judge import judge_origin
 from .tools import TOOLS, ToolSpec
 
 if TYPE_CHECKING:
@@ -80,7 +81,7 @@ class Dispatcher:
                 self.host.oplog.warm(background=True)
             return self.run(tool, params, actor, ToolSteps(self.host, tool, spec, params, actor),
                             recorded=False, reconcile=spec.reads_log)
-        origin, refusal, hold = self.judge_origin(spec, actor, claim, batch, view, present)
+        origin, refusal, hold = judge_origin(self.host, spec, actor, claim, batch, view, present)
         self._calling.origin, self._calling.hold = origin, hold
         try:
             steps: Steps
@@ -200,62 +201,6 @@ class Dispatcher:
         finally:
             if ctx.committed:
                 self.notify(ctx)
-
-    def judge_origin(self, spec: ToolSpec[Any] | None, actor: str, claim: Any, batch: tuple[str, list[str]] | None,
-                     view: bool, present: Mapping[str, list[str]] | None = None
-                     ) -> tuple[dict[str, Any], ZcorError | None, list[str]]:
-        """A call's origin, and what per-sender trust says of it: (origin, the refusal or
-        None, the senders its change is held for: none when it is not held).
-
-        The speaker (zcord.core.origin.speaker) blocked: refused. The speaker untrusted, or
-        another sender present untrusted or blocked: held for review (the kinds of change
-        that cannot be held are refused). Origins longer than MAX_SENDERS keep the speaker
-        and the strictest senders (origin.cut)."""
-        try:
-            origin = O.resolve(actor, claim, batch, claim is not O.NO_CLAIM)
-        except InvalidArgument as e:
-            return O.resolve(actor, None, batch, False), e, []
-        if actor != "model":
-            return origin, None, []
-        trust, default = self.host.trust, self.host.config.default_trust
-        if claim is not O.NO_CLAIM and present and isinstance(origin.get("session"), str):
-            # the session's batch on this connection: its strict senders count though the claim left them out
-            told = set(origin["senders"])
-            extra = [s for s in present.get(origin["session"], ()) if s not in told
-                     and trust.level(s, default) in ("untrusted", "blocked")]
-            if extra:
-                first = O.speaker(origin)
-                origin = {**origin, "senders": extra + origin["senders"], **({"speaker": first} if first else {})}
-        if len(origin.get("senders", ())) > O.MAX_SENDERS:
-            origin = {**origin, "senders": O.cut(origin["senders"], lambda s: trust.rank(s, default),
-                                                   O.speaker(origin))}
-        if spec is None or not spec.mutates or view:
-            return origin, None, []
-        from ..core.errors import BlockedSender, UntrustedSender
-        from .review import HOLDABLE_TOOLS
-
-        first = O.speaker(origin)
-        level = trust.level(first, default) if first is not None else default
-        named = first if first is not None else "an unknown sender (the default trust level)"
-        if level == "blocked":
-            return origin, BlockedSender(
-                f"{spec.name} was refused by the per-sender trust rule: the operator blocked {named}, so "
-                f"nothing is changed on their behalf. Do not retry; answer without changing the memory."), []
-        strict = [s for s in O.present(origin) if trust.level(s, default) in ("untrusted", "blocked")]
-        if level == "untrusted" or strict:
-            if spec.name in HOLDABLE_TOOLS:
-                by = ([first] if level == "untrusted" and first else []) + strict
-                return origin, None, by or ["(unknown sender)"]
-            who = ", ".join(([first] if level == "untrusted" and first else []) + strict) or named
-            if level != "untrusted" and all(trust.level(s, default) == "blocked" for s in strict):
-                return origin, BlockedSender(
-                    f"{spec.name} was refused by the per-sender trust rule: the operator blocked {who}, who took "
-                    f"part in this conversation, and this kind of change cannot be held for an operator's "
-                    f"review. Do not retry."), []
-            return origin, UntrustedSender(
-                f"{spec.name} was refused by the per-sender trust rule: {who} is untrusted, and this kind "
-                f"of change cannot be held for an operator's review. Do not retry."), []
-        return origin, None, []
 
     def new_ctx(self, tool: str, actor: str) -> Ctx:
         """The next operation: its sequence number and time (call with the lock held). The

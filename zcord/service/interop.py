@@ -31,7 +31,7 @@ from ..interop.readers import BadFile, Book, Entry
 from ..interop.writers import EXPORT_FORMATS, ExportFile, Snapshot, export
 from ..retrieval.synonyms import key_of
 from .rooms.memories import find_node
-from .service import MAX_PERSONA
+from .settings import MAX_PERSONA
 
 if TYPE_CHECKING:
     from .calls import Ctx

@@ -10,7 +10,7 @@ Senders are compared in one form only (zcord.core.text.sender_key: NFKC, invisib
 format characters dropped, case folded, trimmed): `MALLORY` and `Ｍallory` have mallory's
 level, and trust.json keeps that form.
 
-What an origin's levels mean (issue 33, zcord.service.dispatcher.Dispatcher.judge_origin):
+What an origin's levels mean (issue 33, zcord.service.judge.judge_origin):
 the speaker's level counts as above; another sender only present in the batch at
 `untrusted` or `blocked` makes a change held for review (or refused, for the kinds that
 cannot be held) rather than refusing everyone's. An origin naming no sender (the bot

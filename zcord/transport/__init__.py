@@ -4,6 +4,7 @@ Owns the daemon's server (server: the Daemon, which holds a ConnectionServer fro
 connections — framing, limits, the worker — and the Methods of methods, every method
 declared once in its table (optable; params models in params); peers: roles from kernel
 credentials; mcp_extras: MCP prompts and resources; systemd: readiness and the watchdog),
+the `zcor mcp` bridge between an MCP host's stdio and the socket (mcp_bridge),
 socket locations and safety checks (paths), and the client library every bot, the CLI
 and the TUI use (client, its typed calls generated from the table into client_calls by
 gen_client, with operator wording of errors in wording).

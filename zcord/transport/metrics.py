@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..core import protocol as P
 from ..core.layout import STATE_FILE
@@ -23,7 +23,6 @@ from ..service.usage import FIELDS
 
 if TYPE_CHECKING:
     from ..service.service import Service
-    from .connections import Connection
 
 LATENCY_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 """Upper bounds (seconds) of the call and recall latency histograms."""
@@ -154,7 +153,16 @@ class Sample:
     usage: list[tuple[str, list[int], str | None]]
 
 
-def sample(service: Service, meters: Meters, conns: Iterable[Connection], started: float,
+class Peer(Protocol):
+    """What a sample reads of an open connection (connections.Connection)."""
+
+    @property
+    def role(self) -> str: ...
+    @property
+    def subscribed(self) -> bool: ...
+
+
+def sample(service: Service, meters: Meters, conns: Iterable[Peer], started: float,
            version: str) -> Sample:
     """Read everything render needs (in the worker thread, where the Service is read)."""
     roles = {"bot": 0, "operator": 0}

@@ -17,8 +17,7 @@ from ..calls import Ctx, Steps, parse_args
 
 if TYPE_CHECKING:
     from ...core.config import LlmConfig
-    from ..parts import FlowRoom
-    from ..tools import ToolSpec
+    from ..parts import FlowRoom, ToolEntry
 
 SEARCH_SYSTEM = (
     "You filter the results of a memory search. You get the search keywords and candidate "
@@ -32,7 +31,7 @@ MAX_SEARCH_RESULTS = 5
 class SearchSteps(Steps):
     """zcor_memory_search: candidates under the lock, the LLM's choice without it."""
 
-    def __init__(self, svc: FlowRoom, spec: ToolSpec[Any], params: Any, actor: str) -> None:
+    def __init__(self, svc: FlowRoom, spec: ToolEntry, params: Any, actor: str) -> None:
         self.svc, self.spec, self.params = svc, spec, params
         self.candidates: list[dict[str, Any]] = []
         self.ids: list[str] = []
