@@ -93,6 +93,7 @@ class Service:
                                     lambda: self.config.recall_log_bytes, self._recalled_header)
         self.sessions.observer = lambda session, events, words, hits: self.recall_log.observe(
             session, events, words, hits, self.sessions.senders.get(session, []))
+        self.sessions.observing = lambda: self.config.recall_log_entries > 0  # off: recall explains nothing
         self.twins = TwinIndex(lambda: self.state, self.synonyms)
         self.twins.on_pending = self._build_twins_later
         self.consolidation = Consolidation(self.twins, lambda: self.state, self.dir / CONSOLIDATE_FILE)
