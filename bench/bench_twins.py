@@ -154,6 +154,29 @@ def _rss_mib() -> float:
     return 0.0
 
 
+def index_size(tw: object) -> int:
+    """Bytes of the twin index's own objects (containers, arrays, numbers; not the strings and
+    nodes it shares with the state, nor the synonym tables and the small feature cache)."""
+    from zcord.core.models import Node
+
+    seen: set[int] = set()
+
+    def deep(obj: object) -> int:
+        if id(obj) in seen or isinstance(obj, (str, Node)) or callable(obj):
+            return 0
+        seen.add(id(obj))
+        n = sys.getsizeof(obj)
+        if isinstance(obj, dict):
+            n += sum(deep(k) + deep(v) for k, v in obj.items())
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            n += sum(deep(v) for v in obj)
+        return n
+
+    skip = {"_state_ref", "folding", "_cache", "on_pending", "on_change", "_nodes_ref", "_seen_change",
+            "_synonyms_for", "todo"}
+    return sum(deep(v) for k, v in vars(tw).items() if k not in skip)
+
+
 def in_process(size: int, samples: int, rounds: int = 4) -> None:
     """At `size` memories, in one process: the twin index's build (time, memory), then
     zcor_memory_write (create) with the check and without it in alternating rounds (the
@@ -178,12 +201,13 @@ def in_process(size: int, samples: int, rounds: int = 4) -> None:
             on: list[float] = []
             off: list[float] = []
             for _ in range(rounds):
+                tw.check = True
+                with svc.lock:
+                    tw.ready()  # the off round's creates indexed here, not in the first timed check
                 on += timed(write, samples // rounds)
-                tw.similar = lambda *a, **k: []  # type: ignore[method-assign]
-                tw.written = lambda *a, **k: None  # type: ignore[method-assign]
-                tw.folding.features = lambda *a, **k: frozenset()  # type: ignore[method-assign]
+                tw.check = False  # as ZCOR_TWIN_CHECK=off: the index is kept by the background only
                 off += timed(write, samples // rounds)
-                del tw.similar, tw.written, tw.folding.features
+            tw.check = True
             texts = iter([(title(rng, 0), content(rng)) for _ in range(samples)])
 
             def check() -> None:
@@ -192,6 +216,7 @@ def in_process(size: int, samples: int, rounds: int = 4) -> None:
                     tw.similar(tw.folding.features(t_, c_))
 
             alone = timed(check, samples)
+            index_mib = index_size(tw) / 2**20
             t = time.perf_counter()
             listing = svc.consolidate_list()
             listed = time.perf_counter() - t
@@ -203,6 +228,7 @@ def in_process(size: int, samples: int, rounds: int = 4) -> None:
                      ["the check alone (features + lookup)", lat(alone)],
                      ["twin index + neighbourhoods built (background)", f"{build:.1f} s"],
                      ["memory the index took (RSS)", f"{rss1 - rss0:.0f} MiB"],
+                     ["twin index (its objects and arrays)", f"{index_mib:.1f} MiB"],
                      ["zcor/consolidate/list after it", f"{listed * 1000:.1f} ms, {listing['total']} proposals"]],
                     ["", "ms p50 / p99"]))
     finally:

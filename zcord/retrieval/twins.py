@@ -11,10 +11,10 @@ twice. Two memories are twins when the
 share of their features they have in common (Jaccard) reaches THRESHOLD.
 
 `TwinIndex` answers "which current memories are twins of this text" without reading every
-memory: per current memory it keeps a bottom-k sketch (the SKETCH smallest 32-bit hashes of
-its features, stored by their low 16 bits: 128 bytes) in one array, and a posting from each
-of its BUCKETS smallest hashes to it (8 bytes each, in one sorted array of hash and slot, the
-latest ones in a small dict until they are merged in). Near duplicates share their smallest
+memory: per current memory it keeps a bottom-k sketch (the SKETCH smallest hashes of its
+features, stored by their low 16 bits: 128 bytes) in one array, and a posting from each of
+its BUCKETS smallest hashes to it (8 bytes each: the hash's top 32 bits and the memory's
+slot, in one sorted array, the latest ones in a small dict until they are merged in). Near duplicates share their smallest
 hashes with high probability; a candidate's sketch gives an estimate, and the few best are
 scored exactly. It follows the state through the change history (the targets of the changes
 since it last looked), so a write updates only its own entry; a restore is picked up in the
@@ -30,6 +30,7 @@ from bisect import bisect_left
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from ..core.lexicon import STOPWORDS
@@ -229,15 +230,21 @@ COMPACT_FROM = 1024
 
 
 def hashes_of(feats: Iterable[str]) -> list[int]:
-    """The SKETCH smallest 32-bit hashes of the features, ascending (Python's string hash: the
+    """The SKETCH smallest hashes of the features, ascending (Python's 64-bit string hash: the
     index lives in one process and is never written down)."""
-    return sorted({hash(f) & _H32 for f in feats})[:SKETCH]
+    return sorted(map(hash, feats))[:SKETCH]
+
+
+def _key(h: int) -> int:
+    """A hash's posting key: its top 32 bits as an unsigned number (in the hashes' order)."""
+    return (h >> 32) + 0x80000000
 
 
 def _lows(hashes: list[int]) -> list[int]:
     """A sketch as stored: each hash's low 16 bits (PAD never taken). Two sketches of 64 share
     a stored value by chance about 0.06 times: no matter for an estimate."""
-    return [min(h & _LOW, PAD - 1) for h in hashes]
+    lows = [h & _LOW for h in hashes]
+    return [x if x != PAD else PAD - 1 for x in lows] if PAD in lows else lows
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -252,7 +259,8 @@ class TwinIndex:
 
     Each indexed memory has a slot: `entries` maps its id to it, `_nodes` the slot to the node
     indexed (None once dropped), `_sk` holds SKETCH stored hashes per slot, and the postings
-    are `_post` (sorted `hash << 32 | slot`) with `_delta` (hash -> slots) for the latest. A
+    are `_post` (sorted `key << 32 | slot`, `_key` of a hash) with `_delta` (key -> slots) for
+    the latest. A
     dropped slot stays in the postings until the arrays are compacted; walks skip it.
 
     Reads the state through `state_ref()` (a restore replaces what it holds) and the synonym
@@ -265,6 +273,7 @@ class TwinIndex:
         self.entries: dict[str, int] = {}
         self._nodes: list[Node | None] = []
         self._sk = array("H")
+        self._distinct = array("B")  # per slot: the distinct values in its sketch
         self._post = array("Q")
         self._delta: dict[int, list[int]] = {}
         self._delta_n = 0
@@ -348,6 +357,7 @@ class TwinIndex:
         self.entries = {}
         self._nodes = []
         self._sk = array("H")
+        self._distinct = array("B")
         self._post = array("Q")
         self._delta = {}
         self._delta_n = self._dead = 0
@@ -427,6 +437,7 @@ class TwinIndex:
         self._nodes.append(node)
         self.entries[node.id] = slot
         lows = _lows(hashes)
+        self._distinct.append(len(set(lows)))
         if len(lows) < SKETCH:
             lows += [PAD] * (SKETCH - len(lows))
         self._sk.extend(lows)
@@ -434,9 +445,10 @@ class TwinIndex:
             self.on_change(node.id)
         delta = self._delta
         for h in hashes[:BUCKETS]:
-            v = delta.get(h)
+            k = _key(h)
+            v = delta.get(k)
             if v is None:
-                delta[h] = [slot]
+                delta[k] = [slot]
             else:
                 v.append(slot)
         self._delta_n += min(len(hashes), BUCKETS)
@@ -459,15 +471,16 @@ class TwinIndex:
     def _compact(self) -> None:
         """Rebuild the arrays without the dropped slots (renumbered in order, so the postings
         stay sorted)."""
-        old, sk = self._nodes, self._sk
+        old, sk, distinct = self._nodes, self._sk, self._distinct
         remap = array("l", [-1]) * len(old)
         nodes: list[Node | None] = []
-        new_sk = array("H")
+        new_sk, new_distinct = array("H"), array("B")
         for s, n in enumerate(old):
             if n is not None:
                 remap[s] = len(nodes)
                 nodes.append(n)
                 new_sk += sk[s * SKETCH:(s + 1) * SKETCH]
+                new_distinct.append(distinct[s])
         post = array("Q")
         for k in self._post:
             s = remap[k & _H32]
@@ -478,7 +491,7 @@ class TwinIndex:
             kept = [remap[s] for s in v if remap[s] >= 0]
             if kept:
                 delta[h] = kept
-        self._nodes, self._sk, self._post, self._delta = nodes, new_sk, post, delta
+        self._nodes, self._sk, self._distinct, self._post, self._delta = nodes, new_sk, new_distinct, post, delta
         self._delta_n = sum(map(len, delta.values()))
         self._dead = 0
         self.entries = {n.id: i for i, n in enumerate(nodes) if n is not None}
@@ -543,11 +556,14 @@ class TwinIndex:
         `feats_of()` gives the features, worked out only when some candidate's estimate calls
         for it."""
         post, delta, nodes = self._post, self._delta, self._nodes
+        end = len(post)
         found = []
         for h in hashes[:LOOKUP]:
-            lo = bisect_left(post, h << 32)
-            hi = bisect_left(post, (h + 1) << 32, lo)
-            d = delta.get(h)
+            k = _key(h)
+            lo = hi = bisect_left(post, k << 32)
+            if lo < end and post[lo] >> 32 == k:  # a posting longer than BUCKET_MAX is not walked: its end not looked for
+                hi = bisect_left(post, (k + 1) << 32, lo + 1, min(end, lo + BUCKET_MAX + 1))
+            d = delta.get(k)
             n = hi - lo + (len(d) if d else 0)
             if n:
                 found.append((n, lo, hi, d))
@@ -556,16 +572,18 @@ class TwinIndex:
         # the smallest postings first (a rare feature names few memories), at most CANDIDATES
         # memories in all; those met in most postings are estimated first
         found.sort(key=lambda f: f[0])
-        counts: Counter[int] = Counter()
+        slots: list[int] = []
         total = 0
         for n, lo, hi, d in found:
             if n > BUCKET_MAX or (total and total + n > CANDIDATES):
                 break
-            slots = [k & _H32 for k in post[lo:hi]]
+            slots += [k & _H32 for k in post[lo:hi]]
             if d:
                 slots += d
-            counts.update(s for s in slots if nodes[s] is not None)
             total += n
+        counts = Counter(slots)
+        for s in [s for s in counts if nodes[s] is None]:  # dropped slots
+            del counts[s]
         entries = self.entries
         for i in exclude:
             s = entries.get(i)
@@ -573,12 +591,11 @@ class TwinIndex:
                 counts.pop(s, None)
         scored = []
         mine = set(_lows(hashes))
-        sk = self._sk
-        for s, _n in counts.most_common(ESTIMATED):
-            theirs = set(sk[s * SKETCH:(s + 1) * SKETCH])
-            theirs.discard(PAD)
-            shared = len(mine.intersection(theirs))
-            e = shared / (len(mine) + len(theirs) - shared)  # the sketches' own Jaccard: a cheap estimate
+        sk, distinct = self._sk, self._distinct
+        # the most met first, ties in the order met (Counter.most_common's order, sorted in C)
+        for s, _n in sorted(counts.items(), key=itemgetter(1), reverse=True)[:ESTIMATED]:
+            shared = len(mine.intersection(sk[s * SKETCH:(s + 1) * SKETCH]))  # PAD is never in mine
+            e = shared / (len(mine) + distinct[s] - shared)  # the sketches' own Jaccard: a cheap estimate
             if e >= PREFILTER:
                 scored.append((e, s))
         scored.sort(reverse=True)
