@@ -586,9 +586,9 @@ class TwinIndex:
             del counts[s]
         entries = self.entries
         for i in exclude:
-            s = entries.get(i)
-            if s is not None:
-                counts.pop(s, None)
+            x = entries.get(i)
+            if x is not None:
+                counts.pop(x, None)
         scored = []
         mine = set(_lows(hashes))
         sk, distinct = self._sk, self._distinct
