@@ -18,7 +18,9 @@ speed (--speed): zcor_memory_write (create) p50 / p99 over a real zcord's socket
 code at --before (a PYTHONPATH; the check absent) and with this code, after each daemon's
 warm-up, at --daemon-size memories.
 
-Usage: python bench/bench_twins.py [--quality] [--in-process] [--speed --before /old/tree]
+`--before off` compares this code with ZCOR_TWIN_CHECK=off and with the check instead.
+
+Usage: python bench/bench_twins.py [--quality] [--in-process] [--speed --before /old/tree|off]
        [--size 100000] [--daemon-size 10000] [--samples 300] [--threshold 0.4]
 """
 
@@ -117,21 +119,23 @@ def quality(threshold: float) -> None:
     print(table(fired, ["recall eval Memory", "memories written", "creates with similar", "share"]))
 
 
-def _daemon_writes(memdir: Path, root: Path, pythonpath: str, samples: int) -> list[float]:
+def _daemon_writes(memdir: Path, root: Path, pythonpath: str, samples: int, check: bool = True) -> list[float]:
     from bench_daemon import start_daemon
     from bench_memory import wait_quiet
 
     from zcord.client import Client
 
-    old = os.environ.get("PYTHONPATH")
+    saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "ZCOR_TWIN_CHECK")}
     os.environ["PYTHONPATH"] = pythonpath
+    os.environ["ZCOR_TWIN_CHECK"] = "on" if check else "off"
     try:
         proc, _ready = start_daemon(memdir, root / "s.sock", root / "notify")
     finally:
-        if old is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = old
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     (root / "notify").unlink(missing_ok=True)
     try:
         rng = random.Random(5)
@@ -246,12 +250,15 @@ def speed(size: int, samples: int, before: str, once: bool = False) -> None:
             svc.snapshot()
         rows = []
         after_path = str(Path(__file__).resolve().parent.parent)
-        runs = (("before", before), ("after", after_path))
-        for label, path in runs if once else (*runs, ("before again", before), ("after again", after_path)):
+        # --before off: this code with ZCOR_TWIN_CHECK=off against this code with the check
+        runs = (("before", before, True), ("after", after_path, True)) if before != "off" else \
+            (("check off", after_path, False), ("check on", after_path, True))
+        again = tuple((f"{label} again", path, check) for label, path, check in runs)
+        for label, path, check in runs if once else (*runs, *again):
             mem = root / "mem"
             shutil.rmtree(mem, ignore_errors=True)
             shutil.copytree(base, mem)
-            w = _daemon_writes(mem, root, path, samples)
+            w = _daemon_writes(mem, root, path, samples, check)
             rows.append([label, lat(w)])
             print(f"{label} done", file=sys.stderr)
         print(f"zcor_memory_write (create) over a real zcord's socket, {size:,} memories, {samples} writes each, "
