@@ -80,7 +80,7 @@ def one(nodes: int, samples: int, clients: int, seconds: float) -> dict[str, str
                     if e.code != "busy":
                         raise
                     time.sleep(1)
-            wait_quiet(proc.pid)  # and the rest of the warm-up (the query text blob)
+            wait_quiet(proc.pid, limit=900)  # and the rest of the warm-up (the query text blob, the twin index)
             warm_rss = rss_kib(proc.pid)[0]
             for _ in range(100):
                 c.call_tool("zcor_memory_read", {"id": rng.choice(ids)})

@@ -1,6 +1,8 @@
 """What the recall log (issue 38) costs auto-recall: zcor/recall p50 / p99 over a real
 zcord's socket with the log off (recallLogEntries 0) and on (200), in alternating rounds on
-the same daemon (the machine's drift falls on both alike), after the warm-up; the Memory is
+the same daemon (the machine's drift falls on both alike; the daemon quiet between rounds, so
+the log's writing of one round's entries does not fall in the next), after the warm-up; with
+the log off recall does not explain its hits either. The Memory is
 bench/common.build_memory's, the batches bench_all's chat lines. Also the log's own figures:
 entries written and the folder's size.
 
@@ -53,6 +55,9 @@ def one(size: int, rounds: int, per_round: int) -> list[list[str]]:
                     c.config_set({"recallLogEntries": entries})
                     out += timed(lambda: c.recall("bench", [{"text": chat(), "origin": "external",
                                                              "senderKey": "qq:42"}]), per_round)
+                    # the log's thread writes the round's entries once recalls pause: let it
+                    # finish here, not during the next round (which would charge them to "off")
+                    wait_quiet(proc.pid, quiet=0.5, limit=30)
             kept = c.recall_log("bench", limit=1)["total"]
         size_kib = sum(p.stat().st_size for p in (mem / "recall-log").iterdir()) / 1024
         added = (pct(on, 50) / pct(off, 50) - 1) * 100

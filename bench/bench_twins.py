@@ -18,7 +18,9 @@ speed (--speed): zcor_memory_write (create) p50 / p99 over a real zcord's socket
 code at --before (a PYTHONPATH; the check absent) and with this code, after each daemon's
 warm-up, at --daemon-size memories.
 
-Usage: python bench/bench_twins.py [--quality] [--in-process] [--speed --before /old/tree]
+`--before off` compares this code with ZCOR_TWIN_CHECK=off and with the check instead.
+
+Usage: python bench/bench_twins.py [--quality] [--in-process] [--speed --before /old/tree|off]
        [--size 100000] [--daemon-size 10000] [--samples 300] [--threshold 0.4]
 """
 
@@ -117,21 +119,23 @@ def quality(threshold: float) -> None:
     print(table(fired, ["recall eval Memory", "memories written", "creates with similar", "share"]))
 
 
-def _daemon_writes(memdir: Path, root: Path, pythonpath: str, samples: int) -> list[float]:
+def _daemon_writes(memdir: Path, root: Path, pythonpath: str, samples: int, check: bool = True) -> list[float]:
     from bench_daemon import start_daemon
     from bench_memory import wait_quiet
 
     from zcord.client import Client
 
-    old = os.environ.get("PYTHONPATH")
+    saved = {k: os.environ.get(k) for k in ("PYTHONPATH", "ZCOR_TWIN_CHECK")}
     os.environ["PYTHONPATH"] = pythonpath
+    os.environ["ZCOR_TWIN_CHECK"] = "on" if check else "off"
     try:
         proc, _ready = start_daemon(memdir, root / "s.sock", root / "notify")
     finally:
-        if old is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = old
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
     (root / "notify").unlink(missing_ok=True)
     try:
         rng = random.Random(5)
@@ -152,6 +156,29 @@ def _rss_mib() -> float:
         if line.startswith("VmRSS:"):
             return int(line.split()[1]) / 1024
     return 0.0
+
+
+def index_size(tw: object) -> int:
+    """Bytes of the twin index's own objects (containers, arrays, numbers; not the strings and
+    nodes it shares with the state, nor the synonym tables and the small feature cache)."""
+    from zcord.core.models import Node
+
+    seen: set[int] = set()
+
+    def deep(obj: object) -> int:
+        if id(obj) in seen or isinstance(obj, (str, Node)) or callable(obj):
+            return 0
+        seen.add(id(obj))
+        n = sys.getsizeof(obj)
+        if isinstance(obj, dict):
+            n += sum(deep(k) + deep(v) for k, v in obj.items())
+        elif isinstance(obj, (list, tuple, set, frozenset)):
+            n += sum(deep(v) for v in obj)
+        return n
+
+    skip = {"_state_ref", "folding", "_cache", "on_pending", "on_change", "_nodes_ref", "_seen_change",
+            "_synonyms_for", "todo"}
+    return sum(deep(v) for k, v in vars(tw).items() if k not in skip)
 
 
 def in_process(size: int, samples: int, rounds: int = 4) -> None:
@@ -178,12 +205,13 @@ def in_process(size: int, samples: int, rounds: int = 4) -> None:
             on: list[float] = []
             off: list[float] = []
             for _ in range(rounds):
+                tw.check = True
+                with svc.lock:
+                    tw.ready()  # the off round's creates indexed here, not in the first timed check
                 on += timed(write, samples // rounds)
-                tw.similar = lambda *a, **k: []  # type: ignore[method-assign]
-                tw.written = lambda *a, **k: None  # type: ignore[method-assign]
-                tw.folding.features = lambda *a, **k: frozenset()  # type: ignore[method-assign]
+                tw.check = False  # as ZCOR_TWIN_CHECK=off: the index is kept by the background only
                 off += timed(write, samples // rounds)
-                del tw.similar, tw.written, tw.folding.features
+            tw.check = True
             texts = iter([(title(rng, 0), content(rng)) for _ in range(samples)])
 
             def check() -> None:
@@ -192,6 +220,7 @@ def in_process(size: int, samples: int, rounds: int = 4) -> None:
                     tw.similar(tw.folding.features(t_, c_))
 
             alone = timed(check, samples)
+            index_mib = index_size(tw) / 2**20
             t = time.perf_counter()
             listing = svc.consolidate_list()
             listed = time.perf_counter() - t
@@ -203,6 +232,7 @@ def in_process(size: int, samples: int, rounds: int = 4) -> None:
                      ["the check alone (features + lookup)", lat(alone)],
                      ["twin index + neighbourhoods built (background)", f"{build:.1f} s"],
                      ["memory the index took (RSS)", f"{rss1 - rss0:.0f} MiB"],
+                     ["twin index (its objects and arrays)", f"{index_mib:.1f} MiB"],
                      ["zcor/consolidate/list after it", f"{listed * 1000:.1f} ms, {listing['total']} proposals"]],
                     ["", "ms p50 / p99"]))
     finally:
@@ -220,12 +250,15 @@ def speed(size: int, samples: int, before: str, once: bool = False) -> None:
             svc.snapshot()
         rows = []
         after_path = str(Path(__file__).resolve().parent.parent)
-        runs = (("before", before), ("after", after_path))
-        for label, path in runs if once else (*runs, ("before again", before), ("after again", after_path)):
+        # --before off: this code with ZCOR_TWIN_CHECK=off against this code with the check
+        runs = (("before", before, True), ("after", after_path, True)) if before != "off" else \
+            (("check off", after_path, False), ("check on", after_path, True))
+        again = tuple((f"{label} again", path, check) for label, path, check in runs)
+        for label, path, check in runs if once else (*runs, *again):
             mem = root / "mem"
             shutil.rmtree(mem, ignore_errors=True)
             shutil.copytree(base, mem)
-            w = _daemon_writes(mem, root, path, samples)
+            w = _daemon_writes(mem, root, path, samples, check)
             rows.append([label, lat(w)])
             print(f"{label} done", file=sys.stderr)
         print(f"zcor_memory_write (create) over a real zcord's socket, {size:,} memories, {samples} writes each, "

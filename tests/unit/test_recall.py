@@ -626,3 +626,24 @@ def test_synonym_terms_known_before_the_first_recall(memdir, clock):
         second = s.call("zcor_memory_write", {"title": "喵喵拳大师来了", "content": ""})["keywords"]
         assert "喵喵拳大师" in second
         assert first == second, "derived keywords changed after the first recall taught jieba"
+
+
+def test_with_the_recall_log_off_recall_explains_nothing(svc, t):
+    """recallLogEntries 0: the recall log is not told, and recall does not work out its hits'
+    reasons for it (the same ids either way)."""
+    node(t, "小明喜欢猫")
+    told: list[list[str]] = []
+    explained: list[bool] = []
+    real = svc.retriever.visible_hits
+
+    def visible_hits(*args, **kwargs):
+        explained.append(kwargs.get("explain", False))
+        return real(*args, **kwargs)
+
+    svc.retriever.visible_hits = visible_hits
+    svc.sessions.observer = lambda session, events, words, hits: told.append([h.id for h in hits])
+    on = recall(svc, "小明的猫")
+    svc.update_config({"recallLogEntries": 0})
+    off = recall(svc, "小明的猫", session="other")
+    assert on == off and len(on) == 1
+    assert told == [on] and explained == [True, False]

@@ -16,9 +16,8 @@ def _in_step(svc) -> None:
     tw.ready()
     current = {i: n for i, n in svc.state.nodes.items() if n.superseded_by is None}
     assert set(tw.entries) == set(current)
-    assert all(tw.entries[i][0] is n for i, n in current.items())
-    posted = {i for v in tw.buckets.values() for i in ((v,) if isinstance(v, str) else v)}
-    assert posted <= set(current)
+    assert all(tw.indexed(i) is n for i, n in current.items())
+    assert tw.posted() <= set(current)
 
 
 def test_the_index_follows_every_kind_of_change(svc, t, fast_fsync):
@@ -98,3 +97,79 @@ def test_a_create_taken_back_leaves_no_entry(svc, t, monkeypatch, fast_fsync):
     probe = svc.twins.folding.features("小王是银行柜员", "小王在工商银行做柜员，早上八点半就要到岗上班。")
     assert svc.twins.similar(probe) == []
     assert "similar" not in t.write(title="小王是银行柜员", content="小王在工商银行做柜员，早上八点半就要到岗上班。")
+
+
+def test_merged_and_compacted_postings_still_find_twins(svc, t, monkeypatch, fast_fsync):
+    """Postings merged from the dict into the sorted array, and the arrays rebuilt without the
+    slots of updated and deleted memories: the index stays exactly the current memories, and a
+    rewording of an old memory and of a rewritten one is found by the id it has now."""
+    import zcord.retrieval.twins as twins_mod
+
+    monkeypatch.setattr(twins_mod, "MERGE_FROM", 16)
+    monkeypatch.setattr(twins_mod, "COMPACT_FROM", 4)
+    tw = svc.twins
+    bank = t.write(title="小王在银行上班", content="小王在工商银行上班，做柜员，每天早上八点半到岗。")["id"]
+    ids = [t.write(title=f"{f} {n}", content=f"{f}，第{n}条。")["id"] for n in range(30) for f in FACTS[1:3]]
+    assert len(tw._post) > 0  # merged at least once
+    for i in ids[:20]:
+        t.delete(id=i)
+    rewritten = ids[25]
+    t.write(id=rewritten, title="阿杰十月结婚", content="阿杰十月在杭州结婚，请了我们去喝喜酒。")
+    _in_step(svc)
+    assert tw._dead < 4 + len(tw.entries) // 4  # compacted on the way
+    probe = tw.folding.features("小王是银行柜员", "小王在工商银行做柜员，早上八点半就要到岗上班。")
+    assert [x.id for x in tw.similar(probe)] == [bank]
+    probe = tw.folding.features("阿杰十月要结婚", "阿杰十月在杭州结婚，请我们去喝喜酒。")
+    assert [x.id for x in tw.similar(probe)] == [rewritten]
+
+
+def test_a_check_that_fails_leaves_the_create_standing(svc, t, monkeypatch, fast_fsync):
+    """The check is advice: when it fails the memory is created, durable, without `similar`."""
+    t.write(title="小王在银行上班", content="小王在工商银行上班，做柜员，每天早上八点半到岗。")
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(svc.twins, "similar", broken)
+    r = t.write(title="小王是银行柜员", content="小王在工商银行做柜员，早上八点半就要到岗上班。")
+    assert r["created"] and "similar" not in r and r["id"] in svc.state.nodes
+    assert svc.oplog.last_change_id == svc.state.next_change_id() - 1
+
+
+def test_the_check_runs_beside_the_fsync_and_a_failed_fsync_undoes_the_create(svc, t, monkeypatch):
+    """A create's check runs on another thread while the log record is fsynced (the call's
+    thread waits in fsync meanwhile); when that fsync fails the create is undone all the same
+    and the next check does not name it."""
+    import os
+    import threading
+
+    bank = t.write(title="小王在银行上班", content="小王在工商银行上班，做柜员，每天早上八点半到岗。")["id"]
+    seen: list[str] = []
+    real_similar = svc.twins.similar
+
+    def similar(*args, **kwargs):
+        seen.append(threading.current_thread().name)
+        return real_similar(*args, **kwargs)
+
+    monkeypatch.setattr(svc.twins, "similar", similar)
+    monkeypatch.setattr(os, "fsync", lambda fd: None)
+    r = t.write(title="小王是银行柜员", content="小王在工商银行做柜员，早上八点半就要到岗上班。")
+    assert [s["id"] for s in r["similar"]] == [bank]
+    assert seen == ["zcord-beside"]
+
+    def failing(fd):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(os, "fsync", failing)
+    count = len(svc.state.nodes)
+    try:
+        t.write(title="小王在银行做柜员", content="小王在工商银行做柜员，每天早上八点半到岗。")
+    except Exception as e:
+        assert getattr(e, "code", None) == "storage_error"
+    else:
+        raise AssertionError("the create stood though its record could not be fsynced")
+    monkeypatch.setattr(os, "fsync", lambda fd: None)
+    assert len(svc.state.nodes) == count
+    _in_step(svc)
+    probe = svc.twins.folding.features("小王在银行做柜员", "小王在工商银行做柜员，每天早上八点半到岗。")
+    assert {x.id for x in real_similar(probe, limit=10)} == {bank, r["id"]}

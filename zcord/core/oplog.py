@@ -40,9 +40,10 @@ import errno
 import json
 import logging
 import os
+import queue
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,44 @@ log = logging.getLogger(__name__)
 
 TAIL_SEQ_BYTES = 4 << 20
 _SEQ_RE = re.compile(rb'(?m)^\{"seq":(\d+),')
+
+
+class Beside:
+    """One helper thread that runs a job while the caller waits on the disk (`run`): the
+    caller's fsync lets the interpreter go, and the job has it meanwhile. Started on first use."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[tuple[Callable[[], None], threading.Lock] | None] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def run(self, job: Callable[[], None], wait: Callable[[], None]) -> None:
+        """job() on the helper while wait() runs here; returns when both are done (wait's
+        exception is raised; the job handles its own)."""
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(target=self._loop, name="zcord-beside", daemon=True)
+            self._thread.start()
+        done = threading.Lock()
+        done.acquire()
+        self._jobs.put((job, done))
+        try:
+            wait()
+        finally:
+            done.acquire()
+
+    def _loop(self) -> None:
+        while (item := self._jobs.get()) is not None:
+            job, done = item
+            try:
+                job()
+            except BaseException:  # the job's own errors are its business (see Dispatcher.meanwhile)
+                log.exception("a job run beside an fsync failed")
+            finally:
+                done.release()
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._jobs.put(None)
+            self._thread = None
 
 
 class OpLog:
@@ -74,6 +113,7 @@ class OpLog:
         self.last_seq = 0
         self.last_change_id = 0
         self._lock = threading.Lock()  # appends
+        self._beside = Beside()
         self.index = HistoryIndex(self, self.index_path)
         self.queries = HistoryQueries(self, self.index)
 
@@ -163,6 +203,7 @@ class OpLog:
         self.index.warm(background)
 
     def close(self) -> None:
+        self._beside.stop()
         self.index.close()
         for name in ("_fd", "_rfd"):
             fd = getattr(self, name)
@@ -172,9 +213,11 @@ class OpLog:
 
     # -- appending -----------------------------------------------------------------------
 
-    def append(self, record: OpRecord, durable: bool) -> int:
+    def append(self, record: OpRecord, durable: bool, meanwhile: Callable[[], None] | None = None) -> int:
         """Append one record and return the byte offset of its line; on failure the file is
-        cut back so no torn line remains."""
+        cut back so no torn line remains. `meanwhile`: work run on a helper thread while the
+        record is fsynced (it must not touch the log), done when this returns; not run when
+        the record is not durable or could not be written."""
         line = record.model_dump_json(by_alias=True).encode() + b"\n"
         assert self._fd is not None, "operation log is not open"
         with self._lock:
@@ -183,7 +226,11 @@ class OpLog:
                 while view:  # a short write is retried: the next one reports why (ENOSPC)
                     view = view[os.write(self._fd, view):]
                 if durable:
-                    os.fsync(self._fd)
+                    fd = self._fd
+                    if meanwhile is None:
+                        os.fsync(fd)
+                    else:
+                        self._beside.run(meanwhile, lambda: os.fsync(fd))
             except OSError:
                 try:
                     os.ftruncate(self._fd, self._size)

@@ -479,6 +479,9 @@ class RecallSessions:
         self.senders: dict[str, list[str]] = {}  # personIds of the batch's known speakers
         self.observer: Callable[[str, list[Event], Words, list[Hit]], None] | None = None
         """Told each recall of an external batch, its hits explained (the recall log)."""
+        self.observing: Callable[[], bool] = lambda: True
+        """Whether the observer wants recalls now (the recall log is on): when not, the hits are
+        not explained and the observer is not told."""
 
     def _touch(self, session: str) -> None:
         """Mark the session used now; forget the least recently used beyond MAX_SESSIONS."""
@@ -518,12 +521,12 @@ class RecallSessions:
             return []
         r = self.retriever
         words = r.words(recent_text(external), mode)
+        observe = self.observer is not None and self.observing()
         hits = r.visible_hits(words.terms, keyword_equality=True, limit=RECALL_QUOTA, mode=mode,
-                              people=self.senders[session], greeting=words.greeting,
-                              explain=self.observer is not None)
+                              people=self.senders[session], greeting=words.greeting, explain=observe)
         ids = [h.id for h in hits]
         self.sets[session] = ids
-        if self.observer is not None:
+        if observe and self.observer is not None:
             self.observer(session, events, words, hits)
         return ids
 

@@ -12,20 +12,25 @@ share of their features they have in common (Jaccard) reaches THRESHOLD.
 
 `TwinIndex` answers "which current memories are twins of this text" without reading every
 memory: per current memory it keeps a bottom-k sketch (the SKETCH smallest hashes of its
-features, 8 bytes each) and a posting from each of its BUCKETS smallest hashes to it. Near
-duplicates share their smallest hashes with high probability; a candidate's sketch gives an
-estimate, and the few best are scored exactly. It follows the state through the change
-history (the targets of the changes since it last looked), so a write updates only its own
-entry; a restore is picked up in the background.
+features, stored by their low 16 bits: 128 bytes) in one array, and a posting from each of
+its BUCKETS smallest hashes to it (8 bytes each: the hash's top 32 bits and the memory's
+slot, in one sorted array, the latest ones in a small dict until they are merged in). Near duplicates share their smallest
+hashes with high probability; a candidate's sketch gives an estimate, and the few best are
+scored exactly. It follows the state through the change history (the targets of the changes
+since it last looked), so a write updates only its own entry; a restore is picked up in the
+background.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from array import array
+from bisect import bisect_left
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from ..core.lexicon import STOPWORDS
@@ -38,18 +43,26 @@ if TYPE_CHECKING:
 
 THRESHOLD = 0.4
 """Jaccard of two memories' features from which they are twins (bench/bench_twins.py)."""
-SKETCH = 32
-"""Smallest feature hashes kept per memory (the similarity estimate of the candidates)."""
+SKETCH = 64
+"""Smallest feature hashes kept per memory (the similarity estimate of the candidates): 64
+of them give an estimate twice as steady as 32 (a standard error of 0.06 at a Jaccard of 0.4),
+so PREFILTER can sit nearer the threshold and far fewer candidates are scored exactly."""
+LOOKUP = 32
+"""Of a checked text's smallest hashes, how many are looked up in the postings."""
 BUCKETS = 8
-"""Of them, how many are posted (a twin shares at least one of them, with high probability)."""
+"""Of a memory's smallest hashes, how many are posted (a twin shares at least one of them, with
+high probability)."""
 BUCKET_MAX = 256
 """A posting held by more memories than this is not looked into (a common feature)."""
 CANDIDATES = 256
 """Memories gathered from the postings at most (the smallest postings first)."""
 ESTIMATED = 16
 """Of them, the ones met in most postings whose sketches are compared."""
-PREFILTER = 0.2
-"""Candidates whose sketches' Jaccard is under this are not scored exactly."""
+PREFILTER = 0.26
+"""Candidates whose sketches' Jaccard is under this are not scored exactly. With SKETCH 64 a
+twin at the threshold (0.4) falls under it about as often as under 0.2 with 32 hashes (2.3
+standard errors; bench/RESULTS.md, issue 38 speed), while two unrelated memories of a
+Memory whose texts share most characters (Jaccard 0.18) pass it 1 % of the time, not 35 %."""
 EXACT_MAX = 4
 """At most this many candidates are scored exactly, the best estimates first."""
 TEXT_CHARS = 600
@@ -57,6 +70,8 @@ TEXT_CHARS = 600
 SYNC_INLINE = 500
 """Memories left to index that a check indexes itself before it answers (a small Memory is
 complete at once), unless the background build is at work; more are left to it (`step`)."""
+CHECK_ENV = "ZCOR_TWIN_CHECK"
+"""Set to "off", creates are not checked for twins (read when the index is made)."""
 FEATURE_CACHE = 64
 """Candidates' feature sets kept (a twin is scored against the same memories again)."""
 
@@ -204,10 +219,32 @@ class Folding:
                 i += 1
 
 
-def sketch_of(feats: Iterable[str]) -> array[int]:
-    """The SKETCH smallest hashes of the features, ascending (Python's string hash: the
-index lives in one process and is never written down)."""
-    return array("q", sorted(map(hash, feats))[:SKETCH])
+_H32 = 0xFFFFFFFF
+_LOW = 0xFFFF
+PAD = 0xFFFF
+"""Fills a sketch of fewer than SKETCH hashes (no stored hash takes it)."""
+MERGE_FROM = 4096
+"""Postings held in the dict before they are merged into the sorted array (or a 32nd of it)."""
+COMPACT_FROM = 1024
+"""Dropped slots from which the arrays are rebuilt without them (or a quarter of the entries)."""
+
+
+def hashes_of(feats: Iterable[str]) -> list[int]:
+    """The SKETCH smallest hashes of the features, ascending (Python's 64-bit string hash: the
+    index lives in one process and is never written down)."""
+    return sorted(map(hash, feats))[:SKETCH]
+
+
+def _key(h: int) -> int:
+    """A hash's posting key: its top 32 bits as an unsigned number (in the hashes' order)."""
+    return (h >> 32) + 0x80000000
+
+
+def _lows(hashes: list[int]) -> list[int]:
+    """A sketch as stored: each hash's low 16 bits (PAD never taken). Two sketches of 64 share
+    a stored value by chance about 0.06 times: no matter for an estimate."""
+    lows = [h & _LOW for h in hashes]
+    return [x if x != PAD else PAD - 1 for x in lows] if PAD in lows else lows
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -220,14 +257,27 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
 class TwinIndex:
     """The twin sketches of a MemoryState's current memories, kept in step with its changes.
 
+    Each indexed memory has a slot: `entries` maps its id to it, `_nodes` the slot to the node
+    indexed (None once dropped), `_sk` holds SKETCH stored hashes per slot, and the postings
+    are `_post` (sorted `key << 32 | slot`, `_key` of a hash) with `_delta` (key -> slots) for
+    the latest. A
+    dropped slot stays in the postings until the arrays are compacted; walks skip it.
+
     Reads the state through `state_ref()` (a restore replaces what it holds) and the synonym
-    groups through `folding`. Not thread-safe: callers hold the service lock."""
+    groups through `folding`. Not thread-safe: callers hold the service lock (or, for a write's
+    check, run while the thread holding it waits: Service's `during_fsync`)."""
 
     def __init__(self, state_ref: Callable[[], MemoryState], synonyms: Synonyms) -> None:
         self._state_ref = state_ref
         self.folding = Folding(synonyms)
-        self.entries: dict[str, tuple[Node, array[int]]] = {}
-        self.buckets: dict[int, str | set[str]] = {}
+        self.entries: dict[str, int] = {}
+        self._nodes: list[Node | None] = []
+        self._sk = array("H")
+        self._distinct = array("B")  # per slot: the distinct values in its sketch
+        self._post = array("Q")
+        self._delta: dict[int, list[int]] = {}
+        self._delta_n = 0
+        self._dead = 0
         self.todo: list[str] = []
         self._todo_at = 0
         self._nodes_ref: object = None
@@ -242,6 +292,9 @@ class TwinIndex:
         self.on_change: Callable[[str | None], None] | None = None
         """Told each id whose entry is added or dropped, and None when everything is forgotten
         (the consolidation proposals follow the index by it)."""
+        self.check = os.environ.get(CHECK_ENV, "on") != "off"
+        """A create is checked for twins (CHECK_ENV=off: not, for the benchmarks' rows without it;
+        the index still serves the consolidation proposals)."""
 
     # -- following the state ------------------------------------------------------------
 
@@ -253,6 +306,19 @@ class TwinIndex:
     @property
     def complete(self) -> bool:
         return self._nodes_ref is not None and self.pending == 0
+
+    def indexed(self, node_id: str) -> Node | None:
+        """The version of a memory the index holds (None: not indexed)."""
+        slot = self.entries.get(node_id)
+        return None if slot is None else self._nodes[slot]
+
+    def posted(self) -> set[str]:
+        """The ids the postings lead to (dropped slots left out)."""
+        nodes = self._nodes
+        slots = {k & _H32 for k in self._post}
+        for v in self._delta.values():
+            slots.update(v)
+        return {n.id for s in slots if (n := nodes[s]) is not None}
 
     def sync(self) -> None:
         """Catch up with the state: the targets of the changes since the last look are
@@ -287,11 +353,19 @@ class TwinIndex:
         for node_id in targets:
             self._refresh(st, node_id)
 
+    def _clear(self) -> None:
+        self.entries = {}
+        self._nodes = []
+        self._sk = array("H")
+        self._distinct = array("B")
+        self._post = array("Q")
+        self._delta = {}
+        self._delta_n = self._dead = 0
+        self._cache.clear()
+
     def _reset(self, st: MemoryState) -> None:
         """Forget everything and queue every node (a first look, or new synonym groups)."""
-        self.entries.clear()
-        self.buckets.clear()
-        self._cache.clear()
+        self._clear()
         self._nodes_ref = st.nodes
         self._seen = st.next_change_id() - 1
         self._seen_change = st.history[-1] if st.history else None
@@ -306,11 +380,11 @@ class TwinIndex:
         self._nodes_ref = nodes
         for node_id in [i for i in self.entries if i not in nodes]:
             self._drop(node_id)
-        entries = self.entries
+        entries, held = self.entries, self._nodes
         queued = []
         for i, n in nodes.items():
-            e = entries.get(i)
-            if (e is None and n.superseded_by is None) or (e is not None and e[0] is not n):
+            slot = entries.get(i)
+            if (slot is None and n.superseded_by is None) or (slot is not None and held[slot] is not n):
                 queued.append(i)
         if queued:
             self.todo = [*self.todo[self._todo_at:], *queued]
@@ -336,57 +410,109 @@ class TwinIndex:
 
     def _refresh(self, st: MemoryState, node_id: str) -> None:
         node = st.nodes.get(node_id)
-        entry = self.entries.get(node_id)
-        if entry is not None:
-            if entry[0] is node:
+        slot = self.entries.get(node_id)
+        if slot is not None:
+            if self._nodes[slot] is node:
                 return
             self._drop(node_id)
         if node is not None and node.superseded_by is None:
             self.add(node, self.features_of(node))
 
     def _drop(self, node_id: str) -> None:
-        entry = self.entries.pop(node_id, None)
+        slot = self.entries.pop(node_id, None)
         self._cache.pop(node_id, None)
-        if entry is None:
+        if slot is None:
             return
         if self.on_change is not None:
             self.on_change(node_id)
-        for h in entry[1][:BUCKETS]:
-            v = self.buckets.get(h)
-            if v is None:
-                continue
-            if isinstance(v, str):
-                if v == node_id:
-                    del self.buckets[h]
-            else:
-                v.discard(node_id)
-                if len(v) == 1:
-                    self.buckets[h] = next(iter(v))
+        self._nodes[slot] = None  # its postings stay until the arrays are compacted
+        self._dead += 1
+        if self._dead > max(COMPACT_FROM, len(self.entries) // 4):
+            self._compact()
 
     def add(self, node: Node, feats: frozenset[str]) -> None:
         """Index a current node (not indexed now) with its features."""
-        sk = sketch_of(feats)
-        self.entries[node.id] = (node, sk)
+        hashes = hashes_of(feats)
+        slot = len(self._nodes)
+        self._nodes.append(node)
+        self.entries[node.id] = slot
+        lows = _lows(hashes)
+        self._distinct.append(len(set(lows)))
+        if len(lows) < SKETCH:
+            lows += [PAD] * (SKETCH - len(lows))
+        self._sk.extend(lows)
         if self.on_change is not None:
             self.on_change(node.id)
-        buckets = self.buckets
-        for h in sk[:BUCKETS]:
-            v = buckets.get(h)
+        delta = self._delta
+        for h in hashes[:BUCKETS]:
+            k = _key(h)
+            v = delta.get(k)
             if v is None:
-                buckets[h] = node.id
-            elif isinstance(v, str):
-                buckets[h] = {v, node.id}
+                delta[k] = [slot]
             else:
-                v.add(node.id)
+                v.append(slot)
+        self._delta_n += min(len(hashes), BUCKETS)
+        if self._delta_n > max(MERGE_FROM, len(self._post) >> 5):
+            self._merge()
+
+    def _merge(self) -> None:
+        """The dict's postings into the sorted array (slices copied in C between the new keys)."""
+        keys = sorted(h << 32 | s for h, v in self._delta.items() for s in v)
+        post, out, lo = self._post, array("Q"), 0
+        for k in keys:
+            i = bisect_left(post, k, lo)
+            out += post[lo:i]
+            out.append(k)
+            lo = i
+        out += post[lo:]
+        self._post = out
+        self._delta, self._delta_n = {}, 0
+
+    def _compact(self) -> None:
+        """Rebuild the arrays without the dropped slots (renumbered in order, so the postings
+        stay sorted)."""
+        old, sk, distinct = self._nodes, self._sk, self._distinct
+        remap = array("l", [-1]) * len(old)
+        nodes: list[Node | None] = []
+        new_sk, new_distinct = array("H"), array("B")
+        for s, n in enumerate(old):
+            if n is not None:
+                remap[s] = len(nodes)
+                nodes.append(n)
+                new_sk += sk[s * SKETCH:(s + 1) * SKETCH]
+                new_distinct.append(distinct[s])
+        post = array("Q")
+        for k in self._post:
+            s = remap[k & _H32]
+            if s >= 0:
+                post.append(k >> 32 << 32 | s)
+        delta: dict[int, list[int]] = {}
+        for h, v in self._delta.items():
+            kept = [remap[s] for s in v if remap[s] >= 0]
+            if kept:
+                delta[h] = kept
+        self._nodes, self._sk, self._distinct, self._post, self._delta = nodes, new_sk, new_distinct, post, delta
+        self._delta_n = sum(map(len, delta.values()))
+        self._dead = 0
+        self.entries = {n.id: i for i, n in enumerate(nodes) if n is not None}
 
     def written(self, node: Node, feats: frozenset[str]) -> None:
         """A node the caller has just committed, with the features it checked it by: indexed
-        now, so the next sync finds it current and does no work for it."""
+        now (its features kept for the sync that sees its change), so the next sync finds it
+        current and does no work for it."""
+        self._remember(node, feats)
         self.sync()
+        if self.indexed(node.id) is node or node.superseded_by is not None:
+            return
         if node.id in self.entries:
             self._drop(node.id)
-        if node.superseded_by is None:
-            self.add(node, feats)
+        self.add(node, feats)
+
+    def _remember(self, node: Node, feats: frozenset[str]) -> None:
+        self._cache[node.id] = (node, feats)
+        self._cache.move_to_end(node.id)
+        if len(self._cache) > FEATURE_CACHE:
+            self._cache.popitem(last=False)
 
     def features_of(self, node: Node) -> frozenset[str]:
         cached = self._cache.get(node.id)
@@ -394,9 +520,7 @@ class TwinIndex:
             self._cache.move_to_end(node.id)
             return cached[1]
         feats = self.folding.features(node.title, node.content)
-        self._cache[node.id] = (node, feats)
-        if len(self._cache) > FEATURE_CACHE:
-            self._cache.popitem(last=False)
+        self._remember(node, feats)
         return feats
 
     # -- queries ----------------------------------------------------------------------------
@@ -409,57 +533,79 @@ class TwinIndex:
                 pass
 
     def similar(self, feats: frozenset[str], exclude: Iterable[str] = (), limit: int = 3,
-                threshold: float = THRESHOLD) -> list[Twin]:
-        """The current memories whose features are twins of `feats`, best first."""
-        self.ready()
+                threshold: float = THRESHOLD, *, synced: bool = False) -> list[Twin]:
+        """The current memories whose features are twins of `feats`, best first (`synced`: the
+        caller has just called `ready` and nothing was indexed since)."""
+        if not synced:
+            self.ready()
         if not feats:
             return []
-        sk = sketch_of(feats)
-        return self._around(lambda: feats, sk, set(exclude), limit, threshold)
+        return self._around(lambda: feats, hashes_of(feats), exclude, limit, threshold)
 
     def neighbours(self, node_id: str, limit: int = 10, threshold: float = THRESHOLD) -> list[Twin]:
         """The twins of an indexed current memory (itself left out)."""
-        entry = self.entries.get(node_id)
-        if entry is None:
+        node = self.indexed(node_id)
+        if node is None:
             return []
-        node = entry[0]
-        return self._around(lambda: self.features_of(node), entry[1], {node_id}, limit, threshold)
+        feats = self.features_of(node)
+        return self._around(lambda: feats, hashes_of(feats), (node_id,), limit, threshold)
 
-    def _around(self, feats_of: Callable[[], frozenset[str]], sk: array[int], exclude: set[str], limit: int,
-                threshold: float) -> list[Twin]:
-        """The twins among the memories sharing a posted hash with sketch `sk`; `feats_of()`
-        gives the features, worked out only when some candidate's estimate calls for it."""
-        buckets, entries = self.buckets, self.entries
-        found = [v for v in map(buckets.get, sk) if v is not None]
+    def _around(self, feats_of: Callable[[], frozenset[str]], hashes: list[int], exclude: Iterable[str],
+                limit: int, threshold: float) -> list[Twin]:
+        """The twins among the memories sharing a posted hash with `hashes` (a sketch);
+        `feats_of()` gives the features, worked out only when some candidate's estimate calls
+        for it."""
+        post, delta, nodes = self._post, self._delta, self._nodes
+        end = len(post)
+        found = []
+        for h in hashes[:LOOKUP]:
+            k = _key(h)
+            lo = hi = bisect_left(post, k << 32)
+            if lo < end and post[lo] >> 32 == k:  # a posting longer than BUCKET_MAX is not walked: its end not looked for
+                hi = bisect_left(post, (k + 1) << 32, lo + 1, min(end, lo + BUCKET_MAX + 1))
+            d = delta.get(k)
+            n = hi - lo + (len(d) if d else 0)
+            if n:
+                found.append((n, lo, hi, d))
         if not found:
             return []
         # the smallest postings first (a rare feature names few memories), at most CANDIDATES
         # memories in all; those met in most postings are estimated first
-        found.sort(key=lambda v: 1 if isinstance(v, str) else len(v))
-        counts: Counter[str] = Counter()
+        found.sort(key=lambda f: f[0])
+        slots: list[int] = []
         total = 0
-        for v in found:
-            n = 1 if isinstance(v, str) else len(v)
+        for n, lo, hi, d in found:
             if n > BUCKET_MAX or (total and total + n > CANDIDATES):
                 break
-            counts.update((v,) if isinstance(v, str) else v)
+            slots += [k & _H32 for k in post[lo:hi]]
+            if d:
+                slots += d
             total += n
+        counts = Counter(slots)
+        for s in [s for s in counts if nodes[s] is None]:  # dropped slots
+            del counts[s]
+        entries = self.entries
         for i in exclude:
-            counts.pop(i, None)
+            x = entries.get(i)
+            if x is not None:
+                counts.pop(x, None)
         scored = []
-        mine = set(sk)
-        for i, _n in counts.most_common(ESTIMATED):
-            theirs = entries[i][1]
-            shared = len(mine.intersection(theirs))
-            e = shared / (len(mine) + len(theirs) - shared)  # the sketches' own Jaccard: a cheap estimate
+        mine = set(_lows(hashes))
+        sk, distinct = self._sk, self._distinct
+        # the most met first, ties in the order met (Counter.most_common's order, sorted in C)
+        for s, _n in sorted(counts.items(), key=itemgetter(1), reverse=True)[:ESTIMATED]:
+            shared = len(mine.intersection(sk[s * SKETCH:(s + 1) * SKETCH]))  # PAD is never in mine
+            e = shared / (len(mine) + distinct[s] - shared)  # the sketches' own Jaccard: a cheap estimate
             if e >= PREFILTER:
-                scored.append((e, i))
+                scored.append((e, s))
         scored.sort(reverse=True)
         out = []
         feats = feats_of() if scored else frozenset()
-        for _e, i in scored[:EXACT_MAX]:
-            score = jaccard(feats, self.features_of(entries[i][0]))
+        for _e, s in scored[:EXACT_MAX]:
+            node = nodes[s]
+            assert node is not None
+            score = jaccard(feats, self.features_of(node))
             if score >= threshold:
-                out.append(Twin(i, round(score, 3)))
+                out.append(Twin(node.id, round(score, 3)))
         out.sort(key=lambda t: (-t.score, t.id))
         return out[:limit]

@@ -56,6 +56,12 @@ class Ctx:
     """The senders a held change is held for (their level, or their presence, holds it)."""
     held: bool = False
     """A change of this call was held for review (the result says so)."""
+    meanwhile: Callable[[], dict[str, Any]] | None = None
+    """Work left by the rule to run while the call's log record is fsynced (Dispatcher.meanwhile):
+    it sees the committed state, must not take the service lock, and its dict is added to
+    the result (a create's twin check)."""
+    extra: dict[str, Any] | None = None
+    """What `meanwhile` added to the result."""
 
 
 class Steps:

@@ -146,7 +146,7 @@ class Dispatcher:
             result = self._step(steps.prepare, ctx, params, recorded, storage)
             if result is not None:
                 self._record(ctx, params, recorded)
-                return result
+                return self._with_extra(ctx, result)
         try:
             steps.work(ctx)
         except Exception as e:
@@ -166,7 +166,7 @@ class Dispatcher:
                 self._renumber(ctx)
             result = self._step(steps.finish, ctx, params, recorded, storage)
             self._record(ctx, params, recorded)
-            return result
+            return self._with_extra(ctx, result)
 
     def _step(self, step: Callable[[Ctx], Any], ctx: Ctx, params: Any, recorded: bool,
               storage: str | None) -> Any:
@@ -192,6 +192,25 @@ class Dispatcher:
             if recorded:
                 self.log_call(ctx, params, error=err)
             raise err from e
+
+    def _with_extra(self, ctx: Ctx, result: Any) -> Any:
+        """The result with what the call's `meanwhile` added (run now if the log did not run it)."""
+        self.meanwhile(ctx)
+        return {**result, **ctx.extra} if ctx.extra and isinstance(result, dict) else result
+
+    def meanwhile(self, ctx: Ctx) -> None:
+        """Run the call's `meanwhile` work once (Ctx.meanwhile); a failure only leaves its part
+        out of the result (it is advice: the change stands)."""
+        job, ctx.meanwhile = ctx.meanwhile, None
+        if job is None:
+            return
+        try:
+            extra = job()
+        except Exception as e:
+            log.warning("%s: the work after its change failed: %r", ctx.tool, e)
+            return
+        if extra:
+            ctx.extra = {**(ctx.extra or {}), **extra}
 
     def _record(self, ctx: Ctx, params: Any, recorded: bool) -> None:
         if not recorded:
@@ -287,11 +306,13 @@ class Dispatcher:
             own = [c["changeId"] for c in ctx.changes if c.get("changeId")]
             self.reconcile(upto=own[0] - 1 if own else None)
             before = self.host.oplog.size
+            # a call's `meanwhile` runs while its record is fsynced (the disk's wait, not the call's)
+            beside = (lambda: self.meanwhile(ctx)) if ctx.meanwhile is not None and ctx.committed else None
             try:
-                self.host.oplog.append(record, durable=bool(ctx.changes))
+                self.host.oplog.append(record, durable=bool(ctx.changes), meanwhile=beside)
             except ValueError:  # JSON cannot carry these params (lone surrogates, nesting too deep)
                 record = record.model_copy(update={"tool": loggable(record.tool), "params": loggable(record.params)})
-                self.host.oplog.append(record, durable=bool(ctx.changes))
+                self.host.oplog.append(record, durable=bool(ctx.changes), meanwhile=beside)
         except OSError as e:
             if journal:
                 # the record was the change's only durable copy: undo it in memory too

@@ -91,6 +91,7 @@ class Service:
                                     lambda ids, people: self.views.recalled_header(ids, people))
         self.sessions.observer = lambda session, events, words, hits: self.recall_log.observe(
             session, events, words, hits, self.sessions.senders.get(session, []))
+        self.sessions.observing = lambda: self.config.recall_log_entries > 0  # off: recall explains nothing
         self.twins = TwinIndex(lambda: self.state, self.synonyms)
         self.warmup = Warmup(self)
         self.settings = Settings(self)

@@ -244,6 +244,21 @@ def _warm_up(service: Service) -> None:
     finally:
         sys.setswitchinterval(interval)
     gc.freeze()  # the indexes just built, like the loaded Memory: not walked by full collections
+    _trim_heap()
+
+
+def _trim_heap() -> bool:
+    """Hand malloc's free pages back to the system once the warm-up is done (glibc's
+    malloc_trim): what the warm-up built and dropped (the twin index's merged arrays, feature
+    sets, index builds) otherwise stays resident until malloc reuses it. Not glibc: nothing
+    to do (False)."""
+    try:
+        import ctypes
+
+        return bool(ctypes.CDLL(None).malloc_trim(0))
+    except (OSError, AttributeError, ImportError) as e:  # not glibc, or no ctypes
+        log.debug("malloc_trim not available: %r", e)
+        return False
 
 
 def _inode(path: Path | None) -> int | None:

@@ -77,10 +77,11 @@ def write(svc: Room, a: I.WriteArgs, ctx: Ctx) -> dict[str, Any]:
     if a.id is None:
         if a.parent_id is not None:
             check_parent(svc, a.parent_id, None)
-        # the twin check (issue 38): the current memories this one nearly repeats, named in the
-        # result; nothing is refused
-        feats = svc.twins.folding.features(a.title, a.content)
-        twins = svc.twins.similar(feats, exclude=svc.review.hidden, limit=TWINS_SHOWN)
+        # the twin check (issue 38) is made against the index as it is now (caught up here), but
+        # while the change's log record is fsynced (twin_check)
+        if svc.twins.check:
+            svc.twins.ready()
+        hidden = svc.review.hidden
         tx = svc.begin(ctx)
         node = Node(
             id=tx.take_id(), title=a.title, content=a.content,
@@ -112,16 +113,26 @@ def write(svc: Room, a: I.WriteArgs, ctx: Ctx) -> dict[str, Any]:
         tx.put_node(node)
         tx.record("node.update", node.id, before=old.dump(), after=node.dump())
         created = False
-        twins = []
     svc.commit(ctx)
     out = {"created": created, **st.nodes[node.id].dump()}
-    if created:
-        svc.twins.written(st.nodes[node.id], feats)
-        similar = [{"id": t.id, "title": st.nodes[t.id].title, "score": t.score} for t in twins if t.id in st.nodes]
-        if similar:
-            out["similar"] = similar
-            out["note"] = twins_note(similar)
+    if created and svc.twins.check:
+        ctx.meanwhile = lambda: twin_check(svc, st.nodes[node.id], a.title, a.content, hidden)
     return out
+
+
+def twin_check(svc: Room, node: Node, title: str, content: str, hidden: AbstractSet[str]) -> dict[str, Any]:
+    """A create's twin check (issue 38): the current memories the new one nearly repeats, named
+    in the result with a note (nothing is refused), then the new memory indexed. Run while the
+    create's log record is fsynced, the service lock held by the call's thread (Ctx.meanwhile):
+    against the index as the rule left it, caught up just before the change, so the new
+    memory is not among them."""
+    tw = svc.twins
+    feats = tw.folding.features(title, content)
+    twins = tw.similar(feats, exclude=hidden, limit=TWINS_SHOWN, synced=True)
+    tw.written(node, feats)
+    nodes = svc.state.nodes
+    similar = [{"id": t.id, "title": nodes[t.id].title, "score": t.score} for t in twins if t.id in nodes]
+    return {"similar": similar, "note": twins_note(similar)} if similar else {}
 
 
 def read(svc: Room, a: I.IdArgs, ctx: Ctx) -> dict[str, Any]:
