@@ -46,7 +46,7 @@ from ..retrieval.prefix import build_prefix
 from ..retrieval.recall import RecallSessions, Retriever, check_session, parse_events, render_header
 from ..retrieval.synonyms import Synonyms
 from ..retrieval.twins import TwinIndex
-from . import erasure
+from . import erasure, scope
 from .calls import Ctx, InternalError, RestoreInProgress
 from .consolidate import CONSOLIDATE_FILE, KINDS, Consolidation
 from .dispatcher import Dispatcher
@@ -104,6 +104,12 @@ class Service:
         self.retriever.hidden_people = lambda: self.review.hidden_people  # held relationships: no person entry
         self.retriever.held_view = self.review.view  # memories as last approved in person entries
         self.retriever.own_name = PersonaName(self.dir / PERSONA_FILE)  # "thanks Juniper" addresses the bot
+        # private conversations (issue 34): each session recalls only its own scoped memories
+        self.retriever.scope_hidden = lambda session: scope.hidden_for(self.state, session) \
+            if self.config.private_scope == "session" else frozenset()
+        self._private_logged: bool | None = None
+        self.private_sessions: set[str] = set()
+        """Sessions whose latest batch was recalled as private (in memory, like recall sets)."""
         self.undo = UndoBook(self.oplog)
         self.usage = UsageBook(self.dir / USAGE_FILE)  # the real date: a test's clock is for operations
         self.usage_budget = LogBudget()  # the bot's usage reports per minute (a token bucket)
@@ -198,7 +204,7 @@ class Service:
 
     def call(self, tool: str, params: Any = None, actor: str = "operator",
              allowed: Collection[str] | None = None, view: bool = False,
-             claim: Any = O.NO_CLAIM, batch: tuple[str, list[str]] | None = None,
+             claim: Any = O.NO_CLAIM, batch: O.Batch | None = None,
              present: Mapping[str, list[str]] | None = None) -> dict[str, Any]:
         """Run one tool call and record it (Dispatcher.call)."""
         return self.calls.call(tool, params, actor, allowed, view, claim, batch, present)
@@ -216,6 +222,18 @@ class Service:
     def find_operation(self, seq: int) -> dict[str, Any] | None:
         """The operation-log record with this seq, or None."""
         return find_record(self.oplog.path, seq)
+
+    def note_private(self) -> None:
+        """A call of a private conversation is about to be logged."""
+        self._private_logged = True
+
+    def private_logged(self) -> bool:
+        """Whether the operation log may hold a private conversation's record (read once from
+        the log, then kept up by note_private): only then does the model's history query
+        leave records out (rooms.history)."""
+        if self._private_logged is None:
+            self._private_logged = scope.file_holds(self.oplog.path, scope.PRIVATE_MARK)
+        return self._private_logged
 
     @property
     def seq(self) -> int:
@@ -319,19 +337,31 @@ class Service:
         with self.lock:
             # held changes wait for review: the approved important list, memories as last approved
             st = cast(MemoryState, self.review.view(self.state))
+            if self.state.scopes and self.config.private_scope == "session":
+                # the prefix is shared by every session: no private conversation's memory is in it
+                st = cast(MemoryState, scope.WithoutScoped(st))
             return build_prefix(st, self.dir / PERSONA_FILE, self.config.relationship_memory)
 
-    def recall(self, session: str, events: Any) -> list[str]:
+    def recall(self, session: str, events: Any, private: bool = False) -> list[str]:
         """Replace the session's recall set from a batch of events; returns it, best first."""
-        return self.recall_batch(session, events)["ids"]
+        return self.recall_batch(session, events, private)["ids"]
 
-    def recall_batch(self, session: str, events: Any) -> dict[str, Any]:
+    def recall_batch(self, session: str, events: Any, private: Any = False) -> dict[str, Any]:
         """`zcor/recall`'s answer: the session's new recall set (`ids`, best first) and, when
         any, the senderKeys of the batch's external events whose sender is blocked, as the
-        bot gave them (`blocked`), so a front end can keep those messages from the model."""
+        bot gave them (`blocked`), so a front end can keep those messages from the model.
+        `private`: the session is a one-to-one conversation (scope.py); a batch with an
+        external event sets or clears it for the session."""
         check_session(session)
+        if not isinstance(private, bool):
+            raise InvalidArgument("private must be true or false", field="private")
         parsed = parse_events(events)
         with self.lock:
+            if any(e.origin == "external" for e in parsed):
+                if private:
+                    self.private_sessions.add(session)
+                else:
+                    self.private_sessions.discard(session)
             self.refresh_synonyms()
             blocked = self._blocked_senders(parsed)
             kept = self._unblocked(session, parsed)

@@ -119,13 +119,13 @@ class SyncCalls(CallParams):
         """The system prefix, built now."""
         return self.request("zcor/prefix")["text"]
 
-    def recall(self, session: str, events: list[dict[str, Any]] | str) -> list[str]:
-        """The session's new recall set (a str is one external event)."""
-        return self.request("zcor/recall", self._recall_params(session, events))["ids"]
+    def recall(self, session: str, events: list[dict[str, Any]] | str, private: bool = False) -> list[str]:
+        """The session's new recall set (a str is one external event; `private`: a one-to-one chat)."""
+        return self.request("zcor/recall", self._recall_params(session, events, private))["ids"]
 
-    def recall_batch(self, session: str, events: list[dict[str, Any]] | str) -> dict[str, Any]:
+    def recall_batch(self, session: str, events: list[dict[str, Any]] | str, private: bool = False) -> dict[str, Any]:
         """`zcor/recall`'s whole answer: `{ids, blocked?}` (blocked: the batch's blocked senderKeys)."""
-        return self.request("zcor/recall", self._recall_params(session, events))
+        return self.request("zcor/recall", self._recall_params(session, events, private))
 
     def recall_explain(self, text: str, sender_key: str | None = None) -> dict[str, Any]:
         """Segmentation, expansion, hits and the header a text would produce."""
@@ -152,6 +152,11 @@ class SyncCalls(CallParams):
     def review_reject(self, ids: list[int], force: bool = False, preview: bool = False) -> dict[str, Any]:
         """Reject held changes by their operation seqs: each is reverted, as one operation."""
         return self.request("zcor/review/reject", self._review_params(ids, force, preview))
+
+    def scope_set(self, id: str, scope: str | dict[str, str]) -> dict[str, Any]:
+        """Change a memory's scope (`zcor/scope/set`): "everywhere" or {"session": NAME}, as a
+        logged operation that zcor/history/revert undoes."""
+        return self.request("zcor/scope/set", {"id": id, "scope": scope})
 
     def status(self) -> dict[str, Any]:
         """The daemon's and the Memory's status."""
@@ -305,13 +310,13 @@ class AsyncCalls(CallParams):
         """The system prefix, built now."""
         return (await self.request("zcor/prefix"))["text"]
 
-    async def recall(self, session: str, events: list[dict[str, Any]] | str) -> list[str]:
-        """The session's new recall set (a str is one external event)."""
-        return (await self.request("zcor/recall", self._recall_params(session, events)))["ids"]
+    async def recall(self, session: str, events: list[dict[str, Any]] | str, private: bool = False) -> list[str]:
+        """The session's new recall set (a str is one external event; `private`: a one-to-one chat)."""
+        return (await self.request("zcor/recall", self._recall_params(session, events, private)))["ids"]
 
-    async def recall_batch(self, session: str, events: list[dict[str, Any]] | str) -> dict[str, Any]:
+    async def recall_batch(self, session: str, events: list[dict[str, Any]] | str, private: bool = False) -> dict[str, Any]:
         """`zcor/recall`'s whole answer: `{ids, blocked?}` (blocked: the batch's blocked senderKeys)."""
-        return await self.request("zcor/recall", self._recall_params(session, events))
+        return await self.request("zcor/recall", self._recall_params(session, events, private))
 
     async def recall_explain(self, text: str, sender_key: str | None = None) -> dict[str, Any]:
         """Segmentation, expansion, hits and the header a text would produce."""
@@ -338,6 +343,11 @@ class AsyncCalls(CallParams):
     async def review_reject(self, ids: list[int], force: bool = False, preview: bool = False) -> dict[str, Any]:
         """Reject held changes by their operation seqs: each is reverted, as one operation."""
         return await self.request("zcor/review/reject", self._review_params(ids, force, preview))
+
+    async def scope_set(self, id: str, scope: str | dict[str, str]) -> dict[str, Any]:
+        """Change a memory's scope (`zcor/scope/set`): "everywhere" or {"session": NAME}, as a
+        logged operation that zcor/history/revert undoes."""
+        return await self.request("zcor/scope/set", {"id": id, "scope": scope})
 
     async def status(self) -> dict[str, Any]:
         """The daemon's and the Memory's status."""

@@ -22,7 +22,7 @@ from ..core import origin as O
 from ..core import protocol as P
 from ..core.errors import InvalidArgument, ZcorError
 from ..core.layout import BOT_BACKUP_RE
-from ..service import erasure, review, undo
+from ..service import erasure, review, scope, undo
 from ..service.rooms import synonyms as synonym_room
 from ..service.tools import TOOLS, declared_tools
 from . import mcp_extras, metrics, replies, transfers
@@ -257,11 +257,12 @@ async def _prefix(m: Methods, call: Call) -> dict[str, Any]:
 
 
 @method("zcor/recall", role="bot",
-        client=(C("recall", "session: str, events: list[dict[str, Any]] | str", "self._recall_params(session, events)",
+        client=(C("recall", "session: str, events: list[dict[str, Any]] | str, private: bool = False",
+                  "self._recall_params(session, events, private)",
                   returns="list[str]", result="ids",
-                  doc="The session's new recall set (a str is one external event)."),
-                C("recall_batch", "session: str, events: list[dict[str, Any]] | str",
-                  "self._recall_params(session, events)",
+                  doc="The session's new recall set (a str is one external event; `private`: a one-to-one chat)."),
+                C("recall_batch", "session: str, events: list[dict[str, Any]] | str, private: bool = False",
+                  "self._recall_params(session, events, private)",
                   doc="`zcor/recall`'s whole answer: `{ids, blocked?}` (blocked: the batch's blocked senderKeys)."),))
 async def _recall(m: Methods, call: Call) -> dict[str, Any]:
     session = P.str_param(call.params, "session")
@@ -269,14 +270,19 @@ async def _recall(m: Methods, call: Call) -> dict[str, Any]:
     if not isinstance(events, list):
         raise P.RpcError(P.INVALID_PARAMS, "Invalid params: events must be an array of "
                                            "{text, origin, ts?, source?, senderKey?}", {"field": "events"})
+    private = call.params.get("private", False)
+    if not isinstance(private, bool):
+        raise P.RpcError(P.INVALID_PARAMS, "Invalid params: private must be true or false (true: a one-to-one "
+                                           "conversation, whose memories stay in its session)", {"field": "private"})
     started = time.perf_counter()
-    answer = await call.run(m.service.recall_batch, session, events)
+    answer = await call.run(m.service.recall_batch, session, events, private)
     external = any(isinstance(e, dict) and e.get("origin") == "external" for e in events)
     m.host.meters.recalled(external, answer["ids"], time.perf_counter() - started)
     if external:
         assert session is not None
         senders = O.batch_senders(events, limit=None)  # all of them: zcord cuts by trust (origin.cut)
-        call.conn.last_batch = (session, senders)  # the origin of what the bot does next
+        # the origin of what the bot does next (private: what it creates stays in this session)
+        call.conn.last_batch = (session, senders, True) if private else (session, senders)
         call.conn.remember_batch(session, senders)
     return answer
 
@@ -614,6 +620,13 @@ async def _erase(m: Methods, call: Call) -> dict[str, Any]:
                       "relationship, trust, held changes and history records."),))
 async def _subject(m: Methods, call: Call) -> dict[str, Any]:
     return await call.run(erasure.subject, m.service, call.params)
+
+
+method("zcor/scope/set",
+        client=(C("scope_set", "id: str, scope: str | dict[str, str]", '{"id": id, "scope": scope}',
+                  doc="Change a memory's scope (`zcor/scope/set`): \"everywhere\" or {\"session\": NAME}, as a\n"
+                      "logged operation that zcor/history/revert undoes."),))(
+    _room_call(scope.set_scope))
 
 
 # -- import and export (issue 36) -----------------------------------------------------------------

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from ...core.errors import Conflict, Superseded
 from ...core.models import MAX_IMPORTANT
 from .. import inputs as I
+from .. import scope
 from ..calls import Ctx
 from .memories import find_node
 
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
 def important(svc: Room, a: I.ImportantArgs, ctx: Ctx) -> dict[str, Any]:
     st = svc.state
     node = find_node(svc, a.id)
+    if scope.private_of(ctx, svc.config.private_scope) is not None:
+        raise scope.refuse_shared("zcor_memory_important", "the important list (shown in every conversation)", "id")
     result: dict[str, Any] = {"id": a.id, "important": a.important, "changed": False}
     if a.important:
         if node.superseded_by is not None:
