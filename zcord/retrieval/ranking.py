@@ -208,9 +208,12 @@ class Ranking:
                             for t in terms]
             else:
                 weighted = cast("list[Term]", terms)
-            return self._weighted(weighted, keyword_equality, limit, explain, floor, list(people), greeting, hide)
+            if hide:
+                return self._weighted(weighted, keyword_equality, limit, explain, floor, list(people), greeting, hide)
+            return self._weighted(weighted, keyword_equality, limit, explain, floor, list(people), greeting)
         keys = list(dict.fromkeys(k for k in (t.key if isinstance(t, Term) else term_key(t) for t in terms) if k))
-        return self._seed(keys, keyword_equality, limit, explain, hide)
+        return self._seed(keys, keyword_equality, limit, explain, hide) if hide else \
+            self._seed(keys, keyword_equality, limit, explain)
 
     def _seed(self, terms: list[str], keyword_equality: bool, limit: int | None, explain: bool,
               hide: AbstractSet[str] = frozenset()) -> list[Hit]:
