@@ -128,6 +128,13 @@ def test_a_private_conversation_stays_in_its_session(daemon):
                                                       "affinity": 1, "reason": "r", "memoryNodeId": ids["p2"]},
                      IN_GROUP))
     assert got["error"] == "not_found"
+    # the twin check of a group write never names a private memory it nearly repeats
+    twin = bot.call_tool("zcor_memory_write", {"title": "Alice Zorblax care", "content": "抑郁症秘密, therapist Plimbo"},
+                         origin=IN_GROUP)
+    assert not {x["id"] for x in twin.get("similar", ())} & set(private_ids)
+    private_twin = bot.call_tool("zcor_memory_write", {"title": "Alice Zorblax care", "content":
+                                                       "抑郁症秘密, therapist Plimbo"}, origin=IN_PRIVATE)
+    assert ids["merged"] in {x["id"] for x in private_twin.get("similar", ())}  # there it is one
     # a model call with no session at all sees only shared memories too
     assert clean(tool(daemon.client(), "zcor_memory_read", {"id": ids["p2"]}))["error"] == "not_found"
 
@@ -140,8 +147,9 @@ def test_a_private_conversation_stays_in_its_session(daemon):
     assert read["scope"] == {"session": PRIVATE} and "scope" not in op.call_tool(
         "zcor_memory_read", {"id": ids["shared"]})
     listed = op.call_tool("zcor_memory_query", {"keywords": ["Plimbo"]})
-    assert {x["id"]: x.get("scope") for x in listed["items"]} == {ids["p2"]: {"session": PRIVATE},
-                                                                   ids["merged"]: {"session": PRIVATE}}
+    assert {x["id"]: x.get("scope") for x in listed["items"]} == {
+        ids["p2"]: {"session": PRIVATE}, ids["merged"]: {"session": PRIVATE}, twin["id"]: None,
+        private_twin["id"]: {"session": PRIVATE}}
     roots = op.call_tool("zcor_memory_children", {})
     assert {x["id"] for x in roots["items"]} >= {ids["shared"], ids["p2"], ids["merged"]}
     hist = op.history_query({"keywords": ["Zorblax"]})

@@ -90,7 +90,9 @@ def write(svc: Room, a: I.WriteArgs, ctx: Ctx) -> dict[str, Any]:
         # the twin check (issue 38): the current memories this one nearly repeats, named in the
         # result; nothing is refused
         feats = svc.twins.folding.features(a.title, a.content)
-        twins = svc.twins.similar(feats, exclude=svc.review.hidden, limit=TWINS_SHOWN)
+        hidden = scope.hidden_now(st)  # another session's private memories are never named here
+        twins = svc.twins.similar(feats, exclude=svc.review.hidden | hidden if hidden else svc.review.hidden,
+                                  limit=TWINS_SHOWN)
         tx = svc.begin(ctx)
         node = Node(
             id=tx.take_id(), title=a.title, content=a.content,
