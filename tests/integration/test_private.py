@@ -247,3 +247,36 @@ def test_recall_private_flag_is_checked(daemon):
     got = tool(bot, "zcor_memory_write", {"title": "t", "content": "c"},
                {"session": PRIVATE, "senders": [ALICE], "private": "yes"})
     assert got["error"] == "invalid_argument" and "private" in got["message"]
+
+
+def test_merges_backups_subject_and_erasure_keep_the_scope(daemon):
+    bot, op = daemon.client(), daemon.client(role="operator")
+    ids = private_life(bot)
+    # an operator's merge of a private memory keeps it private; two sessions' memories cannot merge
+    merged = op.call_tool("zcor_memory_merge", {"ids": [ids["p2"], ids["shared"]], "title": "Alice, all",
+                                                "content": "13800138000", "reason": "tidy"})["id"]
+    assert op.call_tool("zcor_memory_read", {"id": merged})["scope"] == {"session": PRIVATE}
+    assert tool(bot, "zcor_memory_read", {"id": merged}, IN_GROUP)["error"] == "not_found"
+    other = bot.call_tool("zcor_memory_write", {"title": "Bob secret", "content": "x"},
+                          origin={"session": "qq:friend:7", "senders": [BOB], "private": True})["id"]
+    with pytest.raises(ToolError) as e:
+        op.call_tool("zcor_memory_merge", {"ids": [merged, other], "title": "t", "content": "c", "reason": "r"})
+    assert e.value.code == "conflict" and "different sessions" in e.value.message
+    # a backup restored keeps them private
+    backup = op.call_tool("zcor_memory_backup", {})["backupFile"]
+    op.scope_set(merged, "everywhere")
+    op.call_tool("zcor_memory_restore", {"backupFile": backup})
+    assert op.call_tool("zcor_memory_read", {"id": merged})["scope"] == {"session": PRIVATE}
+    assert tool(bot, "zcor_memory_read", {"id": merged}, IN_GROUP)["error"] == "not_found"
+    # what the Memory holds about Alice names each memory's scope
+    about = op.subject(sender=ALICE)
+    scopes = {m["id"]: m.get("scope") for m in about["memories"]}
+    assert scopes[ids["merged"]] == {"session": PRIVATE} and f"private to {PRIVATE}" in about["report"]
+    # forgetting her removes the scopes of her memories from every file
+    gone = {m["id"] for m in op.erase(sender=ALICE, preview=True)["memories"]}
+    assert ids["merged"] in gone
+    op.erase(sender=ALICE)
+    op.request("zcor/snapshot")
+    for path in [daemon.memdir / "memory-state.json", *(daemon.memdir / "backups").glob("*.json")]:
+        doc = json.loads(path.read_bytes())
+        assert not gone & set(doc.get("scopes", {})), path

@@ -275,6 +275,15 @@ def merge(svc: Room, a: I.MergeArgs, ctx: Ctx) -> dict[str, Any]:
     if private is not None:
         for i in a.ids:
             scope.own(st, private, i, "zcor_memory_merge", "ids")
+    # the new memory keeps its sources' scope (an operator's merge of a private conversation's
+    # memories must not share them); sources private to different sessions cannot be merged
+    scoped = sorted({s for i in a.ids if (s := st.scopes.get(i)) is not None}) \
+        if svc.config.private_scope == "session" else []
+    if len(scoped) > 1:
+        raise Conflict(f"Memories {', '.join(a.ids)} are private to different sessions ({', '.join(scoped)}); "
+                       f"one memory cannot be private to both. Change their scope first (zcor/scope/set).",
+                       field="ids")
+    private = scoped[0] if scoped else private
     parents = {n.parent_id for n in sources}
     parent = parents.pop() if len(parents) == 1 else None
     tx = svc.begin(ctx)
