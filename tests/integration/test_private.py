@@ -138,9 +138,10 @@ def test_a_private_conversation_stays_in_its_session(daemon):
     # a model call with no session at all sees only shared memories too
     assert clean(tool(daemon.client(), "zcor_memory_read", {"id": ids["p2"]}))["error"] == "not_found"
 
-    # the system prefix is shared: a private memory never enters it, even marked by the operator
-    op.call_tool("zcor_memory_important", {"id": ids["p2"], "important": True})
+    # the system prefix is shared: no private memory is in it; nobody marks one important
     clean(bot.prefix())
+    got = tool(op, "zcor_memory_important", {"id": ids["p2"], "important": True})
+    assert got["error"] == "conflict" and "private" in got["message"]
 
     # the operator sees everything, with the scope
     read = op.call_tool("zcor_memory_read", {"id": ids["p2"]})
@@ -253,10 +254,18 @@ def test_merges_backups_subject_and_erasure_keep_the_scope(daemon):
     bot, op = daemon.client(), daemon.client(role="operator")
     ids = private_life(bot)
     # an operator's merge of a private memory keeps it private; two sessions' memories cannot merge
+    op.call_tool("zcor_memory_important", {"id": ids["shared"], "important": True})
     merged = op.call_tool("zcor_memory_merge", {"ids": [ids["p2"], ids["shared"]], "title": "Alice, all",
                                                 "content": "13800138000", "reason": "tidy"})["id"]
-    assert op.call_tool("zcor_memory_read", {"id": merged})["scope"] == {"session": PRIVATE}
+    read = op.call_tool("zcor_memory_read", {"id": merged})
+    assert read["scope"] == {"session": PRIVATE} and read["important"] is True  # the mark moved with the merge
     assert tool(bot, "zcor_memory_read", {"id": merged}, IN_GROUP)["error"] == "not_found"
+    assert "13800138000" not in bot.prefix() and "Alice, all" not in bot.prefix()  # never in the shared prefix
+    tea = bot.call_tool("zcor_memory_write", {"title": "Group tea time", "content": "Fridays"}, origin=IN_GROUP)["id"]
+    marked = bot.call_tool("zcor_memory_important", {"id": tea, "important": True}, origin=IN_GROUP)
+    assert marked["importantIds"] == [tea]  # the private one marked too is not named to the group
+    with pytest.raises(ToolError, match="unmark it first"):
+        op.scope_set(tea, {"session": GROUP})
     other = bot.call_tool("zcor_memory_write", {"title": "Bob secret", "content": "x"},
                           origin={"session": "qq:friend:7", "senders": [BOB], "private": True})["id"]
     with pytest.raises(ToolError) as e:

@@ -191,6 +191,9 @@ def set_scope(svc: Any, params: Any) -> dict[str, Any]:
         before = st.scopes.get(node_id)
         if before == session:
             raise InvalidArgument(f"{node_id} already has that scope", field="scope")
+        if session is not None and node_id in st.important:
+            raise Conflict(f"{node_id} is marked important, and important memories are shown in every "
+                           f"conversation; unmark it first, then scope it to a session", field="id")
         tx = svc.begin(ctx)
         tx.set_scope(node_id, session)
         tx.record("scope.set", node_id, before=before, after=session)

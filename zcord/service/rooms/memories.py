@@ -299,7 +299,7 @@ def merge(svc: Room, a: I.MergeArgs, ctx: Ctx) -> dict[str, Any]:
     svc.commit(ctx)
     return {"id": new.id, "node": st.nodes[new.id].dump(), "superseded": list(a.ids),
             "movedChildren": moved, "relinkedRelationships": relinked,
-            "important": new.id in st.important, "importantIds": list(st.important)}
+            "important": new.id in st.important, "importantIds": scope.visible(st, list(st.important))}
 
 
 def redirect(svc: Room, tx: Tx, sources: list[Node], target: str, reason: str, ctx: Ctx,
@@ -359,4 +359,4 @@ def supersede(svc: Room, a: I.SupersedeArgs, ctx: Ctx) -> dict[str, Any]:
     redirect(svc, tx, sources, a.replacement_id, a.reason, ctx, move_links=False)
     svc.commit(ctx)
     return {"replacementId": a.replacement_id, "superseded": list(a.ids),
-            "importantIds": list(st.important)}
+            "importantIds": scope.visible(st, list(st.important))}
