@@ -289,3 +289,20 @@ def test_merges_backups_subject_and_erasure_keep_the_scope(daemon):
     for path in [daemon.memdir / "memory-state.json", *(daemon.memdir / "backups").glob("*.json")]:
         doc = json.loads(path.read_bytes())
         assert not gone & set(doc.get("scopes", {})), path
+
+
+def test_zcor_scope_shows_and_changes_a_scope(daemon):
+    bot = daemon.client()
+    ids = private_life(bot)
+    out = daemon.zcor("scope", ids["p2"])
+    assert out.returncode == 0 and f"private to session {PRIVATE}" in out.stdout
+    out = daemon.zcor("scope", ids["p2"], "everywhere")
+    assert out.returncode == 0 and "is now visible everywhere" in out.stdout and "zcor revert" in out.stdout
+    assert "visible everywhere" in daemon.zcor("scope", ids["p2"]).stdout
+    assert bot.call_tool("zcor_memory_read", {"id": ids["p2"]}, origin=IN_GROUP)["id"] == ids["p2"]
+    out = daemon.zcor("scope", ids["p2"], "session", GROUP, "--json")
+    assert out.returncode == 0 and json.loads(out.stdout)["scope"] == {"session": GROUP}
+    bad = daemon.zcor("scope", ids["p2"], "session")
+    assert bad.returncode == 2 and "session NAME" in bad.stderr
+    missing = daemon.zcor("scope", "m999", "everywhere")
+    assert missing.returncode != 0 and "m999" in missing.stderr
