@@ -52,7 +52,7 @@ def main() -> int:
             files = {name: (mem / name).stat().st_size for name in ("review.json", "review.log")
                      if (mem / name).exists()}
             t0 = time.perf_counter()
-            listing = R.review_list(svc, {})
+            listing = R.review_list(svc, 0, R.PAGE_LIMIT)
             list_ms = (time.perf_counter() - t0) * 1000
             list_bytes = len(json.dumps(listing, ensure_ascii=False).encode())
         t0 = time.perf_counter()

@@ -53,13 +53,13 @@ def main() -> None:
                 svc.call("zcor_memory_write", {"id": rng.choice(ids), "title": title(rng, 0), "content": content(rng)})
                 seq = svc.seq
                 t = time.perf_counter()
-                undo.revert(svc, {"seq": seq})
+                undo.revert(svc, seq, False, False, {"seq": seq})
                 return time.perf_counter() - t
 
             revert = [update_then_revert() for _ in range(args.samples)]
             svc.call("zcor_memory_write", {"id": ids[0], "title": "预览", "content": "x"})
             seq = svc.seq
-            preview = timed(lambda: undo.revert(svc, {"seq": seq, "preview": True}), args.samples)
+            preview = timed(lambda: undo.revert(svc, seq, False, True, {"seq": seq, "preview": True}), args.samples)
             versions = timed(lambda: undo.versions(svc, rng.choice(ids)), args.samples)
             first = datetime(2026, 1, 1, tzinfo=timezone(timedelta(hours=8)))
             span = max(args.nodes, args.history)  # build_memory: one change per second

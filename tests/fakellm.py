@@ -5,7 +5,8 @@ Script entries: a dict (sent as the JSON body with status 200, or as server-sent
 in the provider's streaming format when the request asked for "stream": true), ("status", code, body),
 ("sleep", seconds, entry) to answer late, ("wait", threading.Event, entry) to answer once
 the event is set, ("drip", seconds) to send headers and then one byte every so often for
-ever, or ("raw", text) for a non-JSON body. Helpers
+ever, or ("raw", text) for a non-JSON body (("raw", text, content_type) to say what it is:
+"text/event-stream" for a hand-written stream). Helpers
 build real-format replies: openai_text, openai_tools, anthropic_text, anthropic_tools.
 """
 
@@ -182,7 +183,7 @@ class FakeLLM:
                         outer.trickle_done.set()
                     return
                 if isinstance(entry, tuple) and entry[0] == "raw":
-                    self._send(200, entry[1].encode(), "text/plain")
+                    self._send(200, entry[1].encode(), entry[2] if len(entry) > 2 else "text/plain")
                 elif isinstance(entry, tuple) and entry[0] == "status":
                     self._send(entry[1], json.dumps(entry[2]).encode(), "application/json")
                 elif isinstance(parsed, dict) and parsed.get("stream"):

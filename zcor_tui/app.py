@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from rich.segment import Segment
 from textual import events, work
@@ -71,6 +71,8 @@ FORM_FIELDS = (Input, TextArea, Select, Switch, Checkbox)
 ALT_KEY = re.compile(r"alt\+(shift\+)?(.)")
 """Alt+one character: what Esc and a key typed at once are parsed as (ZcorApp.on_event)."""
 
+T = TypeVar("T")
+
 
 class NoTerminalControls(LineFilter):
     """The last guard between Memory text and the terminal: a control character or bidi
@@ -120,6 +122,7 @@ class ZcorApp(App[None]):
         super().__init__()
         self._filters.append(NoTerminalControls())
         self.client = client
+        client.view_tools = VIEW_TOOLS  # the read-only tools' calls are display reads, never recorded
         self.close_client = close_client
         self.memory_changed: Signal[MemoryChanged] = Signal(self, "memory-changed")
         self.connection_changed: Signal[bool] = Signal(self, "connection-changed")
@@ -149,40 +152,43 @@ class ZcorApp(App[None]):
         """Relationships whose memoryNodeId is this node (from the cache)."""
         return [r for r in self.relationships.values() if r.get("memoryNodeId") == node_id]
 
-    async def tool(self, name: str, args: dict[str, Any] | None = None, *, quiet: bool = False
-                   ) -> dict[str, Any] | None:
-        """Call a tool; on any daemon error notify (unless quiet) and return None."""
-        result, err = await self.try_tool(name, args)
+    async def tool(self, call: Coroutine[Any, Any, T], *, quiet: bool = False) -> T | None:
+        """Await a typed tool call of the client (`app.client.zcor_memory_read({...})`); on any
+        daemon error notify (unless quiet) and return None."""
+        result, err = await self.try_tool(call)
         if err is not None and not quiet:
-            self.show_error(err, name)
+            self.show_error(err, getattr(call, "__name__", "call"))
         return result
 
-    async def try_tool(self, name: str, args: dict[str, Any] | None = None
-                       ) -> tuple[dict[str, Any] | None, ClientError | None]:
-        """Call a tool and return (result, None) or (None, the error); never raises ClientError.
+    async def try_tool(self, call: Coroutine[Any, Any, T]) -> tuple[T | None, ClientError | None]:
+        """Await a typed tool call and return (result, None) or (None, the error); never raises
+        ClientError.
 
-        Read-only tools (VIEW_TOOLS) are called as display reads, which zcord does not record:
-        the operator's browsing must not bury what the bot did in History. Changes are recorded.
+        Read-only tools (VIEW_TOOLS, the client's view_tools) are called as display reads, which
+        zcord does not record: the operator's browsing must not bury what the bot did in
+        History. Changes are recorded.
         """
         if not self.client.connected:
+            call.close()
             return None, ClientError("zcord is not connected; the status line shows when it is back")
         try:
-            return await self.client.call_tool(name, args or {}, view=name in VIEW_TOOLS), None
+            return await call, None
         except ClientError as e:
             return None, e
 
-    async def rpc(self, method: str, *args: Any, quiet: bool = False) -> Any:
-        """Call an operator method of the client (`status`, `config_set`, …); None on error."""
+    async def rpc(self, call: Coroutine[Any, Any, T], *, quiet: bool = False) -> T | None:
+        """Await a typed operator call of the client (`app.client.status()`, …); None on error."""
         if not self.client.connected:
+            call.close()
             if not quiet:
                 self.notify("zcord is not connected; the status line shows when it is back",
                             severity="warning")
             return None
         try:
-            return await getattr(self.client, method)(*args)
+            return await call
         except ClientError as e:
             if not quiet:
-                self.show_error(e, method)
+                self.show_error(e, getattr(call, "__name__", "call"))
             return None
 
     def notify(self, message: str, *, title: str = "", severity: Any = "information", timeout: float | None = None,
@@ -255,9 +261,9 @@ class ZcorApp(App[None]):
     async def refresh_status(self, delay: float = 0.0) -> None:
         if delay:
             await asyncio.sleep(delay)  # several changes in a burst: one status call
-        status = await self.rpc("status", quiet=True)
+        status = await self.rpc(self.client.status(), quiet=True)
         if status is not None:
-            self.status = status
+            self.status = dict(status)
 
     @work(exclusive=True, group="relationships")
     async def load_relationships(self, delay: float = 0.0) -> None:
@@ -267,7 +273,7 @@ class ZcorApp(App[None]):
         found: dict[str, dict[str, Any]] = {}
         offset: int | None = 0
         while offset is not None:
-            page = await self.tool("zcor_relationship_query", {"limit": REL_PAGE, "offset": offset}, quiet=True)
+            page = await self.tool(self.client.zcor_relationship_query({"limit": REL_PAGE, "offset": offset}), quiet=True)
             if page is None:
                 return
             for rel in page["items"]:
@@ -359,13 +365,13 @@ class ZcorApp(App[None]):
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         # the palette reads a command's title and help as markup: both may quote Memory text
         for command in self._system_commands(screen):
             yield command._replace(title=escape_markup(shown(command.title, lines=False)),
                                    help=escape_markup(shown(command.help, lines=False)))
 
-    def _system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+    def _system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         # Textual's own, but "Screenshot": it writes an SVG into whatever directory zcor-tui ran in
         yield from (c for c in super().get_system_commands(screen) if c.title != "Screenshot")
         for mode, title, cls in SCREENS_IN_ORDER:

@@ -14,16 +14,14 @@ from rich.markup import escape as rich_escape
 from rich.text import Text
 
 # one rule for the CLI and the TUI
-from zcord.client import (  # noqa: F401  # noqa: F401
-    change_targets,
-    describe_origin,
-    human_size,
-    invisible_marked,
-    json_shown,
-    parse_instant,
-    parse_local,
-    shown,
-)
+from zcord.client import change_targets as change_targets
+from zcord.client import describe_origin as describe_origin
+from zcord.client import human_size as human_size
+from zcord.client import invisible_marked as invisible_marked
+from zcord.client import json_shown as json_shown
+from zcord.client import parse_instant as parse_instant
+from zcord.client import parse_local as parse_local
+from zcord.client import shown as shown
 
 TERM_SEPARATORS = re.compile(r"[,，、;；\n]+")
 KEYWORD_SEPARATORS = re.compile(r"[\s,，、;；]+")

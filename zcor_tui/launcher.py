@@ -66,7 +66,7 @@ def serving_dir(sock: Path) -> str | None:
 
 
 @contextmanager
-def running_daemon(memdir: Path, sock: Path, *, deadline: float = START_DEADLINE) -> Iterator[subprocess.Popen]:
+def running_daemon(memdir: Path, sock: Path, *, deadline: float = START_DEADLINE) -> Iterator[subprocess.Popen[bytes]]:
     """Start zcord, wait until it answers a ping, yield its process, SIGTERM it afterwards.
 
     Its log (a temporary file) is removed unless a message points to it: when zcord did
@@ -75,7 +75,7 @@ def running_daemon(memdir: Path, sock: Path, *, deadline: float = START_DEADLINE
     cmd = [sys.executable, "-c", DAEMON_CODE, "--memory-dir", str(memdir), "--socket", str(sock)]
     env = {k: v for k, v in os.environ.items() if k not in ("NOTIFY_SOCKET", "LISTEN_FDS", "LISTEN_PID")}
     log: Any = None
-    proc: subprocess.Popen | None = None
+    proc: subprocess.Popen[bytes] | None = None
     ran = keep_log = False
     try:
         with _deferred_interrupts():  # a Ctrl-C in between would leave a log or a zcord nobody knows of
@@ -112,7 +112,7 @@ def running_daemon(memdir: Path, sock: Path, *, deadline: float = START_DEADLINE
                         pass
 
 
-def _stop(proc: subprocess.Popen, log: str, ran: bool) -> bool:
+def _stop(proc: subprocess.Popen[bytes], log: str, ran: bool) -> bool:
     """SIGTERM zcord if it still runs; once the app has run, an error exit (then or before)
     is reported with the log. True when a message named the log."""
     if proc.poll() is None:

@@ -334,14 +334,14 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
             if not chains:
                 raise _usage(f"no superseded chain to fold leads to {ids[0]} (zcor consolidate --kind chain)")
             for old in chains[0]["fold"]:
-                c.call_tool("zcor_memory_delete", {"id": old})
+                c.zcor_memory_delete({"id": old})
                 _say(f"deleted {old} (its versions stay in the history; zcor revert undoes it)")
             return EXIT_OK
         if len(ids) < 2:
             raise _usage("zcor consolidate merge needs two or more memory ids")
-        members = {i: c.call_tool("zcor_memory_read", {"id": i}, view=True) for i in ids}
+        members = {i: c.zcor_memory_read({"id": i}, view=True) for i in ids}
         newest = max(members.values(), key=lambda m: (m["updatedAt"], m["id"]))
-        result = c.call_tool("zcor_memory_merge", {
+        result = c.zcor_memory_merge({
             "ids": ids, "title": args.title if args.title is not None else newest["title"],
             "content": args.content if args.content is not None else newest["content"],
             "reason": args.reason})
@@ -367,7 +367,7 @@ def cmd_backup(args: argparse.Namespace) -> int:
                 print(f"{item['backupFile']}  {human_size(item.get('size', 0)):>9}  "
                       f"{local_time(item.get('modifiedAt'))}{who}")
         else:
-            print(c.call_tool("zcor_memory_backup", {})["backupFile"])
+            print(c.zcor_memory_backup({})["backupFile"])
     return EXIT_OK
 
 
@@ -915,7 +915,8 @@ def main(argv: list[str] | None = None) -> int:
     if rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     try:
-        return args.func(args)
+        code: int = args.func(args)
+        return code
     except ToolError as e:
         print(shown(f"zcor: {for_operator(e.code, e.message, 'cli', data=e.data)}"), file=sys.stderr)
         return EXIT_REFUSED

@@ -24,7 +24,7 @@ LONG_WAIT = 600.0
 
 
 def _patient(args: argparse.Namespace) -> float:
-    return max(args.timeout, LONG_WAIT)
+    return max(float(args.timeout), LONG_WAIT)
 
 
 def cmd_import(args: argparse.Namespace, client: Client) -> dict[str, Any]:
@@ -34,7 +34,7 @@ def cmd_import(args: argparse.Namespace, client: Client) -> dict[str, Any]:
     except OSError as e:
         raise SystemExit(f"zcor: cannot read {args.file}: {e.strerror or e}") from None
     with client as c:
-        answer = run(c, import_steps(raw, path.name, fmt=args.format, preview=args.preview,
+        answer: dict[str, Any] = run(c, import_steps(raw, path.name, fmt=args.format, preview=args.preview,
                                      parent_id=args.parent, persona=args.persona), timeout=_patient(args))
     return answer
 
@@ -81,6 +81,7 @@ def cmd_export(args: argparse.Namespace, client: Client) -> dict[str, Any]:
     if args.format == "markdown" and not args.out:
         raise SystemExit("zcor: --out FOLDER is needed for the markdown format (one file per memory)")
     with client as c:
+        summary: dict[str, Any]
         summary, files = run(c, export_steps(args.format), timeout=_patient(args))
     if args.out:
         try:

@@ -98,11 +98,12 @@ def cmd_scope(args: argparse.Namespace) -> int:
         print("zcor: scope is `everywhere` or `session NAME`", file=sys.stderr)
         return 2
     with Client(args.socket, role="operator", timeout=args.timeout, client_name="zcor-cli") as c:
+        answer: dict[str, Any]
         if scope is None:
             node = c.call_tool("zcor_memory_read", {"id": args.id}, view=True)
             answer = {"id": node["id"], "title": node["title"], "scope": node.get("scope", "everywhere")}
         else:
-            answer = c.scope_set(args.id, scope)
+            answer = dict(c.scope_set(args.id, scope))
     if args.json:
         print(json_shown(json.dumps(answer, ensure_ascii=False, indent=2)))
     elif scope is None:

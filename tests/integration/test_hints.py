@@ -1,5 +1,5 @@
 """Refusals name the advice they give the model (`data: {hint, advice}`, zcord.core.errors.HINTS)
-and operator wording swaps it by key and exact text (zcord.transport.wording): every hint
+where they are raised, and operator wording swaps it by key (zcord.transport.wording): every hint
 has operator words, and every hinted refusal a real daemon sends carries its hint with the
 advice exactly as it appears in the message, so editing a message cannot silently break the
 TUI's or the CLI's wording."""
@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from zcord.client import ToolError, for_operator
-from zcord.core.errors import HINTS, NotFound, UnknownTool
+from zcord.core.errors import HINTS, NotFound, UnknownTool, advice
 from zcord.transport.wording import OPERATOR_ADVICE
 
 
@@ -19,11 +19,12 @@ def test_every_hint_has_operator_words():
         assert tui and cli and tui != cli, key
 
 
-def test_a_fixed_advice_is_found_by_its_exact_text():
-    err = NotFound("No memory with id 'm9'. Use zcor_memory_query or zcor_memory_children to find ids.")
+def test_a_hint_is_named_where_the_refusal_is_raised():
+    err = NotFound(f"No memory with id 'm9'. {advice('find_ids')}", hint="find_ids")
+    assert err.message == "No memory with id 'm9'. Use zcor_memory_query or zcor_memory_children to find ids."
     assert err.data == {"hint": "find_ids", "advice": HINTS["find_ids"].advice}
-    reworded = NotFound("No memory with id 'm9'. Use zcor_memory_query to find ids.")  # edited wording
-    assert "hint" not in reworded.data
+    unnamed = NotFound("No memory with id 'm9'. Use zcor_memory_query or zcor_memory_children to find ids.")
+    assert "hint" not in unnamed.data  # the words alone decide nothing
     unknown = UnknownTool.undeclared("zcor_nope")
     assert unknown.message == "Tool 'zcor_nope' is not declared in this request; call only the tools you were given."
     assert unknown.data == {"hint": "undeclared_tool", "advice": unknown.message, "tool": "zcor_nope"}

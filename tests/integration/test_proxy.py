@@ -270,7 +270,7 @@ def test_zcord_stopped_mid_conversation_the_answer_still_comes_without_memory(da
     client.chat.completions.create(model="m", messages=ASK)
     assert "主人叫阿杰" in system_sent(llm.requests[0])
     daemon.stop()
-    caplog.set_level(logging.WARNING, logger="zcord.proxy")
+    caplog.set_level(logging.WARNING, logger="zcord.bot.proxy")
     out = client.chat.completions.create(model="m", messages=ASK + [{"role": "assistant", "content": "团子在睡觉"},
                                                                    {"role": "user", "content": "团子呢"}])
     assert out.choices[0].message.content == "还是在睡觉"
@@ -436,6 +436,19 @@ def test_an_upstream_that_trickles_is_a_504_error_object(daemon, llm):
         running.close()
 
 
+@pytest.mark.parametrize("streaming", [False, True])
+def test_an_upstream_answer_that_quotes_a_timeout_is_a_bad_answer_not_a_504(daemon, llm, proxy, streaming):
+    """The status follows the failure's type: a gateway's page saying "did not answer within
+    30 s" is an answer that is not a reply (502), whatever words it holds."""
+    llm.script.append(("raw", "upstream did not answer within 30 s"))
+    with pytest.raises(openai.APIStatusError) as e:
+        out = proxy.client().chat.completions.create(model="m", messages=ASK, stream=streaming)
+        list(out) if streaming else None
+    assert e.value.status_code == 502
+    assert e.value.body == {"message": "The LLM provider's answer is not a Chat Completions or Messages reply.",
+                            "type": "upstream_error", "code": "upstream_error", "param": None}
+
+
 def test_parse_chat_names_the_field():
     with pytest.raises(ApiError) as e:
         parse_chat(json.dumps({"messages": [{"role": "user", "content": "a"}, {"role": "tool", "content": "x"}]})
@@ -595,7 +608,7 @@ def test_expect_100_continue_is_answered(daemon, llm, proxy):
 
 
 def test_zcord_stopped_during_a_tool_round_the_answer_still_comes(daemon, llm, proxy, caplog):
-    caplog.set_level(logging.WARNING, logger="zcord.proxy")
+    caplog.set_level(logging.WARNING, logger="zcord.bot.proxy")
     gone = threading.Event()
     llm.script += [("wait", gone, openai_tools(("zcor_memory_write", {"title": "没写成", "content": "x"}))),
                    openai_text("我现在记不住，但我听到了")]

@@ -9,7 +9,9 @@ import re
 
 from zcord.transport import client as C
 from zcord.transport import gen_client
+from zcord.transport import methods as table_methods
 from zcord.transport.methods import TABLE
+from zcord.transport.params import NoParams
 
 HAND_WRITTEN = {"tools/call": "call_tool", "zcor/subscribe": "subscribe", "zcor/unsubscribe": "unsubscribe"}
 """Calls kept by hand: they unwrap an MCP result or keep client state across reconnects."""
@@ -50,13 +52,13 @@ def test_the_clients_keep_the_calls_bots_and_the_tui_use():
         "ping": "(self, *, timeout: 'float | None' = None) -> 'None'",
         "recall": "(self, session: 'str', events: 'list[dict[str, Any]] | str', private: 'bool' = False) -> "
                   "'list[str]'",
-        "history_revert": "(self, seq: 'int', force: 'bool' = False, preview: 'bool' = False) -> 'dict[str, Any]'",
+        "history_revert": "(self, seq: 'int', force: 'bool' = False, preview: 'bool' = False) -> 'R.RevertResult'",
         "synonyms_held": "(self, action: 'str', held: 'int | None' = None, index: 'int | None' = None) -> "
-                         "'dict[str, Any]'",
-        "backup_preview": "(self, backup_file: 'str') -> 'dict[str, Any]'",
+                         "'R.SynonymsHeldResult'",
+        "backup_preview": "(self, backup_file: 'str') -> 'R.BackupPreviewResult'",
         "history_revert_origin": "(self, sender: 'str', start: 'str | datetime | None' = None, "
                                  "end: 'str | datetime | None' = None, force: 'bool' = False, "
-                                 "preview: 'bool' = False, shared: 'bool' = False) -> 'dict[str, Any]'",
+                                 "preview: 'bool' = False, shared: 'bool' = False) -> 'R.RevertOriginResult'",
     }
     for name, sig in expected.items():
         assert str(inspect.signature(getattr(C.Client, name))) == sig, name
@@ -69,9 +71,9 @@ def test_the_clients_keep_the_calls_bots_and_the_tui_use():
 
 def test_a_method_is_declared_once():
     table = type(TABLE)()
-    table.method("zcor/x")(_noop)
+    table_methods.method("zcor/x", params=NoParams, result=dict, table=table)(_noop)
     try:
-        table.method("zcor/x")(_noop)
+        table_methods.method("zcor/x", params=NoParams, result=dict, table=table)(_noop)
     except ValueError as e:
         assert "zcor/x" in str(e)
     else:
@@ -80,3 +82,18 @@ def test_a_method_is_declared_once():
 
 async def _noop(m, call):
     return {}
+
+
+def test_every_method_and_tool_has_a_params_and_a_result_model():
+    from pydantic import BaseModel
+
+    from zcord.service.tools import TOOLS
+    from zcord.transport.results import TOOL_RESULTS
+
+    for m in TABLE:
+        assert isinstance(m.params, type) and issubclass(m.params, BaseModel), m.name
+        assert m.result is not None, m.name
+    assert set(TOOL_RESULTS) == set(TOOLS)
+    for name, spec in TOOLS.items():  # the typed tool calls, generated from the input models
+        assert getattr(C.Client, name).__annotations__["arguments"] == spec.input_model.__name__
+        assert inspect.iscoroutinefunction(getattr(C.AsyncClient, name))

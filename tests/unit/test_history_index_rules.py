@@ -7,6 +7,7 @@ of the tail taken at open."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 from pathlib import Path
 
@@ -120,7 +121,7 @@ def test_background_indexing_failure_is_noted_once(tmp_path, caplog):
             assert len(calls) == n
     finally:
         log.close()
-    err = "".join(f"{r.name}: {r.getMessage()}\n" for r in caplog.records)  # logger "zcord"
+    err = "".join(f"{r.name}: {r.getMessage()}\n" for r in caplog.records)  # logger zcord.core.history_index
     assert err.count("indexing stopped: [Errno 5] Input/output error") == 1, err
 
 
@@ -140,6 +141,21 @@ def test_index_that_cannot_be_created_is_said_and_queries_scan(tmp_path, caplog)
     write_lines(tmp_path, [line(1, "爬山"), line(2, "ab")])
     (tmp_path / "operations.index.sqlite").mkdir()  # in the way: cannot be removed or opened
     assert seqs(tmp_path, ["爬山"]) == ([1], 1)
-    err = "".join(f"{r.name}: {r.getMessage()}\n" for r in caplog.records)  # logger "zcord"
-    assert "zcord: operations.index.sqlite: cannot be created (" in err
+    err = "".join(f"{r.name}: {r.getMessage()}\n" for r in caplog.records)  # logger zcord.core.history_index
+    assert "zcord.core.history_index: operations.index.sqlite: cannot be created (" in err
     assert "); history queries will scan the log" in err
+
+
+def test_a_new_index_is_built_without_a_word_and_an_unreadable_one_is_named(tmp_path, caplog):
+    """A fresh index is known by its missing meta table (sqlite_master), not by the words of
+    sqlite's error; any other failure to read it is said."""
+    write_lines(tmp_path, [line(1, "爬山"), line(2, "ab")])
+    assert seqs(tmp_path, ["爬山"]) == ([1], 1)  # builds operations.index.sqlite
+    assert [r for r in caplog.records if r.name.startswith("zcord")] == []
+    index = tmp_path / "operations.index.sqlite"
+    with sqlite3.connect(index) as db:  # meta a view of a table that is gone: "no such table"
+        db.executescript("DROP TABLE meta; CREATE TABLE t (k, v); CREATE VIEW meta AS SELECT k, v FROM t; "
+                         "DROP TABLE t;")
+    assert seqs(tmp_path, ["爬山"]) == ([1], 1)
+    said = [r.getMessage() for r in caplog.records if r.name == "zcord.core.history_index"]
+    assert len(said) == 1 and "operations.index.sqlite: unusable (" in said[0], said

@@ -12,11 +12,11 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as stt
 
+from tests import operator_rooms as rooms
 from tests.lorefiles import book_entry, card, dumps, lorebook_v3, png_card, wi_entry, world_info
 from zcord.core.errors import InvalidArgument, ZcorError
 from zcord.interop import readers
 from zcord.service import interop as X
-from zcord.service import undo
 from zcord.service.service import Service
 
 
@@ -159,7 +159,7 @@ def test_the_import_is_one_operation_with_its_origin_and_reverts_as_one(svc):
     assert describe_origin(rec["origin"]) == "operator (import:lore.json)"
     assert {c["kind"] for c in rec["changes"]} == {"node.create", "important.set"}
     assert changed_ops(svc) == 1
-    undo.revert(svc, {"seq": r["seq"]})
+    rooms.revert(svc, {"seq": r["seq"]})
     assert svc.state.nodes == {} and svc.state.important == []
     again = imp(svc, dumps(world_info(wi_entry(0, ["k0"], "c0", "T0"))))  # its memories are gone: made anew
     assert again["created"] == 1
@@ -169,7 +169,7 @@ def test_revert_origin_takes_back_every_import_of_one_file(svc):
     imp(svc, dumps(world_info(wi_entry(0, ["a"], "A.", "Alpha"))))
     imp(svc, dumps(world_info(wi_entry(0, ["a"], "A2.", "Alpha"), wi_entry(1, ["b"], "B.", "Beta"))))
     svc.call("zcor_memory_write", {"title": "mine", "content": "kept"})
-    undo.revert_origin(svc, {"sender": "import:lore.json"})
+    rooms.revert_origin(svc, {"sender": "import:lore.json"})
     assert titles(svc) == ["mine"]
 
 

@@ -164,7 +164,7 @@ def test_a_cache_that_cannot_be_written_does_not_fail_the_snapshot(memdir, clock
     with Service(memdir, clock=clock) as svc:
         svc.call("zcor_memory_write", {"id": "m2", "title": "妈妈的生日", "content": "又改了"}, actor="operator")
         assert svc.snapshot()["changeId"] > 0
-    assert "could not write memory-state.cache (No space left on device)" in caplog.text  # logger "zcord"
+    assert "could not write memory-state.cache (No space left on device)" in caplog.text  # logger zcord.core.nodecache
     monkeypatch.setattr(nodecache, "atomic_write", real)
     used.clear()
     assert Store(memdir).load().nodes["m2"].content == "又改了"

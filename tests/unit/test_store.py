@@ -1180,7 +1180,8 @@ def test_stale_lock_file_from_dead_process_does_not_block(memdir):
 
 
 def test_temporary_files_left_by_an_interrupted_write_are_removed_and_counted_in_the_log(memdir, caplog):
-    """The count goes to logger "zcord" (stderr under zcord's logging set-up), at the next open."""
+    """The count goes to the store's logger, a child of "zcord" (stderr under zcord's logging set-up),
+    at the next open."""
     with Service(memdir):
         pass
     left = [memdir / ".memory-state.json.123.0badc0de.tmp", memdir / "backups" / ".memory-state-x.json.9.00000000.tmp"]
@@ -1190,4 +1191,4 @@ def test_temporary_files_left_by_an_interrupted_write_are_removed_and_counted_in
         pass
     assert not any(p.exists() for p in left)
     assert [(r.name, r.getMessage()) for r in caplog.records] == \
-        [("zcord", "removed 2 temporary file(s) left by an interrupted write")]
+        [("zcord.core.store", "removed 2 temporary file(s) left by an interrupted write")]

@@ -10,6 +10,7 @@ from datetime import timedelta
 import pytest
 
 import zcord.core.store as store_mod
+from tests import operator_rooms as rooms
 from zcord.core.errors import Conflict, InvalidArgument, NotFound
 from zcord.service import Service, undo
 
@@ -27,7 +28,7 @@ def last_seq(svc) -> int:
 
 
 def revert(svc, seq, force=False):
-    return undo.revert(svc, {"seq": seq, "force": force})
+    return rooms.revert(svc, {"seq": seq, "force": force})
 
 
 def seed(t):
@@ -129,7 +130,7 @@ def test_reverting_a_create_that_has_children_now_is_refused_even_with_force(svc
 def test_bad_revert_params_name_the_field(svc, t, params, field):
     seed(t)
     with pytest.raises(InvalidArgument) as ei:
-        undo.revert(svc, params)
+        rooms.revert(svc, params)
     assert ei.value.field == field
 
 
@@ -211,7 +212,7 @@ def test_versions_across_sealed_segments_and_reinstate(monkeypatch, svc, t):
     assert all(v["actor"] == "operator" and v["seq"] for v in res["items"])
     # make version 2 current again: one new change
     v2 = res["items"][2]
-    out = undo.reinstate(svc, {"id": "m1", "changeId": v2["changeId"]})
+    out = rooms.reinstate(svc, {"id": "m1", "changeId": v2["changeId"]})
     assert svc.state.nodes["m1"].content.startswith("v2") and out["changes"] == [{"kind": "node.update",
                                                                                  "target": "m1"}]
     assert len(undo.versions(svc, "m1")["items"]) == 9
@@ -240,7 +241,7 @@ def test_preview_shows_exactly_what_a_revert_would_do_and_changes_nothing(svc, t
     t.merge(ids=["m2", "m3"], title="父母", content="合并", reason="一起")
     seq = last_seq(svc)
     state, log = fingerprint(svc), (svc.dir / "operations.jsonl").read_bytes()
-    preview = undo.revert(svc, {"seq": seq, "preview": True})
+    preview = rooms.revert(svc, {"seq": seq, "preview": True})
     assert fingerprint(svc) == state and (svc.dir / "operations.jsonl").read_bytes() == log
     assert preview["ok"] is True
     done = revert(svc, seq)
@@ -248,5 +249,5 @@ def test_preview_shows_exactly_what_a_revert_would_do_and_changes_nothing(svc, t
     deleted = [c for c in preview["changes"] if c["kind"] == "node.delete"]
     assert deleted[0]["before"]["title"] == "父母"
     t.write(id="m3", title="再改", content="x")
-    refused = undo.revert(svc, {"seq": done["seq"], "preview": True})
+    refused = rooms.revert(svc, {"seq": done["seq"], "preview": True})
     assert refused["ok"] is False and "m3: it changed since" in refused["message"]

@@ -85,7 +85,7 @@ class BackupsScreen(ZcorScreen):
 
     @work(exclusive=True, group="backups")
     async def fetch(self, select: str | None = None) -> None:
-        items = await self.app.rpc("backups")
+        items = await self.app.rpc(self.app.client.backups())
         table = self.query_one("#backups", DataTable)
         summary = self.query_one("#backups-summary", Static)
         if items is None:
@@ -96,7 +96,7 @@ class BackupsScreen(ZcorScreen):
         items.sort(key=lambda b: (b.get("modifiedAt") or "", b["backupFile"]), reverse=True)
         keep = select or self._selected()
         table.clear()
-        self.items = {b["backupFile"]: b for b in items}
+        self.items = {b["backupFile"]: dict(b) for b in items}
         for b in items:
             table.add_row(when(b.get("modifiedAt")), Text(human_size(b.get("size", 0)), justify="right"),
                           Text("bot", style="yellow") if b.get("bot") else Text("operator", style="dim"),
@@ -113,7 +113,7 @@ class BackupsScreen(ZcorScreen):
 
     @work(exclusive=True, group="action")
     async def action_create(self) -> None:
-        result = await self.app.tool("zcor_memory_backup")
+        result = await self.app.tool(self.app.client.zcor_memory_backup({}))
         if result:
             self.notify(f"Backup written: {result['backupFile']}.")
             self.fetch(select=result["backupFile"])
@@ -136,13 +136,13 @@ class BackupsScreen(ZcorScreen):
         if name is None:
             self.notify("No backup to restore; c writes one.", severity="warning")
             return
-        preview = await self.app.rpc("backup_preview", name)
+        preview = await self.app.rpc(self.app.client.backup_preview(name))
         if preview is None:
             return
-        if not await self.app.push_screen_wait(ConfirmDialog(preview_text(self.items[name], preview),
+        if not await self.app.push_screen_wait(ConfirmDialog(preview_text(self.items[name], dict(preview)),
                                                              yes="Restore")):
             return
-        result = await self.app.tool("zcor_memory_restore", {"backupFile": name})
+        result = await self.app.tool(self.app.client.zcor_memory_restore({"backupFile": name}))
         if result:
             self.notify(f"Restored {name}. The state before it is saved as {result['backupFile']}.",
                         title="Restored", timeout=15)

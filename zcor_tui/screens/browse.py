@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 from textual import on, work
 from textual.app import ComposeResult, SystemCommand
@@ -16,7 +16,15 @@ from textual.css.query import NoMatches
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from zcord.client import ClientError, ToolError, for_operator
+from zcord.client import (
+    ChildrenArgs,
+    ClientError,
+    MergeArgs,
+    SupersedeArgs,
+    ToolError,
+    WriteArgs,
+    for_operator,
+)
 
 from ..format import invisible_marked, one_line
 from ..messages import MemoryChanged
@@ -115,7 +123,7 @@ class BrowseScreen(ZcorScreen):
     async def _fetch_children(self, tree_node: TreeNode[Any]) -> list[Item] | None:
         slot = slot_of(tree_node)
         args = {"parentId": slot.item.id} if slot.item else {}
-        result, err = await self.app.try_tool("zcor_memory_children", args)
+        result, err = await self.app.try_tool(self.app.client.zcor_memory_children(cast(ChildrenArgs, args)))
         if result is None:
             if err is not None and not (slot.item and getattr(err, "code", "") == "not_found"):
                 self.app.show_error(err, "zcor_memory_children")
@@ -174,20 +182,20 @@ class BrowseScreen(ZcorScreen):
                 detail.show_message(EMPTY_HINT if not tree.root.children else "Select a memory to see it here.")
 
     @on(Tree.NodeExpanded)
-    def _expanded(self, event: Tree.NodeExpanded) -> None:
+    def _expanded(self, event: Tree.NodeExpanded[Any]) -> None:
         slot = event.node.data
         if isinstance(slot, Slot) and slot.item is not None and not slot.loaded and not slot.loading:
             self.run_worker(self.load_children(event.node), group="children")
 
     @on(Tree.NodeHighlighted)
-    def _highlighted(self, event: Tree.NodeHighlighted) -> None:
+    def _highlighted(self, event: Tree.NodeHighlighted[Any]) -> None:
         slot = event.node.data
         if isinstance(slot, Slot) and slot.item is not None:
             self.app.selected_node = (slot.item.id, slot.item.title)
             self.load_detail(slot.item.id)
 
     @on(Tree.NodeSelected)
-    def _selected(self, event: Tree.NodeSelected) -> None:
+    def _selected(self, event: Tree.NodeSelected[Any]) -> None:
         if isinstance(event.node.data, More):
             self.tree.show_more(event.node)
 
@@ -195,7 +203,7 @@ class BrowseScreen(ZcorScreen):
     async def load_detail(self, node_id: str, delay: float = DETAIL_DELAY) -> None:
         if delay:
             await asyncio.sleep(delay)  # the cursor is still moving: read only where it rests
-        node, err = await self.app.try_tool("zcor_memory_read", {"id": node_id})
+        node, err = await self.app.try_tool(self.app.client.zcor_memory_read({"id": node_id}))
         detail = self._detail()
         if detail is None:
             return
@@ -204,8 +212,9 @@ class BrowseScreen(ZcorScreen):
             message = for_operator(err.code, err.message, data=err.data) if isinstance(err, ToolError) else str(err)
             detail.show_message(f"{node_id}: {message}")
             return
-        self.shown_node = node
-        self.trace = await self.app.tool("zcor_memory_trace", {"id": node_id}, quiet=True)
+        self.shown_node = dict(node)
+        trace = await self.app.tool(self.app.client.zcor_memory_trace({"id": node_id}), quiet=True)
+        self.trace = None if trace is None else dict(trace)
         self._render_detail()
 
     def _detail(self) -> NodeDetail | None:
@@ -224,7 +233,7 @@ class BrowseScreen(ZcorScreen):
     @work(exclusive=True, group="reveal")
     async def reveal(self, node_id: str) -> None:
         """Open the path to a memory and put the cursor on it."""
-        trace = await self.app.tool("zcor_memory_trace", {"id": node_id})
+        trace = await self.app.tool(self.app.client.zcor_memory_trace({"id": node_id}))
         if trace is None:
             return
         tree = self.tree
@@ -277,7 +286,7 @@ class BrowseScreen(ZcorScreen):
         base = self.tree.base
         if base is None:
             return
-        trace = await self.app.tool("zcor_memory_trace", {"id": base.id})
+        trace = await self.app.tool(self.app.client.zcor_memory_trace({"id": base.id}))
         if trace is None:
             return
         path = trace["path"]
@@ -299,7 +308,7 @@ class BrowseScreen(ZcorScreen):
         return item
 
     async def _write(self, args: dict[str, Any]) -> dict[str, Any]:
-        return await self.app.client.call_tool("zcor_memory_write", args)
+        return dict(await self.app.client.zcor_memory_write(cast(WriteArgs, args)))
 
     def _after_write(self, result: dict[str, Any] | None) -> None:
         if result:
@@ -319,21 +328,21 @@ class BrowseScreen(ZcorScreen):
         item = self._need_current()
         if item is None:
             return
-        node = await self.app.tool("zcor_memory_read", {"id": item.id})
+        node = await self.app.tool(self.app.client.zcor_memory_read({"id": item.id}))
         if node is None:
             return
         if node.get("supersededBy"):
             self.notify(f"{item.id} was superseded by {node['supersededBy']}; edit that one instead.",
                         severity="warning")
             return
-        self._after_write(await self.app.push_screen_wait(NodeForm(self._write, node=node)))
+        self._after_write(await self.app.push_screen_wait(NodeForm(self._write, node=dict(node))))
 
     @work(exclusive=True, group="action")
     async def action_move(self) -> None:
         item = self._need_current()
         if item is None:
             return
-        node = await self.app.tool("zcor_memory_read", {"id": item.id})
+        node = await self.app.tool(self.app.client.zcor_memory_read({"id": item.id}))
         if node is None:
             return
         parent = node.get("parentId")
@@ -342,8 +351,8 @@ class BrowseScreen(ZcorScreen):
                        exclude={item.id, parent} if parent else {item.id}))
         if target is None or target == (parent or ""):
             return
-        result = await self.app.tool("zcor_memory_write", {"id": item.id, "title": node["title"],
-                                                           "content": node["content"], "parentId": target or None})
+        result = await self.app.tool(self.app.client.zcor_memory_write({"id": item.id, "title": node["title"],
+                                                           "content": node["content"], "parentId": target or None}))
         if result:
             self.notify(f"Moved {item.id} " + (f"under {target}." if target else "to the top level."))
             self.reveal(item.id)
@@ -353,7 +362,7 @@ class BrowseScreen(ZcorScreen):
         item = self._need_current()
         if item is None:
             return
-        children = await self.app.tool("zcor_memory_children", {"parentId": item.id})
+        children = await self.app.tool(self.app.client.zcor_memory_children({"parentId": item.id}))
         if children is None:
             return
         if children["items"]:
@@ -376,7 +385,7 @@ class BrowseScreen(ZcorScreen):
         if not await self.app.push_screen_wait(ConfirmDialog(
                 f"Delete {item.id} “{one_line(item.title, 50)}”?\nThe history keeps a full copy.", yes="Delete")):
             return
-        result, err = await self.app.try_tool("zcor_memory_delete", {"id": item.id})
+        result, err = await self.app.try_tool(self.app.client.zcor_memory_delete({"id": item.id}))
         if err is not None:
             # say the refusal plainly: "Memory m1 cannot be deleted: it has 3 children (…)"
             message = for_operator(err.code, err.message, data=err.data) if isinstance(err, ToolError) else str(err)
@@ -413,7 +422,7 @@ class BrowseScreen(ZcorScreen):
         while queue:
             node_id = queue.pop(0)
             ids.append(node_id)
-            children = await self.app.tool("zcor_memory_children", {"parentId": node_id})
+            children = await self.app.tool(self.app.client.zcor_memory_children({"parentId": node_id}))
             if children is None:
                 return
             queue += [c["id"] for c in children.get("items", []) if not c.get("superseded")]
@@ -424,11 +433,11 @@ class BrowseScreen(ZcorScreen):
             return
         done = 0
         for node_id in ids:
-            node = await self.app.tool("zcor_memory_read", {"id": node_id})
+            node = await self.app.tool(self.app.client.zcor_memory_read({"id": node_id}))
             if node is None or node.get("supersededBy"):
                 continue
-            if await self.app.tool("zcor_memory_write", {"id": node_id, "title": node["title"],
-                                                         "content": node["content"], "keywords": None}) is None:
+            if await self.app.tool(self.app.client.zcor_memory_write({"id": node_id, "title": node["title"],
+                                                         "content": node["content"], "keywords": None})) is None:
                 break
             done += 1
         self.notify(f"Keywords derived again for {done} of {len(ids)} memories.")
@@ -440,7 +449,7 @@ class BrowseScreen(ZcorScreen):
         if item is None:
             return
         mark = item.id not in self.app.important
-        result = await self.app.tool("zcor_memory_important", {"id": item.id, "important": mark})
+        result = await self.app.tool(self.app.client.zcor_memory_important({"id": item.id, "important": mark}))
         if result is None:
             return
         if result.get("replaced"):
@@ -477,12 +486,12 @@ class BrowseScreen(ZcorScreen):
         if len(ids) < 2:
             self.notify("Mark two or more memories with x, then merge.", severity="warning")
             return
-        nodes = [n for n in await asyncio.gather(*(self.app.tool("zcor_memory_read", {"id": i}) for i in ids)) if n]
+        nodes = [n for n in await asyncio.gather(*(self.app.tool(self.app.client.zcor_memory_read({"id": i})) for i in ids)) if n]
         title = nodes[0]["title"] if nodes else ""
         content = "\n\n".join(n["content"] for n in nodes)
 
         async def merge(args: dict[str, Any]) -> dict[str, Any]:
-            return await self.app.client.call_tool("zcor_memory_merge", args)
+            return dict(await self.app.client.zcor_memory_merge(cast(MergeArgs, args)))
 
         result = await self.app.push_screen_wait(MergeForm(merge, ids, title, content))
         if result:
@@ -501,7 +510,7 @@ class BrowseScreen(ZcorScreen):
             return
 
         async def supersede(args: dict[str, Any]) -> dict[str, Any]:
-            return await self.app.client.call_tool("zcor_memory_supersede", args)
+            return dict(await self.app.client.zcor_memory_supersede(cast(SupersedeArgs, args)))
 
         result = await self.app.push_screen_wait(SupersedeForm(supersede, ids))
         if result:

@@ -115,12 +115,12 @@ class ConfigScreen(ZcorScreen):
 
     @work(exclusive=True, group="config")
     async def fetch(self) -> None:
-        config = await self.app.rpc("config_get")
+        config = await self.app.rpc(self.app.client.config_get())
         if config is not None:
             self.show(config)
-        persona = await self.app.rpc("persona_get", quiet=True)
+        persona = await self.app.rpc(self.app.client.persona_get(), quiet=True)
         if persona is not None:
-            self.show_persona(persona)
+            self.show_persona(dict(persona))
 
     def show_persona(self, persona: dict[str, Any]) -> None:
         if persona.get("empty"):
@@ -138,12 +138,12 @@ class ConfigScreen(ZcorScreen):
 
     @work(exclusive=True, group="config-persona")
     async def edit_persona(self) -> None:
-        persona = await self.app.rpc("persona_get")
+        persona = await self.app.rpc(self.app.client.persona_get())
         if persona is None:
             return
 
         async def save(args: dict[str, Any]) -> dict[str, Any]:
-            return await self.app.client.persona_set(args["text"])
+            return dict(await self.app.client.persona_set(args["text"]))
 
         def done(result: dict[str, Any] | None) -> None:
             if result is not None:
@@ -258,7 +258,7 @@ class ConfigScreen(ZcorScreen):
 
     @work(exclusive=True, group="config-apply")
     async def reload_files(self) -> None:
-        config = await self.app.rpc("reload")
+        config = await self.app.rpc(self.app.client.reload())
         if config is not None:
             self.show(config)
             self.notify("zcord re-read config.json and synonyms.json.")

@@ -8,7 +8,7 @@ operations: History reverts them."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -19,7 +19,7 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widgets import DataTable, Static
 
-from zcord.client import ClientError, ToolError
+from zcord.client import ClientError, MergeArgs, ToolError
 
 from ..diff import word_diff
 from ..format import plural, shown, when
@@ -156,7 +156,7 @@ class ConsolidateScreen(ZcorScreen):
         newest = item["members"][0]
 
         async def merge(args: dict[str, Any]) -> dict[str, Any]:
-            return await self.app.client.call_tool("zcor_memory_merge", args)
+            return dict(await self.app.client.zcor_memory_merge(cast(MergeArgs, args)))
 
         result = await self.app.push_screen_wait(MergeForm(merge, list(item["ids"]), newest["title"],
                                                            newest["content"]))
@@ -179,7 +179,7 @@ class ConsolidateScreen(ZcorScreen):
         done: list[str] = []
         for node_id in fold:
             try:
-                await self.app.client.call_tool("zcor_memory_delete", {"id": node_id})
+                await self.app.client.zcor_memory_delete({"id": node_id})
             except (ToolError, ClientError) as e:
                 self.notify(f"Stopped at {node_id}: {getattr(e, 'message', None) or e}", severity="error")
                 break

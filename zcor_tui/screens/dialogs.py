@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from rich.text import Text
 from textual import on, work
@@ -21,7 +21,7 @@ from textual.widget import Widget
 from textual.widgets import Button, Input, Label, OptionList, Static, TextArea
 from textual.widgets.option_list import Option
 
-from zcord.client import ClientError, DaemonUnavailable, ToolError, for_operator
+from zcord.client import ClientError, DaemonUnavailable, QueryArgs, ToolError, for_operator
 
 from ..format import invisible_marked, one_line, plain, shown, split_keywords, split_terms
 from ..widgets.field import Field
@@ -537,7 +537,7 @@ class NodePicker(ModalScreen[str | None]):
         keywords = split_keywords(text)
         if keywords:
             args["keywords"] = keywords
-        page = await self.app.tool("zcor_memory_query", args)
+        page = await self.app.tool(self.app.client.zcor_memory_query(cast(QueryArgs, args)))
         options: list[Option] = []
         if not keywords:
             if self.allow_root:
@@ -546,7 +546,7 @@ class NodePicker(ModalScreen[str | None]):
             if selected and selected[0] not in self.exclude:
                 options.append(Option(Text.assemble(("Browse selection: ", "italic"), (selected[0], "cyan"),
                                                     " ", one_line(selected[1], 60)), id=f"sel:{selected[0]}"))
-        for item in (page or {}).get("items", []):
+        for item in page["items"] if page else []:
             if item["id"] in self.exclude:
                 continue
             options.append(Option(Text.assemble((item["id"], "cyan"), " ", one_line(item["title"], 70)),

@@ -30,7 +30,7 @@ class HelpScreen(ModalScreen[None]):
         table.add_column(style="bold cyan", no_wrap=True, width=12)
         table.add_column(ratio=1)
 
-        def section(title: str, note: str, bindings: list) -> None:
+        def section(title: str, note: str, bindings: list[object]) -> None:
             table.add_row(Text(title, style="bold reverse"), Text(note, style="italic"))
             for b in bindings:
                 if isinstance(b, Binding) and b.description:

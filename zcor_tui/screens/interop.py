@@ -83,7 +83,7 @@ async def import_flow(app: Any) -> bool:
     if persona and await app.push_screen_wait(ConfirmDialog(
             "The card also proposes this PERSONA.md (its description, personality and scenario):\n\n"
             f"{persona[:1500]}\n\nReplace PERSONA.md with it?", yes="Replace PERSONA.md")):
-        if await app.rpc("persona_set", persona) is not None:
+        if await app.rpc(app.client.persona_set(persona)) is not None:
             app.notify("PERSONA.md replaced by the card's text.")
     return True
 

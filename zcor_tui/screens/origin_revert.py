@@ -30,7 +30,7 @@ class RevertOriginScreen(RevertScreen):
         return title
 
     async def _request(self, **kwargs: Any) -> dict[str, Any]:
-        return await self.app.client.history_revert_origin(self.sender, **kwargs)
+        return dict(await self.app.client.history_revert_origin(self.sender, **kwargs))
 
     def render_preview(self) -> RenderableType:
         preview = self.preview or {}

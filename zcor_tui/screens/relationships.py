@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 from rich.table import Table
 from rich.text import Text
@@ -15,7 +15,15 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import DataTable, Input, Static
 
-from zcord.client import ToolError, affinity_series, for_operator, sparkline, sparkline_scale
+from zcord.client import (
+    RelQueryArgs,
+    RelWriteArgs,
+    ToolError,
+    affinity_series,
+    for_operator,
+    sparkline,
+    sparkline_scale,
+)
 
 from ..format import (
     affinity_bar,
@@ -123,7 +131,7 @@ class RelationshipsScreen(ZcorScreen):
         keywords = split_keywords(self.query_one("#q", Input).value)
         if keywords:
             args["keywords"] = keywords
-        page, err = await self.app.try_tool("zcor_relationship_query", args)
+        page, err = await self.app.try_tool(self.app.client.zcor_relationship_query(cast(RelQueryArgs, args)))
         table = self.query_one("#rels", DataTable)
         if page is None:  # no rows of the earlier query under the error: they would pass for its answer
             table.clear()
@@ -194,7 +202,7 @@ class RelationshipsScreen(ZcorScreen):
         if getattr(self, "_series_for", None) != (person_id, updated):
             out.update("")
         await asyncio.sleep(0.1)  # the cursor is still moving: read only where it rests
-        versions = await self.app.rpc("history_versions", person_id, quiet=True)
+        versions = await self.app.rpc(self.app.client.history_versions(person_id), quiet=True)
         if self.selected != person_id:
             return
         self._series_for = (person_id, updated)
@@ -207,7 +215,7 @@ class RelationshipsScreen(ZcorScreen):
         return rel
 
     async def _write(self, args: dict[str, Any]) -> dict[str, Any]:
-        return await self.app.client.call_tool("zcor_relationship_write", args)
+        return dict(await self.app.client.zcor_relationship_write(cast(RelWriteArgs, args)))
 
     def _after_write(self, result: dict[str, Any] | None) -> None:
         if result:
@@ -231,7 +239,7 @@ class RelationshipsScreen(ZcorScreen):
                 f"Delete the relationship {invisible_marked(rel['personId'])} ({rel.get('name', '')})?\nThe history keeps a copy.",
                 yes="Delete")):
             return
-        if await self.app.tool("zcor_relationship_delete", {"personId": rel["personId"]}):
+        if await self.app.tool(self.app.client.zcor_relationship_delete({"personId": rel["personId"]})):
             self.notify(f"Deleted {invisible_marked(rel['personId'])}.")
 
     def _keep_fields(self, rel: dict[str, Any]) -> dict[str, Any]:
@@ -245,7 +253,7 @@ class RelationshipsScreen(ZcorScreen):
         node_id = await self.app.push_screen_wait(NodePicker(f"Link {invisible_marked(rel['personId'])} ({rel.get('name', '')}) to…"))
         if not node_id:
             return
-        result = await self.app.tool("zcor_relationship_write", {**self._keep_fields(rel), "memoryNodeId": node_id})
+        result = await self.app.tool(self.app.client.zcor_relationship_write(cast(RelWriteArgs, {**self._keep_fields(rel), "memoryNodeId": node_id})))
         if result:
             self.notify(f"{invisible_marked(rel['personId'])} is linked to {node_id}.")
 
@@ -257,7 +265,7 @@ class RelationshipsScreen(ZcorScreen):
         if not rel.get("memoryNodeId"):
             self.notify(f"{invisible_marked(rel['personId'])} is not linked to a memory.", severity="warning")
             return
-        if await self.app.tool("zcor_relationship_write", {**self._keep_fields(rel), "memoryNodeId": None}):
+        if await self.app.tool(self.app.client.zcor_relationship_write(cast(RelWriteArgs, {**self._keep_fields(rel), "memoryNodeId": None}))):
             self.notify(f"{invisible_marked(rel['personId'])} is no longer linked to {rel['memoryNodeId']}.")
 
     def action_open(self) -> None:

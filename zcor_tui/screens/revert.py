@@ -148,7 +148,7 @@ class RevertScreen(ModalScreen[dict[str, Any] | None]):
         return None
 
     async def _request(self, **kwargs: Any) -> dict[str, Any]:
-        return await self.app.client.history_revert(self.seq, **kwargs)
+        return dict(await self.app.client.history_revert(self.seq, **kwargs))
 
     def _show_error(self, message: str) -> None:
         error = self.query_one("#dialog-error", Static)

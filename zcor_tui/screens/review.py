@@ -61,7 +61,7 @@ class RejectScreen(RevertScreen):
         return title
 
     async def _request(self, **kwargs: Any) -> dict[str, Any]:
-        return await self.app.client.review_reject([self.seq], **kwargs)
+        return dict(await self.app.client.review_reject([self.seq], **kwargs))
 
 
 class ReviewScreen(ZcorScreen):

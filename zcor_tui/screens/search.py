@@ -4,7 +4,7 @@ off, a page at a time; Enter shows the memory in Browse."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 from rich.text import Text
 from textual import on, work
@@ -13,7 +13,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal
 from textual.widgets import Checkbox, DataTable, Input, Static
 
-from zcord.client import ToolError, for_operator
+from zcord.client import QueryArgs, ToolError, for_operator
 
 from ..format import SUPERSEDED_MARK, one_line, plain, when_short
 from ..messages import MemoryChanged, NodeRequested
@@ -91,7 +91,7 @@ class SearchScreen(ZcorScreen):
             return
         table.loading = True
         try:
-            page, err = await self.app.try_tool("zcor_memory_query", {**args, "limit": PAGE_SIZE, "offset": offset})
+            page, err = await self.app.try_tool(self.app.client.zcor_memory_query(cast(QueryArgs, {**args, "limit": PAGE_SIZE, "offset": offset})))
         finally:
             table.loading = False
         if page is None:

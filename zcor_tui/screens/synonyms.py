@@ -82,7 +82,7 @@ class SynonymsScreen(ZcorScreen):
 
     @work(exclusive=True, group="groups")
     async def fetch(self) -> None:
-        listing = await self.app.rpc("synonym_listing")
+        listing = await self.app.rpc(self.app.client.synonym_listing())
         if listing is not None:
             self.groups = listing["groups"]
             self.bot_added = set(listing.get("botAdded") or ())
@@ -139,7 +139,7 @@ class SynonymsScreen(ZcorScreen):
         self.action_edit()
 
     async def _set(self, index: int | None, terms: list[str] | None) -> dict[str, Any]:
-        return await self.app.client.synonyms_set(index, terms)
+        return dict(await self.app.client.synonyms_set(index, terms))
 
     def action_add(self) -> None:
         async def add(args: dict[str, Any]) -> dict[str, Any]:
@@ -184,7 +184,7 @@ class SynonymsScreen(ZcorScreen):
         if not await self.app.push_screen_wait(ConfirmDialog(
                 f"Remove synonym group {index}: {shown(' · '.join(terms), lines=False)}?", yes="Remove")):
             return
-        if await self.app.rpc("synonyms_set", index, None) is not None:
+        if await self.app.rpc(self.app.client.synonyms_set(index, None)) is not None:
             self.selected = None
             self.notify(f"Synonym group {index} removed.")
 
@@ -192,7 +192,7 @@ class SynonymsScreen(ZcorScreen):
         """Ask, then send the decision (`zcor/synonyms/held`); the question holds no terms."""
         if not await self.app.push_screen_wait(ConfirmDialog(question, yes=action.capitalize())):
             return
-        if await self.app.rpc("synonyms_held", action, which.get("held"), which.get("index")) is not None:
+        if await self.app.rpc(self.app.client.synonyms_held(action, which.get("held"), which.get("index"))) is not None:
             self.selected = self.selected_held = None
             self.notify(done)
 
@@ -237,10 +237,10 @@ class SynonymsScreen(ZcorScreen):
             out.update(Text("Type a message above.", style="dim italic"))
             return
         sender = self.query_one("#preview-sender", Input).value.strip() or None
-        explained = await self.app.rpc("recall_explain", text, sender)
-        config = await self.app.rpc("config_get", quiet=True)
+        explained = await self.app.rpc(self.app.client.recall_explain(text, sender))
+        config = await self.app.rpc(self.app.client.config_get(), quiet=True)
         if explained is not None:
-            out.update(self.render_explain(explained, (config or {}).get("recallBudget")))
+            out.update(self.render_explain(dict(explained), (config or {}).get("recallBudget")))
 
     @staticmethod
     def render_explain(ex: dict[str, Any], budget: int | None) -> RenderableType:

@@ -130,11 +130,11 @@ class TimeTravelScreen(Screen[None]):
             return
         box.remove_class("-invalid")
         summary.update(Text(f"Reading the Memory as it was at {when(instant)}…", style="dim italic"))
-        answer = await self.app.rpc("history_at", instant)
+        answer = await self.app.rpc(self.app.client.history_at(instant))
         if answer is None:
             summary.update(Text("zcord could not show that instant (see the message).", style="bold red"))
             return
-        self.show_past(PastMemory(answer))
+        self.show_past(PastMemory(dict(answer)))
 
     def show_past(self, past: PastMemory) -> None:
         self.past = past
@@ -170,13 +170,13 @@ class TimeTravelScreen(Screen[None]):
                        node_id, allow_expand=count > 0)
 
     @on(Tree.NodeExpanded, "#past-tree")
-    def _expanded(self, event: Tree.NodeExpanded) -> None:
+    def _expanded(self, event: Tree.NodeExpanded[str | None]) -> None:
         node_id = event.node.data
         if node_id is not None and self.past is not None and not event.node.children:
             self._add_past_children(event.node, node_id)
 
     @on(Tree.NodeHighlighted, "#past-tree")
-    def _highlighted(self, event: Tree.NodeHighlighted) -> None:
+    def _highlighted(self, event: Tree.NodeHighlighted[str | None]) -> None:
         node_id = event.node.data
         if node_id is None or self.past is None or node_id not in self.past.nodes:
             return

@@ -110,7 +110,7 @@ def ask_trust(app: ZcorApp, senders: list[str], done: Any = None) -> None:
     """Read the levels, then open the TrustForm for these senders (notify what was set)."""
 
     async def run() -> None:
-        listing = await app.rpc("trust_get")
+        listing = await app.rpc(app.client.trust_get())
         if listing is None:
             return
 
@@ -120,7 +120,7 @@ def ask_trust(app: ZcorApp, senders: list[str], done: Any = None) -> None:
             if done is not None:
                 done(answer)
 
-        await app.push_screen(TrustForm(senders, listing), saved)
+        await app.push_screen(TrustForm(senders, dict(listing)), saved)
 
     app.run_worker(run(), group="trust", exclusive=True)
 
@@ -157,11 +157,11 @@ class TrustList(ModalScreen[None]):
 
     @work(exclusive=True, group="trust-list")
     async def load(self) -> None:
-        listing = await self.app.rpc("trust_get")
+        listing = await self.app.rpc(self.app.client.trust_get())
         if listing is None:
             self.query_one("#trust-default", Static).update(Text("The levels could not be read.", style="bold red"))
             return
-        self.listing = listing
+        self.listing = dict(listing)
         table = self.query_one("#trust-levels", DataTable)
         keep = cursor_key(table)
         table.clear()
@@ -199,9 +199,9 @@ class TrustList(ModalScreen[None]):
 
     @work(exclusive=True, group="trust-reset")
     async def _reset(self, sender: str) -> None:
-        answer = await self.app.rpc("trust_set", sender, None)
+        answer = await self.app.rpc(self.app.client.trust_set(sender, None))
         if answer is not None:
-            self.app.notify(said(answer), title="Trust")
+            self.app.notify(said(dict(answer)), title="Trust")
         self.load()
 
     def action_close(self) -> None:

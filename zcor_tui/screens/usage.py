@@ -91,7 +91,7 @@ class UsageScreen(ZcorScreen):
 
     @work(exclusive=True, group="usage")
     async def fetch(self) -> None:
-        usage = await self.app.rpc("usage", None, self.days)
+        usage = await self.app.rpc(self.app.client.usage(None, self.days))
         summary = self.query_one("#usage-summary", Static)
         sessions = self.query_one("#usage-sessions", DataTable)
         days = self.query_one("#usage-days", DataTable)
@@ -100,7 +100,7 @@ class UsageScreen(ZcorScreen):
         if usage is None:
             summary.update(Text("Usage could not be read (see the message).", style="bold red"))
             return
-        summary.update(summary_text(usage))
+        summary.update(summary_text(dict(usage)))
         for s in usage["sessions"]:
             sessions.add_row(shown_id(s["session"], style=""), *_cells(s), plain(s.get("frontEnd") or ""),
                              key=s["session"])

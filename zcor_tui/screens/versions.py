@@ -95,7 +95,7 @@ class VersionsScreen(Screen[None]):
 
     @work(exclusive=True, group="versions")
     async def load(self) -> None:
-        result = await self.app.rpc("history_versions", self.node_id)
+        result = await self.app.rpc(self.app.client.history_versions(self.node_id))
         if result is None:
             self.query_one("#version-diff", Static).update(
                 Text(f"No versions of {self.node_id} could be read.", style="dim italic"))
@@ -225,7 +225,7 @@ class VersionsScreen(Screen[None]):
                 f"({when(version.get('at'))}) current again?\nThis is recorded as a new change; the current "
                 f"version stays in the history.", yes="Restore")):
             return
-        result = await self.app.rpc("history_reinstate", self.node_id, version["changeId"])
+        result = await self.app.rpc(self.app.client.history_reinstate(self.node_id, version["changeId"]))
         if result is None:
             return
         self.notify(f"{self.node_id} is back to the version of {op_name(version)}, "

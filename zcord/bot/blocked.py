@@ -15,7 +15,7 @@ from typing import Any
 
 from ..core.senderkey import sender_key
 
-log = logging.getLogger("zcord.bot")
+log = logging.getLogger(__name__)
 
 
 def filter_blocked(events: list[dict[str, Any]], blocked: Iterable[str],

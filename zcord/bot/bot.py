@@ -15,14 +15,12 @@ A minimal bot:
 from __future__ import annotations
 
 import itertools
-import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from ..core.errors import ZcorError
-from ..core.fence import fence_tool_result
 from ..core.origin import batch_senders
 from ..retrieval.llm import (
     Message,
@@ -35,20 +33,28 @@ from ..retrieval.llm import (
 )
 from ..transport.client import Client, ClientError, RpcError, ToolError
 from .blocked import filter_blocked
-from .prompt import assemble
+from .core import (
+    DEFAULT_MAX_ROUNDS,
+    FRAME_TOOL,
+    Ask,
+    Done,
+    Failed,
+    Outcome,
+    Ran,
+    Refresh,
+    Report,
+    Run,
+    ToolUse,
+    Turn,
+    Unreachable,
+    Used,
+    answer,
+    frame_messages,
+    refusal,
+    usage_params,
+)
 
-FRAME_TOOL = "external_event_frame"
-DEFAULT_MAX_ROUNDS = 8
-
-
-@dataclass
-class ToolUse:
-    """What the person is shown about each tool call the model made."""
-
-    name: str
-    arguments: Any
-    ok: bool
-    summary: str
+__all__ = ["DEFAULT_MAX_ROUNDS", "FRAME_TOOL", "Conversation", "MemoryBot", "ToolUse", "usage_params"]
 
 
 class MemoryBot:
@@ -79,7 +85,7 @@ class MemoryBot:
     def __enter__(self) -> MemoryBot:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- what the model is given -------------------------------------------------------
@@ -102,22 +108,26 @@ class MemoryBot:
     def deliver(self, events: list[dict[str, Any]]) -> list[str]:
         """Send a batch of incoming events to auto-recall; returns the new recall set. The
         batch's external senders become the origin of the tool calls that follow."""
-        answer = self.client.recall_batch(self.session, events, self.private)
-        self.blocked = list(answer.get("blocked") or ())
-        ids = answer["ids"]
+        recalled = self.client.recall_batch(self.session, events, self.private)
+        self.blocked = list(recalled.get("blocked") or ())
+        ids: list[str] = recalled["ids"]
         if any(isinstance(e, dict) and e.get("origin") == "external" for e in events):
             self.origin = {"session": self.session, "senders": batch_senders(events),
                            **({"private": True} if self.private else {})}
         return ids
 
     def context_header(self) -> str:
-        return self.client.context(self.session)["text"]
+        text: str = self.client.context(self.session)["text"]
+        return text
 
     def report_usage(self, reply: Reply, prompt: Prompt, front_end: str) -> None:
         """Tell zcord what the provider said the request cost (`zcor/usage/report`), with
-        what zcor added to it; nothing when the provider gave no usage. A zcord that does
+        what zcor added to it; nothing when the provider gave no usage."""
+        self.report(usage_params(self.session, reply, prompt, front_end))
+
+    def report(self, params: dict[str, Any] | None) -> None:
+        """Send one usage report (core.usage_params; None sends nothing). A zcord that does
         not know the method, or a failure, costs the conversation nothing."""
-        params = usage_params(self.session, reply, prompt, front_end)
         if params is None:
             return
         try:
@@ -127,62 +137,21 @@ class MemoryBot:
 
     # -- running the model's tool calls --------------------------------------------------
 
+    def run(self, call: ToolCall) -> Outcome:
+        """Run one call (that passed core.refusal) through the daemon, with the origin."""
+        try:
+            return Ran(self.client.call_tool(call.name, call.arguments, origin=self.origin))
+        except ToolError as e:
+            return Failed(e.to_dict())
+        except ClientError as e:
+            return Unreachable(str(e))
+
     def execute(self, call: ToolCall, declared: set[str]) -> tuple[Message, ToolUse]:
-        """Run one tool call through the daemon, or refuse it when it was not declared.
+        """Run one tool call through the daemon, or refuse it (core.refusal).
 
         Returns the tool-result message for the model and a summary for the person.
         """
-        if call.name not in declared:
-            why = ("external_event_frame is synthesized by the system to deliver events; never call it."
-                   if call.name == FRAME_TOOL else
-                   f"Tool {call.name!r} is not declared in this request; call only the tools you were given.")
-            return (Message("tool", json.dumps({"error": {"code": "unknown_tool", "message": why}}),
-                            tool_call_id=call.id, is_error=True),
-                    ToolUse(call.name, call.arguments, False, "refused: not declared"))
-        if not isinstance(call.arguments, dict):
-            msg = f"arguments of {call.name} must be a JSON object, got {str(call.arguments)[:100]!r}"
-            return (Message("tool", json.dumps({"error": {"code": "invalid_argument", "message": msg}}),
-                            tool_call_id=call.id, is_error=True),
-                    ToolUse(call.name, call.arguments, False, msg))
-        try:
-            result = self.client.call_tool(call.name, call.arguments, origin=self.origin)
-        except ToolError as e:  # an error message may quote memory text: fenced as the result is
-            return (Message("tool", json.dumps({"error": fence_tool_result(e.to_dict())}, ensure_ascii=False),
-                            tool_call_id=call.id, is_error=True),
-                    ToolUse(call.name, call.arguments, False, e.message))
-        except ClientError as e:
-            return (Message("tool", json.dumps({"error": {"code": "unavailable", "message": str(e)}}),
-                            tool_call_id=call.id, is_error=True),
-                    ToolUse(call.name, call.arguments, False, str(e)))
-        # memory text in the result goes back to the model fenced (issue 33), as in the header
-        return (Message("tool", json.dumps(fence_tool_result(result), ensure_ascii=False), tool_call_id=call.id),
-                ToolUse(call.name, call.arguments, True, _summary(call.name, result)))
-
-
-def usage_params(session: str, reply: Reply, prompt: Prompt, front_end: str,
-                 model: str | None = None, protocol: str | None = None) -> dict[str, Any] | None:
-    """The params of `zcor/usage/report` for one provider reply (None when it had no usage):
-    its token counts and the characters zcor put in the request (the prefix, the header)."""
-    u = reply.usage
-    if u is None:
-        return None
-    params: dict[str, Any] = {
-        "session": session, "frontEnd": front_end, "inputTokens": u.input_tokens,
-        "cachedTokens": u.cached_tokens, "cacheWriteTokens": u.cache_write_tokens, "outputTokens": u.output_tokens,
-        "prefixChars": len(prompt.system[0]) if prompt.system else 0, "headerChars": len(prompt.header)}
-    if model:
-        params["model"] = model[:200]
-    if protocol:
-        params["protocol"] = protocol
-    return params
-
-
-def _summary(name: str, result: dict[str, Any]) -> str:
-    if "id" in result and "title" in result:
-        return f"{result['id']} {result['title']}"
-    if "items" in result:
-        return f"{len(result['items'])} item(s)"
-    return ", ".join(f"{k}={v}" for k, v in list(result.items())[:3])
+        return refusal(call, declared) or answer(call, self.run(call))
 
 
 @dataclass
@@ -199,17 +168,11 @@ class Conversation:
     provider: Provider
     max_rounds: int = DEFAULT_MAX_ROUNDS
     transcript: list[Message] = field(default_factory=list)
-    _frames: Any = field(default_factory=lambda: itertools.count(1))
+    _frames: Iterator[int] = field(default_factory=lambda: itertools.count(1))
 
     def frame(self, events: list[dict[str, Any]]) -> list[Message]:
         """The system-made external_event_frame call and result that deliver a batch."""
-        n = next(self._frames)
-        call = ToolCall(id=f"frame_{n}", name=FRAME_TOOL, arguments={"count": len(events)})
-        payload = [{k: v for k, v in {"from": e.get("senderKey"), "source": e.get("source"),
-                                      "time": e.get("ts"), "text": e["text"]}.items() if v is not None}
-                   for e in events]
-        return [Message("assistant", "", tool_calls=[call]),
-                Message("tool", json.dumps({"events": payload}, ensure_ascii=False), tool_call_id=call.id)]
+        return frame_messages(next(self._frames), events)
 
     def handle(self, events: list[dict[str, Any]],
                on_tool: Callable[[ToolUse], None] | None = None,
@@ -232,25 +195,26 @@ class Conversation:
                 return ""
         batch_at = len(self.transcript)
         self.transcript += self.frame([e for e in events if e["origin"] == "external"])
-        # the prefix is read once a turn: a tool round that marks a memory important changes it
-        # from the next batch on, not under this turn's second request (the cache keeps it)
+        # the prefix is read once a turn; the tools are declared per request (config may change
+        # between rounds), read before the header as each round reads them
         prefix = self.bot.prefix()
-        for _ in range(self.max_rounds):
-            tools = self.bot.tools()  # declared per request: config may change between rounds
-            declared = {t["name"] for t in tools}
-            prompt = assemble(prefix=prefix, history=self.transcript[:batch_at],
-                              batch=self.transcript[batch_at:], header=self.bot.context_header(),
-                              zcor_tools=tools, session=self.bot.session)
-            reply = self.provider.send(prompt, on_text=on_text)
-            self.bot.report_usage(reply, prompt, "chat")
-            if not reply.tool_calls:
-                self.transcript.append(Message("assistant", reply.text))
-                return reply.text
-            self.transcript.append(Message("assistant", reply.text, tool_calls=reply.tool_calls))
-            for call in reply.tool_calls:
-                result, use = self.bot.execute(call, declared)
-                self.transcript.append(result)
-                if on_tool:
-                    on_tool(use)
-        raise ZcorError(f"The model kept calling tools for {self.max_rounds} rounds without answering; "
-                        f"stopped.")
+        tools = self.bot.tools()
+        turn = Turn(session=self.bot.session, prefix=prefix, history=self.transcript[:batch_at],
+                    batch=self.transcript[batch_at:], header=self.bot.context_header(), zcor_tools=tools,
+                    max_rounds=self.max_rounds, front_end="chat")
+        try:  # the sync driver of zcord.bot.core: each step is one call to the provider or zcord
+            while not isinstance(step := turn.next_step(), Done):
+                if isinstance(step, Ask):
+                    turn.replied(self.provider.send(step.prompt, on_text=on_text))
+                elif isinstance(step, Run):
+                    turn.ran(self.bot.run(step.call))
+                elif isinstance(step, Refresh):
+                    tools = self.bot.tools()
+                    turn.refreshed(self.bot.context_header(), tools)
+                elif isinstance(step, Report):
+                    self.bot.report(step.params)
+                elif isinstance(step, Used) and on_tool:
+                    on_tool(step.use)
+            return step.reply.text
+        finally:  # the rounds that ran stay in the transcript, as the answer does
+            self.transcript[batch_at:] = turn.batch

@@ -51,20 +51,41 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
 
 from ..core.config import Config, ConfigFile, LlmConfig, api_key_for
-from ..core.errors import ProviderError
-from ..core.fence import fence_tool_result
+from ..core.errors import (
+    ProviderBadAnswer,
+    ProviderError,
+    ProviderMidAnswer,
+    ProviderStatus,
+    ProviderTimeout,
+    ProviderTooLarge,
+    ProviderUnreachable,
+)
 from ..core.origin import batch_senders
 from ..retrieval.llm import DEFAULT_MAX_TOKENS, Message, Prompt, Provider, Reply, ToolCall, Usage
-from ..transport.client import AsyncClient, ClientError, RpcError, ToolError, tool_result
+from ..transport.client import AsyncClient, ClientError, RpcError, ToolError
 from ..transport.systemd import notify
 from .blocked import filter_blocked
-from .bot import DEFAULT_MAX_ROUNDS, FRAME_TOOL, usage_params
-from .prompt import assemble, batch_start
+from .core import (
+    DEFAULT_MAX_ROUNDS,
+    FRAME_TOOL,
+    Ask,
+    Done,
+    Failed,
+    Outcome,
+    Ran,
+    Refresh,
+    Report,
+    Run,
+    TooManyRounds,
+    Turn,
+    Unreachable,
+)
+from .prompt import batch_start
 
 if TYPE_CHECKING:
     import httpx
 
-log = logging.getLogger("zcord.proxy")
+log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 8765
 TOKEN_ENV = "ZCOR_PROXY_TOKEN"
@@ -79,7 +100,6 @@ SENDER_NAMESPACE = "openai:"
 """Put in front of every sender key a client names (a message's `name`, the sender header,
 the request's `user`), so a token holder cannot pass for a key of another front end
 (`qq:42`) whose trust and relationship zcord keeps."""
-ORIGIN_META = "zcor/origin"
 ROLES = ("system", "developer", "user", "assistant", "tool")
 MAX_HEADER_BYTES = 64 << 10
 MAX_DISCARD_BYTES = 64 << 20
@@ -446,26 +466,22 @@ _STATUS_HINTS = {400: "it refused the request", 401: "it refused the API key (ch
 
 
 def _upstream_error(e: ProviderError, key: str | None) -> ApiError:
-    """The client's answer for a provider failure: a short sentence zcor wrote, never the
-    provider's own text (which may quote the key, a prompt or anything else)."""
-    message = e.message if hasattr(e, "message") else str(e)
-    if status := re.match(r"The LLM provider answered HTTP (\d{3})", message):
-        code = int(status[1])
-        hint = _STATUS_HINTS.get(code, "it failed" if code >= 500 else "it refused the request")
-        return ApiError(502, f"The LLM provider answered HTTP {code}: {hint}.", "upstream_error",
-                        type="upstream_error")
-    if " within " in message and ("did not answer" in message or "did not finish" in message):
-        seconds = re.search(r"within ([\d.]+) s", message)
-        return ApiError(504, f"The LLM provider did not answer within {seconds[1] if seconds else '?'} s "
-                             f"(llm.timeoutSeconds).", "upstream_timeout", type="upstream_error")
-    if "could not be reached" in message:
+    """The client's answer for a provider failure, chosen by the failure's type: a short
+    sentence zcor wrote, never the provider's own text (which may quote the key, a prompt or
+    anything else)."""
+    if isinstance(e, ProviderTimeout):
+        return ApiError(504, f"The LLM provider did not answer within {e.seconds:g} s (llm.timeoutSeconds).",
+                        "upstream_timeout", type="upstream_error")
+    if isinstance(e, ProviderStatus):
+        hint = _STATUS_HINTS.get(e.status, "it failed" if e.status >= 500 else "it refused the request")
+        vetted = f"The LLM provider answered HTTP {e.status}: {hint}."
+    elif isinstance(e, ProviderUnreachable):
         vetted = "The LLM provider could not be reached (is it running, and is llm.baseUrl right?)."
-    elif "larger than" in message:
-        vetted = redact(message, key)
-    elif "mid-answer" in message or "malformed event" in message:
+    elif isinstance(e, ProviderTooLarge):
+        vetted = redact(e.message, key)
+    elif isinstance(e, ProviderMidAnswer):
         vetted = "The LLM provider failed mid-answer."
-    elif "not JSON" in message or "no choice" in message or "no content" in message or "no message" in message \
-            or "not text" in message:
+    elif isinstance(e, ProviderBadAnswer):
         vetted = "The LLM provider's answer is not a Chat Completions or Messages reply."
     else:
         vetted = "The LLM provider failed."
@@ -521,7 +537,7 @@ class Daemon:
         self._last_try = -1e9
         self._lock = asyncio.Lock()
         self._tools: list[dict[str, Any]] | None = None
-        self._background: set[asyncio.Task] = set()
+        self._background: set[asyncio.Task[None]] = set()
 
     async def connected(self) -> AsyncClient | None:
         """The client when zcord answers now; None (at once) while it is away."""
@@ -567,7 +583,7 @@ class Daemon:
 
         blocked: list[str] = []
 
-        async def recalled() -> dict[str, Any]:
+        async def recalled() -> Mapping[str, Any]:
             if events:
                 answer = await client.recall_batch(session, events, private)
                 blocked.extend(b for b in answer.get("blocked") or () if isinstance(b, str))
@@ -631,33 +647,19 @@ class Daemon:
         text = value.get("text") if isinstance(value, dict) else None
         return text if isinstance(text, str) else ""
 
-    async def call(self, call: ToolCall, declared: set[str], origin: dict[str, Any]) -> Message:
-        """Run one of the model's calls to zcor's tools; the tool-result message."""
-        def error(code: str, message: str) -> Message:
-            return Message("tool", json.dumps({"error": {"code": code, "message": message}}, ensure_ascii=False),
-                           tool_call_id=call.id, is_error=True)
-
-        if call.name not in declared:
-            return error("unknown_tool", "external_event_frame is synthesized by the system; never call it."
-                         if call.name == FRAME_TOOL else
-                         f"Tool {call.name!r} is not declared in this request; call only the tools you were given.")
-        if not isinstance(call.arguments, dict):
-            return error("invalid_argument", f"arguments of {call.name} must be a JSON object, "
-                                             f"got {str(call.arguments)[:100]!r}")
+    async def run(self, call: ToolCall, origin: dict[str, Any]) -> Outcome:
+        """Run one of the model's calls to zcor's tools (that passed core.refusal), with its
+        origin in `_meta`."""
         client = await self.connected()
         if client is None:
-            return error("unavailable", "zcor's memory cannot be reached right now.")
+            return Unreachable("zcor's memory cannot be reached right now.")
         try:
-            result = tool_result(await client.request("tools/call", {
-                "name": call.name, "arguments": call.arguments, "_meta": {ORIGIN_META: origin}}))
-        except ToolError as e:  # an error may quote memory text: fenced as results are
-            return Message("tool", json.dumps({"error": fence_tool_result(e.to_dict())}, ensure_ascii=False),
-                           tool_call_id=call.id, is_error=True)
+            return Ran(await client.call_tool(call.name, call.arguments, origin=origin))
+        except ToolError as e:
+            return Failed(e.to_dict())
         except ClientError as e:
             log.warning("zcord failed during %s (%s)", call.name, e)
-            return error("unavailable", str(e))
-        # memory text goes back to the model fenced, as in the header (issue 33)
-        return Message("tool", json.dumps(fence_tool_result(result), ensure_ascii=False), tool_call_id=call.id)
+            return Unreachable(str(e))
 
 
 # -- HTTP: uvicorn (h11) with a guard on each connection ---------------------------------------
@@ -888,15 +890,6 @@ def _wire_usage(u: Usage) -> dict[str, Any]:
     return {"prompt_tokens": u.input_tokens, "completion_tokens": u.output_tokens,
             "total_tokens": u.input_tokens + u.output_tokens,
             "prompt_tokens_details": {"cached_tokens": u.cached_tokens}}
-
-
-def _add(total: Usage | None, u: Usage | None) -> Usage | None:
-    if u is None:
-        return total
-    if total is None:
-        return u
-    return Usage(total.input_tokens + u.input_tokens, total.cached_tokens + u.cached_tokens,
-                 total.cache_write_tokens + u.cache_write_tokens, total.output_tokens + u.output_tokens)
 
 
 @dataclass
@@ -1223,11 +1216,10 @@ class ProxyServer:
         if private:
             origin["private"] = True
         memory = await self.daemon.memory(session, events, private)
-        declared = {t["name"] for t in memory.tools}
-        client_tools = {t["name"] for t in chat.tools}
         created = int(time.time())
         cid = "chatcmpl-" + secrets.token_hex(12)
         model = chat.model or llm.model
+        meta = {"id": cid, "created": created, "model": model}
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
             return {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
@@ -1239,42 +1231,34 @@ class ProxyServer:
         messages, none_left = without_blocked(chat, events, memory.blocked)
         if none_left:
             # every new message came from a blocked sender: the model is not asked (issue 33)
-            await self._answer(out, stream, chunk, Reply("", [], "stop", {}), [],
-                               {"id": cid, "created": created, "model": model}, None, chat)
+            await self._answer(out, stream, chunk, Reply("", [], "stop", {}), [], meta, None, chat)
             return
         at = header_at(messages)
-        history, batch = messages[:at], list(messages[at:])
-        header = memory.header
-        total: Usage | None = None
-        try:
-            for _ in range(self.limits.max_rounds):
-                prompt = assemble(prefix=memory.prefix, system=chat.system, history=history, batch=batch,
-                                  header=header, zcor_tools=memory.tools, client_tools=chat.tools, session=session)
-                reply = await self._ask(provider, prompt, chat, stream, chunk, key)
-                params = usage_params(session, reply, prompt, FRONT_END, llm.model, llm.protocol)
-                if params is not None and not memory.prefix:
-                    params["prefixChars"] = 0  # the system text is the client's alone
-                self.daemon.report_usage(params)
-                total = _add(total, reply.usage)
-                ours = [c for c in reply.tool_calls if c.name not in client_tools]
-                theirs = [c for c in reply.tool_calls if c.name in client_tools]
-                results = [await self.daemon.call(c, declared, origin) for c in ours]
-                if theirs or not ours:
-                    await self._answer(out, stream, chunk, reply, theirs, {"id": cid, "created": created,
-                                                                            "model": model}, total, chat)
-                    return
-                batch.append(Message("assistant", reply.text, tool_calls=ours))
-                batch += results
-                if memory.available:  # the header after the tools ran (kept as it was if zcord went away)
-                    fresh = await self.daemon.header(session)
-                    header = header if fresh is None else fresh
-            raise ApiError(502, f"The model kept calling zcor's tools for {self.limits.max_rounds} rounds without "
-                                f"answering; stopped.", "too_many_tool_rounds", type="upstream_error")
+        turn = Turn(session=session, prefix=memory.prefix, system=chat.system, history=messages[:at],
+                    batch=messages[at:], header=memory.header, zcor_tools=memory.tools, client_tools=chat.tools,
+                    max_rounds=self.limits.max_rounds, front_end=FRONT_END, model=llm.model, protocol=llm.protocol)
+        try:  # the asyncio driver of zcord.bot.core: each step is one call to the provider or zcord
+            while not isinstance(step := turn.next_step(), Done):
+                if isinstance(step, Ask):
+                    turn.replied(await self._ask(provider, step.prompt, chat, stream, chunk, key))
+                elif isinstance(step, Run):
+                    turn.ran(await self.daemon.run(step.call, origin))
+                elif isinstance(step, Refresh):  # the header after the tools ran (kept if zcord went away)
+                    turn.refreshed(await self.daemon.header(session) if memory.available else None)
+                elif isinstance(step, Report):
+                    self.daemon.report_usage(step.params)
+            await self._answer(out, stream, chunk, step.reply, list(step.client_calls), meta, step.usage, chat)
+        except TooManyRounds as e:
+            await self._failed(stream, ApiError(502, e.message, e.code, type="upstream_error"))
         except ApiError as e:
-            if stream is None or not stream.started:
-                raise
-            await stream.send(e.body())  # mid-stream: the error as the last event
-            await stream.end()
+            await self._failed(stream, e)
+
+    async def _failed(self, stream: EventStream | None, e: ApiError) -> None:
+        """A failure: an HTTP error before the answer started, the last event of a stream after."""
+        if stream is None or not stream.started:
+            raise e
+        await stream.send(e.body())  # mid-stream: the error as the last event
+        await stream.end()
 
     async def _ask(self, provider: Provider, prompt: Prompt, chat: ChatRequest, stream: EventStream | None,
                    chunk: Callable[..., dict[str, Any]], key: str | None) -> Reply:

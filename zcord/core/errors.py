@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
+
+HintKey = Literal["find_ids", "find_person", "list_backups", "unlink_first", "force_revert", "undeclared_tool"]
 
 
 @dataclass(frozen=True, slots=True)
 class Hint:
     """Advice written for the model inside an error message, named so that operator wording
-    (zcord.transport.wording) can swap it by key and exact text instead of rewording prose.
+    (zcord.transport.wording) can swap it by key instead of rewording prose.
 
-    An error whose message contains `advice` (a fixed sentence, for errors of `code`) carries
-    `data: {"hint": key, "advice": advice}`; an advice that names something (a tool) is
-    given at the raise site with the names in `data` (UnknownTool.undeclared).
+    The raise site names the hint (`NotFound(f"… {advice('find_ids')}", hint="find_ids")`)
+    and the error carries `data: {"hint": key, "advice": advice}`; an advice that names
+    something (a tool) is given with the names in `data` (UnknownTool.undeclared).
     """
 
-    key: str
+    key: HintKey
     code: str
     advice: str
 
@@ -33,21 +35,30 @@ HINTS: dict[str, Hint] = {h.key: h for h in (
 """Every hint key; the operator's wording for each is in zcord.transport.wording.OPERATOR_ADVICE."""
 
 
+def advice(key: HintKey) -> str:
+    """The model-facing advice of a hint, for the raise site that names it (written once, here)."""
+    return HINTS[key].advice
+
+
+def undeclared_tool(tool: str) -> str:
+    """The model-facing refusal of a call to a tool the request did not declare."""
+    return f"Tool {tool!r} {advice('undeclared_tool')}"
+
+
 class ZcorError(Exception):
     """Base of every error zcor reports to a caller."""
 
     code = "error"
 
-    def __init__(self, message: str, *, field: str | None = None, data: dict[str, Any] | None = None):
+    def __init__(self, message: str, *, field: str | None = None, data: dict[str, Any] | None = None,
+                 hint: HintKey | None = None) -> None:
+        """hint: the advice (HINTS) the message gives the model, named for operator wording."""
         super().__init__(message)
         self.message = message
         self.field = field
         self.data = data or {}
-        if "hint" not in self.data:
-            for hint in HINTS.values():
-                if hint.code == self.code and hint.key != "undeclared_tool" and hint.advice in message:
-                    self.data = {**self.data, "hint": hint.key, "advice": hint.advice}
-                    break
+        if hint is not None:
+            self.data = {**self.data, "hint": hint, "advice": advice(hint)}
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"code": self.code, "message": self.message}
@@ -114,14 +125,47 @@ class UnknownTool(ZcorError):
     @classmethod
     def undeclared(cls, tool: str, field: str | None = "name") -> UnknownTool:
         """The refusal of a call to a tool the caller was not given, hinted with its name."""
-        advice = f"Tool {tool!r} {HINTS['undeclared_tool'].advice}"
-        return cls(advice, field=field, data={"hint": "undeclared_tool", "advice": advice, "tool": tool})
+        said = undeclared_tool(tool)
+        return cls(said, field=field, data={"hint": "undeclared_tool", "advice": said, "tool": tool})
 
 
 class ProviderError(ZcorError):
-    """The LLM provider failed, timed out or answered something unusable."""
+    """The LLM provider failed, timed out or answered something unusable. The subclasses say
+    which (the endpoint's status and sentence follow the type); all share the code."""
 
     code = "provider_error"
+
+
+class ProviderTimeout(ProviderError):
+    """The provider did not answer, or did not finish its answer, within `seconds`."""
+
+    def __init__(self, message: str, *, seconds: float) -> None:
+        super().__init__(message)
+        self.seconds = seconds
+
+
+class ProviderUnreachable(ProviderError):
+    """No connection to the provider (refused, unknown host, reset before an answer)."""
+
+
+class ProviderStatus(ProviderError):
+    """The provider answered with an HTTP error `status`; the message may quote its body."""
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ProviderTooLarge(ProviderError):
+    """The provider's answer passed the size cap and was cut off."""
+
+
+class ProviderMidAnswer(ProviderError):
+    """A streamed answer broke off: the provider reported an error, or sent a malformed event."""
+
+
+class ProviderBadAnswer(ProviderError):
+    """The provider answered, but not with a Chat Completions or Messages reply."""
 
 
 class RateLimited(ZcorError):

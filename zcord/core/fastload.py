@@ -260,7 +260,7 @@ def _fast_nodes(records: Iterable[Any]) -> tuple[list[Node], LoadedTree]:
     return nodes, LoadedTree(children if known_refs else None, replaced, known_refs)
 
 
-def _cached_nodes(rows: list[tuple]) -> tuple[list[Node], LoadedTree]:
+def _cached_nodes(rows: list[tuple[Any, ...]]) -> tuple[list[Node], LoadedTree]:
     """Nodes from memory-state.cache's rows (written by zcord from a loaded state, checksummed:
     not checked field by field), and their tree, as _fast_nodes gives them. The writer's
     shared strings (a parent's id and its children's parentId, interned keywords) come back

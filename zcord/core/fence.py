@@ -64,7 +64,7 @@ _CONTROL = re.compile(r"[\x00-\x08\x0e-\x1b\x1f\x7f-\x84\x86-\x9f]")
 _DROPPED = frozenset(("Cf", "Mn", "Me"))
 
 
-def _control(m: re.Match) -> str:
+def _control(m: re.Match[str]) -> str:
     c = ord(m.group())
     if c < 0x20:
         return chr(0x2400 + c)   # ␀ … ␟
@@ -172,10 +172,10 @@ def one_line(text: str) -> str:
     return neutralize(text).replace("\n", TITLE_BREAK)
 
 
-_FENCED: dict[int, tuple] = {}  # id(node) → (node, cap, title, content): nodes never change
+_FENCED: dict[int, tuple[Any, int | None, str, str]] = {}  # id(node) → (node, cap, title, content): nodes never change
 
 
-def fenced_node(node, cap: int | None = None) -> tuple[str, str]:
+def fenced_node(node: Any, cap: int | None = None) -> tuple[str, str]:
     """A memory's title (`one_line`) and content (`neutralize`; only its first `cap`
     characters when given), remembered per node object: a node is immutable (an edit makes a
     new one), so the header of an unchanged memory is not neutralized again."""

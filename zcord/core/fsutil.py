@@ -14,6 +14,7 @@ import secrets
 import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from .errors import StateFileInvalid
 
@@ -56,7 +57,7 @@ def atomic_write(path: Path, data: bytes | Iterable[bytes], mode: int = 0o640, s
         fsync_dir(path.parent)
 
 
-def read_derived(path: Path, magic: bytes, owner_only: bool = False) -> tuple[dict, bytes] | None:
+def read_derived(path: Path, magic: bytes, owner_only: bool = False) -> tuple[dict[str, Any], bytes] | None:
     """A derived file's header (the JSON line after its magic line) and payload, when it
     opens without following a symbolic link, starts with `magic` and its payload's CRC-32 is
     the header's `payloadCrc`; None otherwise (never raises). owner_only: None too unless

@@ -23,7 +23,7 @@ from .errors import StateFileInvalid, ZcorError
 from .senderkey import sender_key
 from .text import normalize
 
-log = logging.getLogger("zcord")
+log = logging.getLogger(__name__)
 
 INDEX_SUFFIX = ".index.sqlite"
 INDEX_VERSION = 5
@@ -295,8 +295,9 @@ class HistoryIndex:
         cannot be opened leaves history queries to scan the log)."""
         try:
             self.db = self._connect()
-            meta = dict(self.db.execute("SELECT k, v FROM meta").fetchall())
-            problem = self._mismatch(meta)
+            fresh = self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone() is None
+            meta = {} if fresh else dict(self.db.execute("SELECT k, v FROM meta").fetchall())
+            problem = self._mismatch(meta)  # "" for a fresh index: built without a word
             if problem is None:
                 self.meta = meta
                 self.covered = int(meta["covered"])
@@ -305,8 +306,7 @@ class HistoryIndex:
             if problem:
                 self.note(f"{problem}; rebuilding it from {self.log.path.name}")
         except (sqlite3.Error, OSError) as e:
-            if not (isinstance(e, sqlite3.OperationalError) and "no such table" in str(e)):
-                self.note(f"unusable ({e}); rebuilding it from {self.log.path.name}")
+            self.note(f"unusable ({e}); rebuilding it from {self.log.path.name}")
         self._reset()
 
     def _mismatch(self, meta: dict[str, Any]) -> str | None:
@@ -526,7 +526,7 @@ class HistoryQueries:
         self.index = index
         # totals of recent queries by their conditions (see _counted): paging through a
         # query, or asking it again later, counts only the rows logged since
-        self.totals: collections.OrderedDict[tuple, tuple[int, int]] = collections.OrderedDict()
+        self.totals: collections.OrderedDict[tuple[Any, ...], tuple[int, int]] = collections.OrderedDict()
         self._generation = index.generation  # of the index files the totals were counted in
 
     def query(self, keywords: list[str], start: float | None, end: float | None, limit: int, offset: int, *,
@@ -570,13 +570,13 @@ class HistoryQueries:
         pread = self.log.pread
         return [json.loads(pread(length, off)) for off, length in spots], total
 
-    def _index_query(self, keys: list[str], filters: tuple, limit: int,
+    def _index_query(self, keys: list[str], filters: tuple[Any, ...], limit: int,
                      offset: int) -> tuple[list[tuple[int, int]], int]:
         if int(self.index.meta.get("monotone", 1)):
             return self._fts_query(keys, filters, limit, offset)
         return self._sql_query(keys, filters, limit, offset)
 
-    def _fts_query(self, keys: list[str], filters: tuple, limit: int,
+    def _fts_query(self, keys: list[str], filters: tuple[Any, ...], limit: int,
                    offset: int) -> tuple[list[tuple[int, int]], int]:
         """A log whose times never went back: newest first is last logged first, a time range is
         a range of rows, and every filter is a token of `bi`, so the full-text tables answer
@@ -646,7 +646,7 @@ class HistoryQueries:
             f"SELECT id, off, len FROM ops WHERE id IN ({','.join('?' * len(ids))})", ids)))
         return [spots[i] for i in ids], total
 
-    def _counted(self, key: tuple, hi: int) -> tuple[int, int] | None:
+    def _counted(self, key: tuple[Any, ...], hi: int) -> tuple[int, int] | None:
         """(last row counted, total up to it) of an earlier query with the same conditions
         from the same first row, when that row is at most hi: rows are only ever appended,
         so the rows after it are all that is left to count."""
@@ -656,7 +656,7 @@ class HistoryQueries:
         self.totals.move_to_end(key)
         return hit
 
-    def _remember(self, key: tuple, hi: int, total: int) -> None:
+    def _remember(self, key: tuple[Any, ...], hi: int, total: int) -> None:
         hit = self.totals.get(key)
         if hit is None or hit[0] <= hi:
             self.totals[key] = (hi, total)
@@ -664,7 +664,7 @@ class HistoryQueries:
             while len(self.totals) > COUNTS_KEPT:
                 self.totals.popitem(last=False)
 
-    def _sql_query(self, keys: list[str], filters: tuple, limit: int,
+    def _sql_query(self, keys: list[str], filters: tuple[Any, ...], limit: int,
                    offset: int) -> tuple[list[tuple[int, int]], int]:
         """Any log (also one whose times went back): the rows table ordered by time."""
         start, end, changes_only, actor, tool, target, origin = filters
@@ -713,7 +713,7 @@ class HistoryQueries:
                           f"ORDER BY at DESC, id DESC LIMIT ? OFFSET ?", [*args, limit, offset]).fetchall()
         return rows, total
 
-    def _scan_query(self, keys: list[str], filters: tuple, limit: int,
+    def _scan_query(self, keys: list[str], filters: tuple[Any, ...], limit: int,
                     offset: int) -> tuple[list[tuple[int, int]], int]:
         """The query without the index: read the whole log (when the index cannot be written)."""
         start, end, changes_only, actor, tool, target, origin = filters

@@ -41,7 +41,7 @@ from .fsutil import atomic_write, read_derived
 from .indexes import _LENGTHS, BIG_POSTING, NodeIndex, Postings
 from .text import FOLDING_VERSION
 
-log = logging.getLogger("zcord")
+log = logging.getLogger(__name__)
 
 CACHE_FILE = "memory-state.recall.cache"
 MAGIC = b"zcor memory-state.recall.cache 1\n"
@@ -98,7 +98,7 @@ def remove(memdir: Path) -> None:
         pass
 
 
-def write(memdir: Path, state: Any, node_header: dict | None) -> None:
+def write(memdir: Path, state: Any, node_header: dict[str, Any] | None) -> None:
     """Write the cache for the snapshot just written from `state` (node_header: the node
     cache written with it; None when there is none), or remove an old one when there is
     nothing to bind to or the state's indexes are not built. Never raises: the next start
@@ -120,7 +120,7 @@ def write(memdir: Path, state: Any, node_header: dict | None) -> None:
             pass
 
 
-def _encode(state: Any) -> tuple:
+def _encode(state: Any) -> tuple[Any, ...]:
     """Columns that decode in C loops: per node (file order) its updated time and title
     length (doubles), normalized title (None: the title itself) and folded words; per table
     the terms held by one node (terms, positions), by a few (term, positions) and by many
@@ -137,7 +137,7 @@ def _encode(state: Any) -> tuple:
                [None if x.norm_title == nodes[i].title else x.norm_title for i, x in zip(ids, rows)],
                [x.title_seq for x in rows])
 
-    def table_of(table, own_titles: bool = False) -> tuple:
+    def table_of(table: Any, own_titles: bool = False) -> tuple[Any, ...]:
         one_keys, one_pos, few, many, titled = [], [], [], [], []
         for k, v in dict.items(table):
             t = type(v)
@@ -160,7 +160,7 @@ def _encode(state: Any) -> tuple:
             state.indexed_keywords(), state.stem_count)
 
 
-def read(memdir: Path, state: Any, node_header: dict | None) -> bool:
+def read(memdir: Path, state: Any, node_header: dict[str, Any] | None) -> bool:
     """Fill a just-loaded state's retrieval indexes from the cache, when the state was read
     from the node cache whose header is node_header and the cache belongs to it and to these
     rules; False (the state untouched) otherwise. Never raises."""
@@ -179,7 +179,7 @@ def read(memdir: Path, state: Any, node_header: dict | None) -> bool:
         return False
 
 
-def _decode(state: Any, data: tuple) -> bool:
+def _decode(state: Any, data: tuple[Any, ...]) -> bool:
     from .state import RANK_GAP
 
     (updated, lengths, norms, seqs), tables, mixed, count, len_sum, taught, stem_count = data

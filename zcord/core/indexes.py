@@ -12,7 +12,7 @@ from array import array
 from collections.abc import Callable, Collection, Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Protocol, cast
+from typing import Any, Protocol, cast, overload
 
 from .models import Node
 from .text import (
@@ -56,7 +56,7 @@ recall uses the same common terms again and again; building a set of 10,000 ids 
 few hundred microseconds)."""
 
 
-class Postings(dict):
+class Postings(dict[str, Any]):  # an id, a set of ids or an array of ranks
     """term -> the nodes holding it: one id as the id string itself (most title words and
     whole titles belong to one node; a set costs 216 bytes), a few as a set of ids, many as
     an array of their ranks. `get` answers a set-like of ids in every case (a frozenset for
@@ -72,7 +72,13 @@ class Postings(dict):
         self.cache: dict[str, frozenset[str]] = {}  # least recently used first
         self.cached = 0
 
-    def get(self, key, default=None):
+    @overload  # type: ignore[override]  # answers a set-like of ids, not the value held
+    def get(self, key: str, default: None = None) -> AbstractSet[str] | None: ...
+
+    @overload
+    def get(self, key: str, default: AbstractSet[str]) -> AbstractSet[str]: ...
+
+    def get(self, key: str, default: AbstractSet[str] | None = None) -> AbstractSet[str] | None:
         v = dict.get(self, key)
         if v is None:
             return default
@@ -80,7 +86,7 @@ class Postings(dict):
         if t is str:
             return frozenset((v,))
         if t is set:
-            return v
+            return cast("set[str]", v)
         cache = self.cache
         ids = cache.pop(key, None)
         if ids is None:
@@ -172,7 +178,7 @@ class _TextChunk:
     def __init__(self) -> None:
         self.ids: list[str] = []
         self.blob: str | None = None
-        self.starts: array | None = None
+        self.starts: array[int] | None = None
         self.gen = 0  # one more at each change to the piece's nodes (TextBlob.text_piece_made)
 
 

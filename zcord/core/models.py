@@ -99,7 +99,7 @@ NODE_ALIASES = tuple(to_camel(f) for f in NODE_FIELDS)
 _NODE_POS = {f: i for i, f in enumerate(NODE_FIELDS)}
 
 
-class Node(tuple):
+class Node(tuple[Any, ...]):
     """One memory: an immutable tuple of its fields (a Memory holds 100,000 of them, so no
     per-object dict). Same surface as the pydantic model it replaced: keyword constructor
     with the snake_case names, attributes, `model_copy(update=...)`, `dump()` (camelCase,
@@ -110,7 +110,7 @@ class Node(tuple):
 
     def __new__(cls, *, id: str, title: str, content: str, keywords: Iterable[str] = (),
                 parent_id: str | None = None, source_message: str | None = None, created_at: datetime,
-                updated_at: datetime, superseded_by: str | None = None, supersede_reason: str | None = None):
+                updated_at: datetime, superseded_by: str | None = None, supersede_reason: str | None = None) -> Node:
         return tuple.__new__(cls, (id, title, content, tuple(map(sys.intern, keywords)), parent_id, source_message,
                                    created_at, updated_at, superseded_by, supersede_reason))
 
@@ -169,11 +169,11 @@ class Node(tuple):
     def __repr__(self) -> str:
         return "Node(" + ", ".join(f"{f}={v!r}" for f, v in zip(NODE_FIELDS, self)) + ")"
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, tuple[tuple[Any, ...]]]:
         return (_node_from_tuple, (tuple(self),))
 
 
-def _node_from_tuple(values: tuple) -> Node:
+def _node_from_tuple(values: tuple[Any, ...]) -> Node:
     return tuple.__new__(Node, values)
 
 

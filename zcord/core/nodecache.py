@@ -28,7 +28,7 @@ from typing import Any
 
 from .fsutil import atomic_write, read_derived
 
-log = logging.getLogger("zcord")
+log = logging.getLogger(__name__)
 
 CACHE_FILE = "memory-state.cache"
 MAGIC = b"zcor memory-state.cache 1\n"
@@ -85,7 +85,7 @@ def cache_path(memdir: Path) -> Path:
     return memdir / CACHE_FILE
 
 
-def write(memdir: Path, state_path: Path, nodes: Iterable[Any], count: int, tracker: Tracker) -> dict | None:
+def write(memdir: Path, state_path: Path, nodes: Iterable[Any], count: int, tracker: Tracker) -> dict[str, Any] | None:
     """Write the cache for the state file just written (tracker saw its bytes), or remove an
     old one when the Memory is small. A failure here never fails the snapshot: the next
     start parses the state file. Returns the header of the cache written (what derived files
@@ -117,7 +117,7 @@ def write(memdir: Path, state_path: Path, nodes: Iterable[Any], count: int, trac
         return None
 
 
-def read(memdir: Path, state_path: Path, header_out: dict | None = None) -> tuple[bytes, list[tuple]] | None:
+def read(memdir: Path, state_path: Path, header_out: dict[str, Any] | None = None) -> tuple[bytes, list[tuple[Any, ...]]] | None:
     """(the state file without its nodes — `"nodes":[]` —, the nodes as tuples) when the
     cache belongs to the state file as it is now; None otherwise (never raises). header_out,
     when given, receives the header of the cache used."""

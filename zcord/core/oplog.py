@@ -51,7 +51,7 @@ from .fsutil import reverse_lines
 from .history_index import INDEX_SUFFIX, READ_CHUNK, HistoryIndex, HistoryQueries
 from .models import OpRecord
 
-log = logging.getLogger("zcord")
+log = logging.getLogger(__name__)
 
 TAIL_SEQ_BYTES = 4 << 20
 _SEQ_RE = re.compile(rb'(?m)^\{"seq":(\d+),')

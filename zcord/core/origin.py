@@ -73,7 +73,7 @@ def _key(value: Any, what: str, limit: int, canonical: bool = False) -> str:
         value = sender_key(value)
         if not value:
             raise _bad(f"{what} must not be empty (it holds only invisible characters)")
-    return value
+    return str(value)
 
 
 def parse_claim(value: Any) -> dict[str, Any]:

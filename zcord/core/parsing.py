@@ -98,7 +98,7 @@ def parse_time(value: Any, where: str) -> datetime:
     raise StateFileInvalid(f"{where}: expected a time, got {value!r}")
 
 
-def _old_str(rec: dict, key: str, where: str) -> str:
+def _old_str(rec: dict[str, Any], key: str, where: str) -> str:
     """A required string field of an old file's record (a numeric id is taken as its text)."""
     value = rec.get(key)
     if isinstance(value, (int, float)) and not isinstance(value, bool) and key == "id":
@@ -263,7 +263,7 @@ def parse_backup(raw: bytes, name: str, limits: RestoreLimits = RestoreLimits())
         head = StateFile.model_validate(doc)
     except ValidationError as e:
         raise StateFileInvalid(f"{name} fails validation: {describe_validation(e)}") from None
-    items: dict[str, list] = {}
+    items: dict[str, list[Any]] = {}
     for key, model in (("nodes", NodeModel), ("relationships", Relationship), ("history", Change)):
         if not isinstance(parts[key], list):
             raise StateFileInvalid(f"{name} fails validation: {key}: expected an array")

@@ -55,7 +55,8 @@ class _Held(Generic[_T]):
         self.name = self.name or name
 
     def __get__(self, obj: Any, objtype: Any = None) -> _T:
-        return getattr(getattr(obj, self.part), self.name)
+        value: _T = getattr(getattr(obj, self.part), self.name)
+        return value
 
     def __set__(self, obj: Any, value: _T) -> None:
         setattr(getattr(obj, self.part), self.name, value)
@@ -78,7 +79,7 @@ class MemoryState:
         history: Iterable[Change] = (),
         next_id: int = 1,
         history_segments: Iterable[str] = (),
-        tree: tuple[dict, dict] | None = None,
+        tree: tuple[dict[str | None, list[str]], dict[str, set[str]]] | None = None,
         scopes: dict[str, str] | None = None,
     ):
         # The change history: sealed segment files (oldest) plus the changes still inline.
@@ -92,7 +93,7 @@ class MemoryState:
         reverted delete comes back as private as it was."""
 
     def _load_parts(self, nodes: Iterable[Node], important: Iterable[str], relationships: Iterable[Relationship],
-                    next_id: int, tree: tuple[dict, dict] | None = None) -> None:
+                    next_id: int, tree: tuple[dict[str | None, list[str]], dict[str, set[str]]] | None = None) -> None:
         self.nodes: dict[str, Node] = {}
         self.rank: dict[str, int] = {}  # creation order, kept by updates and by an undone delete
         self._by_rank: list[str | None] = [None]  # rank -> id (None: no node has it now)
@@ -222,7 +223,7 @@ class MemoryState:
 
 
 
-    def _load_nodes(self, nodes: Iterable[Node], tree: tuple[dict, dict] | None = None) -> None:
+    def _load_nodes(self, nodes: Iterable[Node], tree: tuple[dict[str | None, list[str]], dict[str, set[str]]] | None = None) -> None:
         """Nodes of a file, in order: the tree, ranks and links now; the retrieval indexes
         later (ensure_index / index_step). tree: (children, replaced) of these nodes in this
         order, when the loader built them already."""

@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from . import fastload, indexcache, nodecache
-from .errors import InvalidArgument, MemoryDirInUse, NotFound, StateFileInvalid, StorageError
+from .errors import (
+    InvalidArgument,
+    MemoryDirInUse,
+    NotFound,
+    StateFileInvalid,
+    StorageError,
+    advice,
+)
 from .fsutil import atomic_write, create_new, make_dir, read_nofollow, remove_stale_tmp
 from .journal import SnapshotPos, write_pos
 from .layout import (
@@ -45,7 +52,7 @@ from .persona import PERSONA_TEMPLATE
 from .serializer import StateSerializer, StateView
 from .state import MemoryState
 
-log = logging.getLogger("zcord")
+log = logging.getLogger(__name__)
 
 # Inline change history is sealed into a segment file once its JSON passes this size, so a
 # save rewrites the nodes and recent changes only, not the whole (unbounded) history.
@@ -334,8 +341,8 @@ class Store:
         try:
             real = path.resolve(strict=True)
         except (FileNotFoundError, RuntimeError):
-            raise NotFound(f"No backup named {name!r} in backups/; zcor_memory_backup returns names "
-                           f"that can be restored.", field="backupFile") from None
+            raise NotFound(f"No backup named {name!r} in backups/; {advice('list_backups')}", field="backupFile",
+                           hint="list_backups") from None
         if real.parent != base or not real.is_file():
             raise InvalidArgument(f"backupFile {name!r} leads outside backups/ and cannot be restored",
                                   field="backupFile")

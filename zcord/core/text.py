@@ -22,8 +22,9 @@ import threading
 import unicodedata
 import zlib
 from array import array
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 from .fsutil import atomic_write, read_derived
 from .lexicon import (
@@ -216,7 +217,7 @@ def title_seq(norm_title: str) -> tuple[str | None, ...]:
     return seq if any(seq) else ()  # an all-CJK title needs no word sequence
 
 
-def title_word_keys(seq: tuple[str | None, ...], fold=fold) -> set[str]:
+def title_word_keys(seq: tuple[str | None, ...], fold: Callable[[str], str] = fold) -> set[str]:
     """The keys a title's words answer to: each folded word, and the letter part of a mixed
     word (iphone15 is found by iphone), folded by `fold`."""
     keys: set[str] = set()
@@ -288,7 +289,7 @@ def cjk_count(text: str) -> int:
 # -- jieba ----------------------------------------------------------------------------
 
 
-def tokenizer():
+def tokenizer() -> Any:
     """The process-wide jieba tokenizer, initialised on first use: its prefix dictionary
     from zcor's own cache of it (`jieba_cache_path`, about 0.3 s), else built from jieba's
     dictionary (about a second) and cached for the next process."""
@@ -310,7 +311,7 @@ def tokenizer():
     return _tokenizer
 
 
-def _import_jieba():
+def _import_jieba() -> Any:
     """import jieba, without the pkg_resources it would import only to find its own
     dictionary file (some 80 ms of a start); it then opens the file by its path."""
     import sys
@@ -349,7 +350,7 @@ def jieba_cache_path() -> Path | None:
     return Path(where) / f"jieba-{jieba.__version__}.cache"
 
 
-def _jieba_dict_stamp(tok) -> dict:
+def _jieba_dict_stamp(tok: Any) -> dict[str, Any]:
     """What the prefix dictionary is derived from: jieba's dictionary file (size, time, checksum)."""
     import jieba
 
@@ -362,7 +363,7 @@ def _jieba_dict_stamp(tok) -> dict:
             "crc": zlib.crc32(data)}
 
 
-def _read_jieba_cache(tok) -> tuple[dict, int] | None:
+def _read_jieba_cache(tok: Any) -> tuple[dict[str, Any], int] | None:
     """(FREQ, total) from the cache when it is ours (owned by this user, not writable by others,
     not a link) and was built from jieba's dictionary as it is now; None otherwise."""
     path = jieba_cache_path()
@@ -388,7 +389,7 @@ def _read_jieba_cache(tok) -> tuple[dict, int] | None:
         return None
 
 
-def _write_jieba_cache(tok) -> None:
+def _write_jieba_cache(tok: Any) -> None:
     """Cache the prefix dictionary just built (atomically; a failure only costs the next start time)."""
     path = jieba_cache_path()
     if path is None:
@@ -404,7 +405,7 @@ def _write_jieba_cache(tok) -> None:
         atomic_write(path, [JIEBA_CACHE_MAGIC, json.dumps(header).encode() + b"\n", payload], mode=0o600,
                      sync=False)
     except OSError as e:
-        logging.getLogger("zcord").warning("could not write jieba's dictionary cache %s (%s)", path, e)
+        logging.getLogger(__name__).warning("could not write jieba's dictionary cache %s (%s)", path, e)
 
 
 def add_user_words(words: Iterable[str]) -> None:
@@ -433,11 +434,11 @@ def _all_cjk(word: str) -> bool:
     return all(_CJK_CHAR.match(ch) for ch in word)
 
 
-def _known(tok, word: str) -> bool:
+def _known(tok: Any, word: str) -> bool:
     return bool(tok.FREQ.get(word)) or word in _user_words
 
 
-def _crosses_dictionary_word(tok, run: str, start: int, end: int) -> bool:
+def _crosses_dictionary_word(tok: Any, run: str, start: int, end: int) -> bool:
     """True when a dictionary word of the run straddles an edge of run[start:end]
     (做后 in 做后端: 后端 straddles its end)."""
     for edge in (start, end):
@@ -451,7 +452,7 @@ def _crosses_dictionary_word(tok, run: str, start: int, end: int) -> bool:
 _NON_CJK = re.compile(f"[^{_CJK}]+")
 
 
-def _guesses(tok, text: str, pos: int, stretch: str, words: list[tuple[int, str]]) -> None:
+def _guesses(tok: Any, text: str, pos: int, stretch: str, words: list[tuple[int, str]]) -> None:
     """Words in a stretch of single characters the dictionary cut left at text[pos:]: jieba's
     HMM guesses for unknown words (阿珍) unless a guess crosses a dictionary word (做后 in
     做后端) or starts or ends with a function character; then dictionary words the cut
@@ -569,7 +570,7 @@ _run_cuts_for: tuple[int, int, int] | None = None
 _run_cuts_chars = 0
 
 
-def _cut(tok, masked: str) -> list[str]:
+def _cut(tok: Any, masked: str) -> list[str]:
     """tok.lcut(masked, HMM=False), the same tokens, with each CJK run's cut kept: jieba
     cuts the blocks between spaces independently (a space is one token of its own), so a
     run cut alone gives the words it gives inside the text. The kept cuts belong to the
@@ -749,7 +750,7 @@ its characters head a word for the lone-character rule below. User words (synony
 keywords) are never rare (USER_WORD_FREQ)."""
 
 
-def _rare_pair(tok, word: str) -> bool:
+def _rare_pair(tok: Any, word: str) -> bool:
     """Whether jieba's own corpus (not a user word's frequency: a derived keyword such as
     狗叫 becomes one) hardly knows the word; a user word the corpus lacks is never rare."""
     freq = _corpus_freq.get(word) if word in _user_words else tok.FREQ.get(word)

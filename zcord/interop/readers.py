@@ -82,7 +82,7 @@ class Book:
 # -- JSON with repeated keys seen --------------------------------------------------------------
 
 
-class _Obj(dict):
+class _Obj(dict[str, Any]):
     """A JSON object that remembers keys given more than once (JSON keeps only the last)."""
 
     repeated: list[str] = []

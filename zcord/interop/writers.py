@@ -164,7 +164,7 @@ def front_matter(n: Node, important: bool) -> str:
         fields["sourceMessage"] = n.source_message
     import yaml
 
-    return yaml.dump(fields, Dumper=_dumper(), allow_unicode=True, sort_keys=False, width=1 << 20)
+    return str(yaml.dump(fields, Dumper=_dumper(), allow_unicode=True, sort_keys=False, width=1 << 20))
 
 
 def markdown(snap: Snapshot) -> list[ExportFile]:

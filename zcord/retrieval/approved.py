@@ -64,7 +64,7 @@ class ApprovedIndexes:
     """What ranking reads of a state's RetrievalIndexes, with the touched memories as approved."""
 
     def __init__(self, live: RetrievalIndexes, small: RetrievalIndexes, masked: frozenset[str],
-                 live_nodes: Mapping[str, Node], memo: dict[tuple[str, str], tuple[Any, Any]] | None = None):
+                 live_nodes: Mapping[str, Node], memo: dict[tuple[str, str], tuple[AbstractSet[str] | None, AbstractSet[str]]] | None = None):
         self.memo = memo if memo is not None else {}
         live.ensure_index()
         small.ensure_index()
@@ -139,7 +139,7 @@ class ApprovedIndexes:
         return self.live.title_stem_keys, self.small.title_stem_keys
 
 
-class _Nodes(Mapping):
+class _Nodes(Mapping[str, Node]):
     """Live nodes with each touched memory as approved: absent when it had no approved version
     (though a parent chain may still pass through it, so reading it gives the live one)."""
 
@@ -177,13 +177,13 @@ class _Children:
         return self._live.get(key, default)
 
     def __getitem__(self, key: str | None) -> list[str]:
-        got = self.get(key)
+        got: list[str] | None = self.get(key)
         if got is None:
             raise KeyError(key)
         return got
 
 
-class _Rels(Mapping):
+class _Rels(Mapping[str, Relationship]):
     """Live relationships with each held one as last approved (absent when it had none)."""
 
     def __init__(self, live: Mapping[str, Relationship], approved: Mapping[str, Relationship | None]):

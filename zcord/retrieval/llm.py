@@ -23,7 +23,7 @@ import re
 import socket
 import threading
 import time
-from collections.abc import AsyncGenerator, Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, cast
@@ -32,7 +32,15 @@ if TYPE_CHECKING:
     import httpx  # imported when a provider is first called: it costs a tenth of a second at start
 
 from ..core.config import LlmConfig
-from ..core.errors import ProviderError
+from ..core.errors import (
+    ProviderBadAnswer,
+    ProviderError,
+    ProviderMidAnswer,
+    ProviderStatus,
+    ProviderTimeout,
+    ProviderTooLarge,
+    ProviderUnreachable,
+)
 
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 1024
@@ -40,6 +48,10 @@ MAX_RESPONSE_BYTES = 8 << 20
 """Largest provider answer accepted (a filter reply is a few hundred bytes; a chat reply
 a few kilobytes)."""
 _TOO_LARGE = f"The LLM provider's answer is larger than {MAX_RESPONSE_BYTES >> 20} MiB; it was cut off."
+_FAILING: dict[type[ProviderError], str] = {ProviderUnreachable: "could not be reached",
+                                            ProviderMidAnswer: "failed mid-answer"}
+"""Any other transport failure of a whole answer (unreachable) or of a stream (mid-answer),
+and how it is said."""
 
 
 @dataclass
@@ -203,9 +215,10 @@ def _anthropic_message(m: Message) -> dict[str, Any]:
 def _blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
     content = message["content"]
     if isinstance(content, list):
-        return content
-    message["content"] = [{"type": "text", "text": content}] if content else []
-    return message["content"]
+        return cast("list[dict[str, Any]]", content)
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": content}] if content else []
+    message["content"] = blocks
+    return blocks
 
 
 def _join(out: list[dict[str, Any]], message: dict[str, Any]) -> None:
@@ -292,7 +305,7 @@ class Provider:
         self._client = client
 
     @contextmanager
-    def _transport(self, failing: str):
+    def _transport(self, failing: type[ProviderError]) -> Iterator[httpx.Client]:
         """Map httpx failures to ProviderError; close a client made for this one request."""
         import httpx
 
@@ -300,24 +313,24 @@ class Provider:
         try:
             yield client
         except httpx.TimeoutException:
-            raise ProviderError(f"The LLM provider at {self.cfg.base_url} did not answer within "
-                                f"{self.cfg.timeout_seconds:g} s.") from None
+            raise ProviderTimeout(f"The LLM provider at {self.cfg.base_url} did not answer within "
+                                  f"{self.cfg.timeout_seconds:g} s.", seconds=self.cfg.timeout_seconds) from None
         except httpx.ConnectError as e:  # refused or unknown before a byte of answer, whichever call
-            raise ProviderError(f"The LLM provider at {self.cfg.base_url} could not be reached: {_plain_error(e)} "
-                                f"(is it running, and is llm.baseUrl right?)") from None
+            raise ProviderUnreachable(f"The LLM provider at {self.cfg.base_url} could not be reached: "
+                                      f"{_plain_error(e)} (is it running, and is llm.baseUrl right?)") from None
         except httpx.HTTPError as e:
-            raise ProviderError(f"The LLM provider at {self.cfg.base_url} {failing}: {_plain_error(e)}") from None
+            raise failing(f"The LLM provider at {self.cfg.base_url} {_FAILING[failing]}: {_plain_error(e)}") from None
         finally:
             if self._client is None:
                 client.close()
 
     def _exchange(self, url: str, headers: dict[str, str], body: dict[str, Any], deadline: float,
-                  failing: str) -> tuple[httpx.Response, Any]:
+                  failing: type[ProviderError]) -> tuple[httpx.Response, Any]:
         """Send the request from a helper thread; (the response, its body pieces) as they come,
         each waited for only until the deadline. Past it the caller gets the timeout error
         at once and the connection is shut down under the helper (which then ends). The body
         stops at MAX_RESPONSE_BYTES (one byte more tells)."""
-        pieces: queue.Queue = queue.Queue()  # ("head", response) ("data", bytes) ("end", None) ("error", exc)
+        pieces: queue.Queue[tuple[str, Any]] = queue.Queue()  # ("head", response) ("data", bytes) ("end", None) ("error", exc)
         stop = threading.Event()
         timeout = self.cfg.timeout_seconds
         streams: list[Any] = []  # the connection's network stream, once connected
@@ -357,8 +370,8 @@ class Provider:
                 kind, value = pieces.get(timeout=max(0.0, deadline - time.monotonic()))
             except queue.Empty:
                 hang_up()
-                raise ProviderError(f"The LLM provider at {self.cfg.base_url} {what} within {timeout:g} s.") \
-                    from None
+                raise ProviderTimeout(f"The LLM provider at {self.cfg.base_url} {what} within {timeout:g} s.",
+                                      seconds=timeout) from None
             if kind == "error":
                 stop.set()
                 raise value
@@ -367,7 +380,7 @@ class Provider:
         threading.Thread(target=fetch, name="zcord-provider", daemon=True).start()
         kind, resp = take("did not answer")
 
-        def chunks():
+        def chunks() -> Iterator[bytes]:
             try:
                 while True:
                     kind, value = take("did not finish its answer")
@@ -379,43 +392,27 @@ class Provider:
 
         return resp, chunks()
 
-    def _read_capped(self, chunks) -> bytes:
+    def _read_capped(self, chunks: Iterable[bytes]) -> bytes:
         """The body (pieces from _exchange) under the size cap."""
         body = bytearray()
         for chunk in chunks:
             body += chunk
             if len(body) > MAX_RESPONSE_BYTES:
-                raise ProviderError(f"The LLM provider's answer is larger than {MAX_RESPONSE_BYTES >> 20} MiB; "
-                                    f"it was cut off.")
+                raise ProviderTooLarge(_TOO_LARGE)
         return bytes(body)
-
-    def _capped_lines(self, chunks):
-        """Server-sent event lines (decoded), under the size cap."""
-        received = 0
-        pending = b""
-        for chunk in chunks:
-            received += len(chunk)
-            if received > MAX_RESPONSE_BYTES:
-                raise ProviderError(f"The LLM provider's answer is larger than {MAX_RESPONSE_BYTES >> 20} MiB; "
-                                    f"it was cut off.")
-            pending += chunk
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
-                yield line.rstrip(b"\r").decode("utf-8", "replace")
-        if pending:
-            yield pending.rstrip(b"\r").decode("utf-8", "replace")
 
     def _parse_body(self, resp: httpx.Response, body: bytes) -> Reply:
         """A whole (non-streamed) answer: status, JSON, then the wire format's reply."""
         text = body.decode("utf-8", "replace")
         if resp.status_code >= 400:
-            raise ProviderError(f"The LLM provider answered HTTP {resp.status_code}: {text[:300]}")
+            raise ProviderStatus(f"The LLM provider answered HTTP {resp.status_code}: {text[:300]}",
+                                 status=resp.status_code)
         try:
             data = json.loads(body)
         except (ValueError, RecursionError):
-            raise ProviderError(f"The LLM provider's answer is not JSON: {text[:200]!r}") from None
+            raise ProviderBadAnswer(f"The LLM provider's answer is not JSON: {text[:200]!r}") from None
         if not isinstance(data, dict):
-            raise ProviderError("The LLM provider's answer is not a JSON object.")
+            raise ProviderBadAnswer("The LLM provider's answer is not a JSON object.")
         return self._openai_reply(data) if self.cfg.protocol == "openai" else self._anthropic_reply(data)
 
     def _request(self, prompt: Prompt, max_tokens: int,
@@ -469,7 +466,7 @@ class Provider:
         deadline = time.monotonic() + self.cfg.timeout_seconds
         if on_text is not None:
             return self._stream(url, headers, body, on_text, deadline)
-        resp, chunks = self._exchange(url, headers, body, deadline, "could not be reached")
+        resp, chunks = self._exchange(url, headers, body, deadline, ProviderUnreachable)
         with contextlib.closing(chunks):
             raw = self._read_capped(chunks)
         return self._parse_body(resp, raw)
@@ -479,8 +476,8 @@ class Provider:
     def _stream(self, url: str, headers: dict[str, str], body: dict[str, Any],
                 on_text: Callable[[str], None], deadline: float) -> Reply:
         body = self._streamed(body)
-        state = _OpenAIStream() if self.cfg.protocol == "openai" else _AnthropicStream()
-        resp, chunks = self._exchange(url, headers, body, deadline, "failed mid-answer")
+        state = StreamDecoder(self.cfg.protocol)
+        resp, chunks = self._exchange(url, headers, body, deadline, ProviderMidAnswer)
         with contextlib.closing(chunks):
             if resp.status_code >= 400 or "text/event-stream" not in resp.headers.get("content-type", ""):
                 # an error, or a server that ignores "stream": a whole answer
@@ -488,11 +485,13 @@ class Provider:
                 if reply.text:
                     on_text(reply.text)
                 return reply
-            for line in self._capped_lines(chunks):
-                piece = self._sse_piece(line, state)
-                if piece is None:
+            for chunk in chunks:
+                for piece in state.feed(chunk):
+                    on_text(piece)
+                if state.done:
                     break
-                if piece:
+            else:
+                for piece in state.end():
                     on_text(piece)
         return state.reply()
 
@@ -502,20 +501,6 @@ class Provider:
         if self.cfg.protocol == "openai":
             return {**body, "stream": True, "stream_options": {"include_usage": True}}
         return {**body, "stream": True}
-
-    @staticmethod
-    def _sse_piece(line: str, state: _OpenAIStream | _AnthropicStream) -> str | None:
-        """The text of one server-sent event line ("" when it has none); None at [DONE]."""
-        if not line.startswith("data:"):
-            return ""
-        payload = line[5:].strip()
-        if payload == "[DONE]":
-            return None
-        try:
-            event = json.loads(payload)
-        except ValueError:
-            raise ProviderError(f"The LLM provider streamed a malformed event: {payload[:200]!r}") from None
-        return state.feed(event)
 
     # -- asyncio callers (zcord.bot.proxy) ---------------------------------------------------
 
@@ -558,33 +543,26 @@ class Provider:
                         async for chunk in chunks:
                             raw += chunk
                             if len(raw) > MAX_RESPONSE_BYTES:
-                                raise ProviderError(_TOO_LARGE)
+                                raise ProviderTooLarge(_TOO_LARGE)
                     reply = self._parse_body(resp, bytes(raw))
                     if reply.text:
                         await hand(reply.text)
                     return reply
-                state = _OpenAIStream() if self.cfg.protocol == "openai" else _AnthropicStream()
-                received, pending = 0, b""
+                state = StreamDecoder(self.cfg.protocol)
                 async with contextlib.aclosing(cast("AsyncGenerator[bytes, None]", resp.aiter_bytes())) as chunks:
                     async for chunk in chunks:
-                        received += len(chunk)
-                        if received > MAX_RESPONSE_BYTES:
-                            raise ProviderError(_TOO_LARGE)
-                        *lines, pending = (pending + chunk).split(b"\n")
-                        for line in lines:
-                            piece = self._sse_piece(line.rstrip(b"\r").decode("utf-8", "replace"), state)
-                            if piece is None:
-                                return state.reply()
-                            if piece:
-                                await hand(piece)
-                piece = self._sse_piece(pending.rstrip(b"\r").decode("utf-8", "replace"), state)
-                if piece:
+                        for piece in state.feed(chunk):
+                            await hand(piece)
+                        if state.done:
+                            return state.reply()
+                for piece in state.end():
                     await hand(piece)
                 return state.reply()
         except (TimeoutError, httpx.TimeoutException):
-            raise ProviderError(f"The LLM provider at {self.cfg.base_url} {what[0]} within {timeout:g} s.") from None
+            raise ProviderTimeout(f"The LLM provider at {self.cfg.base_url} {what[0]} within {timeout:g} s.",
+                                  seconds=timeout) from None
         except httpx.HTTPError as e:
-            raise ProviderError(f"The LLM provider at {self.cfg.base_url} could not be reached: {e}") from None
+            raise ProviderUnreachable(f"The LLM provider at {self.cfg.base_url} could not be reached: {e}") from None
         finally:
             if client is None:
                 await http.aclose()
@@ -593,10 +571,10 @@ class Provider:
     def _openai_reply(data: dict[str, Any]) -> Reply:
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices:
-            raise ProviderError("The LLM provider returned no choice.")
+            raise ProviderBadAnswer("The LLM provider returned no choice.")
         msg = choices[0].get("message") if isinstance(choices[0], dict) else None
         if not isinstance(msg, dict):
-            raise ProviderError("The LLM provider's choice has no message.")
+            raise ProviderBadAnswer("The LLM provider's choice has no message.")
         calls = []
         for c in msg.get("tool_calls") or []:
             fn = c.get("function") or {}
@@ -604,7 +582,7 @@ class Provider:
                                   arguments=_parse_args(fn.get("arguments", "{}"))))
         content = msg.get("content")
         if content is not None and not isinstance(content, str):
-            raise ProviderError("The LLM provider's message content is not text.")
+            raise ProviderBadAnswer("The LLM provider's message content is not text.")
         return Reply(text=content or "", tool_calls=calls, stop_reason=choices[0].get("finish_reason"), raw=data,
                      usage=usage_of(data.get("usage")))
 
@@ -612,12 +590,63 @@ class Provider:
     def _anthropic_reply(data: dict[str, Any]) -> Reply:
         blocks = data.get("content")
         if data.get("type") == "error" or not isinstance(blocks, list):
-            raise ProviderError(f"The LLM provider returned no content: {json.dumps(data)[:200]}")
+            raise ProviderBadAnswer(f"The LLM provider returned no content: {json.dumps(data)[:200]}")
         text = "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
         calls = [ToolCall(id=str(b.get("id", "")), name=str(b.get("name", "")), arguments=b.get("input", {}))
                  for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
         return Reply(text=text, tool_calls=calls, stop_reason=data.get("stop_reason"), raw=data,
                      usage=usage_of(data.get("usage")))
+
+
+class StreamDecoder:
+    """A streamed answer (server-sent events) decoded without I/O, for the sync and the
+    asyncio sender alike (send(), asend()): `feed` each piece of the body as it arrives and
+    hand on the text it yields, until `done` (the [DONE] event); `end` when the body ends
+    without it; then `reply` is the whole Reply. ProviderError past MAX_RESPONSE_BYTES or at
+    a malformed event."""
+
+    def __init__(self, protocol: str) -> None:
+        self.state: _OpenAIStream | _AnthropicStream = _OpenAIStream() if protocol == "openai" else _AnthropicStream()
+        self.received = 0
+        self.pending = b""
+        self.done = False
+
+    def feed(self, chunk: bytes) -> Iterator[str]:
+        """The text in the lines `chunk` completes, piece by piece (so the text before a
+        malformed event is handed on before the error); nothing more once done."""
+        if self.done:
+            return
+        self.received += len(chunk)
+        if self.received > MAX_RESPONSE_BYTES:
+            raise ProviderTooLarge(_TOO_LARGE)
+        *lines, self.pending = (self.pending + chunk).split(b"\n")
+        yield from self._pieces(lines)
+
+    def end(self) -> Iterator[str]:
+        """The text of a last line the body ended without a line break after."""
+        line, self.pending = self.pending, b""
+        if not self.done:
+            yield from self._pieces([line])
+
+    def reply(self) -> Reply:
+        return self.state.reply()
+
+    def _pieces(self, lines: list[bytes]) -> Iterator[str]:
+        for raw in lines:
+            line = raw.rstrip(b"\r").decode("utf-8", "replace")
+            if not line.startswith("data:"):
+                continue
+            payload = line[5:].strip()
+            if payload == "[DONE]":
+                self.done = True
+                return
+            try:
+                event = json.loads(payload)
+            except ValueError:
+                raise ProviderMidAnswer(f"The LLM provider streamed a malformed event: {payload[:200]!r}") from None
+            piece = self.state.feed(event)
+            if piece:
+                yield piece
 
 
 class _OpenAIStream:
@@ -634,7 +663,7 @@ class _OpenAIStream:
         if isinstance(event.get("usage"), dict):  # stream_options.include_usage: the last chunk
             self.usage = event["usage"]
         if "error" in event:
-            raise ProviderError(f"The LLM provider reported an error mid-answer: {json.dumps(event)[:200]}")
+            raise ProviderMidAnswer(f"The LLM provider reported an error mid-answer: {json.dumps(event)[:200]}")
         choices = event.get("choices") or []
         if not choices:
             return ""
@@ -655,7 +684,7 @@ class _OpenAIStream:
 
     def reply(self) -> Reply:
         if not self.seen:
-            raise ProviderError("The LLM provider returned no choice.")
+            raise ProviderBadAnswer("The LLM provider returned no choice.")
         calls = [ToolCall(c["id"], c["name"], _parse_args(c["arguments"] or "{}"))
                  for _, c in sorted(self.calls.items())]
         return Reply("".join(self.text), calls, self.stop, {"streamed": True, "usage": self.usage},
@@ -675,7 +704,7 @@ class _AnthropicStream:
     def feed(self, event: dict[str, Any]) -> str:
         kind = event.get("type")
         if kind == "error":
-            raise ProviderError(f"The LLM provider reported an error mid-answer: {json.dumps(event)[:200]}")
+            raise ProviderMidAnswer(f"The LLM provider reported an error mid-answer: {json.dumps(event)[:200]}")
         if kind == "message_start":
             self.seen = True
             start = (event.get("message") or {}).get("usage")
@@ -691,7 +720,7 @@ class _AnthropicStream:
             delta = event.get("delta") or {}
             if delta.get("type") == "text_delta":
                 block["text"] += delta.get("text", "")
-                return delta.get("text", "")
+                return str(delta.get("text", ""))
             if delta.get("type") == "input_json_delta":
                 block["json"] += delta.get("partial_json", "")
         elif kind == "message_delta":
@@ -702,7 +731,7 @@ class _AnthropicStream:
 
     def reply(self) -> Reply:
         if not self.seen:
-            raise ProviderError("The LLM provider returned no content.")
+            raise ProviderBadAnswer("The LLM provider returned no content.")
         blocks = [b for _, b in sorted(self.blocks.items())]
         text = "".join(b["text"] for b in blocks if b["type"] == "text")
         calls = [ToolCall(b["id"], b["name"], _parse_args(b["json"] or "{}")) for b in blocks

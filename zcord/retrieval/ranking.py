@@ -96,7 +96,8 @@ PERSON_FACTOR = 1.5         # a memory under a person node the batch names (or i
 PERSON_SUBTREE = 5000       # at most this many memories under one named node are looked at
 
 
-def _fill(local: dict[str, float], t_ids, k_ids, value: float, shared=None) -> None:
+def _fill(local: dict[str, float], t_ids: AbstractSet[str], k_ids: AbstractSet[str], value: float,
+          shared: AbstractSet[str] | None = None) -> None:
     """Raise local[i] to what this term is worth to each node it hits (title, equal
     keyword, or both); `shared`: k_ids & t_ids when the caller has it."""
     both, kw = value * BOTH_FIELDS, value * KEYWORD_ONLY
@@ -120,7 +121,8 @@ def _fill(local: dict[str, float], t_ids, k_ids, value: float, shared=None) -> N
             local[i] = v
 
 
-def _fill_within(local: dict[str, float], t_ids, k_ids, value: float, only: set[str],
+def _fill_within(local: dict[str, float], t_ids: AbstractSet[str], k_ids: AbstractSet[str] | None, value: float,
+                 only: set[str],
                  old: dict[str, float]) -> None:
     """`_fill` for the nodes in `only` alone, noting in `old` what each raised value was
     before its first raise."""
@@ -258,7 +260,7 @@ class Ranking:
         k_ids = ix.keyword_stem_ids(key) if keyword_equality else None
         return len(t_ids) + (len(k_ids) - len(k_ids & t_ids) if k_ids else 0)
 
-    def _title_ids(self, key: str, t_ids):
+    def _title_ids(self, key: str, t_ids: AbstractSet[str]) -> AbstractSet[str]:
         """The memories whose titles a weighted key hits: a lone CJK character only where it is
         a word of the title's cut or ends one (鸟 of 画眉鸟, 烟 of 戒烟), never where it begins
         or modifies one (干 of 干净); other keys wherever stem_hits finds them. A lone
@@ -291,7 +293,7 @@ class Ranking:
         self._lone_ids += len(out) - (len(old[2]) if old is not None else 0)
         return out
 
-    def _synonyms_under_word(self, per_class: dict, keyword_equality: bool, n: int, dfs: dict[str, int]) -> None:
+    def _synonyms_under_word(self, per_class: dict[frozenset[str], list[Any]], keyword_equality: bool, n: int, dfs: dict[str, int]) -> None:
         """A synonym never outweighs the word it came from: an expanded term's value is at
         most the word's own rarity times the term's weight (`dogs` → `doggy`, found in one
         memory, once scored 4.5 against `dog`'s 1.0). Weighing each class by the rarity of
@@ -484,7 +486,8 @@ class Ranking:
         pool = _best(final, pool_size)
         return self._in_context(pool, final, per_class, contrib, scoped, limit, explain, length_norm)
 
-    def _in_context(self, pool: list[str], final: dict[str, float], per_class: dict, contrib: dict,
+    def _in_context(self, pool: list[str], final: dict[str, float], per_class: dict[frozenset[str], list[Any]],
+                    contrib: dict[frozenset[str], dict[str, float]],
                     scoped: dict[str, str], limit: int | None, explain: bool,
                     length_norm: Callable[[str], float]) -> list[Hit]:
         """The pool's final order and hits: each memory's parents' titles add context for the

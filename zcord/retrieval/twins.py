@@ -204,7 +204,7 @@ class Folding:
                 i += 1
 
 
-def sketch_of(feats: Iterable[str]) -> array:
+def sketch_of(feats: Iterable[str]) -> array[int]:
     """The SKETCH smallest hashes of the features, ascending (Python's string hash: the
 index lives in one process and is never written down)."""
     return array("q", sorted(map(hash, feats))[:SKETCH])
@@ -226,7 +226,7 @@ class TwinIndex:
     def __init__(self, state_ref: Callable[[], MemoryState], synonyms: Synonyms) -> None:
         self._state_ref = state_ref
         self.folding = Folding(synonyms)
-        self.entries: dict[str, tuple[Node, array]] = {}
+        self.entries: dict[str, tuple[Node, array[int]]] = {}
         self.buckets: dict[int, str | set[str]] = {}
         self.todo: list[str] = []
         self._todo_at = 0
@@ -425,7 +425,7 @@ class TwinIndex:
         node = entry[0]
         return self._around(lambda: self.features_of(node), entry[1], {node_id}, limit, threshold)
 
-    def _around(self, feats_of: Callable[[], frozenset[str]], sk: array, exclude: set[str], limit: int,
+    def _around(self, feats_of: Callable[[], frozenset[str]], sk: array[int], exclude: set[str], limit: int,
                 threshold: float) -> list[Twin]:
         """The twins among the memories sharing a posted hash with sketch `sk`; `feats_of()`
         gives the features, worked out only when some candidate's estimate calls for it."""

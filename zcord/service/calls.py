@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from pydantic.alias_generators import to_camel
@@ -105,7 +105,7 @@ class Locked(Steps):
         return self.fn(ctx)
 
 
-def _loc(loc: tuple) -> str:
+def _loc(loc: tuple[Any, ...]) -> str:
     out = ""
     for part in loc:
         if isinstance(part, int):
@@ -162,7 +162,17 @@ def parse_time_filter(value: str | None, name: str) -> float | None:
     return t.timestamp()
 
 
-def time_range(args) -> tuple[float | None, float | None]:
+class TimeRanged(Protocol):
+    """Arguments with a time range (from, to)."""
+
+    @property
+    def from_(self) -> str | None: ...
+
+    @property
+    def to(self) -> str | None: ...
+
+
+def time_range(args: TimeRanged) -> tuple[float | None, float | None]:
     start = parse_time_filter(args.from_, "from")
     end = parse_time_filter(args.to, "to")
     if start is not None and end is not None and start > end:

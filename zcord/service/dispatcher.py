@@ -35,7 +35,7 @@ from .tools import TOOLS, ToolSpec
 if TYPE_CHECKING:
     from .parts import CallHost
 
-log = logging.getLogger("zcord")
+log = logging.getLogger(__name__)
 
 
 class Dispatcher:
@@ -102,11 +102,11 @@ class Dispatcher:
             self._calling.origin = self._calling.hold = None
 
     def operate(self, name: str, params: dict[str, Any], actor: str,
-                fn: Callable[[], tuple[Any, list[dict[str, Any]]]], what: str) -> Any:
+                fn: Callable[[], tuple[dict[str, Any], list[dict[str, Any]]]], what: str) -> dict[str, Any]:
         """An operator action on a file that is not the Memory (config, PERSONA.md, synonym
         groups, trust, review): fn() -> (result, the changes it made, as log change dicts);
         run and recorded as tools are. An OSError is a storage_error naming `what`."""
-        def apply(ctx: Ctx) -> Any:
+        def apply(ctx: Ctx) -> dict[str, Any]:
             result, changes = fn()
             if changes:
                 ctx.committed = True
@@ -123,7 +123,7 @@ class Dispatcher:
     # -- the one path -----------------------------------------------------------------------
 
     def run(self, name: str, params: Any, actor: str, steps: Steps, *, recorded: bool = True,
-            reconcile: bool = True, storage: str | None = None) -> Any:
+            reconcile: bool = True, storage: str | None = None) -> dict[str, Any]:
         """Run one call by its steps (calls.Steps): admit; with the lock, verify the
         directory, number the call and prepare; without it, work; with it again, finish; then
         record it (once, in seq order) and tell the listeners what it changed; release.
@@ -208,7 +208,7 @@ class Dispatcher:
             if ctx.committed:
                 self.notify(ctx)
 
-    def judge_origin(self, spec: ToolSpec | None, actor: str, claim: Any, batch: O.Batch | None,
+    def judge_origin(self, spec: ToolSpec[Any] | None, actor: str, claim: Any, batch: O.Batch | None,
                      view: bool, present: Mapping[str, list[str]] | None = None
                      ) -> tuple[dict[str, Any], ZcorError | None, list[str]]:
         """A call's origin, and what per-sender trust says of it: (origin, the refusal or
@@ -410,7 +410,7 @@ class Dispatcher:
         i = end
         while i > 0 and history[i - 1].change_id > self.host.oplog.last_change_id:
             i -= 1
-        groups: dict[int | None, list] = {}
+        groups: dict[int | None, list[Any]] = {}
         for c in history[i:end]:
             groups.setdefault(c.op_seq, []).append(c)
         for op_seq, changes in groups.items():
@@ -449,7 +449,7 @@ class ToolSteps(Steps):
     the refusal the call met before it (an unknown tool, a misused zcor/view, an origin
     refused by per-sender trust), which is recorded like any failure."""
 
-    def __init__(self, svc: Any, tool: str, spec: ToolSpec | None, params: Any, actor: str,
+    def __init__(self, svc: Any, tool: str, spec: ToolSpec[Any] | None, params: Any, actor: str,
                  view: bool = False, refusal: ZcorError | None = None) -> None:
         self.svc, self.tool, self.spec, self.params, self.actor = svc, tool, spec, params, actor
         self.view, self.refusal = view, refusal

@@ -83,7 +83,7 @@ from ..core.senderkey import sender_key
 from ..core.text import fold_han, match_form
 from .usage import USAGE_FILE
 
-log = logging.getLogger("zcord")
+log = logging.getLogger(__name__)
 
 PLAN_FILE = "erase-plan.json"
 KEY_FILE = "erasure.key"
@@ -772,39 +772,15 @@ def places(memdir: Path, sc: Scrubber) -> dict[str, int]:
 # -- the operator method -------------------------------------------------------------------------
 
 
-def person_of(params: Any) -> str:
-    """The person an erase or subject request names: exactly one of sender, personId."""
-    if not isinstance(params, dict):
-        raise InvalidArgument("params must be an object {sender} or {personId}")
-    given = [k for k in ("sender", "personId") if params.get(k) is not None]
-    if len(given) != 1:
-        raise InvalidArgument("give exactly one of sender or personId", field="sender")
-    value = params[given[0]]
-    if not isinstance(value, str) or not sender_key(value) or len(value) > O.MAX_SENDER:
-        raise InvalidArgument(f"{given[0]} must be a non-empty string of at most {O.MAX_SENDER} characters",
-                              field=given[0])
-    return value
-
-
-def field_of(params: dict[str, Any]) -> str:
-    return "sender" if params.get("sender") is not None else "personId"
-
-
 def _summary(plan: dict[str, Any]) -> dict[str, Any]:
     return {"memories": len(plan["memories"]), "relationships": len(plan["people"]),
             "trustEntries": len(plan["trust"]), "recordsAbout": plan["recordsAbout"]}
 
 
-def erase(svc: Any, params: Any) -> dict[str, Any]:
-    """`zcor/erase {sender? | personId?, preview?}` (see the module docstring)."""
-    person = person_of(params)
-    unknown = set(params) - {"sender", "personId", "preview"}
-    if unknown:
-        raise InvalidArgument(f"unknown parameter {sorted(unknown)[0]!r}; erase takes sender or personId and "
-                              f"preview", field=sorted(unknown)[0])
-    preview = params.get("preview", False)
-    if not isinstance(preview, bool):
-        raise InvalidArgument("preview must be true or false", field="preview")
+def erase(svc: Any, person: str, field: str, preview: bool) -> dict[str, Any]:
+    """`zcor/erase {sender? | personId?, preview?}` (see the module docstring); its params
+    model (zcord.transport.params.EraseParams) checked them: `person` is the one given and
+    `field` its name."""
     memdir: Path = svc.dir
     svc.gate.wait_idle()
     clock = time.perf_counter()
@@ -843,7 +819,7 @@ def erase(svc: Any, params: Any) -> dict[str, Any]:
             return {"preview": True, **listing, "seconds": seconds}
         if not found:
             raise NotFound(f"nothing in this Memory names {sender_key(person)!r}; nothing was erased"
-                           + (" (it was erased before)" if before else ""), field=field_of(params))
+                           + (" (it was erased before)" if before else ""), field=field)
         plan["subject"] = subject_hash(secret(memdir, create=True) or b"", person)
         plan["summary"] = _summary(plan)
         write_plan(memdir, plan)  # the commit point
@@ -901,10 +877,10 @@ def reopen(svc: Any) -> None:
 # -- what the Memory knows about a person ---------------------------------------------------------
 
 
-def subject(svc: Any, params: Any) -> dict[str, Any]:
-    """`zcor/subject {sender | personId}`: every memory, relationship, trust entry, held
-    change and history record about or from the person, and the same as a readable report."""
-    person = person_of(params)
+def subject(svc: Any, person: str) -> dict[str, Any]:
+    """`zcor/subject {sender | personId}` (checked by its params model): every memory,
+    relationship, trust entry, held change and history record about or from the person, and
+    the same as a readable report."""
     key = sender_key(person)
     with svc.lock:
         st = svc.state

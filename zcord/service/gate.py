@@ -6,11 +6,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import TypeVar
 
 from .calls import RestoreInProgress
 
-log = logging.getLogger("zcord")
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 class RestoreGate:
@@ -31,7 +33,7 @@ class RestoreGate:
     def wait_idle(self) -> None:
         self._idle.wait()
 
-    def writes_wait(self, fn: Callable[[], Any]) -> Any:
+    def writes_wait(self, fn: Callable[[], T]) -> T:
         """Run fn (which takes the lock); a change it met during a restore's slow phase was
         undone: raise RestoreInProgress (the worker) or wait for the restore and run it again."""
         while True:

@@ -17,8 +17,11 @@ from pydantic import (
     StrictBool,
     StrictInt,
     StringConstraints,
+    model_validator,
 )
 from pydantic.alias_generators import to_camel
+
+from ..core.errors import InvalidArgument
 
 MAX_TITLE = 200
 MAX_CONTENT = 20_000
@@ -204,3 +207,21 @@ class SynonymsAddArgs(Args):
 class SearchArgs(Args):
     keywords: Annotated[list[Word], Field(min_length=1, max_length=MAX_KEYWORDS)] = Field(
         description="Words to look for in memory titles (synonyms are added automatically).")
+
+
+class SynonymsHeldParams(Args):
+    """`zcor/synonyms/held`: checked inside the recorded call (a refusal is logged too)."""
+
+    action: Literal["accept", "discard"] = Field(description="accept or discard.")
+    held: StrictInt | None = Field(None, description="The index of a held group.")
+    index: StrictInt | None = Field(None, description="The index of a group the bot added (discard only).")
+
+    @model_validator(mode="after")
+    def _one(self) -> SynonymsHeldParams:
+        if self.given("held") == self.given("index"):
+            raise InvalidArgument("give held (the index of a held group) or index (a group the bot added), "
+                                  "not both", field="held")
+        if self.action == "accept" and self.given("index"):
+            raise InvalidArgument("only a held group can be accepted: the bot's other groups are in use already",
+                                  field="index")
+        return self

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ..core.errors import InvalidArgument, ZcorError
 from ..core.models import MAX_IMPORTANT, Node, Relationship, now
 from ..interop import readers
+from ..interop.common import MAX_TITLE
 from ..interop.readers import BadFile, Book, Entry
 from ..interop.writers import EXPORT_FORMATS, ExportFile, Snapshot, export
 from ..retrieval.synonyms import key_of
@@ -238,10 +239,10 @@ def _apply(svc: FlowRoom, ctx: Ctx, book: Book, opts: Options) -> _Report:
         return opts.parent_id
 
     for g in groups:
-        if len(g) > readers.MAX_TITLE:
+        if len(g) > MAX_TITLE:
             where = next(e.where for e in live.values() if e.group == g)
             raise BadFile(f"{where}.group is {len(g)} characters; a memory's title may have at most "
-                          f"{readers.MAX_TITLE}", f"{where}.group")
+                          f"{MAX_TITLE}", f"{where}.group")
         ident = "group:" + g
         old = earlier.get(ident)
         _put(svc, ctx, report, ident, f"group {g!r}", old if old in st.nodes and

@@ -37,7 +37,7 @@ from ..core.fsutil import make_dir
 from ..retrieval.ranking import Hit
 from ..retrieval.recall import Event, Words, check_session
 
-log = logging.getLogger("zcord")
+log = logging.getLogger(__name__)
 
 TITLE_CHARS = 120
 """A recalled memory's title is kept to this many characters in an entry."""

@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import InvalidArgument, NotFound, StateFileInvalid, UntrustedSender
+from ..core.errors import NotFound, StateFileInvalid, UntrustedSender
 from ..core.fsutil import atomic_write
 from ..core.models import Node, Relationship
 from ..retrieval.approved import ApprovedViews
@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from .calls import Ctx
     from .parts import FlowRoom
 
-log = logging.getLogger("zcord")
+log = logging.getLogger(__name__)
 
 REVIEW_FILE = "review.json"
 REVIEW_LOG = "review.log"
@@ -454,7 +454,7 @@ def _apply(items: dict[int, dict[str, Any]], event: dict[str, Any]) -> None:
             items[seq] = {k: v for k, v in items[seq].items() if k != "reverting"}
 
 
-class _Approved(Mapping):
+class _Approved(Mapping[str, Any]):
     """A state's mapping (`nodes` or `relationships`) with each held entry as last approved
     (absent when it had no approved version), made as `model` when first asked for."""
 
@@ -527,22 +527,6 @@ class WithoutHeld:
 # -- operator methods ----------------------------------------------------------------------
 
 
-def _ids(params: Any, allowed: set[str]) -> list[int]:
-    if not isinstance(params, dict):
-        raise InvalidArgument("params must be an object {ids}")
-    unknown = sorted(set(params) - allowed)
-    if unknown:
-        raise InvalidArgument(f"unknown parameter {unknown[0]}", field=unknown[0])
-    ids = params.get("ids")
-    if not isinstance(ids, list) or not ids or len(ids) > MAX_IDS or \
-            any(not isinstance(i, int) or isinstance(i, bool) or i < 1 for i in ids):
-        raise InvalidArgument(f"ids must be 1 to {MAX_IDS} operation seqs (positive integers) of held changes, as "
-                              f"zcor/review/list gives them", field="ids")
-    if len(set(ids)) != len(ids):
-        raise InvalidArgument("ids must be distinct", field="ids")
-    return ids
-
-
 def _pending(svc: FlowRoom, ids: list[int]) -> None:
     missing = [i for i in ids if i not in svc.review.items or "reverting" in svc.review.items[i]]
     if missing:
@@ -550,23 +534,12 @@ def _pending(svc: FlowRoom, ids: list[int]) -> None:
                        f"ones", field="ids")
 
 
-def review_list(svc: FlowRoom, params: Any) -> dict[str, Any]:
-    """`zcor/review/list {offset?, limit?}`: the held operations, newest first, with their
-    origin and changes, a page at a time: at most `limit` (default PAGE_LIMIT, at most
-    MAX_PAGE_LIMIT) and fewer when they pass PAGE_BYTES (always at least one); `total` counts
-    them all and `nextOffset` (absent on the last page) is where the next page starts."""
-    if params is None:
-        params = {}
-    if not isinstance(params, dict):
-        raise InvalidArgument("params must be an object {offset?, limit?}")
-    unknown = sorted(set(params) - {"offset", "limit"})
-    if unknown:
-        raise InvalidArgument(f"unknown parameter {unknown[0]} (zcor/review/list takes offset and limit)",
-                              field=unknown[0])
-    offset, limit = params.get("offset", 0), params.get("limit", PAGE_LIMIT)
-    for name, value, low, high in (("offset", offset, 0, 1 << 31), ("limit", limit, 1, MAX_PAGE_LIMIT)):
-        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-            raise InvalidArgument(f"{name} must be an integer from {low} to {high}", field=name)
+def review_list(svc: FlowRoom, offset: int, limit: int) -> dict[str, Any]:
+    """`zcor/review/list {offset?, limit?}` (its params model checks them): the held
+    operations, newest first, with their origin and changes, a page at a time: at most
+    `limit` (default PAGE_LIMIT, at most MAX_PAGE_LIMIT) and fewer when they pass PAGE_BYTES
+    (always at least one); `total` counts them all and `nextOffset` (absent on the last page)
+    is where the next page starts."""
     with svc.lock:
         book = svc.review
         seqs = [k for k in sorted(book.items, reverse=True) if "reverting" not in book.items[k]]
@@ -584,11 +557,11 @@ def review_list(svc: FlowRoom, params: Any) -> dict[str, Any]:
     return out
 
 
-def approve(svc: FlowRoom, params: Any) -> dict[str, Any]:
-    """`zcor/review/approve {ids}`: the held operations become ordinary (recalled); recorded."""
-    ids = _ids(params, {"ids"})
+def approve(svc: FlowRoom, ids: list[int], params: dict[str, Any]) -> dict[str, Any]:
+    """`zcor/review/approve {ids}`: the held operations become ordinary (recalled); recorded
+    (`params` as the log records them)."""
 
-    def apply():
+    def apply() -> tuple[dict[str, Any], list[dict[str, Any]]]:
         _pending(svc, ids)
         svc.review.approve(ids)
         return {"approved": ids}, [{"kind": "review.approve", "target": str(i)} for i in ids]
@@ -596,16 +569,10 @@ def approve(svc: FlowRoom, params: Any) -> dict[str, Any]:
     return svc.calls.operate(APPROVE, params, "operator", apply, "review.json")
 
 
-def reject(svc: FlowRoom, params: Any) -> dict[str, Any]:
+def reject(svc: FlowRoom, ids: list[int], force: bool, preview: bool, params: dict[str, Any]) -> dict[str, Any]:
     """`zcor/review/reject {ids, force?, preview?}`: revert the held operations, newest first,
-    as one operation (conflicts as `zcor/history/revert`)."""
+    as one operation (conflicts as `zcor/history/revert`; `params` as the log records them)."""
     from . import undo
-
-    ids = _ids(params, {"ids", "force", "preview"})
-    force, preview = params.get("force", False), params.get("preview", False)
-    for name, value in (("force", force), ("preview", preview)):
-        if not isinstance(value, bool):
-            raise InvalidArgument(f"{name} must be true or false", field=name)
 
     def plan(ctx: Ctx, dry: bool) -> undo.Undo:
         _pending(svc, ids)

@@ -43,10 +43,18 @@ from ..core.state import MemoryState, Tx
 from ..core.store import Store
 from ..core.text import kinds_of, tokenizer
 from ..retrieval.prefix import build_prefix
-from ..retrieval.recall import RecallSessions, Retriever, check_session, parse_events, render_header
+from ..retrieval.recall import (
+    Event,
+    RecallSessions,
+    Retriever,
+    check_session,
+    parse_events,
+    render_header,
+)
 from ..retrieval.synonyms import Synonyms
 from ..retrieval.twins import TwinIndex
 from . import erasure, scope
+from . import inputs as I
 from .calls import Ctx, InternalError, RestoreInProgress
 from .consolidate import CONSOLIDATE_FILE, KINDS, Consolidation
 from .dispatcher import Dispatcher
@@ -62,7 +70,7 @@ from .usage import USAGE_FILE, UsageBook
 
 __all__ = ["Ctx", "InternalError", "RestoreInProgress", "Service"]
 
-log = logging.getLogger("zcord")
+log = logging.getLogger(__name__)
 
 MAX_PERSONA = 100_000  # characters of PERSONA.md, which goes into every request
 
@@ -267,7 +275,7 @@ class Service:
 
     def update_config(self, patch: dict[str, Any], actor: str = "operator") -> dict[str, Any]:
         """Change config.json (partial, camelCase keys); recorded in the operation log."""
-        def apply():
+        def apply() -> tuple[dict[str, Any], list[dict[str, Any]]]:
             before = self.config_file.stored.model_dump(mode="json", by_alias=True)
             self.config_file.update(patch)
             after = self.config_file.stored.model_dump(mode="json", by_alias=True)
@@ -297,7 +305,7 @@ class Service:
             raise InvalidArgument("text contains a lone surrogate code point, which is not valid Unicode",
                                   field="text") from None
 
-        def apply():
+        def apply() -> tuple[dict[str, Any], list[dict[str, Any]]]:
             before = self.persona_get()["text"]
             if before == text:
                 return self.persona_get(), []
@@ -344,7 +352,8 @@ class Service:
 
     def recall(self, session: str, events: Any, private: bool = False) -> list[str]:
         """Replace the session's recall set from a batch of events; returns it, best first."""
-        return self.recall_batch(session, events, private)["ids"]
+        ids: list[str] = self.recall_batch(session, events, private)["ids"]
+        return ids
 
     def recall_batch(self, session: str, events: Any, private: Any = False) -> dict[str, Any]:
         """`zcor/recall`'s answer: the session's new recall set (`ids`, best first) and, when
@@ -369,7 +378,7 @@ class Service:
                 self.sessions.recall(session, kept, self.config.recall_budget, self.config.recall_ranking)
         return {"ids": ids, **({"blocked": blocked} if blocked else {})}
 
-    def _blocked_senders(self, events: list) -> list[str]:
+    def _blocked_senders(self, events: list[Event]) -> list[str]:
         default = self.config.default_trust
         if not self.trust.levels and default != "blocked":
             return []
@@ -380,7 +389,7 @@ class Service:
                 out[e.sender_key or ""] = None
         return list(out)
 
-    def _unblocked(self, session: str, events: list) -> list | None:
+    def _unblocked(self, session: str, events: list[Event]) -> list[Event] | None:
         """The batch without blocked senders' external events; None (and the session's recall
         set emptied) when every external event came from a blocked sender."""
         default = self.config.default_trust
@@ -423,7 +432,7 @@ class Service:
                                   "blocked, or null for the default", field="level" if isinstance(params, dict)
                                   and "sender" in params else "sender")
 
-        def apply():
+        def apply() -> tuple[dict[str, Any], list[dict[str, Any]]]:
             before, after = self.trust.set(params["sender"], params["level"])
             key = sender_key(params["sender"])  # kept and shown in comparison form
             out = {"sender": key, "level": self.trust.level(key, self.config.default_trust),
@@ -521,9 +530,10 @@ class Service:
         operation log still holds every change, so nothing is lost)."""
         return self.gate.writes_wait(self.snapshots.take)
 
-    def history_query(self, params: Any) -> dict[str, Any]:
-        """`zcor/history/query` (rooms.history.operator_query)."""
-        return history.operator_query(self, params)
+    def history_query(self, params: Any, args: I.OperatorHistoryArgs | None = None) -> dict[str, Any]:
+        """`zcor/history/query` (rooms.history.operator_query); `args`: the params already
+        checked by the method's params model."""
+        return history.operator_query(self, params, args)
 
     def backup_preview(self, name: Any) -> dict[str, Any]:
         """What restoring backups/<name> would change, in counts (rooms.backups.preview)."""

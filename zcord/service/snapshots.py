@@ -14,7 +14,7 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ..core.errors import StorageError, describe_os_error
 from ..core.journal import POS_FILE, SnapshotPos, write_pos
@@ -25,7 +25,7 @@ from .calls import RestoreInProgress
 if TYPE_CHECKING:
     from .parts import SnapshotHost
 
-log = logging.getLogger("zcord")
+log = logging.getLogger(__name__)
 
 SNAPSHOT_CHANGES = 2000
 SNAPSHOT_BYTES = 32 << 20
@@ -44,6 +44,8 @@ SYNC_FORK_NODES = 5000
 """From this many memories, a synchronous snapshot (shutdown, restore, migration,
 zcor/snapshot) is encoded by a forked child too."""
 
+T = TypeVar("T")
+
 
 class _Forker:
     """A thread that lives as long as the process and runs what it is given (forks)."""
@@ -51,7 +53,7 @@ class _Forker:
     def __init__(self) -> None:
         import queue
 
-        self._jobs: queue.Queue = queue.Queue()
+        self._jobs: queue.Queue[tuple[Callable[[], Any], list[tuple[str, Any]], threading.Event]] = queue.Queue()
         threading.Thread(target=self._loop, name="zcord-forker", daemon=True).start()
 
     def _loop(self) -> None:
@@ -63,15 +65,15 @@ class _Forker:
                 done.append(("error", e))
             ready.set()
 
-    def run(self, fn: Callable[[], Any]) -> Any:
-        done: list = []
+    def run(self, fn: Callable[[], T]) -> T:
+        done: list[tuple[str, Any]] = []
         ready = threading.Event()
         self._jobs.put((fn, done, ready))
         ready.wait()
         status, value = done[0]
         if status == "error":
             raise value
-        return value
+        return cast(T, value)
 
 
 def _die_with_parent() -> None:
@@ -189,7 +191,7 @@ class Snapshots:
             except OSError:
                 status, value = "error", None
             if status == "ok":
-                return value
+                return cast("Seal", value)
         return self.svc.store.write_snapshot(target, pos, private=view is not None)
 
     def adopt(self, pos: SnapshotPos, seal: Seal | None) -> None:

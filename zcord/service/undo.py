@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from orjson import loads as _loads
 
-from ..core.errors import Conflict, InvalidArgument, NotFound, ZcorError
+from ..core.errors import Conflict, InvalidArgument, NotFound, ZcorError, advice
 from ..core.fsutil import reverse_lines
 from ..core.journal import apply_change
 from ..core.layout import HISTORY_DIR
@@ -470,7 +470,7 @@ class Undo:
         auto = "(a backup written when the revert runs)" if self.dry else \
             self.svc.backups.write(self.st, self.ctx.at, bot=False)
 
-        def summary(s) -> dict[str, Any]:
+        def summary(s: Any) -> dict[str, Any]:
             return {"nodes": len(s.nodes), "relationships": len(s.relationships), "important": list(s.important)}
 
         self.record("state.restore", None, before={"backupFile": auto, **summary(self.st)},
@@ -479,13 +479,14 @@ class Undo:
         self.ctx.snapshot_first = True
 
 
-def revert(svc: FlowRoom, params: Any) -> dict[str, Any]:
-    """Undo every change of one logged operation (operator method `zcor/history/revert`).
+def revert(svc: FlowRoom, seq: int, force: bool, preview: bool, params: dict[str, Any]) -> dict[str, Any]:
+    """Undo every change of one logged operation (operator method `zcor/history/revert`;
+    its params model, zcord.transport.params.HistoryRevertParams, checked seq, force and
+    preview; `params` is what the operation log records).
 
     With `preview: true` nothing is changed or logged: the result lists exactly the changes
     the revert would make (with before and after) and any conflicts."""
-    seq, force = _seq_args(params)
-    if params.get("preview", False):
+    if preview:
         return _preview(svc, seq, force)
     return svc.review.settle_after(lambda: svc.calls.run_operation(REVERT, params, lambda ctx: _revert(svc, ctx, seq, force)))
 
@@ -505,22 +506,6 @@ def _preview(svc: FlowRoom, seq: int, force: bool) -> dict[str, Any]:
                 ctx.tx.rollback()
         return {"seq": seq, "ok": True, "forced": bool(u.conflicts), "conflicts": u.conflicts,
                 "changes": [{k: c.get(k) for k in ("kind", "target", "before", "after")} for c in planned]}
-
-
-def _seq_args(params: Any) -> tuple[int, bool]:
-    if not isinstance(params, dict):
-        raise InvalidArgument("params must be an object {seq, force?, preview?}")
-    if not isinstance(params.get("preview", False), bool):
-        raise InvalidArgument("preview must be true or false", field="preview")
-    unknown = sorted(set(params) - {"seq", "force", "preview"})
-    if unknown:
-        raise InvalidArgument(f"unknown parameter {unknown[0]}", field=unknown[0])
-    seq, force = params.get("seq"), params.get("force", False)
-    if not isinstance(seq, int) or isinstance(seq, bool) or seq < 1:
-        raise InvalidArgument("seq must be the positive sequence number of a logged operation", field="seq")
-    if not isinstance(force, bool):
-        raise InvalidArgument("force must be true or false", field="force")
-    return seq, force
 
 
 def _revert(svc: FlowRoom, ctx: Ctx, seq: int, force: bool) -> dict[str, Any]:
@@ -560,9 +545,9 @@ def _refuse_conflicts(u: Undo, what: str, force: bool, field: str = "seq") -> No
         shown = "; ".join((f"operation {x['seq']}, " if "seq" in x else "") + f"{x['target'] or 'the Memory'}: "
                           f"{x['problem']}" + (f" ({', '.join(x['fields'])})" if x.get("fields") else "")
                           for x in u.conflicts[:8])
-        hint = "" if hard else " Pass force to write the old values anyway, as a new change."
-        raise Conflict(f"{what} cannot be reverted: {shown}.{hint}", field=field,
-                       data={"conflicts": u.conflicts})
+        said = "" if hard else f" {advice('force_revert')}"
+        raise Conflict(f"{what} cannot be reverted: {shown}.{said}", field=field,
+                       data={"conflicts": u.conflicts}, hint=None if hard else "force_revert")
 
 
 def _undo_changes(u: Undo, own: list[dict[str, Any]]) -> None:
@@ -587,14 +572,10 @@ def _undo_changes(u: Undo, own: list[dict[str, Any]]) -> None:
     u.finish_important()
 
 
-def reinstate(svc: FlowRoom, params: Any) -> dict[str, Any]:
+def reinstate(svc: FlowRoom, target: str, cid: int, params: dict[str, Any]) -> dict[str, Any]:
     """Make one earlier version of a memory (or relationship) current again, as one new
-    change (operator method `zcor/history/reinstate {id, changeId}`)."""
-    if not isinstance(params, dict) or set(params) - {"id", "changeId"}:
-        raise InvalidArgument("params must be {id, changeId}")
-    target, cid = params.get("id"), params.get("changeId")
-    if not isinstance(target, str) or not isinstance(cid, int) or isinstance(cid, bool):
-        raise InvalidArgument("id must be a memory id or personId and changeId an integer", field="changeId")
+    change (operator method `zcor/history/reinstate {id, changeId}`, checked by its params
+    model; `params` is what the operation log records)."""
 
     def run(ctx: Ctx) -> dict[str, Any]:
         version = next((c for c in changes(HistorySource.live(svc), target) if c["changeId"] == cid), None)
@@ -687,34 +668,6 @@ def preview_many(svc: FlowRoom, name: str, plan: Callable[[Ctx], Undo]) -> dict[
                 "changes": [{k: c.get(k) for k in ("kind", "target", "before", "after")} for c in planned]}
 
 
-def _origin_args(params: Any) -> tuple[str, float | None, float | None, bool, bool, bool]:
-    from ..core.origin import MAX_SENDER
-    from ..core.senderkey import sender_key
-    from .calls import parse_time_filter
-
-    if not isinstance(params, dict):
-        raise InvalidArgument("params must be an object {sender, from?, to?, shared?, force?, preview?}")
-    unknown = sorted(set(params) - {"sender", "from", "to", "shared", "force", "preview"})
-    if unknown:
-        raise InvalidArgument(f"unknown parameter {unknown[0]}", field=unknown[0])
-    sender = params.get("sender")
-    if not isinstance(sender, str) or not sender.strip() or len(sender) > MAX_SENDER or not sender_key(sender):
-        raise InvalidArgument(f"sender must be a sender key (e.g. qq:42, at most {MAX_SENDER} characters)",
-                              field="sender")
-    for name in ("shared", "force", "preview"):
-        if not isinstance(params.get(name, False), bool):
-            raise InvalidArgument(f"{name} must be true or false", field=name)
-    start = parse_time_filter(params.get("from"), "from") if params.get("from") is not None else None
-    end = parse_time_filter(params.get("to"), "to") if params.get("to") is not None else None
-    for name in ("from", "to"):
-        if params.get(name) is not None and not isinstance(params[name], str):
-            raise InvalidArgument(f"{name} must be an ISO 8601 time with its UTC offset", field=name)
-    if start is not None and end is not None and start > end:
-        raise InvalidArgument("from is later than to", field="from")
-    return (sender_key(sender), start, end, params.get("shared", False), params.get("force", False),
-            params.get("preview", False))
-
-
 def origin_operations(svc: FlowRoom, sender: str, start: float | None, end: float | None) -> list[dict[str, Any]]:
     """The operations in force that changed the Memory on behalf of `sender` (its origin
     names it) in the time range, newest first."""
@@ -733,15 +686,15 @@ def split_by_speaker(records: list[dict[str, Any]], sender: str) -> tuple[list[d
     return own, [r for r in records if speaker(r.get("origin")) != sender]
 
 
-def revert_origin(svc: FlowRoom, params: Any) -> dict[str, Any]:
+def revert_origin(svc: FlowRoom, sender: str, start: float | None, end: float | None, with_shared: bool,
+                  force: bool, preview: bool, params: dict[str, Any]) -> dict[str, Any]:
     """Undo every change one sender caused in a time range, newest first, as one operation
     (operator method `zcor/history/revertOrigin`), itself revertible. By default only the
     operations whose origin's speaker is that sender; the ones where they were only present
     (another sender spoke) are listed apart (`shared`) and undone only with `shared: true`.
-    Conflicts and `force` / `preview` as for `revert`."""
-    if isinstance(params, dict) and isinstance(params.get("from"), (int, float)):
-        raise InvalidArgument("from must be an ISO 8601 time with its UTC offset", field="from")
-    sender, start, end, with_shared, force, preview = _origin_args(params)
+    Conflicts and `force` / `preview` as for `revert`; the params model
+    (zcord.transport.params.HistoryRevertOriginParams) checked the arguments: `sender` in
+    comparison form, the range in epoch seconds; `params` is what the operation log records."""
 
     def plan(ctx: Ctx, dry: bool, seqs: list[int], shared: list[int]) -> Undo:
         own, others = split_by_speaker(origin_operations(svc, sender, start, end), sender)

@@ -35,7 +35,7 @@ from ..core.errors import InvalidArgument, StorageError, describe_os_error
 from ..core.fsutil import atomic_write, fsync_dir, read_nofollow
 from ..core.models import now
 
-log = logging.getLogger("zcord")
+log = logging.getLogger(__name__)
 
 USAGE_FILE = "usage.jsonl"
 FIELDS = ("requests", "inputTokens", "cachedTokens", "cacheWriteTokens", "outputTokens", "prefixChars",

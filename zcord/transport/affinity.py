@@ -7,6 +7,7 @@ each version whose affinity or reason differs from the one before is a point.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 __all__ = ["affinity_series", "sparkline", "sparkline_scale"]
@@ -14,7 +15,7 @@ __all__ = ["affinity_series", "sparkline", "sparkline_scale"]
 BLOCKS = "▁▂▃▄▅▆▇█"
 
 
-def affinity_series(versions: dict[str, Any]) -> list[dict[str, Any]]:
+def affinity_series(versions: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Points `{at, affinity, reason, actor, seq, changeId, deleted}`, oldest first, from a
     `history_versions(personId)` result: the creation, every change of affinity or reason,
     and deletes (`deleted: true`, affinity None)."""

@@ -28,7 +28,8 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from .. import __version__
@@ -36,7 +37,7 @@ from ..core import protocol as P
 from .client_calls import AsyncCalls, SyncCalls
 from .paths import UnsafeSocket, check_client_socket, check_peer, client_socket
 
-log = logging.getLogger("zcord.client")
+log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT = 30.0
 CONNECT_TIMEOUT = 5.0
@@ -59,14 +60,14 @@ class UnsafeSocketError(DaemonUnavailable):
     """The socket fails the safety checks (zcord.transport.paths.check_client_socket); nothing was sent."""
 
 
-def _checked_owner(path) -> int:
+def _checked_owner(path: Path) -> int:
     try:
         return check_client_socket(path)
     except UnsafeSocket as e:
         raise UnsafeSocketError(str(e)) from None
 
 
-def _check_peer(sock, owner: int, path) -> None:
+def _check_peer(sock: socket.socket, owner: int, path: Path) -> None:
     try:
         check_peer(sock, owner, path)
     except UnsafeSocket as e:
@@ -156,7 +157,8 @@ def tool_result(result: Any) -> dict[str, Any]:
         return structured
     for c in result.get("content", []):  # a server without structuredContent
         if isinstance(c, dict) and c.get("type") == "text":
-            return json.loads(c["text"])
+            loaded: dict[str, Any] = json.loads(c["text"])
+            return loaded
     return {}
 
 
@@ -168,13 +170,14 @@ class _AsyncMethods(AsyncCalls):
     _subscribed: bool
     on_notification: Callable[[str, NotificationHandler], None]
 
-    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, *,
-                        timeout: float | None = None, view: bool = False,
+    async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None, *,
+                        timeout: float | None = None, view: bool | None = False,
                         origin: dict[str, Any] | None = None) -> dict[str, Any]:
         """The tool's structured result; ToolError when the tool refuses or fails.
 
         view: (operators, read-only tools) a read made only to display something, which the
-        daemon answers without recording it in the operation log.
+        daemon answers without recording it in the operation log; None: when the tool is one
+        of this client's `view_tools`.
         """
         return tool_result(await self.request("tools/call", self._call_tool_params(name, arguments, view, origin),
                                               timeout=timeout))
@@ -199,7 +202,7 @@ class AsyncClient(_AsyncMethods):
             node = await c.call_tool("zcor_memory_read", {"id": "m1"})
     """
 
-    def __init__(self, path: str | os.PathLike | None = None, *, role: Role = P.BOT,
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, role: Role = P.BOT,
                  timeout: float = DEFAULT_TIMEOUT, connect_timeout: float = CONNECT_TIMEOUT,
                  reconnect: bool = True, max_backoff: float = 5.0, client_name: str = "zcor-client"):
         self.path = client_socket(path)
@@ -211,12 +214,12 @@ class AsyncClient(_AsyncMethods):
         self.client_name = client_name
         self.initialize_result: dict[str, Any] | None = None
         self._ids = itertools.count(1)
-        self._pending: dict[int, asyncio.Future] = {}
+        self._pending: dict[int, asyncio.Future[Any]] = {}
         self._handlers: dict[str, list[NotificationHandler]] = {}
         self._state_handlers: list[Callable[[bool], Any]] = []
         self._writer: asyncio.StreamWriter | None = None
-        self._reader_task: asyncio.Task | None = None
-        self._reconnect_task: asyncio.Task | None = None
+        self._reader_task: asyncio.Task[None] | None = None
+        self._reconnect_task: asyncio.Task[None] | None = None
         self._connected = asyncio.Event()
         self._closing = False
         self._started = False
@@ -249,7 +252,7 @@ class AsyncClient(_AsyncMethods):
     async def __aenter__(self) -> AsyncClient:
         return await self.connect()
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
     def on_notification(self, method: str, handler: NotificationHandler) -> None:
@@ -444,7 +447,7 @@ class AsyncClient(_AsyncMethods):
         await self._send(P.notification(method, params))
 
 
-async def connect(path: str | os.PathLike | None = None, role: Role = P.BOT,
+async def connect(path: str | os.PathLike[str] | None = None, role: Role = P.BOT,
                   timeout: float = DEFAULT_TIMEOUT, **kwargs: Any) -> AsyncClient:
     """A connected, initialized AsyncClient."""
     return await AsyncClient(path, role=role, timeout=timeout, **kwargs).connect()
@@ -458,7 +461,7 @@ class Client(SyncCalls):
     registered with `on_notification`, or picked up with `wait_notification`.
     """
 
-    def __init__(self, path: str | os.PathLike | None = None, *, role: Role = P.BOT,
+    def __init__(self, path: str | os.PathLike[str] | None = None, *, role: Role = P.BOT,
                  timeout: float = DEFAULT_TIMEOUT, connect_timeout: float = CONNECT_TIMEOUT,
                  client_name: str = "zcor-client"):
         self.path = client_socket(path)
@@ -512,7 +515,7 @@ class Client(SyncCalls):
     def __enter__(self) -> Client:
         return self.connect()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def on_notification(self, method: str, handler: NotificationHandler) -> None:
@@ -552,7 +555,8 @@ class Client(SyncCalls):
             except ValueError:
                 continue
             if isinstance(msg, dict) and msg.get("id") is None and isinstance(msg.get("error"), dict):
-                return msg["error"]
+                error: dict[str, Any] = msg["error"]
+                return error
         return None
 
     def _read_message(self, deadline: float | None) -> dict[str, Any] | None:
@@ -648,8 +652,8 @@ class Client(SyncCalls):
 
     # -- hand-written calls (the rest are generated from the method table) ------------------
 
-    def call_tool(self, name: str, arguments: dict[str, Any] | None = None, *,
-                  timeout: float | None = None, view: bool = False,
+    def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None, *,
+                  timeout: float | None = None, view: bool | None = False,
                   origin: dict[str, Any] | None = None) -> dict[str, Any]:
         """The tool's structured result (see AsyncClient.call_tool)."""
         return tool_result(self.request("tools/call", self._call_tool_params(name, arguments, view, origin),

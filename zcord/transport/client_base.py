@@ -4,7 +4,7 @@ the method table and calls these)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -16,10 +16,15 @@ class CallParams:
     """The params builders the clients' typed calls share; a client provides `request`."""
 
     request: Callable[..., Any]
+    view_tools: frozenset[str] = frozenset()
+    """The tools whose calls are display reads (`view`) unless a call says otherwise (the TUI
+    sets VIEW_TOOLS: its browsing must not bury what the bot did in History)."""
 
-    def _call_tool_params(self, name: str, arguments: dict[str, Any] | None, view: bool = False,
+    def _call_tool_params(self, name: str, arguments: Mapping[str, Any] | None, view: bool | None = False,
                           origin: dict[str, Any] | None = None) -> dict[str, Any]:
         params: dict[str, Any] = {"name": name, "arguments": {} if arguments is None else arguments}
+        if view is None:
+            view = name in self.view_tools
         if view:
             params["_meta"] = {P.VIEW_META: True}
         if origin is not None:

@@ -6,110 +6,201 @@ not edit (tests/unit/test_client_table.py fails while this file is stale).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, Required, TypedDict
 
+from . import results as R
 from .client_base import CallParams
 
 
+class ChildrenArgs(TypedDict, total=False):
+    parentId: str | None
+    limit: int | None
+    offset: int
+
+
+HistoryArgs = TypedDict("HistoryArgs", {"keywords": list[str] | None, "from": str | None, "to": str | None, "limit": int, "offset": int}, total=False)  # noqa: UP013
+
+
+class IdArgs(TypedDict, total=False):
+    id: Required[str]
+
+
+class ImportantArgs(TypedDict, total=False):
+    id: Required[str]
+    important: Required[bool]
+
+
+class MergeArgs(TypedDict, total=False):
+    ids: Required[list[str]]
+    title: Required[str]
+    content: Required[str]
+    keywords: list[str] | None
+    reason: Required[str]
+
+
+class NoArgs(TypedDict, total=False):
+    pass
+
+
+class PersonArgs(TypedDict, total=False):
+    personId: Required[str]
+
+
+QueryArgs = TypedDict("QueryArgs", {"keywords": list[str] | None, "from": str | None, "to": str | None, "limit": int, "offset": int, "includeSuperseded": bool}, total=False)  # noqa: UP013
+
+
+RelQueryArgs = TypedDict("RelQueryArgs", {"keywords": list[str] | None, "from": str | None, "to": str | None, "minAffinity": int | None, "maxAffinity": int | None, "limit": int, "offset": int}, total=False)  # noqa: UP013
+
+
+class RelWriteArgs(TypedDict, total=False):
+    personId: Required[str]
+    name: Required[str]
+    relationship: Required[str]
+    affinity: Required[int]
+    reason: Required[str]
+    aliases: list[str] | None
+    memoryNodeId: str | None
+
+
+class RestoreArgs(TypedDict, total=False):
+    backupFile: Required[str]
+
+
+class SearchArgs(TypedDict, total=False):
+    keywords: Required[list[str]]
+
+
+class SupersedeArgs(TypedDict, total=False):
+    ids: Required[list[str]]
+    replacementId: Required[str]
+    reason: Required[str]
+
+
+class SynonymsAddArgs(TypedDict, total=False):
+    terms: Required[list[str]]
+
+
+class TraceArgs(TypedDict, total=False):
+    id: Required[str]
+    limit: int | None
+    offset: int
+
+
+class WriteArgs(TypedDict, total=False):
+    title: Required[str]
+    content: Required[str]
+    id: str | None
+    keywords: list[str] | None
+    parentId: str | None
+    sourceMessage: str | None
+
+
 class SyncCalls(CallParams):
-    """The blocking client's typed calls (Client provides `request`)."""
+    """The blocking client's typed calls (Client provides `request` and `call_tool`)."""
 
-    def backup_preview(self, backup_file: str) -> dict[str, Any]:
+    call_tool: Callable[..., dict[str, Any]]
+
+    def backup_preview(self, backup_file: str) -> R.BackupPreviewResult:
         """What restoring the backup would change (counts); changes nothing."""
-        return self.request("zcor/backups/preview", {"backupFile": backup_file})
+        return R.shaped(R.BackupPreviewResult, self.request("zcor/backups/preview", {"backupFile": backup_file}))
 
-    def backups(self) -> list[dict[str, Any]]:
+    def backups(self) -> list[R.BackupItem]:
         """The backups: `[{backupFile, size, modifiedAt, bot}]`."""
-        return self.request("zcor/backups/list")["items"]
+        return R.shaped(list[R.BackupItem], self.request("zcor/backups/list")["items"])
 
-    def config_get(self) -> dict[str, Any]:
+    def config_get(self) -> R.Config:
         """The config (never the API key)."""
-        return self.request("zcor/config/get")
+        return R.shaped(R.Config, self.request("zcor/config/get"))
 
-    def config_set(self, patch: dict[str, Any]) -> dict[str, Any]:
+    def config_set(self, patch: dict[str, Any]) -> R.Config:
         """Change config fields (camelCase keys); returns the new config."""
-        return self.request("zcor/config/set", {"patch": patch})
+        return R.shaped(R.Config, self.request("zcor/config/set", {"patch": patch}))
 
-    def consolidate_dismiss(self, ids: list[str]) -> dict[str, Any]:
+    def consolidate_dismiss(self, ids: list[str]) -> R.ConsolidateDismissResult:
         """Remember a consolidation proposal (its ids) as dismissed: not proposed again."""
-        return self.request("zcor/consolidate/dismiss", {"ids": ids})
+        return R.shaped(R.ConsolidateDismissResult, self.request("zcor/consolidate/dismiss", {"ids": ids}))
 
-    def consolidate_list(self, limit: int = 20, offset: int = 0, kind: str | None = None) -> dict[str, Any]:
+    def consolidate_list(self, limit: int = 20, offset: int = 0, kind: str | None = None) -> R.ConsolidateListResult:
         """`zcor/consolidate/list`: clusters of near-duplicate memories and superseded chains to
         fold, not dismissed; `{items, total, nextOffset, scan}`."""
-        return self.request("zcor/consolidate/list", {"limit": limit, "offset": offset, **({} if kind is None else {"kind": kind})})
+        return R.shaped(R.ConsolidateListResult, self.request("zcor/consolidate/list", {"limit": limit, "offset": offset, **({} if kind is None else {"kind": kind})}))
 
-    def context(self, session: str) -> dict[str, Any]:
+    def context(self, session: str) -> R.ContextResult:
         """The session's context header rendered now: `{text, ids}`."""
-        return self.request("zcor/context", {"session": session})
+        return R.shaped(R.ContextResult, self.request("zcor/context", {"session": session}))
 
-    def erase(self, sender: str | None = None, person_id: str | None = None, preview: bool = False) -> dict[str, Any]:
+    def erase(self, sender: str | None = None, person_id: str | None = None, preview: bool = False) -> R.ErasureResult:
         """Forget a person (`zcor/erase`): their relationship, trust entry, linked memories and
         those only they caused, redacted from every file under the Memory directory; with
         `preview` nothing changes and the result lists exactly what goes. Irreversible."""
-        return self.request("zcor/erase", self._erase_params(sender, person_id, preview))
+        return R.shaped(R.ErasureResult, self.request("zcor/erase", self._erase_params(sender, person_id, preview)))
 
-    def export(self, format: str = "jsonl") -> dict[str, Any]:
+    def export(self, format: str = "jsonl") -> R.ExportResult:
         """`zcor/export {format}`: the Memory as files (inline, or an exportId to read in pieces)."""
-        return self.request("zcor/export", {"format": format})
+        return R.shaped(R.ExportResult, self.request("zcor/export", {"format": format}))
 
-    def export_read(self, export_id: str, file: int = 0, offset: int = 0) -> dict[str, Any]:
+    def export_read(self, export_id: str, file: int = 0, offset: int = 0) -> R.ExportReadResult:
         """A piece of a kept export's file: `{text, nextOffset}`."""
-        return self.request("zcor/export/read", {"exportId": export_id, "file": file, "offset": offset})
+        return R.shaped(R.ExportReadResult, self.request("zcor/export/read", {"exportId": export_id, "file": file, "offset": offset}))
 
-    def history_at(self, time: str | datetime) -> dict[str, Any]:
+    def history_at(self, time: str | datetime) -> R.StateAtResult:
         """The whole Memory as it was at an instant (ISO 8601 with its UTC offset, or an aware datetime)."""
-        return self.request("zcor/history/at", self._time_param(time))
+        return R.shaped(R.StateAtResult, self.request("zcor/history/at", self._time_param(time)))
 
-    def history_query(self, filters: dict[str, Any] | None = None) -> dict[str, Any]:
+    def history_query(self, filters: dict[str, Any] | None = None) -> R.Page:
         """`zcor/history/query`: `{keywords?, from?, to?, limit?, offset?, changesOnly?, actor?,
         tool?, target?, origin?}` → `{items, total, nextOffset}` (not recorded)."""
-        return self.request("zcor/history/query", filters or {})
+        return R.shaped(R.Page, self.request("zcor/history/query", filters or {}))
 
-    def history_reinstate(self, id: str, change_id: int) -> dict[str, Any]:
+    def history_reinstate(self, id: str, change_id: int) -> R.ReinstateResult:
         """Make the version written by change `change_id` current again, as one new change."""
-        return self.request("zcor/history/reinstate", {"id": id, "changeId": change_id})
+        return R.shaped(R.ReinstateResult, self.request("zcor/history/reinstate", {"id": id, "changeId": change_id}))
 
-    def history_revert(self, seq: int, force: bool = False, preview: bool = False) -> dict[str, Any]:
+    def history_revert(self, seq: int, force: bool = False, preview: bool = False) -> R.RevertResult:
         """Undo every change of logged operation `seq` as a new operation (`zcor/history/revert`);
         with `preview` nothing changes and the result lists the changes and conflicts."""
-        return self.request("zcor/history/revert", self._revert_params(seq, force, preview))
+        return R.shaped(R.RevertResult, self.request("zcor/history/revert", self._revert_params(seq, force, preview)))
 
-    def history_revert_origin(self, sender: str, start: str | datetime | None = None, end: str | datetime | None = None, force: bool = False, preview: bool = False, shared: bool = False) -> dict[str, Any]:
+    def history_revert_origin(self, sender: str, start: str | datetime | None = None, end: str | datetime | None = None, force: bool = False, preview: bool = False, shared: bool = False) -> R.RevertOriginResult:
         """Undo every change caused by `sender` (between `start` and `end`), newest first, as
         one operation (`zcor/history/revertOrigin`); with `preview` nothing changes. Only
         the changes `sender` spoke for; with `shared` also those they were present at."""
-        return self.request("zcor/history/revertOrigin", self._revert_origin_params(sender, start, end, force, preview, shared))
+        return R.shaped(R.RevertOriginResult, self.request("zcor/history/revertOrigin", self._revert_origin_params(sender, start, end, force, preview, shared)))
 
-    def history_versions(self, id: str) -> dict[str, Any]:
+    def history_versions(self, id: str) -> R.VersionsResult:
         """Every version of a memory (or relationship, by personId), oldest first."""
-        return self.request("zcor/history/versions", {"id": id})
+        return R.shaped(R.VersionsResult, self.request("zcor/history/versions", {"id": id}))
 
-    def import_file(self, params: dict[str, Any]) -> dict[str, Any]:
+    def import_file(self, params: dict[str, Any]) -> R.ImportResult:
         """`zcor/import {data | uploadId, encoding?, name?, format?, preview?, parentId?, persona?}`:
         a lore file into memories, as one operation (zcord.transport.interop_client sends any size)."""
-        return self.request("zcor/import", params)
+        return R.shaped(R.ImportResult, self.request("zcor/import", params))
 
-    def import_upload(self, data: str, upload_id: str | None = None) -> dict[str, Any]:
+    def import_upload(self, data: str, upload_id: str | None = None) -> R.UploadResult:
         """Add a piece of a file to import: `{uploadId, size}`."""
-        return self.request("zcor/import/upload", {"data": data} if upload_id is None else {"data": data, "uploadId": upload_id})
+        return R.shaped(R.UploadResult, self.request("zcor/import/upload", {"data": data} if upload_id is None else {"data": data, "uploadId": upload_id}))
 
     def list_tools(self) -> list[dict[str, Any]]:
         """The tools declared for this connection's role."""
-        return self.request("tools/list")["tools"]
+        return R.shaped(list[dict[str, Any]], self.request("tools/list")["tools"])
+
+    def llm(self) -> R.LlmResult:
+        """The deployment's provider settings (`zcor/llm`; never the key)."""
+        return R.shaped(R.LlmResult, self.request("zcor/llm"))
 
     def metrics(self) -> str:
         """zcord's metrics in the Prometheus text exposition format (`zcor/metrics`)."""
-        return self.request("zcor/metrics")["text"]
+        return R.shaped(str, self.request("zcor/metrics")["text"])
 
-    def persona_get(self) -> dict[str, Any]:
+    def persona_get(self) -> R.PersonaResult:
         """PERSONA.md: `{text, empty, path}` (empty: nothing but comments and blanks)."""
-        return self.request("zcor/persona/get")
+        return R.shaped(R.PersonaResult, self.request("zcor/persona/get"))
 
-    def persona_set(self, text: str) -> dict[str, Any]:
+    def persona_set(self, text: str) -> R.PersonaResult:
         """Replace PERSONA.md (atomically, recorded in the operation log)."""
-        return self.request("zcor/persona/set", {"text": text})
+        return R.shaped(R.PersonaResult, self.request("zcor/persona/set", {"text": text}))
 
     def ping(self, *, timeout: float | None = None) -> None:
         """Round trip; raises when zcord does not answer."""
@@ -117,190 +208,286 @@ class SyncCalls(CallParams):
 
     def prefix(self) -> str:
         """The system prefix, built now."""
-        return self.request("zcor/prefix")["text"]
+        return R.shaped(str, self.request("zcor/prefix")["text"])
 
     def recall(self, session: str, events: list[dict[str, Any]] | str, private: bool = False) -> list[str]:
         """The session's new recall set (a str is one external event; `private`: a one-to-one chat)."""
-        return self.request("zcor/recall", self._recall_params(session, events, private))["ids"]
+        return R.shaped(list[str], self.request("zcor/recall", self._recall_params(session, events, private))["ids"])
 
-    def recall_batch(self, session: str, events: list[dict[str, Any]] | str, private: bool = False) -> dict[str, Any]:
+    def recall_batch(self, session: str, events: list[dict[str, Any]] | str, private: bool = False) -> R.RecallResult:
         """`zcor/recall`'s whole answer: `{ids, blocked?}` (blocked: the batch's blocked senderKeys)."""
-        return self.request("zcor/recall", self._recall_params(session, events, private))
+        return R.shaped(R.RecallResult, self.request("zcor/recall", self._recall_params(session, events, private)))
 
-    def recall_explain(self, text: str, sender_key: str | None = None) -> dict[str, Any]:
+    def recall_explain(self, text: str, sender_key: str | None = None) -> R.RecallExplainResult:
         """Segmentation, expansion, hits and the header a text would produce."""
-        return self.request("zcor/recall/explain", {"text": text} if sender_key is None else {"text": text, "senderKey": sender_key})
+        return R.shaped(R.RecallExplainResult, self.request("zcor/recall/explain", {"text": text} if sender_key is None else {"text": text, "senderKey": sender_key}))
 
-    def recall_log(self, session: str, limit: int = 50, offset: int = 0, before: str | None = None) -> dict[str, Any]:
+    def recall_log(self, session: str, limit: int = 50, offset: int = 0, before: str | None = None) -> R.RecallLogResult:
         """`zcor/recall-log`: a session's latest auto-recall batches, newest first (what the bot was
         shown: ids, reasons, header size); `before` keeps those at or before an ISO time."""
-        return self.request("zcor/recall-log", {"session": session, "limit": limit, "offset": offset, **({} if before is None else {"before": before})})
+        return R.shaped(R.RecallLogResult, self.request("zcor/recall-log", {"session": session, "limit": limit, "offset": offset, **({} if before is None else {"before": before})}))
 
-    def reload(self) -> dict[str, Any]:
+    def reload(self) -> R.Config:
         """Re-read config.json and synonyms.json; returns the config."""
-        return self.request("zcor/reload")
+        return R.shaped(R.Config, self.request("zcor/reload"))
 
-    def review_approve(self, ids: list[int]) -> dict[str, Any]:
+    def review_approve(self, ids: list[int]) -> R.ReviewApproveResult:
         """Approve held changes by their operation seqs (they are recalled from now on)."""
-        return self.request("zcor/review/approve", self._review_params(ids))
+        return R.shaped(R.ReviewApproveResult, self.request("zcor/review/approve", self._review_params(ids)))
 
-    def review_list(self, offset: int = 0, limit: int | None = None) -> dict[str, Any]:
+    def review_list(self, offset: int = 0, limit: int | None = None) -> R.ReviewListResult:
         """`zcor/review/list` → `{items: [{seq, at, tool, origin, by, changes}], total, nextOffset?}`,
         newest first, a page at a time (`offset`, `limit`)."""
-        return self.request("zcor/review/list", {"offset": offset, **({"limit": limit} if limit is not None else {})})
+        return R.shaped(R.ReviewListResult, self.request("zcor/review/list", {"offset": offset, **({"limit": limit} if limit is not None else {})}))
 
-    def review_reject(self, ids: list[int], force: bool = False, preview: bool = False) -> dict[str, Any]:
+    def review_reject(self, ids: list[int], force: bool = False, preview: bool = False) -> R.ReviewRejectResult:
         """Reject held changes by their operation seqs: each is reverted, as one operation."""
-        return self.request("zcor/review/reject", self._review_params(ids, force, preview))
+        return R.shaped(R.ReviewRejectResult, self.request("zcor/review/reject", self._review_params(ids, force, preview)))
 
-    def scope_set(self, id: str, scope: str | dict[str, str]) -> dict[str, Any]:
+    def scope_set(self, id: str, scope: str | dict[str, str]) -> R.ScopeSetResult:
         """Change a memory's scope (`zcor/scope/set`): "everywhere" or {"session": NAME}, as a
         logged operation that zcor/history/revert undoes."""
-        return self.request("zcor/scope/set", {"id": id, "scope": scope})
+        return R.shaped(R.ScopeSetResult, self.request("zcor/scope/set", {"id": id, "scope": scope}))
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> R.StatusResult:
         """The daemon's and the Memory's status."""
-        return self.request("zcor/status")
+        return R.shaped(R.StatusResult, self.request("zcor/status"))
 
-    def subject(self, sender: str | None = None, person_id: str | None = None) -> dict[str, Any]:
+    def subject(self, sender: str | None = None, person_id: str | None = None) -> R.SubjectResult:
         """Everything the Memory holds about or from a person (`zcor/subject`): memories,
         relationship, trust, held changes and history records."""
-        return self.request("zcor/subject", self._erase_params(sender, person_id, False))
+        return R.shaped(R.SubjectResult, self.request("zcor/subject", self._erase_params(sender, person_id, False)))
 
     def synonym_groups(self) -> list[list[str]]:
         """The synonym groups."""
-        return self.request("zcor/synonyms/list")["groups"]
+        return R.shaped(list[list[str]], self.request("zcor/synonyms/list")["groups"])
 
-    def synonym_listing(self) -> dict[str, Any]:
+    def synonym_listing(self) -> R.SynonymListing:
         """`zcor/synonyms/list` whole: `{groups, botAdded, held}`."""
-        return self.request("zcor/synonyms/list")
+        return R.shaped(R.SynonymListing, self.request("zcor/synonyms/list"))
 
-    def synonyms_held(self, action: str, held: int | None = None, index: int | None = None) -> dict[str, Any]:
+    def synonyms_held(self, action: str, held: int | None = None, index: int | None = None) -> R.SynonymsHeldResult:
         """`zcor/synonyms/held`: accept or discard held group `held`, or discard the bot's group
         at `index`."""
-        return self.request("zcor/synonyms/held", self._held_params(action, held, index))
+        return R.shaped(R.SynonymsHeldResult, self.request("zcor/synonyms/held", self._held_params(action, held, index)))
 
-    def synonyms_set(self, index: int | None, terms: list[str] | None) -> dict[str, Any]:
+    def synonyms_set(self, index: int | None, terms: list[str] | None) -> R.SynonymGroupsResult:
         """Add (index None), replace, or remove (terms None) a synonym group."""
-        return self.request("zcor/synonyms/set", {"index": index, "terms": terms})
+        return R.shaped(R.SynonymGroupsResult, self.request("zcor/synonyms/set", {"index": index, "terms": terms}))
 
-    def trust_get(self) -> dict[str, Any]:
+    def trust_get(self) -> R.TrustListing:
         """`zcor/trust/get` → `{default, senders: [{sender, level}]}`."""
-        return self.request("zcor/trust/get")
+        return R.shaped(R.TrustListing, self.request("zcor/trust/get"))
 
-    def trust_set(self, sender: str, level: str | None) -> dict[str, Any]:
+    def trust_set(self, sender: str, level: str | None) -> R.TrustSetResult:
         """Give a sender a trust level (trusted, normal, untrusted, blocked; None: the default)."""
-        return self.request("zcor/trust/set", {"sender": sender, "level": level})
+        return R.shaped(R.TrustSetResult, self.request("zcor/trust/set", {"sender": sender, "level": level}))
 
-    def usage(self, session: str | None = None, days: int = 30) -> dict[str, Any]:
+    def usage(self, session: str | None = None, days: int = 30) -> R.UsageResult:
         """Token usage per session and per day over the last `days` days: `{sessions, days, totals,
         charsPerToken}`."""
-        return self.request("zcor/usage", {"days": days} if session is None else {"session": session, "days": days})
+        return R.shaped(R.UsageResult, self.request("zcor/usage", {"days": days} if session is None else {"session": session, "days": days}))
 
-    def usage_report(self, session: str, input_tokens: int, cached_tokens: int, output_tokens: int, *, cache_write_tokens: int = 0, prefix_chars: int = 0, header_chars: int = 0, front_end: str | None = None, protocol: str | None = None, model: str | None = None) -> dict[str, Any]:
+    def usage_report(self, session: str, input_tokens: int, cached_tokens: int, output_tokens: int, *, cache_write_tokens: int = 0, prefix_chars: int = 0, header_chars: int = 0, front_end: str | None = None, protocol: str | None = None, model: str | None = None) -> R.RecordedResult:
         """Report one provider call's token usage for a session (`zcor/usage/report`): input_tokens is
         the whole prompt, cached and cache-written tokens included. Returns `{recorded: true}`."""
-        return self.request("zcor/usage/report", self._usage_report_params(session, input_tokens, cached_tokens, output_tokens, cache_write_tokens, prefix_chars, header_chars, front_end, protocol, model))
+        return R.shaped(R.RecordedResult, self.request("zcor/usage/report", self._usage_report_params(session, input_tokens, cached_tokens, output_tokens, cache_write_tokens, prefix_chars, header_chars, front_end, protocol, model)))
+
+    def zcor_memory_backup(self, arguments: NoArgs, *, timeout: float | None = None, view: bool | None = None,
+                           origin: dict[str, Any] | None = None) -> R.BackupResult:
+        """Write a timestamped backup of the whole Memory and return its file name."""
+        return R.shaped(R.BackupResult, self.call_tool("zcor_memory_backup", arguments, timeout=timeout, view=view, origin=origin))
+
+    def zcor_memory_children(self, arguments: ChildrenArgs, *, timeout: float | None = None, view: bool | None = None,
+                             origin: dict[str, Any] | None = None) -> R.MemoryChildrenResult:
+        """List the root memories (no parentId) or the direct children of parentId, oldest first."""
+        return R.shaped(R.MemoryChildrenResult, self.call_tool("zcor_memory_children", arguments, timeout=timeout, view=view, origin=origin))
+
+    def zcor_memory_delete(self, arguments: IdArgs, *, timeout: float | None = None, view: bool | None = None,
+                           origin: dict[str, Any] | None = None) -> R.MemoryDeleteResult:
+        """Delete a memory that is wrong or no longer wanted."""
+        return R.shaped(R.MemoryDeleteResult, self.call_tool("zcor_memory_delete", arguments, timeout=timeout, view=view, origin=origin))
+
+    def zcor_memory_history(self, arguments: HistoryArgs, *, timeout: float | None = None, view: bool | None = None,
+                            origin: dict[str, Any] | None = None) -> R.QueryResult:
+        """Search the log of every memory operation (who did what, before and after), newest first, by words anywhere in the record and by time."""
+        return R.shaped(R.QueryResult, self.call_tool("zcor_memory_history", arguments, timeout=timeout, view=view, origin=origin))
+
+    def zcor_memory_important(self, arguments: ImportantArgs, *, timeout: float | None = None, view: bool | None = None,
+                              origin: dict[str, Any] | None = None) -> R.MemoryImportantResult:
+        """Mark (important=true) or unmark a memory as important."""
+        return R.shaped(R.MemoryImportantResult, self.call_tool("zcor_memory_important", arguments, timeout=timeout, view=view, origin=origin))
+
+    def zcor_memory_merge(self, arguments: MergeArgs, *, timeout: float | None = None, view: bool | None = None,
+                          origin: dict[str, Any] | None = None) -> R.MemoryMergeResult:
+        """Merge two or more memories about the same thing into one new memory."""
+        return R.shaped(R.MemoryMergeResult, self.call_tool("zcor_memory_merge", arguments, timeout=timeout, view=view, origin=origin))
+
+    def zcor_memory_query(self, arguments: QueryArgs, *, timeout: float | None = None, view: bool | None = None,
+                          origin: dict[str, Any] | None = None) -> R.QueryResult:
+        """Find current memories whose title or content contains every keyword (exact substrings, case-insensitive, no synonyms), optionally within an updatedAt range."""
+        return R.shaped(R.QueryResult, self.call_tool("zcor_memory_query", arguments, timeout=timeout, view=view, origin=origin))
+
+    def zcor_memory_read(self, arguments: IdArgs, *, timeout: float | None = None, view: bool | None = None,
+                         origin: dict[str, Any] | None = None) -> R.MemoryReadResult:
+        """Read one memory in full by id (superseded ones too), with whether it is important, its parent's title and how many children it has."""
+        return R.shaped(R.MemoryReadResult, self.call_tool("zcor_memory_read", arguments, timeout=timeout, view=view, origin=origin))
+
+    def zcor_memory_restore(self, arguments: RestoreArgs, *, timeout: float | None = None, view: bool | None = None,
+                            origin: dict[str, Any] | None = None) -> R.RestoreResult:
+        """Replace the Memory with a backup from backups/ (a file name from zcor_memory_backup)."""
+        return R.shaped(R.RestoreResult, self.call_tool("zcor_memory_restore", arguments, timeout=timeout, view=view, origin=origin))
+
+    def zcor_memory_search(self, arguments: SearchArgs, *, timeout: float | None = None, view: bool | None = None,
+                           origin: dict[str, Any] | None = None) -> R.SearchResult:
+        """Search memories by keywords when zcor_memory_query finds nothing or the wording may differ: keywords are expanded with synonyms, matched against memory titles (not bodies), and a model picks at most 5 relevant results."""
+        return R.shaped(R.SearchResult, self.call_tool("zcor_memory_search", arguments, timeout=timeout, view=view, origin=origin))
+
+    def zcor_memory_supersede(self, arguments: SupersedeArgs, *, timeout: float | None = None, view: bool | None = None,
+                              origin: dict[str, Any] | None = None) -> R.MemorySupersedeResult:
+        """Mark memories as out of date, replaced by an existing current memory (replacementId)."""
+        return R.shaped(R.MemorySupersedeResult, self.call_tool("zcor_memory_supersede", arguments, timeout=timeout, view=view, origin=origin))
+
+    def zcor_memory_trace(self, arguments: TraceArgs, *, timeout: float | None = None, view: bool | None = None,
+                          origin: dict[str, Any] | None = None) -> R.MemoryTraceResult:
+        """Show where a memory sits: the path from its root down to it, and its direct children."""
+        return R.shaped(R.MemoryTraceResult, self.call_tool("zcor_memory_trace", arguments, timeout=timeout, view=view, origin=origin))
+
+    def zcor_memory_write(self, arguments: WriteArgs, *, timeout: float | None = None, view: bool | None = None,
+                          origin: dict[str, Any] | None = None) -> R.MemoryWriteResult:
+        """Save a memory or update one."""
+        return R.shaped(R.MemoryWriteResult, self.call_tool("zcor_memory_write", arguments, timeout=timeout, view=view, origin=origin))
+
+    def zcor_relationship_delete(self, arguments: PersonArgs, *, timeout: float | None = None, view: bool | None = None,
+                                 origin: dict[str, Any] | None = None) -> R.RelationshipDeleteResult:
+        """Delete a person's relationship record (history keeps a copy)."""
+        return R.shaped(R.RelationshipDeleteResult, self.call_tool("zcor_relationship_delete", arguments, timeout=timeout, view=view, origin=origin))
+
+    def zcor_relationship_query(self, arguments: RelQueryArgs, *, timeout: float | None = None, view: bool | None = None,
+                                origin: dict[str, Any] | None = None) -> R.QueryResult:
+        """Find people by words in name, aliases, relationship or reason, by affinity range or by updatedAt range."""
+        return R.shaped(R.QueryResult, self.call_tool("zcor_relationship_query", arguments, timeout=timeout, view=view, origin=origin))
+
+    def zcor_relationship_read(self, arguments: PersonArgs, *, timeout: float | None = None, view: bool | None = None,
+                               origin: dict[str, Any] | None = None) -> R.Relationship:
+        """Read what you know about a person by personId: name, aliases, relationship, affinity (-100..100) and why."""
+        return R.shaped(R.Relationship, self.call_tool("zcor_relationship_read", arguments, timeout=timeout, view=view, origin=origin))
+
+    def zcor_relationship_write(self, arguments: RelWriteArgs, *, timeout: float | None = None, view: bool | None = None,
+                                origin: dict[str, Any] | None = None) -> R.RelationshipWriteResult:
+        """Create or update a person's relationship record."""
+        return R.shaped(R.RelationshipWriteResult, self.call_tool("zcor_relationship_write", arguments, timeout=timeout, view=view, origin=origin))
+
+    def zcor_synonyms_add(self, arguments: SynonymsAddArgs, *, timeout: float | None = None, view: bool | None = None,
+                          origin: dict[str, Any] | None = None) -> R.SynonymsAddResult:
+        """Teach recall that some words mean the same thing (e.g."""
+        return R.shaped(R.SynonymsAddResult, self.call_tool("zcor_synonyms_add", arguments, timeout=timeout, view=view, origin=origin))
 
 
 class AsyncCalls(CallParams):
-    """The asyncio client's typed calls (AsyncClient provides `request`)."""
+    """The asyncio client's typed calls (AsyncClient provides `request` and `call_tool`)."""
 
-    async def backup_preview(self, backup_file: str) -> dict[str, Any]:
+    call_tool: Callable[..., Awaitable[dict[str, Any]]]
+
+    async def backup_preview(self, backup_file: str) -> R.BackupPreviewResult:
         """What restoring the backup would change (counts); changes nothing."""
-        return await self.request("zcor/backups/preview", {"backupFile": backup_file})
+        return R.shaped(R.BackupPreviewResult, await self.request("zcor/backups/preview", {"backupFile": backup_file}))
 
-    async def backups(self) -> list[dict[str, Any]]:
+    async def backups(self) -> list[R.BackupItem]:
         """The backups: `[{backupFile, size, modifiedAt, bot}]`."""
-        return (await self.request("zcor/backups/list"))["items"]
+        return R.shaped(list[R.BackupItem], (await self.request("zcor/backups/list"))["items"])
 
-    async def config_get(self) -> dict[str, Any]:
+    async def config_get(self) -> R.Config:
         """The config (never the API key)."""
-        return await self.request("zcor/config/get")
+        return R.shaped(R.Config, await self.request("zcor/config/get"))
 
-    async def config_set(self, patch: dict[str, Any]) -> dict[str, Any]:
+    async def config_set(self, patch: dict[str, Any]) -> R.Config:
         """Change config fields (camelCase keys); returns the new config."""
-        return await self.request("zcor/config/set", {"patch": patch})
+        return R.shaped(R.Config, await self.request("zcor/config/set", {"patch": patch}))
 
-    async def consolidate_dismiss(self, ids: list[str]) -> dict[str, Any]:
+    async def consolidate_dismiss(self, ids: list[str]) -> R.ConsolidateDismissResult:
         """Remember a consolidation proposal (its ids) as dismissed: not proposed again."""
-        return await self.request("zcor/consolidate/dismiss", {"ids": ids})
+        return R.shaped(R.ConsolidateDismissResult, await self.request("zcor/consolidate/dismiss", {"ids": ids}))
 
-    async def consolidate_list(self, limit: int = 20, offset: int = 0, kind: str | None = None) -> dict[str, Any]:
+    async def consolidate_list(self, limit: int = 20, offset: int = 0, kind: str | None = None) -> R.ConsolidateListResult:
         """`zcor/consolidate/list`: clusters of near-duplicate memories and superseded chains to
         fold, not dismissed; `{items, total, nextOffset, scan}`."""
-        return await self.request("zcor/consolidate/list", {"limit": limit, "offset": offset, **({} if kind is None else {"kind": kind})})
+        return R.shaped(R.ConsolidateListResult, await self.request("zcor/consolidate/list", {"limit": limit, "offset": offset, **({} if kind is None else {"kind": kind})}))
 
-    async def context(self, session: str) -> dict[str, Any]:
+    async def context(self, session: str) -> R.ContextResult:
         """The session's context header rendered now: `{text, ids}`."""
-        return await self.request("zcor/context", {"session": session})
+        return R.shaped(R.ContextResult, await self.request("zcor/context", {"session": session}))
 
-    async def erase(self, sender: str | None = None, person_id: str | None = None, preview: bool = False) -> dict[str, Any]:
+    async def erase(self, sender: str | None = None, person_id: str | None = None, preview: bool = False) -> R.ErasureResult:
         """Forget a person (`zcor/erase`): their relationship, trust entry, linked memories and
         those only they caused, redacted from every file under the Memory directory; with
         `preview` nothing changes and the result lists exactly what goes. Irreversible."""
-        return await self.request("zcor/erase", self._erase_params(sender, person_id, preview))
+        return R.shaped(R.ErasureResult, await self.request("zcor/erase", self._erase_params(sender, person_id, preview)))
 
-    async def export(self, format: str = "jsonl") -> dict[str, Any]:
+    async def export(self, format: str = "jsonl") -> R.ExportResult:
         """`zcor/export {format}`: the Memory as files (inline, or an exportId to read in pieces)."""
-        return await self.request("zcor/export", {"format": format})
+        return R.shaped(R.ExportResult, await self.request("zcor/export", {"format": format}))
 
-    async def export_read(self, export_id: str, file: int = 0, offset: int = 0) -> dict[str, Any]:
+    async def export_read(self, export_id: str, file: int = 0, offset: int = 0) -> R.ExportReadResult:
         """A piece of a kept export's file: `{text, nextOffset}`."""
-        return await self.request("zcor/export/read", {"exportId": export_id, "file": file, "offset": offset})
+        return R.shaped(R.ExportReadResult, await self.request("zcor/export/read", {"exportId": export_id, "file": file, "offset": offset}))
 
-    async def history_at(self, time: str | datetime) -> dict[str, Any]:
+    async def history_at(self, time: str | datetime) -> R.StateAtResult:
         """The whole Memory as it was at an instant (ISO 8601 with its UTC offset, or an aware datetime)."""
-        return await self.request("zcor/history/at", self._time_param(time))
+        return R.shaped(R.StateAtResult, await self.request("zcor/history/at", self._time_param(time)))
 
-    async def history_query(self, filters: dict[str, Any] | None = None) -> dict[str, Any]:
+    async def history_query(self, filters: dict[str, Any] | None = None) -> R.Page:
         """`zcor/history/query`: `{keywords?, from?, to?, limit?, offset?, changesOnly?, actor?,
         tool?, target?, origin?}` → `{items, total, nextOffset}` (not recorded)."""
-        return await self.request("zcor/history/query", filters or {})
+        return R.shaped(R.Page, await self.request("zcor/history/query", filters or {}))
 
-    async def history_reinstate(self, id: str, change_id: int) -> dict[str, Any]:
+    async def history_reinstate(self, id: str, change_id: int) -> R.ReinstateResult:
         """Make the version written by change `change_id` current again, as one new change."""
-        return await self.request("zcor/history/reinstate", {"id": id, "changeId": change_id})
+        return R.shaped(R.ReinstateResult, await self.request("zcor/history/reinstate", {"id": id, "changeId": change_id}))
 
-    async def history_revert(self, seq: int, force: bool = False, preview: bool = False) -> dict[str, Any]:
+    async def history_revert(self, seq: int, force: bool = False, preview: bool = False) -> R.RevertResult:
         """Undo every change of logged operation `seq` as a new operation (`zcor/history/revert`);
         with `preview` nothing changes and the result lists the changes and conflicts."""
-        return await self.request("zcor/history/revert", self._revert_params(seq, force, preview))
+        return R.shaped(R.RevertResult, await self.request("zcor/history/revert", self._revert_params(seq, force, preview)))
 
-    async def history_revert_origin(self, sender: str, start: str | datetime | None = None, end: str | datetime | None = None, force: bool = False, preview: bool = False, shared: bool = False) -> dict[str, Any]:
+    async def history_revert_origin(self, sender: str, start: str | datetime | None = None, end: str | datetime | None = None, force: bool = False, preview: bool = False, shared: bool = False) -> R.RevertOriginResult:
         """Undo every change caused by `sender` (between `start` and `end`), newest first, as
         one operation (`zcor/history/revertOrigin`); with `preview` nothing changes. Only
         the changes `sender` spoke for; with `shared` also those they were present at."""
-        return await self.request("zcor/history/revertOrigin", self._revert_origin_params(sender, start, end, force, preview, shared))
+        return R.shaped(R.RevertOriginResult, await self.request("zcor/history/revertOrigin", self._revert_origin_params(sender, start, end, force, preview, shared)))
 
-    async def history_versions(self, id: str) -> dict[str, Any]:
+    async def history_versions(self, id: str) -> R.VersionsResult:
         """Every version of a memory (or relationship, by personId), oldest first."""
-        return await self.request("zcor/history/versions", {"id": id})
+        return R.shaped(R.VersionsResult, await self.request("zcor/history/versions", {"id": id}))
 
-    async def import_file(self, params: dict[str, Any]) -> dict[str, Any]:
+    async def import_file(self, params: dict[str, Any]) -> R.ImportResult:
         """`zcor/import {data | uploadId, encoding?, name?, format?, preview?, parentId?, persona?}`:
         a lore file into memories, as one operation (zcord.transport.interop_client sends any size)."""
-        return await self.request("zcor/import", params)
+        return R.shaped(R.ImportResult, await self.request("zcor/import", params))
 
-    async def import_upload(self, data: str, upload_id: str | None = None) -> dict[str, Any]:
+    async def import_upload(self, data: str, upload_id: str | None = None) -> R.UploadResult:
         """Add a piece of a file to import: `{uploadId, size}`."""
-        return await self.request("zcor/import/upload", {"data": data} if upload_id is None else {"data": data, "uploadId": upload_id})
+        return R.shaped(R.UploadResult, await self.request("zcor/import/upload", {"data": data} if upload_id is None else {"data": data, "uploadId": upload_id}))
 
     async def list_tools(self) -> list[dict[str, Any]]:
         """The tools declared for this connection's role."""
-        return (await self.request("tools/list"))["tools"]
+        return R.shaped(list[dict[str, Any]], (await self.request("tools/list"))["tools"])
+
+    async def llm(self) -> R.LlmResult:
+        """The deployment's provider settings (`zcor/llm`; never the key)."""
+        return R.shaped(R.LlmResult, await self.request("zcor/llm"))
 
     async def metrics(self) -> str:
         """zcord's metrics in the Prometheus text exposition format (`zcor/metrics`)."""
-        return (await self.request("zcor/metrics"))["text"]
+        return R.shaped(str, (await self.request("zcor/metrics"))["text"])
 
-    async def persona_get(self) -> dict[str, Any]:
+    async def persona_get(self) -> R.PersonaResult:
         """PERSONA.md: `{text, empty, path}` (empty: nothing but comments and blanks)."""
-        return await self.request("zcor/persona/get")
+        return R.shaped(R.PersonaResult, await self.request("zcor/persona/get"))
 
-    async def persona_set(self, text: str) -> dict[str, Any]:
+    async def persona_set(self, text: str) -> R.PersonaResult:
         """Replace PERSONA.md (atomically, recorded in the operation log)."""
-        return await self.request("zcor/persona/set", {"text": text})
+        return R.shaped(R.PersonaResult, await self.request("zcor/persona/set", {"text": text}))
 
     async def ping(self, *, timeout: float | None = None) -> None:
         """Round trip; raises when zcord does not answer."""
@@ -308,87 +495,177 @@ class AsyncCalls(CallParams):
 
     async def prefix(self) -> str:
         """The system prefix, built now."""
-        return (await self.request("zcor/prefix"))["text"]
+        return R.shaped(str, (await self.request("zcor/prefix"))["text"])
 
     async def recall(self, session: str, events: list[dict[str, Any]] | str, private: bool = False) -> list[str]:
         """The session's new recall set (a str is one external event; `private`: a one-to-one chat)."""
-        return (await self.request("zcor/recall", self._recall_params(session, events, private)))["ids"]
+        return R.shaped(list[str], (await self.request("zcor/recall", self._recall_params(session, events, private)))["ids"])
 
-    async def recall_batch(self, session: str, events: list[dict[str, Any]] | str, private: bool = False) -> dict[str, Any]:
+    async def recall_batch(self, session: str, events: list[dict[str, Any]] | str, private: bool = False) -> R.RecallResult:
         """`zcor/recall`'s whole answer: `{ids, blocked?}` (blocked: the batch's blocked senderKeys)."""
-        return await self.request("zcor/recall", self._recall_params(session, events, private))
+        return R.shaped(R.RecallResult, await self.request("zcor/recall", self._recall_params(session, events, private)))
 
-    async def recall_explain(self, text: str, sender_key: str | None = None) -> dict[str, Any]:
+    async def recall_explain(self, text: str, sender_key: str | None = None) -> R.RecallExplainResult:
         """Segmentation, expansion, hits and the header a text would produce."""
-        return await self.request("zcor/recall/explain", {"text": text} if sender_key is None else {"text": text, "senderKey": sender_key})
+        return R.shaped(R.RecallExplainResult, await self.request("zcor/recall/explain", {"text": text} if sender_key is None else {"text": text, "senderKey": sender_key}))
 
-    async def recall_log(self, session: str, limit: int = 50, offset: int = 0, before: str | None = None) -> dict[str, Any]:
+    async def recall_log(self, session: str, limit: int = 50, offset: int = 0, before: str | None = None) -> R.RecallLogResult:
         """`zcor/recall-log`: a session's latest auto-recall batches, newest first (what the bot was
         shown: ids, reasons, header size); `before` keeps those at or before an ISO time."""
-        return await self.request("zcor/recall-log", {"session": session, "limit": limit, "offset": offset, **({} if before is None else {"before": before})})
+        return R.shaped(R.RecallLogResult, await self.request("zcor/recall-log", {"session": session, "limit": limit, "offset": offset, **({} if before is None else {"before": before})}))
 
-    async def reload(self) -> dict[str, Any]:
+    async def reload(self) -> R.Config:
         """Re-read config.json and synonyms.json; returns the config."""
-        return await self.request("zcor/reload")
+        return R.shaped(R.Config, await self.request("zcor/reload"))
 
-    async def review_approve(self, ids: list[int]) -> dict[str, Any]:
+    async def review_approve(self, ids: list[int]) -> R.ReviewApproveResult:
         """Approve held changes by their operation seqs (they are recalled from now on)."""
-        return await self.request("zcor/review/approve", self._review_params(ids))
+        return R.shaped(R.ReviewApproveResult, await self.request("zcor/review/approve", self._review_params(ids)))
 
-    async def review_list(self, offset: int = 0, limit: int | None = None) -> dict[str, Any]:
+    async def review_list(self, offset: int = 0, limit: int | None = None) -> R.ReviewListResult:
         """`zcor/review/list` → `{items: [{seq, at, tool, origin, by, changes}], total, nextOffset?}`,
         newest first, a page at a time (`offset`, `limit`)."""
-        return await self.request("zcor/review/list", {"offset": offset, **({"limit": limit} if limit is not None else {})})
+        return R.shaped(R.ReviewListResult, await self.request("zcor/review/list", {"offset": offset, **({"limit": limit} if limit is not None else {})}))
 
-    async def review_reject(self, ids: list[int], force: bool = False, preview: bool = False) -> dict[str, Any]:
+    async def review_reject(self, ids: list[int], force: bool = False, preview: bool = False) -> R.ReviewRejectResult:
         """Reject held changes by their operation seqs: each is reverted, as one operation."""
-        return await self.request("zcor/review/reject", self._review_params(ids, force, preview))
+        return R.shaped(R.ReviewRejectResult, await self.request("zcor/review/reject", self._review_params(ids, force, preview)))
 
-    async def scope_set(self, id: str, scope: str | dict[str, str]) -> dict[str, Any]:
+    async def scope_set(self, id: str, scope: str | dict[str, str]) -> R.ScopeSetResult:
         """Change a memory's scope (`zcor/scope/set`): "everywhere" or {"session": NAME}, as a
         logged operation that zcor/history/revert undoes."""
-        return await self.request("zcor/scope/set", {"id": id, "scope": scope})
+        return R.shaped(R.ScopeSetResult, await self.request("zcor/scope/set", {"id": id, "scope": scope}))
 
-    async def status(self) -> dict[str, Any]:
+    async def status(self) -> R.StatusResult:
         """The daemon's and the Memory's status."""
-        return await self.request("zcor/status")
+        return R.shaped(R.StatusResult, await self.request("zcor/status"))
 
-    async def subject(self, sender: str | None = None, person_id: str | None = None) -> dict[str, Any]:
+    async def subject(self, sender: str | None = None, person_id: str | None = None) -> R.SubjectResult:
         """Everything the Memory holds about or from a person (`zcor/subject`): memories,
         relationship, trust, held changes and history records."""
-        return await self.request("zcor/subject", self._erase_params(sender, person_id, False))
+        return R.shaped(R.SubjectResult, await self.request("zcor/subject", self._erase_params(sender, person_id, False)))
 
     async def synonym_groups(self) -> list[list[str]]:
         """The synonym groups."""
-        return (await self.request("zcor/synonyms/list"))["groups"]
+        return R.shaped(list[list[str]], (await self.request("zcor/synonyms/list"))["groups"])
 
-    async def synonym_listing(self) -> dict[str, Any]:
+    async def synonym_listing(self) -> R.SynonymListing:
         """`zcor/synonyms/list` whole: `{groups, botAdded, held}`."""
-        return await self.request("zcor/synonyms/list")
+        return R.shaped(R.SynonymListing, await self.request("zcor/synonyms/list"))
 
-    async def synonyms_held(self, action: str, held: int | None = None, index: int | None = None) -> dict[str, Any]:
+    async def synonyms_held(self, action: str, held: int | None = None, index: int | None = None) -> R.SynonymsHeldResult:
         """`zcor/synonyms/held`: accept or discard held group `held`, or discard the bot's group
         at `index`."""
-        return await self.request("zcor/synonyms/held", self._held_params(action, held, index))
+        return R.shaped(R.SynonymsHeldResult, await self.request("zcor/synonyms/held", self._held_params(action, held, index)))
 
-    async def synonyms_set(self, index: int | None, terms: list[str] | None) -> dict[str, Any]:
+    async def synonyms_set(self, index: int | None, terms: list[str] | None) -> R.SynonymGroupsResult:
         """Add (index None), replace, or remove (terms None) a synonym group."""
-        return await self.request("zcor/synonyms/set", {"index": index, "terms": terms})
+        return R.shaped(R.SynonymGroupsResult, await self.request("zcor/synonyms/set", {"index": index, "terms": terms}))
 
-    async def trust_get(self) -> dict[str, Any]:
+    async def trust_get(self) -> R.TrustListing:
         """`zcor/trust/get` → `{default, senders: [{sender, level}]}`."""
-        return await self.request("zcor/trust/get")
+        return R.shaped(R.TrustListing, await self.request("zcor/trust/get"))
 
-    async def trust_set(self, sender: str, level: str | None) -> dict[str, Any]:
+    async def trust_set(self, sender: str, level: str | None) -> R.TrustSetResult:
         """Give a sender a trust level (trusted, normal, untrusted, blocked; None: the default)."""
-        return await self.request("zcor/trust/set", {"sender": sender, "level": level})
+        return R.shaped(R.TrustSetResult, await self.request("zcor/trust/set", {"sender": sender, "level": level}))
 
-    async def usage(self, session: str | None = None, days: int = 30) -> dict[str, Any]:
+    async def usage(self, session: str | None = None, days: int = 30) -> R.UsageResult:
         """Token usage per session and per day over the last `days` days: `{sessions, days, totals,
         charsPerToken}`."""
-        return await self.request("zcor/usage", {"days": days} if session is None else {"session": session, "days": days})
+        return R.shaped(R.UsageResult, await self.request("zcor/usage", {"days": days} if session is None else {"session": session, "days": days}))
 
-    async def usage_report(self, session: str, input_tokens: int, cached_tokens: int, output_tokens: int, *, cache_write_tokens: int = 0, prefix_chars: int = 0, header_chars: int = 0, front_end: str | None = None, protocol: str | None = None, model: str | None = None) -> dict[str, Any]:
+    async def usage_report(self, session: str, input_tokens: int, cached_tokens: int, output_tokens: int, *, cache_write_tokens: int = 0, prefix_chars: int = 0, header_chars: int = 0, front_end: str | None = None, protocol: str | None = None, model: str | None = None) -> R.RecordedResult:
         """Report one provider call's token usage for a session (`zcor/usage/report`): input_tokens is
         the whole prompt, cached and cache-written tokens included. Returns `{recorded: true}`."""
-        return await self.request("zcor/usage/report", self._usage_report_params(session, input_tokens, cached_tokens, output_tokens, cache_write_tokens, prefix_chars, header_chars, front_end, protocol, model))
+        return R.shaped(R.RecordedResult, await self.request("zcor/usage/report", self._usage_report_params(session, input_tokens, cached_tokens, output_tokens, cache_write_tokens, prefix_chars, header_chars, front_end, protocol, model)))
+
+    async def zcor_memory_backup(self, arguments: NoArgs, *, timeout: float | None = None, view: bool | None = None,
+                                 origin: dict[str, Any] | None = None) -> R.BackupResult:
+        """Write a timestamped backup of the whole Memory and return its file name."""
+        return R.shaped(R.BackupResult, await self.call_tool("zcor_memory_backup", arguments, timeout=timeout, view=view, origin=origin))
+
+    async def zcor_memory_children(self, arguments: ChildrenArgs, *, timeout: float | None = None, view: bool | None = None,
+                                   origin: dict[str, Any] | None = None) -> R.MemoryChildrenResult:
+        """List the root memories (no parentId) or the direct children of parentId, oldest first."""
+        return R.shaped(R.MemoryChildrenResult, await self.call_tool("zcor_memory_children", arguments, timeout=timeout, view=view, origin=origin))
+
+    async def zcor_memory_delete(self, arguments: IdArgs, *, timeout: float | None = None, view: bool | None = None,
+                                 origin: dict[str, Any] | None = None) -> R.MemoryDeleteResult:
+        """Delete a memory that is wrong or no longer wanted."""
+        return R.shaped(R.MemoryDeleteResult, await self.call_tool("zcor_memory_delete", arguments, timeout=timeout, view=view, origin=origin))
+
+    async def zcor_memory_history(self, arguments: HistoryArgs, *, timeout: float | None = None, view: bool | None = None,
+                                  origin: dict[str, Any] | None = None) -> R.QueryResult:
+        """Search the log of every memory operation (who did what, before and after), newest first, by words anywhere in the record and by time."""
+        return R.shaped(R.QueryResult, await self.call_tool("zcor_memory_history", arguments, timeout=timeout, view=view, origin=origin))
+
+    async def zcor_memory_important(self, arguments: ImportantArgs, *, timeout: float | None = None, view: bool | None = None,
+                                    origin: dict[str, Any] | None = None) -> R.MemoryImportantResult:
+        """Mark (important=true) or unmark a memory as important."""
+        return R.shaped(R.MemoryImportantResult, await self.call_tool("zcor_memory_important", arguments, timeout=timeout, view=view, origin=origin))
+
+    async def zcor_memory_merge(self, arguments: MergeArgs, *, timeout: float | None = None, view: bool | None = None,
+                                origin: dict[str, Any] | None = None) -> R.MemoryMergeResult:
+        """Merge two or more memories about the same thing into one new memory."""
+        return R.shaped(R.MemoryMergeResult, await self.call_tool("zcor_memory_merge", arguments, timeout=timeout, view=view, origin=origin))
+
+    async def zcor_memory_query(self, arguments: QueryArgs, *, timeout: float | None = None, view: bool | None = None,
+                                origin: dict[str, Any] | None = None) -> R.QueryResult:
+        """Find current memories whose title or content contains every keyword (exact substrings, case-insensitive, no synonyms), optionally within an updatedAt range."""
+        return R.shaped(R.QueryResult, await self.call_tool("zcor_memory_query", arguments, timeout=timeout, view=view, origin=origin))
+
+    async def zcor_memory_read(self, arguments: IdArgs, *, timeout: float | None = None, view: bool | None = None,
+                               origin: dict[str, Any] | None = None) -> R.MemoryReadResult:
+        """Read one memory in full by id (superseded ones too), with whether it is important, its parent's title and how many children it has."""
+        return R.shaped(R.MemoryReadResult, await self.call_tool("zcor_memory_read", arguments, timeout=timeout, view=view, origin=origin))
+
+    async def zcor_memory_restore(self, arguments: RestoreArgs, *, timeout: float | None = None, view: bool | None = None,
+                                  origin: dict[str, Any] | None = None) -> R.RestoreResult:
+        """Replace the Memory with a backup from backups/ (a file name from zcor_memory_backup)."""
+        return R.shaped(R.RestoreResult, await self.call_tool("zcor_memory_restore", arguments, timeout=timeout, view=view, origin=origin))
+
+    async def zcor_memory_search(self, arguments: SearchArgs, *, timeout: float | None = None, view: bool | None = None,
+                                 origin: dict[str, Any] | None = None) -> R.SearchResult:
+        """Search memories by keywords when zcor_memory_query finds nothing or the wording may differ: keywords are expanded with synonyms, matched against memory titles (not bodies), and a model picks at most 5 relevant results."""
+        return R.shaped(R.SearchResult, await self.call_tool("zcor_memory_search", arguments, timeout=timeout, view=view, origin=origin))
+
+    async def zcor_memory_supersede(self, arguments: SupersedeArgs, *, timeout: float | None = None, view: bool | None = None,
+                                    origin: dict[str, Any] | None = None) -> R.MemorySupersedeResult:
+        """Mark memories as out of date, replaced by an existing current memory (replacementId)."""
+        return R.shaped(R.MemorySupersedeResult, await self.call_tool("zcor_memory_supersede", arguments, timeout=timeout, view=view, origin=origin))
+
+    async def zcor_memory_trace(self, arguments: TraceArgs, *, timeout: float | None = None, view: bool | None = None,
+                                origin: dict[str, Any] | None = None) -> R.MemoryTraceResult:
+        """Show where a memory sits: the path from its root down to it, and its direct children."""
+        return R.shaped(R.MemoryTraceResult, await self.call_tool("zcor_memory_trace", arguments, timeout=timeout, view=view, origin=origin))
+
+    async def zcor_memory_write(self, arguments: WriteArgs, *, timeout: float | None = None, view: bool | None = None,
+                                origin: dict[str, Any] | None = None) -> R.MemoryWriteResult:
+        """Save a memory or update one."""
+        return R.shaped(R.MemoryWriteResult, await self.call_tool("zcor_memory_write", arguments, timeout=timeout, view=view, origin=origin))
+
+    async def zcor_relationship_delete(self, arguments: PersonArgs, *, timeout: float | None = None, view: bool | None = None,
+                                       origin: dict[str, Any] | None = None) -> R.RelationshipDeleteResult:
+        """Delete a person's relationship record (history keeps a copy)."""
+        return R.shaped(R.RelationshipDeleteResult, await self.call_tool("zcor_relationship_delete", arguments, timeout=timeout, view=view, origin=origin))
+
+    async def zcor_relationship_query(self, arguments: RelQueryArgs, *, timeout: float | None = None, view: bool | None = None,
+                                      origin: dict[str, Any] | None = None) -> R.QueryResult:
+        """Find people by words in name, aliases, relationship or reason, by affinity range or by updatedAt range."""
+        return R.shaped(R.QueryResult, await self.call_tool("zcor_relationship_query", arguments, timeout=timeout, view=view, origin=origin))
+
+    async def zcor_relationship_read(self, arguments: PersonArgs, *, timeout: float | None = None, view: bool | None = None,
+                                     origin: dict[str, Any] | None = None) -> R.Relationship:
+        """Read what you know about a person by personId: name, aliases, relationship, affinity (-100..100) and why."""
+        return R.shaped(R.Relationship, await self.call_tool("zcor_relationship_read", arguments, timeout=timeout, view=view, origin=origin))
+
+    async def zcor_relationship_write(self, arguments: RelWriteArgs, *, timeout: float | None = None, view: bool | None = None,
+                                      origin: dict[str, Any] | None = None) -> R.RelationshipWriteResult:
+        """Create or update a person's relationship record."""
+        return R.shaped(R.RelationshipWriteResult, await self.call_tool("zcor_relationship_write", arguments, timeout=timeout, view=view, origin=origin))
+
+    async def zcor_synonyms_add(self, arguments: SynonymsAddArgs, *, timeout: float | None = None, view: bool | None = None,
+                                origin: dict[str, Any] | None = None) -> R.SynonymsAddResult:
+        """Teach recall that some words mean the same thing (e.g."""
+        return R.shaped(R.SynonymsAddResult, await self.call_tool("zcor_synonyms_add", arguments, timeout=timeout, view=view, origin=origin))

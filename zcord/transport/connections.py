@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from ..service.service import Service
     from .optable import Method
 
-log = logging.getLogger("zcord")
+log = logging.getLogger(__name__)
 
 READ_CHUNK = 1 << 16
 MAX_IN_FLIGHT = 64
@@ -61,8 +61,8 @@ class Connection:
         self.initialized = False
         self.subscribed = False
         self.slots = asyncio.Semaphore(MAX_IN_FLIGHT)
-        self.tasks: set[asyncio.Task] = set()
-        self.task: asyncio.Task | None = None
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.task: asyncio.Task[Any] | None = None
         self.reading = False
         self.peer = PeerCred.of(writer.get_extra_info("socket"))
         self.server: ConnectionServer | None = None
@@ -106,6 +106,10 @@ CALLER: contextvars.ContextVar[int | None] = contextvars.ContextVar("zcord_calle
 """The connection a request is being handled for: the worker takes turns between them."""
 
 
+_Job = tuple["asyncio.Future[Any]", Callable[..., Any], tuple[Any, ...]]
+"""A submitted call: its future, the function and its arguments."""
+
+
 class WorkerStopped(RuntimeError):
     """Work submitted after the worker was told to stop (zcord is shutting down)."""
 
@@ -122,17 +126,17 @@ class Worker:
 
     def __init__(self, loop: asyncio.AbstractEventLoop):
         self.loop = loop
-        self._jobs: collections.deque = collections.deque()  # urgent ones
-        self._queues: dict[Any, collections.deque] = {}  # caller -> jobs; dict order is the turn order
+        self._jobs: collections.deque[_Job] = collections.deque()  # urgent ones
+        self._queues: dict[Any, collections.deque[_Job]] = {}  # caller -> jobs; dict order is the turn order
         self._cv = threading.Condition(threading.Lock())
-        self._done: list[tuple[asyncio.Future, bool, Any]] = []
+        self._done: list[tuple[asyncio.Future[Any], bool, Any]] = []
         self._done_lock = threading.Lock()
         self._wake_posted = False
         self._stopping = False
         self.thread = threading.Thread(target=self._run, name="zcord-worker", daemon=True)
         self.thread.start()
 
-    def submit(self, fn: Callable[..., Any], *args: Any, caller: Any = None, urgent: bool = False) -> asyncio.Future:
+    def submit(self, fn: Callable[..., Any], *args: Any, caller: Any = None, urgent: bool = False) -> asyncio.Future[Any]:
         fut = self.loop.create_future()
         with self._cv:
             if self._stopping:
@@ -147,7 +151,7 @@ class Worker:
             self._cv.notify()
         return fut
 
-    def _next_job(self) -> tuple[asyncio.Future, Callable[..., Any], tuple] | None:
+    def _next_job(self) -> _Job | None:
         """The urgent job, else the next caller's oldest job (that caller goes to the end of
         the turn order); called with the condition held."""
         if self._jobs:
@@ -183,7 +187,7 @@ class Worker:
                 ok, value = False, e
             self._finish(fut, ok, value)
 
-    def _finish(self, fut: asyncio.Future, ok: bool, value: Any) -> None:
+    def _finish(self, fut: asyncio.Future[Any], ok: bool, value: Any) -> None:
         with self._done_lock:
             self._done.append((fut, ok, value))
             if self._wake_posted:
@@ -246,9 +250,11 @@ class ConnectionServer:
 
     def loop_exception(self, loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         """accept() failures (EMFILE: out of file descriptors) are logged as one line at most
-        once a second, never as tracebacks; asyncio itself retries the accept a second later."""
+        once a second, never as tracebacks; asyncio itself retries the accept a second later.
+        asyncio reports those, and only those, with the listening `socket` in the context
+        (its message is words for a person, not a code)."""
         exc = context.get("exception")
-        if "accept" in str(context.get("message", "")) and isinstance(exc, OSError):
+        if "socket" in context and isinstance(exc, OSError):
             now = time.monotonic()
             if now - self._last_accept_error < ACCEPT_ERROR_LOG_INTERVAL:
                 self._accept_errors_quiet += 1
@@ -550,6 +556,6 @@ class ConnectionServer:
             return await fut
 
 
-def _settle(done: asyncio.Future) -> None:
+def _settle(done: asyncio.Future[Any]) -> None:
     if not done.done():
         done.set_result(None)

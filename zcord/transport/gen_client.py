@@ -4,9 +4,16 @@ method's client calls. tests/unit/test_client_table.py fails while the file is s
 
 from __future__ import annotations
 
+import keyword
 import sys
+import types
+import typing
 from pathlib import Path
+from typing import Any
 
+from pydantic import BaseModel
+
+from . import results as R
 from .optable import ClientCall, Method, MethodTable
 
 TARGET = Path(__file__).with_name("client_calls.py")
@@ -19,21 +26,89 @@ not edit (tests/unit/test_client_table.py fails while this file is stale).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import datetime
-from typing import Any
+from typing import Any, Required, TypedDict
 
+from . import results as R
 from .client_base import CallParams
-
-
-class SyncCalls(CallParams):
-    """The blocking client's typed calls (Client provides `request`)."""
 '''
 
 ASYNC_HEADER = '''
 
 class AsyncCalls(CallParams):
-    """The asyncio client's typed calls (AsyncClient provides `request`)."""
+    """The asyncio client's typed calls (AsyncClient provides `request` and `call_tool`)."""
+
+    call_tool: Callable[..., Awaitable[dict[str, Any]]]
 '''
+
+
+SYNC_HEADER = '''
+
+class SyncCalls(CallParams):
+    """The blocking client's typed calls (Client provides `request` and `call_tool`)."""
+
+    call_tool: Callable[..., dict[str, Any]]
+'''
+
+
+def _name(model: Any) -> str:
+    """The result model's name in zcord.transport.results."""
+    return next(k for k, v in vars(R).items() if v is model and not k.startswith("_"))
+
+
+def _returns(method: Method, call: ClientCall) -> str:
+    if call.returns is not None:
+        return call.returns
+    if call.result is None:
+        return f"R.{_name(method.result)}"
+    return _src(typing.get_type_hints(method.result)[call.result])
+
+
+def _src(tp: Any) -> str:
+    """A field's type as Python source (Annotated's constraints dropped: zcord checks them)."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is typing.Annotated:
+        return _src(args[0])
+    if tp is type(None):
+        return "None"
+    if tp is Any:
+        return "Any"
+    if getattr(tp, "__module__", "") == R.__name__:
+        return f"R.{tp.__name__}"
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(_src(a) for a in args)
+    if origin is typing.Literal:
+        return f"Literal[{', '.join(repr(a) for a in args)}]"
+    if origin is not None:
+        return f"{origin.__name__}[{', '.join(_src(a) for a in args)}]"
+    return str(tp.__name__)
+
+
+def render_args(model: type[BaseModel]) -> str:
+    """A tool's input model as a TypedDict of its wire names (required ones Required)."""
+    fields = []
+    for name, f in model.model_fields.items():
+        kind = _src(f.annotation)
+        fields.append((f.alias or name, f"Required[{kind}]" if f.is_required() else kind))
+    if all(key.isidentifier() and not keyword.iskeyword(key) for key, _ in fields):
+        body = "".join(f"\n    {key}: {kind}" for key, kind in fields) or "\n    pass"
+        return f"\n\nclass {model.__name__}(TypedDict, total=False):{body}\n"
+    items = ", ".join(f'"{key}": {kind}' for key, kind in fields)
+    return f'\n\n{model.__name__} = TypedDict("{model.__name__}", {{{items}}}, total=False)  # noqa: UP013\n'
+
+
+def _render_tool(name: str, model: type[BaseModel], description: str, asynchronous: bool) -> str:
+    returns = f"R.{_name(R.TOOL_RESULTS[name])}"
+    call = f'self.call_tool("{name}", arguments, timeout=timeout, view=view, origin=origin)'
+    call = f"await {call}" if asynchronous else call
+    head = "async def" if asynchronous else "def"
+    doc = description.split(". ")[0].rstrip(".") + "."
+    return (f"\n    {head} {name}(self, arguments: {model.__name__}, *, timeout: float | None = None, "
+            f"view: bool | None = None,\n{' ' * (len(head) + len(name) + 6)}origin: dict[str, Any] | None = None"
+            f") -> {returns}:\n"
+            f'        """{doc}"""\n'
+            f"        return R.shaped({returns}, {call})\n")
 
 
 def _render(method: Method, call: ClientCall, asynchronous: bool) -> str:
@@ -49,21 +124,30 @@ def _render(method: Method, call: ClientCall, asynchronous: bool) -> str:
     if call.result is not None:
         request = f"({request})" if asynchronous else request
         request += f'["{call.result}"]'
-    body = request if call.returns == "None" else f"return {request}"
+    returns = _returns(method, call)
+    body = request if returns == "None" else f"return R.shaped({returns}, {request})"
     doc = call.doc.replace("\n", "\n        ")
     head = "async def" if asynchronous else "def"
-    return (f"\n    {head} {call.name}({sig}) -> {call.returns}:\n"
+    return (f"\n    {head} {call.name}({sig}) -> {returns}:\n"
             f'        """{doc}"""\n'
             f"        {body}\n")
 
 
 def render(table: MethodTable) -> str:
+    from ..service.tools import TOOLS
+
     calls = [(m, c) for m in table for c in m.client]
     calls.sort(key=lambda mc: mc[1].name)
+    tools = sorted(TOOLS.values(), key=lambda t: t.name)
     out = HEADER
-    out += "".join(_render(m, c, False) for m, c in calls)
-    out += ASYNC_HEADER
-    out += "".join(_render(m, c, True) for m, c in calls)
+    models = {t.input_model.__name__: t.input_model for t in tools}
+    out += "".join(render_args(models[k]) for k in sorted(models))
+    for header, asynchronous in ((SYNC_HEADER, False), (ASYNC_HEADER, True)):
+        out += header
+        out += "".join(_render(m, c, asynchronous) for m, c in calls)
+        out += "".join(_render_tool(t.name, t.input_model, t.description, asynchronous) for t in tools)
+    if "Literal[" in out:  # a tool's argument with fixed values
+        out = out.replace("from typing import Any, Required, TypedDict", "from typing import Any, Literal, Required, TypedDict")
     return out
 
 

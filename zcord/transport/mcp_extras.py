@@ -49,20 +49,8 @@ PROMPTS: list[dict[str, Any]] = [
 ]
 
 
-def _arguments(params: dict[str, Any]) -> dict[str, str]:
-    args = params.get("arguments")
-    if args is None:
-        return {}
-    if not isinstance(args, dict) or not all(isinstance(v, str) for v in args.values()):
-        raise P.RpcError(P.INVALID_PARAMS, "Invalid params: arguments must be an object of strings",
-                         {"field": "arguments"})
-    return args
-
-
-def get_prompt(service: Service, params: dict[str, Any]) -> dict[str, Any]:
-    """prompts/get (runs in the daemon's worker thread)."""
-    name = P.str_param(params, "name")
-    args = _arguments(params)
+def get_prompt(service: Service, name: str, args: dict[str, str]) -> dict[str, Any]:
+    """prompts/get (runs in the daemon's worker thread; its params model checked name and arguments)."""
     if name == "zcor_persona":
         text = service.prefix()
         return {"description": PROMPTS[1]["description"],
@@ -100,9 +88,8 @@ def list_resource_templates() -> dict[str, Any]:
                                    "mimeType": "text/markdown"}]}
 
 
-def read_resource(service: Service, params: dict[str, Any]) -> dict[str, Any]:
-    """resources/read (runs in the daemon's worker thread)."""
-    uri = P.str_param(params, "uri")
+def read_resource(service: Service, uri: str) -> dict[str, Any]:
+    """resources/read (runs in the daemon's worker thread; its params model checked uri)."""
     if uri == PREFIX_URI:
         text = service.prefix()
     elif uri.startswith(CONTEXT_PREFIX) and len(uri) > len(CONTEXT_PREFIX):

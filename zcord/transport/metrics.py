@@ -124,8 +124,9 @@ def status_of_result(result: Any) -> str:
 
 def status_of_error(err: P.RpcError) -> str:
     data = err.data
-    if isinstance(data, dict) and isinstance(data.get("code"), str):
-        return data["code"]
+    code = data.get("code") if isinstance(data, dict) else None
+    if isinstance(code, str):
+        return code
     return RPC_STATUS.get(err.code, "error")
 
 

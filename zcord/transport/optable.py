@@ -1,9 +1,9 @@
 """The method table: every method zcord serves, declared once (like pygls's features).
 
 Each entry says the method's name, who may call it (the bot and operators, or operators
-only), its params model (zcord.transport.params; None when the Service or the protocol
-layer checks the params itself), its handler, where its work runs, and the typed calls the
-clients offer for it. The daemon dispatches from this table (zcord.transport.methods) and
+only), its params model (zcord.transport.params) and result model (zcord.transport.results),
+its handler (typed against both), where its work runs, and the typed calls the clients offer
+for it. The daemon dispatches from this table (zcord.transport.methods) and
 the clients' typed calls are generated from it (zcord.transport.client_calls, by
 `python -m zcord.transport.gen_client`; tests/unit/test_client_table.py fails when the
 generated file is stale).
@@ -37,7 +37,8 @@ class ClientCall:
     name: str
     signature: str = ""
     params: str | None = None
-    returns: str = "dict[str, Any]"
+    returns: str | None = None
+    """The return type (None: the method's result model, or its `result` key's type)."""
     result: str | None = None
     """The key of the result to return (None: the whole result)."""
     doc: str = ""
@@ -47,10 +48,16 @@ class ClientCall:
 class Method:
     name: str
     role: Role
-    handler: Callable[..., Awaitable[Any]]
-    params: type | None = None
+    handler: Callable[[Any, Any], Awaitable[Any]]
+    """(the Methods, the Call with its params model) -> the result model (methods.py types it)."""
+    params: type
+    """The params model (zcord.transport.params)."""
+    result: Any
+    """The result model (zcord.transport.results): a TypedDict, or an alias of dict[str, Any]."""
     runs: Runs = "worker"
     client: tuple[ClientCall, ...] = ()
+    validate: bool = True
+    """False: the handler validates params itself, inside the recorded call (a refusal is logged)."""
 
     @property
     def operator_only(self) -> bool:
@@ -63,16 +70,10 @@ class MethodTable:
 
     entries: dict[str, Method] = field(default_factory=dict)
 
-    def method(self, name: str, *, role: Role = "operator", params: type | None = None, runs: Runs = "worker",
-               client: tuple[ClientCall, ...] = ()) -> Callable[[Callable[..., Awaitable[Any]]],
-                                                                Callable[..., Awaitable[Any]]]:
-        def register(handler: Callable[..., Awaitable[Any]]) -> Callable[..., Awaitable[Any]]:
-            if name in self.entries:
-                raise ValueError(f"method {name} declared twice")
-            self.entries[name] = Method(name, role, handler, params, runs, client)
-            return handler
-
-        return register
+    def add(self, entry: Method) -> None:
+        if entry.name in self.entries:
+            raise ValueError(f"method {entry.name} declared twice")
+        self.entries[entry.name] = entry
 
     def get(self, name: str) -> Method | None:
         return self.entries.get(name)

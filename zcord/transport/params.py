@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
+    BeforeValidator,
     ConfigDict,
     Field,
     StrictBool,
@@ -20,12 +21,19 @@ from pydantic import (
     StrictStr,
     StringConstraints,
     ValidationError,
+    ValidationInfo,
+    model_validator,
 )
+from pydantic.alias_generators import to_camel
 
+from ..core import protocol as P
 from ..core.errors import InvalidArgument
+from ..core.origin import MAX_SENDER
+from ..core.senderkey import sender_key
 from ..retrieval.recall import MAX_SESSION_CHARS
-from ..service.calls import invalid_from
-from ..service.inputs import Args
+from ..service.calls import invalid_from, parse_time_filter
+from ..service.inputs import Args, OperatorHistoryArgs, SynonymsHeldParams
+from ..service.review import MAX_IDS, MAX_PAGE_LIMIT, PAGE_LIMIT
 from ..service.usage import KEEP_DAYS
 
 
@@ -47,9 +55,21 @@ class BackupPreviewParams(Params):
     backup_file: StrictStr = Field(description="A file name from backups/ (zcor/backups/list).")
 
 
+def _refused_unless(kind: type, message: str, field: str) -> BeforeValidator:
+    """A value of `kind` (or None) passes; any other is refused with zcord's own sentence."""
+
+    def check(value: Any) -> Any:
+        if value is not None and (not isinstance(value, kind) or isinstance(value, bool)):
+            raise InvalidArgument(message, field=field)
+        return value
+
+    return BeforeValidator(check)
+
+
 class RecallExplainParams(Params):
     text: StrictStr = Field(description="The text to explain, as a batch of one external event.")
-    sender_key: Any = Field(None, description="Whose relationship leads the header (checked by the Service).")
+    sender_key: Annotated[str | None, _refused_unless(str, "senderKey must be a string", "senderKey")] = Field(
+        None, description="Whose relationship leads the header.")
 
 
 class RecallLogParams(Args):
@@ -74,26 +94,56 @@ class ConfigSetParams(Params):
 
 
 class HistoryVersionsParams(Args):
-    id: Any = Field(None, description="A memory id or a personId (checked by the Service).")
+    id: Annotated[str, _refused_unless(str, "id must be a memory id or a personId", "id")] = Field(
+        description="A memory id or a personId.")
 
 
 class HistoryAtParams(Args):
     time: StrictStr = Field(description="An ISO 8601 time with its UTC offset.")
 
 
-class EraseParams(Args):
-    """`zcor/erase` (zcord.service.erasure): exactly one of sender, personId."""
+class _Person(Args):
+    """Exactly one of sender, personId: the person an erase or subject request names."""
 
     sender: StrictStr | None = Field(None, description="The person's sender key, e.g. qq:42.")
     person_id: StrictStr | None = Field(None, description="The person's relationship personId.")
+
+    @model_validator(mode="after")
+    def _one_person(self) -> _Person:
+        given = [k for k, v in (("sender", self.sender), ("personId", self.person_id)) if v is not None]
+        if len(given) != 1:
+            raise InvalidArgument("give exactly one of sender or personId", field="sender")
+        if not sender_key(self.person) or len(self.person) > MAX_SENDER:
+            raise InvalidArgument(f"{given[0]} must be a non-empty string of at most {MAX_SENDER} characters",
+                                  field=given[0])
+        return self
+
+    @property
+    def person(self) -> str:
+        """The sender key or personId given."""
+        return self.sender if self.sender is not None else self.person_id or ""
+
+    @property
+    def field(self) -> str:
+        """The parameter that named the person (what an error about them names)."""
+        return "sender" if self.sender is not None else "personId"
+
+
+class EraseParams(_Person):
+    """`zcor/erase` (zcord.service.erasure): exactly one of sender, personId."""
+
     preview: StrictBool = Field(False, description="Only list what would go; nothing changes.")
 
 
-class SubjectParams(Args):
+class SubjectParams(_Person):
     """`zcor/subject` (zcord.service.erasure): exactly one of sender, personId."""
 
-    sender: StrictStr | None = Field(None, description="The person's sender key, e.g. qq:42.")
-    person_id: StrictStr | None = Field(None, description="The person's relationship personId.")
+
+class ScopeSetParams(Args):
+    """`zcor/scope/set` (zcord.service.scope): a memory and its new scope."""
+
+    id: StrictStr = Field(description="A memory id, e.g. m17.")
+    scope: Any = Field(description='"everywhere", or {"session": NAME}.')
 
 
 class ImportParams(Args):
@@ -172,6 +222,185 @@ class UsageParams(Args):
     days: Annotated[StrictInt, Field(ge=1, le=KEEP_DAYS)] = Field(30, description=f"Days back, today included (1..{KEEP_DAYS}).")
 
 
+
+# -- the bot's and MCP's methods: a bad param is a JSON-RPC -32602, worded as P.str_param words it
+
+
+def _proto_str(value: Any, info: ValidationInfo) -> Any:
+    """A required string param of a protocol method, refused as P.str_param refuses it."""
+    if isinstance(value, str):
+        return value
+    name = to_camel(info.field_name or "")
+    return P.str_param({name: value}, name)
+
+
+ProtoStr = Annotated[str, BeforeValidator(_proto_str)]
+"""A required string (give it a default of None with validate_default: missing is `… is required`)."""
+
+
+def _proto_args(value: Any) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise P.RpcError(P.INVALID_PARAMS, "Invalid params: arguments must be an object of strings",
+                         {"field": "arguments"})
+    return value
+
+
+def _events(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise P.RpcError(P.INVALID_PARAMS, "Invalid params: events must be an array of "
+                                           "{text, origin, ts?, source?, senderKey?}", {"field": "events"})
+    return value
+
+
+def _protocol_version(value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise P.RpcError(P.INVALID_PARAMS, "Invalid params: protocolVersion must be a string")
+    return value
+
+
+class InitializeParams(Params):
+    """MCP `initialize` (the role is read from capabilities.experimental.zcor.role)."""
+
+    protocol_version: Annotated[str | None, BeforeValidator(_protocol_version)] = Field(
+        None, description="The MCP version the client speaks.")
+    capabilities: Any = Field(None, description="The client's capabilities (experimental.zcor.role).")
+
+
+class ToolCallParams(Params):
+    """MCP `tools/call`; the arguments are the tool's (checked by its input model)."""
+
+    name: ProtoStr = Field(None, validate_default=True, description="The tool's name.")
+    arguments: Any = Field(None, description="The tool's arguments (its input model checks them).")
+    meta: Any = Field(None, alias="_meta", description="zcor/view and zcor/origin.")
+
+
+class PromptGetParams(Params):
+    name: ProtoStr = Field(None, validate_default=True, description="zcor_context or zcor_persona.")
+    arguments: Annotated[dict[str, str], BeforeValidator(_proto_args)] = Field(
+        None, validate_default=True, description="The prompt's arguments.")
+
+
+class ResourceReadParams(Params):
+    uri: ProtoStr = Field(None, validate_default=True, description="zcor://prefix or zcor://context/{session}.")
+
+
+class RecallParams(Params):
+    """`zcor/recall`: the session's latest events (zcord.service.inputs' events rules check each)."""
+
+    session: ProtoStr = Field(None, validate_default=True, description="The bot's name for the conversation.")
+    events: Annotated[list[Any], BeforeValidator(_events)] = Field(
+        None, validate_default=True, description="{text, origin, ts?, source?, senderKey?} each.")
+    private: StrictBool = Field(False, description="A one-to-one conversation: what it creates stays in its "
+                                                   "session (privateScope).")
+
+
+class ContextParams(Params):
+    session: ProtoStr = Field(None, validate_default=True, description="The bot's name for the conversation.")
+
+
+# -- operator methods -------------------------------------------------------------------------------
+
+
+def _seq(value: int) -> int:
+    if value < 1:
+        raise ValueError("must be the positive sequence number of a logged operation")
+    return value
+
+
+def _sender(value: str) -> str:
+    if not value.strip() or len(value) > MAX_SENDER or not sender_key(value):
+        raise ValueError(f"must be a sender key (e.g. qq:42, at most {MAX_SENDER} characters)")
+    return sender_key(value)  # in comparison form
+
+
+Seq = Annotated[StrictInt, AfterValidator(_seq)]
+SenderKey = Annotated[StrictStr, AfterValidator(_sender)]
+
+
+class HistoryRevertParams(Args):
+    seq: Seq = Field(description="The operation to revert (its seq in the operation log).")
+    force: StrictBool = Field(False, description="Write the old values even where they changed since.")
+    preview: StrictBool = Field(False, description="List the changes and conflicts; change nothing.")
+
+
+class HistoryReinstateParams(Args):
+    id: StrictStr = Field(description="A memory id or a personId.")
+    change_id: StrictInt = Field(description="The change that wrote the version to make current.")
+
+
+class HistoryRevertOriginParams(Args):
+    sender: SenderKey = Field(description="Whose changes to undo (a sender key, e.g. qq:42).")
+    from_: StrictStr | None = Field(None, alias="from", description="Only changes at or after this ISO 8601 time.")
+    to: StrictStr | None = Field(None, description="Only changes at or before this ISO 8601 time.")
+    shared: StrictBool = Field(False, description="Also the changes the sender was only present at.")
+    force: StrictBool = Field(False, description="Write the old values even where they changed since.")
+    preview: StrictBool = Field(False, description="List the changes and conflicts; change nothing.")
+
+    @model_validator(mode="after")
+    def _range(self) -> HistoryRevertOriginParams:
+        start, end = self.start, self.end  # InvalidArgument naming from / to when not a time
+        if start is not None and end is not None and start > end:
+            raise InvalidArgument("from is later than to", field="from")
+        return self
+
+    @property
+    def start(self) -> float | None:
+        return parse_time_filter(self.from_, "from")
+
+    @property
+    def end(self) -> float | None:
+        return parse_time_filter(self.to, "to")
+
+
+class HistoryQueryParams(OperatorHistoryArgs):
+    """`zcor/history/query`: the history tool's parameters and the operator's filters."""
+
+
+class TrustSetParams(Args):
+    """`zcor/trust/set`: the level's and the sender's rules are the trust book's (zcord.service.trust)."""
+
+    sender: StrictStr = Field(description="A sender key, e.g. qq:42.")
+    level: StrictStr | None = Field(description="trusted, normal, untrusted or blocked; null: the default.")
+
+
+class ReviewListParams(Args):
+    offset: Annotated[StrictInt, Field(ge=0, le=1 << 31)] = Field(0, description="Held operations to skip.")
+    limit: Annotated[StrictInt, Field(ge=1, le=MAX_PAGE_LIMIT)] = Field(
+        PAGE_LIMIT, description="Held operations per page (fewer when the page is large).")
+
+
+def _distinct(ids: list[int]) -> list[int]:
+    if len(set(ids)) != len(ids):
+        raise ValueError("must be distinct")
+    return ids
+
+
+ReviewIds = Annotated[list[Annotated[StrictInt, Field(ge=1)]], Field(min_length=1, max_length=MAX_IDS),
+                      AfterValidator(_distinct)]
+
+
+class ReviewApproveParams(Args):
+    ids: ReviewIds = Field(description="Operation seqs of held changes, as zcor/review/list gives them.")
+
+
+class ReviewRejectParams(ReviewApproveParams):
+    force: StrictBool = Field(False, description="Revert even where a memory changed since.")
+    preview: StrictBool = Field(False, description="List what would be reverted; change nothing.")
+
+
+class SynonymsSetParams(Params):
+    """`zcor/synonyms/set` (the group's rules are zcord.service.rooms.synonyms')."""
+
+    index: StrictInt | None = Field(None, description="The group to replace or remove; null adds one.")
+    terms: list[Any] | None = Field(None, description="The group's terms; null removes the group.")
+
+
+class PersonaSetParams(Params):
+    text: StrictStr = Field(description="The whole new PERSONA.md.")
+
+
 def validate(model: type[Args], params: dict[str, Any]) -> Args:
     """params as model; InvalidArgument naming every bad field otherwise."""
     try:
@@ -180,7 +409,11 @@ def validate(model: type[Args], params: dict[str, Any]) -> Args:
         raise invalid_from(e, model) from None
 
 
-__all__ = ["Params", "NoParams", "StrictNoParams", "BackupPreviewParams", "RecallExplainParams", "RecallLogParams",
+__all__ = ["Args", "Params", "NoParams", "StrictNoParams", "BackupPreviewParams", "RecallExplainParams", "RecallLogParams",
            "ConsolidateListParams", "ConsolidateDismissParams",
            "ConfigSetParams", "HistoryVersionsParams", "HistoryAtParams", "UsageReportParams", "UsageParams",
-           "validate", "InvalidArgument"]
+           "InitializeParams", "ToolCallParams", "PromptGetParams", "ResourceReadParams", "RecallParams",
+           "ContextParams", "HistoryRevertParams", "HistoryReinstateParams", "HistoryRevertOriginParams",
+           "HistoryQueryParams", "TrustSetParams", "ReviewListParams", "ReviewApproveParams", "ReviewRejectParams",
+           "SynonymsSetParams", "SynonymsHeldParams", "PersonaSetParams", "EraseParams", "SubjectParams", "ScopeSetParams",
+           "ImportParams", "UploadParams", "ExportParams", "ExportReadParams", "validate", "InvalidArgument"]

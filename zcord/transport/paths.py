@@ -10,6 +10,10 @@ import os
 import stat
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import socket
 
 SOCKET_NAME = "zcord.sock"
 SOCKET_ENV = "ZCOR_SOCKET"
@@ -48,17 +52,17 @@ def default_socket(env: Mapping[str, str] | None = None) -> Path:
     return Path("/tmp") / f"zcor-{os.getuid()}" / SOCKET_NAME
 
 
-def memory_dir(arg: str | os.PathLike | None, env: Mapping[str, str] | None = None) -> Path:
+def memory_dir(arg: str | os.PathLike[str] | None, env: Mapping[str, str] | None = None) -> Path:
     """The daemon's Memory directory: --memory-dir, else the default."""
     return Path(arg) if arg else default_memory_dir(env)
 
 
-def daemon_socket(arg: str | os.PathLike | None, env: Mapping[str, str] | None = None) -> Path:
+def daemon_socket(arg: str | os.PathLike[str] | None, env: Mapping[str, str] | None = None) -> Path:
     """The socket zcord binds: --socket, else the default (ZCOR_SOCKET is for clients)."""
     return Path(arg) if arg else default_socket(env)
 
 
-def client_socket(arg: str | os.PathLike | None = None, env: Mapping[str, str] | None = None) -> Path:
+def client_socket(arg: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None) -> Path:
     """The socket a client connects to: --socket, else $ZCOR_SOCKET, else the daemon's default.
 
     When nothing listens at the default but the system service's socket exists (an operator
@@ -163,7 +167,7 @@ def check_client_socket(path: Path) -> int:
     return st.st_uid
 
 
-def check_peer(sock, expected_uid: int, path: Path) -> None:
+def check_peer(sock: socket.socket, expected_uid: int, path: Path) -> None:
     """After connect: the process answering must run as the socket's owner (or root)."""
     import socket as _socket
     import struct

@@ -44,7 +44,7 @@ from .methods import Methods
 from .metrics import Meters
 from .paths import UnsafeSocket, check_daemon_socket_dir, ensure_socket_dir
 
-log = logging.getLogger("zcord")
+log = logging.getLogger(__name__)
 
 SHUTDOWN_GRACE = 30.0
 MAX_SLOW_CALLS = 4

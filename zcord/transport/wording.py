@@ -5,14 +5,14 @@ zcor_memory_query or zcor_memory_children to find ids", "call only the tools you
 given"). An operator needs the same fact with their own next step. The daemon's text is
 left as the model needs it and names its advice in the error's data (`{"hint": key,
 "advice": text}`, zcord.core.errors.HINTS); these words, keyed on the hint, swap only that
-text, exactly as it appears in the message.
+text, exactly as it appears in the message. The key decides; a message is never searched
+for advice it might hold.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
-from ..core.errors import HINTS
 from .shown import invisible_marked
 
 Where = Literal["tui", "cli"]
@@ -38,24 +38,19 @@ TOOL = "{tool}"
 def for_operator(code: str, message: str, where: Where = "tui", data: Any = None) -> str:
     """The message with advice meant for the model replaced by the operator's next step.
 
-    data: the error's data (ToolError.data); its hint names the advice. Without it, a fixed
-    advice of the error's code is still found by its exact text.
+    data: the error's data (ToolError.data); its hint names the advice, and the advice is
+    the exact text to swap. An error without a hint is shown as it is.
     """
     hint = data.get("hint") if isinstance(data, dict) else None
-    if isinstance(hint, str) and hint in OPERATOR_ADVICE and isinstance(data.get("advice"), str):
-        advice, fields = data["advice"], data
-    else:
-        found = [h for h in HINTS.values() if h.code == code and h.advice in message
-                 and TOOL not in OPERATOR_ADVICE[h.key][0]]
-        if not found:
-            return message
-        hint, advice, fields = found[0].key, found[0].advice, {}
+    said = data.get("advice") if isinstance(data, dict) else None
+    if not isinstance(hint, str) or hint not in OPERATOR_ADVICE or not isinstance(said, str):
+        return message
     words = OPERATOR_ADVICE[hint][0 if where == "tui" else 1]
     if TOOL in words:
-        if "tool" not in fields:
+        if "tool" not in data:
             return message
-        words = words.replace(TOOL, repr(fields["tool"]))
-    return message.replace(advice, words)
+        words = words.replace(TOOL, repr(data["tool"]))
+    return message.replace(said, words)
 
 
 def human_size(n: int) -> str:

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ..parts import FlowRoom
     from ..tools import ToolSpec
 
-log = logging.getLogger("zcord")
+log = logging.getLogger(__name__)
 
 
 def _summary(s: MemoryState | StateView) -> dict[str, Any]:
@@ -112,7 +112,7 @@ class BackupSteps(Steps):
     records: quick), encoded and written without it, so reads and writes go on
     meanwhile; the backup holds the Memory as it was when the call began."""
 
-    def __init__(self, svc: FlowRoom, spec: ToolSpec, params: Any, actor: str) -> None:
+    def __init__(self, svc: FlowRoom, spec: ToolSpec[Any], params: Any, actor: str) -> None:
         self.svc, self.spec, self.params = svc, spec, params
         self.bot = actor == "model"
         self.name = ""
@@ -170,7 +170,7 @@ class RestoreSteps(Steps):
 
     renumber = False  # the new snapshot names the restore's change with its seq
 
-    def __init__(self, svc: FlowRoom, spec: ToolSpec, params: Any, actor: str) -> None:
+    def __init__(self, svc: FlowRoom, spec: ToolSpec[Any], params: Any, actor: str) -> None:
         self.svc, self.spec, self.params, self.actor = svc, spec, params, actor
         self.preloaded: tuple[str, Any] | None = None
         self.waiters: list[Callable[[], None]] = []
@@ -264,7 +264,7 @@ def _bot_restore_refused(svc: FlowRoom) -> bool:
     return False
 
 
-def _preload(svc: FlowRoom, spec: ToolSpec, params: Any) -> tuple[str, Any] | None:
+def _preload(svc: FlowRoom, spec: ToolSpec[Any], params: Any) -> tuple[str, Any] | None:
     try:
         a = parse_args(I.RestoreArgs, params)
     except ZcorError:

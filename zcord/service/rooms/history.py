@@ -119,11 +119,11 @@ def for_model(svc: FlowRoom, rec: dict[str, Any], held: frozenset[tuple[str, str
                         for c in rec.get("changes") or ()]}
 
 
-def operator_query(svc: FlowRoom, params: Any) -> dict[str, Any]:
+def operator_query(svc: FlowRoom, params: Any, args: I.OperatorHistoryArgs | None = None) -> dict[str, Any]:
     """`zcor/history/query`: the history tool's query plus the operator's filters (changes only,
     actor, tool, target, origin), all applied by the index, so totals and pages are exact. Like
     other operator displays it is not recorded."""
-    a = parse_args(I.OperatorHistoryArgs, params)
+    a = parse_args(I.OperatorHistoryArgs, params) if args is None else args
     start, end = time_range(a)
     svc.oplog.warm(background=True)
 

@@ -6,7 +6,7 @@ from collections.abc import Collection
 from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any
 
-from ...core.errors import Conflict, InvalidArgument, NotFound, Superseded
+from ...core.errors import Conflict, InvalidArgument, NotFound, Superseded, advice
 from ...core.models import Node
 from ...core.state import Tx
 from ...core.text import derive_keywords, match_form
@@ -28,8 +28,7 @@ three 155 → 93 ms; bench/RESULTS.md)."""
 def find_node(svc: Room, node_id: str, name: str = "id") -> Node:
     node = svc.state.nodes.get(node_id)
     if node is None or scope.hides(svc.state, node_id):  # another session's private memory does not exist here
-        raise NotFound(f"No memory with {name} {node_id!r}. Use zcor_memory_query or "
-                       f"zcor_memory_children to find ids.", field=name)
+        raise NotFound(f"No memory with {name} {node_id!r}. {advice('find_ids')}", field=name, hint="find_ids")
     return node
 
 
@@ -167,15 +166,15 @@ def delete(svc: Room, a: I.IdArgs, ctx: Ctx) -> dict[str, Any]:
                         f"move or delete them first")
     links = sorted(st.links.get(a.id, ()))
     if links:
-        problems.append(f"relationship(s) {', '.join(links)} link to it; unlink them with "
-                        f"zcor_relationship_write(memoryNodeId=null) first")
+        problems.append(f"relationship(s) {', '.join(links)} link to it; {advice('unlink_first')}")
     replaced = sorted(st.replaced.get(a.id, ()), key=st.rank.__getitem__)
     if replaced:
         problems.append(f"it replaces superseded memor{'ies' if len(replaced) != 1 else 'y'} "
                         f"{', '.join(replaced)}, so it must stay")
     if problems:
         raise Conflict(f"Memory {a.id} cannot be deleted: " + "; ".join(problems) + ".", field="id",
-                       data={"children": children, "relationships": links, "replaces": replaced})
+                       data={"children": children, "relationships": links, "replaces": replaced},
+                       hint="unlink_first" if links else None)
     tx = svc.begin(ctx)
     was_important = a.id in st.important
     if was_important:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ...core.errors import InvalidArgument, NotFound
+from ...core.errors import InvalidArgument, NotFound, advice
 from ...core.models import Relationship
 from ...core.text import normalize
 from .. import inputs as I
@@ -19,8 +19,8 @@ if TYPE_CHECKING:
 def find_rel(svc: Room, person_id: str) -> Relationship:
     rel = svc.state.relationships.get(person_id)
     if rel is None:
-        raise NotFound(f"No relationship for personId {person_id!r}. Use zcor_relationship_query to "
-                       f"search by name, or zcor_relationship_write to create one.", field="personId")
+        raise NotFound(f"No relationship for personId {person_id!r}. {advice('find_person')}", field="personId",
+                       hint="find_person")
     return rel
 
 

@@ -33,7 +33,7 @@ MAX_SEARCH_RESULTS = 5
 class SearchSteps(Steps):
     """zcor_memory_search: candidates under the lock, the LLM's choice without it."""
 
-    def __init__(self, svc: FlowRoom, spec: ToolSpec, params: Any, actor: str) -> None:
+    def __init__(self, svc: FlowRoom, spec: ToolSpec[Any], params: Any, actor: str) -> None:
         self.svc, self.spec, self.params = svc, spec, params
         self.candidates: list[dict[str, Any]] = []
         self.ids: list[str] = []

@@ -78,7 +78,7 @@ def set_group(svc: FlowRoom, index: int | None, terms: list[str] | None,
     """Operators' synonym editing: index None adds, terms None removes, both replace."""
     params = {"index": index, "terms": terms}
 
-    def apply():
+    def apply() -> tuple[dict[str, Any], list[dict[str, Any]]]:
         try:
             svc.synonyms.reload_if_changed()  # a broken hand edit is never replaced by our copy
         except StateFileInvalid as e:
@@ -114,9 +114,8 @@ def set_group(svc: FlowRoom, index: int | None, terms: list[str] | None,
 HELD = "zcor/synonyms/held"
 
 
-def _index_param(params: dict[str, Any], name: str, size: int, what: str) -> int:
-    i = params.get(name)
-    if not isinstance(i, int) or isinstance(i, bool) or not 0 <= i < size:
+def _index_param(i: int | None, name: str, size: int, what: str) -> int:
+    if i is None or not 0 <= i < size:
         raise InvalidArgument(f"{name} must name one of the {what} (0..{size - 1})" if size else
                               f"{name}: there are no {what}", field=name)
     return i
@@ -126,36 +125,27 @@ def held_action(svc: FlowRoom, params: Any, actor: str = "operator") -> dict[str
     """`zcor/synonyms/held {action, held?, index?}`: the operator's decision on the bot's
     groups. accept (held): the held group joins the table as an operator's group, as
     `zcor/synonyms/set` would add it; discard (held): it is dropped; discard (index): the
-    group at that index, one the bot added, is removed. Recorded in the operation log, refusals too."""
+    group at that index, one the bot added, is removed. Recorded in the operation log, refusals
+    too: so the params model (inputs.SynonymsHeldParams) checks them inside the recorded call."""
 
-    def apply():
+    def apply() -> tuple[dict[str, Any], list[dict[str, Any]]]:
         if not isinstance(params, dict):
             raise InvalidArgument("params must be an object {action, held?, index?}")
-        unknown = sorted(set(params) - {"action", "held", "index"})
-        if unknown:
-            raise InvalidArgument(f"unknown parameter {unknown[0]}", field=unknown[0])
-        action = params.get("action")
-        if action not in ("accept", "discard"):
-            raise InvalidArgument('action must be "accept" or "discard"', field="action")
-        if ("held" in params) == ("index" in params):
-            raise InvalidArgument("give held (the index of a held group) or index (a group the bot added), "
-                                  "not both", field="held")
-        if action == "accept" and "index" in params:
-            raise InvalidArgument("only a held group can be accepted: the bot's other groups are in use already",
-                                  field="index")
+        a = parse_args(I.SynonymsHeldParams, params)
+        action = a.action
         try:
             svc.synonyms.reload_if_changed()  # decide on what the file holds now
         except StateFileInvalid as e:
             raise StateFileInvalid(f"{e.message}; fix the file by hand first (it was left as it is)") from None
         syn = svc.synonyms
-        if "held" in params:
-            i = _index_param(params, "held", len(syn.bot["held"]), "held groups")
+        if a.given("held"):
+            i = _index_param(a.held, "held", len(syn.bot["held"]), "held groups")
             terms = syn.take_held(i, accept=action == "accept")
             change = {"kind": f"synonyms.{action}", "before": None if action == "accept" else terms,
                       "after": terms if action == "accept" else None, "from": "held"}
         else:
             mine = syn.bot_indexes()
-            i = _index_param(params, "index", len(syn.groups), "groups")
+            i = _index_param(a.index, "index", len(syn.groups), "groups")
             if i not in mine:
                 raise InvalidArgument(f"group {i} was not added by the bot; change it with zcor/synonyms/set",
                                       field="index")

@@ -1,0 +1,478 @@
+"""The result models of zcord's methods and tools: what each answer holds, as TypedDicts.
+
+The wire carries JSON objects; a TypedDict names their keys and types for the type checker
+without changing a byte of them (the daemon still sends the dicts the Service builds, and
+the clients still return plain dicts, so `result["ids"]` keeps working). The method table
+(zcord.transport.methods) declares each method's result model beside its params model,
+the tool table's entry names its tool's here (TOOL_RESULTS), and the generated clients
+(zcord.transport.client_calls) return them.
+
+Keys a result carries only sometimes are NotRequired; nested records that are themselves
+documented in SPEC.md (a memory, a relationship, an operation record) are `Record`s.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NotRequired, TypedDict, TypeVar, cast
+
+Record = dict[str, Any]
+"""A JSON object the result passes on as it is (a memory, a relationship, a log record)."""
+
+T = TypeVar("T")
+
+
+def shaped(model: type[T], value: Any) -> T:
+    """`value` as the result model says it is: the Service builds these dicts (the wire tests
+    hold them to it); a cast, written once, that names the model."""
+    return cast(T, value)
+
+
+class Empty(TypedDict):
+    """`{}`."""
+
+
+# -- MCP and the bot's methods ---------------------------------------------------------------
+
+
+class InitializeResult(TypedDict):
+    protocolVersion: str
+    capabilities: dict[str, Any]
+    serverInfo: dict[str, str]
+    instructions: NotRequired[str]
+
+
+class ToolsListResult(TypedDict):
+    tools: list[Record]
+
+
+class ToolCallResult(TypedDict):
+    content: list[Record]
+    structuredContent: NotRequired[Record]
+    isError: bool
+
+
+class PromptsListResult(TypedDict):
+    prompts: list[Record]
+
+
+class PromptGetResult(TypedDict):
+    description: str
+    messages: list[Record]
+
+
+class ResourcesListResult(TypedDict):
+    resources: list[Record]
+
+
+class ResourceTemplatesResult(TypedDict):
+    resourceTemplates: list[Record]
+
+
+class ResourceReadResult(TypedDict):
+    contents: list[Record]
+
+
+class TextResult(TypedDict):
+    """`{text}`: zcor/prefix, zcor/metrics."""
+
+    text: str
+
+
+class RecallResult(TypedDict):
+    ids: list[str]
+    blocked: NotRequired[list[str]]
+
+
+class ContextResult(TypedDict):
+    text: str
+    ids: list[str]
+
+
+class RecordedResult(TypedDict):
+    recorded: bool
+
+
+class LlmResult(TypedDict):
+    protocol: str
+    baseUrl: str
+    model: str
+    timeoutSeconds: float
+    promptCacheKey: str
+
+
+# -- operator methods -------------------------------------------------------------------------
+
+
+class StatusResult(TypedDict):
+    memoryDir: str
+    nodes: int
+    currentNodes: int
+    relationships: int
+    important: list[str]
+    historyChanges: int
+    operations: int
+    synonymGroups: int
+    personaEmpty: bool
+    journaledChanges: int
+    pendingReview: int
+    recallSessions: int
+    usageToday: Record
+    socket: str | None
+    version: str
+    pid: int
+    uptimeSeconds: float
+    connections: int
+    subscribers: int
+
+
+class UsageResult(TypedDict):
+    sessions: list[Record]
+    days: list[Record]
+    totals: Record
+    charsPerToken: float
+
+
+Config = dict[str, Any]
+"""The public config (camelCase keys, never the API key): SPEC's config.json."""
+
+
+class SubscribedResult(TypedDict):
+    subscribed: bool
+
+
+class BackupItem(TypedDict):
+    backupFile: str
+    size: int
+    modifiedAt: str
+    bot: bool
+
+
+class BackupsResult(TypedDict):
+    items: list[BackupItem]
+
+
+class BackupPreviewResult(TypedDict):
+    backupFile: str
+    memories: Record
+    relationships: Record
+    important: Record
+
+
+class SynonymListing(TypedDict):
+    groups: list[list[str]]
+    botAdded: list[int]
+    held: list[list[str]]
+
+
+class SynonymGroupsResult(TypedDict):
+    groups: int
+
+
+class SynonymsHeldResult(TypedDict):
+    action: str
+    terms: list[str]
+    groups: int
+    held: int
+
+
+class RecallExplainResult(TypedDict):
+    ranking: str
+    segmented: list[str]
+    synonymTerms: list[str]
+    expanded: list[str]
+    hits: list[Record]
+    senders: list[Record]
+    header: Record
+
+
+class Page(TypedDict):
+    """A page of items: `{items, total, nextOffset}` (nextOffset None on the last page)."""
+
+    items: list[Record]
+    total: int
+    nextOffset: int | None
+
+
+class RecallLogResult(Page):
+    session: str
+
+
+class ConsolidateListResult(Page):
+    scan: Record
+
+
+class ConsolidateDismissResult(TypedDict):
+    dismissed: list[str]
+    remembered: int
+
+
+class SnapshotResult(TypedDict):
+    changeId: int
+    bytes: int
+
+
+class PersonaResult(TypedDict):
+    text: str
+    empty: bool
+    path: str
+
+
+class RevertResult(TypedDict):
+    """zcor/history/revert: the new operation, or with preview `{seq, ok, conflicts, changes}`."""
+
+    seq: int
+    changes: list[Record]
+    reverted: NotRequired[int]
+    forced: NotRequired[bool]
+    ok: NotRequired[bool]
+    message: NotRequired[str]
+    conflicts: NotRequired[list[Record]]
+
+
+class ReinstateResult(TypedDict):
+    seq: int
+    id: str
+    changeId: int
+    changes: list[Record]
+
+
+class VersionsResult(TypedDict):
+    id: str
+    items: list[Record]
+
+
+class StateAtResult(TypedDict):
+    at: str
+    undoneChanges: int
+    nodes: list[Record]
+    relationships: list[Record]
+    important: list[str]
+
+
+class RevertOriginResult(TypedDict):
+    sender: str
+    changes: list[Record]
+    seq: NotRequired[int]
+    seqs: NotRequired[list[int]]
+    reverted: NotRequired[list[int]]
+    shared: list[int]
+    forced: NotRequired[bool]
+    ok: NotRequired[bool]
+    message: NotRequired[str]
+    conflicts: NotRequired[list[Record]]
+
+
+class TrustListing(TypedDict):
+    default: str
+    senders: list[Record]
+
+
+class TrustSetResult(TypedDict):
+    sender: str
+    level: str
+    explicit: bool
+
+
+class ReviewListResult(TypedDict):
+    items: list[Record]
+    total: int
+    nextOffset: NotRequired[int]
+
+
+class ReviewApproveResult(TypedDict):
+    approved: list[int]
+
+
+class ReviewRejectResult(TypedDict):
+    """The new operation, or with preview the planned changes and conflicts."""
+
+    changes: list[Record]
+    seq: NotRequired[int]
+    ids: NotRequired[list[int]]
+    rejected: NotRequired[list[int]]
+    forced: NotRequired[bool]
+    ok: NotRequired[bool]
+    message: NotRequired[str]
+    conflicts: NotRequired[list[Record]]
+
+
+ErasureResult = dict[str, Any]
+"""zcor/erase: `{preview, …listing}` or `{erased, …listing, subject, seq, …counts}` (SPEC)."""
+
+SubjectResult = dict[str, Any]
+"""zcor/subject: `{person, relationships, trust, memories, held, records, report}` (SPEC)."""
+
+
+class ScopeSetResult(TypedDict):
+    """zcor/scope/set: the operation and the memory's scope now ("everywhere" or {session})."""
+
+    seq: int
+    id: str
+    scope: Any
+
+ImportResult = dict[str, Any]
+"""zcor/import: `{format, name, preview, seq, …counts, items, itemsTotal, skipped}` (SPEC)."""
+
+
+class UploadResult(TypedDict):
+    uploadId: str
+    size: int
+
+
+class ExportResult(TypedDict):
+    exportId: str | None
+    files: list[Record]
+    format: NotRequired[str]
+
+
+class ExportReadResult(TypedDict):
+    text: str
+    nextOffset: int | None
+
+
+# -- tools (zcord.service.tools) --------------------------------------------------------------
+
+
+class Node(TypedDict):
+    """A memory as SPEC §1 gives it."""
+
+    id: str
+    title: str
+    content: str
+    keywords: list[str]
+    parentId: str | None
+    sourceMessage: str | None
+    createdAt: str
+    updatedAt: str
+    supersededBy: str | None
+    supersedeReason: str | None
+
+
+class Relationship(TypedDict):
+    """A relationship as SPEC §1 gives it."""
+
+    personId: str
+    name: str
+    aliases: list[str]
+    relationship: str
+    affinity: int
+    reason: str
+    memoryNodeId: str | None
+    createdAt: str
+    updatedAt: str
+
+
+class MemoryWriteResult(Node):
+    created: bool
+
+
+class MemoryReadResult(Node):
+    important: bool
+    parentTitle: str | None
+    childCount: int
+
+
+class MemoryDeleteResult(TypedDict):
+    id: str
+    deleted: bool
+    wasImportant: bool
+
+
+class MemoryChildrenResult(TypedDict):
+    parentId: str | None
+    items: list[Record]
+    total: int
+    nextOffset: int | None
+
+
+class MemoryTraceResult(TypedDict):
+    id: str
+    path: list[Record]
+    children: list[Record]
+    childrenTotal: int
+    nextOffset: int | None
+
+
+class MemoryImportantResult(TypedDict):
+    id: str
+    important: bool
+    changed: bool
+    importantIds: list[str]
+    replaced: NotRequired[Record]
+    reminder: NotRequired[str]
+
+
+class QueryResult(TypedDict):
+    items: list[Record]
+    total: int
+    nextOffset: int | None
+
+
+class MemoryMergeResult(TypedDict):
+    id: str
+    node: Node
+    superseded: list[str]
+    movedChildren: list[str]
+    relinkedRelationships: list[str]
+    important: bool
+    importantIds: list[str]
+
+
+class MemorySupersedeResult(TypedDict):
+    replacementId: str
+    superseded: list[str]
+    importantIds: list[str]
+
+
+class RelationshipWriteResult(Relationship):
+    created: bool
+
+
+class RelationshipDeleteResult(TypedDict):
+    personId: str
+    deleted: bool
+
+
+class BackupResult(TypedDict):
+    backupFile: str
+
+
+class RestoreResult(TypedDict):
+    restoredFrom: str
+    backupFile: str
+    nodes: int
+    relationships: int
+    important: list[str]
+    heldAgain: NotRequired[int]
+
+
+SynonymsAddResult = TypedDict("SynonymsAddResult", {"terms": list[str], "added": bool, "class": list[str],
+                                                     "held": NotRequired[bool]})
+
+
+class SearchResult(TypedDict):
+    items: list[Record]
+    candidateCount: int
+
+
+TOOL_RESULTS: dict[str, Any] = {
+    "zcor_memory_write": MemoryWriteResult,
+    "zcor_memory_read": MemoryReadResult,
+    "zcor_memory_delete": MemoryDeleteResult,
+    "zcor_memory_children": MemoryChildrenResult,
+    "zcor_memory_trace": MemoryTraceResult,
+    "zcor_memory_important": MemoryImportantResult,
+    "zcor_memory_query": QueryResult,
+    "zcor_memory_merge": MemoryMergeResult,
+    "zcor_memory_supersede": MemorySupersedeResult,
+    "zcor_relationship_read": Relationship,
+    "zcor_relationship_query": QueryResult,
+    "zcor_relationship_write": RelationshipWriteResult,
+    "zcor_relationship_delete": RelationshipDeleteResult,
+    "zcor_memory_history": QueryResult,
+    "zcor_memory_backup": BackupResult,
+    "zcor_memory_restore": RestoreResult,
+    "zcor_synonyms_add": SynonymsAddResult,
+    "zcor_memory_search": SearchResult,
+}
+"""Each tool's result model, by name (the generated clients' typed tool calls return these)."""
