@@ -1,5 +1,6 @@
-"""`zcor forget` and `zcor subject` (issue 34): forget a person, or show what the Memory
-holds about them. The rules are zcord's (zcord.service.erasure); this only asks and prints."""
+"""`zcor forget`, `zcor subject` and `zcor scope` (issue 34): forget a person, show what the
+Memory holds about them, show or change a memory's scope. The rules are zcord's
+(zcord.service.erasure, zcord.service.scope); this only asks and prints."""
 
 from __future__ import annotations
 
@@ -79,6 +80,40 @@ def cmd_subject(args: argparse.Namespace) -> int:
     return 0
 
 
+def scope_text(scope: Any) -> str:
+    """A memory's scope as the operator reads it."""
+    if isinstance(scope, dict) and isinstance(scope.get("session"), str):
+        return f"private to session {scope['session']}"
+    return "visible everywhere"
+
+
+def cmd_scope(args: argparse.Namespace) -> int:
+    if args.scope is None:
+        scope: Any = None
+    elif args.scope == "everywhere" and args.session is None:
+        scope = "everywhere"
+    elif args.scope == "session" and args.session:
+        scope = {"session": args.session}
+    else:
+        print("zcor: scope is `everywhere` or `session NAME`", file=sys.stderr)
+        return 2
+    with Client(args.socket, role="operator", timeout=args.timeout, client_name="zcor-cli") as c:
+        answer: dict[str, Any]
+        if scope is None:
+            node = c.call_tool("zcor_memory_read", {"id": args.id}, view=True)
+            answer = {"id": node["id"], "title": node["title"], "scope": node.get("scope", "everywhere")}
+        else:
+            answer = dict(c.scope_set(args.id, scope))
+    if args.json:
+        print(json_shown(json.dumps(answer, ensure_ascii=False, indent=2)))
+    elif scope is None:
+        _say(f"{answer['id']} ({answer['title']}): {scope_text(answer['scope'])}")
+    else:
+        _say(f"{answer['id']} is now {scope_text(answer['scope'])} (operation {answer['seq']}; "
+             f"`zcor revert {answer['seq']}` undoes it)")
+    return 0
+
+
 def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("forget", parents=[common],
                        help="forget a person: their relationship, trust, memories, and every trace in the files")
@@ -95,3 +130,11 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--person-id", action="store_true", help="SENDER is a relationship's personId")
     p.add_argument("--json", action="store_true", help="print it as JSON instead of a report")
     p.set_defaults(func=cmd_subject)
+
+    p = sub.add_parser("scope", parents=[common],
+                       help="show a memory's scope, or change it: everywhere, or private to one session")
+    p.add_argument("id", metavar="ID", help="a memory id (m17)")
+    p.add_argument("scope", nargs="?", choices=["everywhere", "session"], help="the new scope (omit to show it)")
+    p.add_argument("session", nargs="?", metavar="NAME", help="with `session`: the session it is private to")
+    p.add_argument("--json", action="store_true", help="print zcord's answer as JSON")
+    p.set_defaults(func=cmd_scope)

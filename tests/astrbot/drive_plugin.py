@@ -16,7 +16,8 @@ A step naming another socket first changes the plugin's setting and has AstrBot 
 plugin, as saving its settings in the WebUI does; a step with "kill": PID first stops that
 zcord (SIGTERM) and waits for its socket to go; a step with "retries": N then runs the
 LLM-request hook N more times on the step's request, as a retried request does (what each run
-leaves is in the transcript). The plugin's client calls of `zcor/usage/report` are counted
+leaves is in the transcript); a step with "private": true is a QQ private (friend) message from
+its sender instead of a group message. The plugin's client calls of `zcor/usage/report` are counted
 (method, params, and whether zcord answered or refused).
 Prints one JSON line: what each step saw (the transcript the outer test checks).
 
@@ -125,16 +126,21 @@ async def main(root: Path, plugin_src: Path, llm_url: str, steps: list[dict]) ->
         message = step["message"]
         # a QQ group message that @s the bot, as AstrBot's aiocqhttp adapter builds it
         msg = AstrBotMessage()
-        msg.type = MessageType.GROUP_MESSAGE
-        msg.self_id, msg.session_id, msg.message_id = "10000", "123456", str(n + 1)
-        msg.group = Group(group_id="123456", group_name="周末爬山")
-        msg.sender = MessageMember(user_id=step.get("sender", "42"), nickname=step.get("nickname", "小王"))
-        msg.message = [At(qq="10000"), Plain(message)]
+        sender = step.get("sender", "42")
+        if step.get("private"):  # a QQ private (friend) message, as the adapter builds it: no group
+            msg.type = MessageType.FRIEND_MESSAGE
+            msg.self_id, msg.session_id, msg.message_id = "10000", sender, str(n + 1)
+        else:
+            msg.type = MessageType.GROUP_MESSAGE
+            msg.self_id, msg.session_id, msg.message_id = "10000", "123456", str(n + 1)
+            msg.group = Group(group_id="123456", group_name="周末爬山")
+        msg.sender = MessageMember(user_id=sender, nickname=step.get("nickname", "小王"))
+        msg.message = [Plain(message)] if step.get("private") else [At(qq="10000"), Plain(message)]
         msg.message_str = message
         msg.raw_message = None
         msg.timestamp = int(time.time())
         meta = PlatformMetadata(name="aiocqhttp", description="QQ (OneBot v11)", id="qq")
-        event = Sent(message, msg, meta, session_id="123456")
+        event = Sent(message, msg, meta, session_id=msg.session_id)
 
         before = len(reports)
         await scheduler.execute(event)

@@ -166,14 +166,14 @@ def test_frame_and_undeclared_tool_calls_are_refused_without_effect(daemon, llm)
         assert after["historyChanges"] == before["historyChanges"]
 
 
-def run_chat(daemon, llm, lines: list[str], configure: bool = True) -> str:
+def run_chat(daemon, llm, lines: list[str], configure: bool = True, args: tuple[str, ...] = ()) -> str:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ZCOR_")}
     env["ZCOR_LLM_API_KEY"] = "sk-chat"
     if configure:
         with daemon.client("operator") as op:
             op.config_set({"llm": {"protocol": llm.protocol, "baseUrl": llm.url, "model": "scripted",
                                    "timeoutSeconds": 5}})
-    proc = subprocess.run([sys.executable, "-m", "zcord.cli", "chat", "--socket", str(daemon.sock)],
+    proc = subprocess.run([sys.executable, "-m", "zcord.cli", "chat", "--socket", str(daemon.sock), *args],
                           input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=60, env=env)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
@@ -192,6 +192,23 @@ def test_zcor_chat_shows_tools_used_and_survives_a_provider_error(daemon, llm):
         (write,) = op.history_query({"tool": "zcor_memory_write"})["items"]
         assert write["origin"]["session"] == "console" and "inferred" not in write["origin"]
         assert write["origin"]["senders"] == [f"console:{getpass.getuser()}"]
+
+
+def test_zcor_chat_private_keeps_what_it_writes_in_its_session(daemon, llm):
+    """Issue 34: `zcor chat --private` marks its batches and origins private."""
+    llm.script += [tools(llm, ("zcor_memory_write", {"title": "用户的秘密Quindle", "content": "只在私聊说的"})),
+                   text(llm, "记住啦"), text(llm, "好")]
+    out = run_chat(daemon, llm, ["我有个秘密 Quindle", "/quit"], args=("--session", "qq:friend:9", "--private"))
+    assert "(private)" in out
+    with daemon.client("operator") as op:
+        (write,) = op.history_query({"tool": "zcor_memory_write"})["items"]
+        assert write["origin"]["private"] is True and write["origin"]["session"] == "qq:friend:9"
+        mid = write["changes"][0]["target"]
+        assert op.call_tool("zcor_memory_read", {"id": mid})["scope"] == {"session": "qq:friend:9"}
+    out = run_chat(daemon, llm, ["Quindle 秘密", "/recall", "/quit"], configure=False)  # the console session
+    assert "Quindle" not in out.split("好")[-1]
+    first = [r for r in llm.requests if "Quindle" in json.dumps(r["json"], ensure_ascii=False)]
+    assert all("只在私聊说的" not in json.dumps(r["json"], ensure_ascii=False) for r in first[-1:])
 
 
 def test_zcor_chat_commands_show_what_the_model_gets(daemon, llm):

@@ -683,6 +683,45 @@ def test_a_session_header_with_a_control_character_is_refused(daemon, llm, proxy
     assert llm.requests == []
 
 
+# -- issue 34: private conversations ------------------------------------------------------------
+
+
+def test_the_private_header_keeps_what_the_conversation_writes_in_its_session(daemon, llm, proxy):
+    llm.script += [openai_tools(("zcor_memory_write", {"title": "阿杰的秘密Vexlor", "content": "只在私聊里说"})),
+                   openai_text("记住啦"), openai_text("嗯")]
+    client = proxy.client()
+    client.chat.completions.create(model="m", messages=[{"role": "user", "content": "说个秘密 Vexlor", "name": "ajie"}],
+                                   extra_headers={"X-Zcor-Session": "st:dm-ajie", "X-Zcor-Private": "1"})
+    (record,) = [r for r in history(daemon, tool="zcor_memory_write")["items"] if r.get("actor") == "model"]
+    assert record["origin"] == {"session": "st:dm-ajie", "senders": ["openai:ajie"], "speaker": "openai:ajie",
+                                "private": True}
+    # another conversation mentioning the secret: the header and the prompt carry none of it
+    client.chat.completions.create(model="m", messages=[{"role": "user", "content": "Vexlor 是什么", "name": "bo"}],
+                                   extra_headers={"X-Zcor-Session": "st:room9"})
+    assert "只在私聊里说" not in json.dumps(llm.requests[-1]["json"], ensure_ascii=False)
+    with daemon.client() as bot:
+        assert "只在私聊里说" not in bot.context("st:room9")["text"]
+        bot.recall("st:dm-ajie", "Vexlor", private=True)
+        assert "只在私聊里说" in bot.context("st:dm-ajie")["text"]
+
+
+def test_a_bad_private_header_is_refused_and_changes_nothing(daemon, llm, proxy):
+    resp, data, conn = proxy.raw("POST", "/v1/chat/completions", json.dumps({"model": "m", "messages": ASK}).encode(),
+                                 {"X-Zcor-Private": "maybe"})
+    conn.close()
+    assert resp.status == 400 and json.loads(data)["error"]["code"] == "invalid_header"
+    assert json.loads(data)["error"]["param"] == "x-zcor-private"
+    assert llm.requests == []
+
+
+def test_the_private_option_makes_every_request_private(daemon, llm):
+    from zcord.bot.proxy import build_parser, settings_from
+
+    args = build_parser().parse_args(["--no-token", "--private"])
+    assert settings_from(args).private is True
+    assert settings_from(build_parser().parse_args(["--no-token"])).private is False
+
+
 # -- issue 32: the layout keeps the provider's prompt cache ---------------------------------------
 
 

@@ -50,7 +50,8 @@ def test_the_clients_keep_the_calls_bots_and_the_tui_use():
     # the typed calls zcor_tui, zcord/cli.py, zcord/bot and contrib use (grepped), by name and parameters
     expected = {
         "ping": "(self, *, timeout: 'float | None' = None) -> 'None'",
-        "recall": "(self, session: 'str', events: 'list[dict[str, Any]] | str') -> 'list[str]'",
+        "recall": "(self, session: 'str', events: 'list[dict[str, Any]] | str', private: 'bool' = False) -> "
+                  "'list[str]'",
         "history_revert": "(self, seq: 'int', force: 'bool' = False, preview: 'bool' = False) -> 'R.RevertResult'",
         "synonyms_held": "(self, action: 'str', held: 'int | None' = None, index: 'int | None' = None) -> "
                          "'R.SynonymsHeldResult'",

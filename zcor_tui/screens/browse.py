@@ -16,7 +16,15 @@ from textual.css.query import NoMatches
 from textual.widgets import Tree
 from textual.widgets.tree import TreeNode
 
-from zcord.client import ChildrenArgs, MergeArgs, SupersedeArgs, ToolError, WriteArgs, for_operator
+from zcord.client import (
+    ChildrenArgs,
+    ClientError,
+    MergeArgs,
+    SupersedeArgs,
+    ToolError,
+    WriteArgs,
+    for_operator,
+)
 
 from ..format import invisible_marked, one_line
 from ..messages import MemoryChanged
@@ -60,6 +68,8 @@ class BrowseScreen(ZcorScreen):
                 tooltip="After a deep memory was shown: start the tree one level higher"),
         Binding("T", "time_travel", "Time travel", show=False, id="browse.time_travel",
                 tooltip="The tree as it was at an instant you give (read-only)"),
+        Binding("p", "scope", "Scope", show=False, id="browse.scope",
+                tooltip="Where the selected memory is visible: everywhere, or one (private) session only"),
     ]
 
     def __init__(self) -> None:
@@ -314,6 +324,29 @@ class BrowseScreen(ZcorScreen):
             bare = node_id.isascii() and node_id.isdigit()  # `12` means m12
             self.reveal(f"m{node_id}" if bare else node_id)
 
+    @work(exclusive=True, group="action")
+    async def action_scope(self) -> None:
+        item = self._need_current()
+        if item is None:
+            return
+        now = (self.shown_node or {}).get("scope") if (self.shown_node or {}).get("id") == item.id else None
+        current = now.get("session", "") if isinstance(now, dict) else ""
+        answer = await self.app.push_screen_wait(PromptDialog(
+            f"Scope of {item.id}: a session name keeps it to that session; `everywhere` shares it",
+            value=current or "everywhere", placeholder="everywhere, or a session such as qq:private:42"))
+        if not answer:
+            return
+        scope: Any = "everywhere" if answer == "everywhere" else {"session": answer}
+        try:
+            result = await self.app.client.scope_set(item.id, scope)
+        except ClientError as e:
+            self.app.show_error(e, "zcor/scope/set")
+            return
+        where = "visible everywhere" if result["scope"] == "everywhere" else \
+            f"private to session {result['scope']['session']}"
+        self.notify(f"{item.id} is now {where} (operation {result['seq']}; History can revert it).")
+        self.load_detail(item.id, delay=0)
+
     def action_versions(self) -> None:
         item = self._need_current()
         if item is not None:
@@ -333,6 +366,7 @@ class BrowseScreen(ZcorScreen):
         yield SystemCommand(f"Edit {item.id}", "Edit the selected memory", self.action_edit)
         yield SystemCommand(f"Move {item.id}", "Give the selected memory another parent", self.action_move)
         yield SystemCommand(f"Delete {item.id}", "Delete the selected memory", self.action_delete)
+        yield SystemCommand(f"Scope of {item.id}", "Visible everywhere, or in one session only", self.action_scope)
         important = item.id in self.app.important
         yield SystemCommand(f"{'Unmark' if important else 'Mark'} {item.id} important",
                             "At most 5 important memories", self.action_important)

@@ -205,6 +205,8 @@ class HistoryScreen(ZcorScreen):
             if record.get("changes"):
                 status.append(f" · {len(record['changes'])} change{'s' if len(record['changes']) != 1 else ''}",
                               style="cyan")
+            if (record.get("origin") or {}).get("private") is True:  # a private conversation's call (issue 34)
+                status.append(" · private", style="magenta")
             table.add_row(when(record.get("at"))[:16 if self.narrow else 19], Text(record.get("actor", ""),
                                                             style="magenta" if record.get("actor") == "model" else ""),
                           cell(record.get("tool", "")), Text(change_targets(record)), status, key=key)
@@ -251,6 +253,12 @@ class HistoryScreen(ZcorScreen):
         origin = origin_text(record.get("origin"))
         if origin:
             head.add_row("Origin", Text(origin, style="yellow" if record["origin"].get("inferred") else ""))
+        for change in record.get("changes") or ():  # the scope a change gave a memory (issue 34)
+            if change.get("kind") == "scope.set":
+                after = change.get("after")
+                head.add_row("Scope", plain(f"{change.get('target')}: " + (
+                    f"private to session {after}" if isinstance(after, str) else "visible everywhere"),
+                    style="magenta"))
         if record.get("status") == "ok":
             head.add_row("Status", Text("ok", style="green"))
         else:

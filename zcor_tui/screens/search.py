@@ -15,7 +15,7 @@ from textual.widgets import Checkbox, DataTable, Input, Static
 
 from zcord.client import QueryArgs, ToolError, for_operator
 
-from ..format import SUPERSEDED_MARK, one_line, when_short
+from ..format import SUPERSEDED_MARK, one_line, plain, when_short
 from ..messages import MemoryChanged, NodeRequested
 from ..widgets.rows import add_columns, cursor_key, row_table
 from .base import ZcorScreen
@@ -108,6 +108,9 @@ class SearchScreen(ZcorScreen):
             title = Text(one_line(item["title"], 80), style=style)
             if item.get("supersededBy"):
                 title = Text.assemble((SUPERSEDED_MARK, "bold red"), title, (f" → {item['supersededBy']}", "red"))
+            scope = item.get("scope")
+            if isinstance(scope, dict) and scope.get("session"):  # a private conversation's memory (issue 34)
+                title.append_text(plain(f" [private: {one_line(scope['session'], 30)}]", style="magenta"))
             table.add_row(Text(when_short(item.get("updatedAt")), style=style), Text(item["id"], style="cyan"),
                           title,
                           Text(one_line(item.get("content"), 60), style="dim"), key=item["id"])

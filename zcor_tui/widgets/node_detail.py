@@ -76,6 +76,9 @@ class NodeDetail(Static):
             grid.add_row("Children", listed)
         else:
             grid.add_row("Children", Text("none", style="dim"))
+        scope = node.get("scope")
+        if isinstance(scope, dict) and scope.get("session"):  # a private conversation's memory (issue 34)
+            grid.add_row("Scope", plain(f"private to session {scope['session']} (p: change)", style="bold magenta"))
         grid.add_row("Created", when(node.get("createdAt")))
         grid.add_row("Updated", when(node.get("updatedAt")))
         if node.get("supersededBy"):

@@ -60,10 +60,13 @@ __all__ = ["DEFAULT_MAX_ROUNDS", "FRAME_TOOL", "Conversation", "MemoryBot", "Too
 class MemoryBot:
     """One bot session's connection to zcord."""
 
-    def __init__(self, client: Client, session: str):
+    def __init__(self, client: Client, session: str, private: bool = False):
         self.client = client
         self.session = session
-        self.origin: dict[str, Any] = {"session": session, "senders": []}
+        self.private = private
+        """A one-to-one conversation: sent with every batch and origin, so what it creates
+        stays in this session (zcord.service.scope)."""
+        self.origin: dict[str, Any] = {"session": session, "senders": [], **({"private": True} if private else {})}
         """Whose messages the model is answering: sent with every tool call (`_meta`
         "zcor/origin"), set by `deliver` from the batch's external senders."""
         self.blocked: list[str] = []
@@ -71,8 +74,10 @@ class MemoryBot:
         `blocked`): their messages are kept from the model (filter_blocked)."""
 
     @classmethod
-    def connect(cls, session: str, socket_path: str | None = None, timeout: float = 30.0) -> MemoryBot:
-        return cls(Client(socket_path, role="bot", timeout=timeout, client_name="zcord.bot").connect(), session)
+    def connect(cls, session: str, socket_path: str | None = None, timeout: float = 30.0,
+                private: bool = False) -> MemoryBot:
+        return cls(Client(socket_path, role="bot", timeout=timeout, client_name="zcord.bot").connect(), session,
+                   private)
 
     def close(self) -> None:
         self.client.close()
@@ -103,11 +108,12 @@ class MemoryBot:
     def deliver(self, events: list[dict[str, Any]]) -> list[str]:
         """Send a batch of incoming events to auto-recall; returns the new recall set. The
         batch's external senders become the origin of the tool calls that follow."""
-        recalled = self.client.recall_batch(self.session, events)
+        recalled = self.client.recall_batch(self.session, events, self.private)
         self.blocked = list(recalled.get("blocked") or ())
         ids: list[str] = recalled["ids"]
         if any(isinstance(e, dict) and e.get("origin") == "external" for e in events):
-            self.origin = {"session": self.session, "senders": batch_senders(events)}
+            self.origin = {"session": self.session, "senders": batch_senders(events),
+                           **({"private": True} if self.private else {})}
         return ids
 
     def context_header(self) -> str:

@@ -118,7 +118,7 @@ def run(bot: MemoryBot, provider: Provider | None, out: TextIO, inp: TextIO, sen
     reader = reader or LineReader(out, inp)
     conv = Conversation(bot, provider) if provider else None
     turns = 0  # messages delivered: /recall tells "nothing yet" from "the last one recalled nothing"
-    out.write(f"zcor chat — session {bot.session}. /help for commands.\n")
+    out.write(f"zcor chat — session {bot.session}{' (private)' if bot.private else ''}. /help for commands.\n")
     if conv is None:
         out.write(NOT_CONFIGURED + "\n")
     out.flush()
@@ -180,6 +180,8 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, inp: TextIO = 
     ap.add_argument("--socket", help="zcord socket (default: $ZCOR_SOCKET or the daemon's default)")
     ap.add_argument("--session", default="console", help="session key (default: console)")
     ap.add_argument("--sender", default=f"console:{getpass.getuser()}", help="the sender key of your lines")
+    ap.add_argument("--private", action="store_true",
+                    help="a one-to-one conversation: what it creates stays in this session (privateScope)")
     ap.add_argument("--no-stream", action="store_true", help="wait for whole replies instead of streaming")
     ap.add_argument("--no-history-file", action="store_true",
                     help=f"keep typed lines in memory only, not in {history_path()}")
@@ -188,7 +190,7 @@ def main(argv: list[str] | None = None, out: TextIO = sys.stdout, inp: TextIO = 
     in_reply = [False]
     try:
         try:
-            bot = MemoryBot.connect(args.session, args.socket)
+            bot = MemoryBot.connect(args.session, args.socket, private=args.private)
         except ClientError as e:
             print(f"zcor chat: {e}", file=sys.stderr)
             return 2

@@ -92,6 +92,10 @@ TOKEN_ENV = "ZCOR_PROXY_TOKEN"
 TOKEN_CREDENTIAL = "proxy-token"
 SESSION_HEADER = "x-zcor-session"
 SENDER_HEADER = "x-zcor-sender"
+PRIVATE_HEADER = "x-zcor-private"
+"""`1` (or true/yes): the request is a one-to-one conversation; `0` (false/no) or absent: not
+(zcord.service.scope: what a private conversation creates stays in its session)."""
+PRIVATE_VALUES = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 SENDER_NAMESPACE = "openai:"
 """Put in front of every sender key a client names (a message's `name`, the sender header,
 the request's `user`), so a token holder cannot pass for a key of another front end
@@ -152,6 +156,8 @@ class Settings:
     """The header naming the conversation (lower case)."""
     sender_header: str = SENDER_HEADER
     """The header naming the person, for user messages without a name (lower case)."""
+    private: bool = False
+    """Every request is a one-to-one conversation (--private); else the X-Zcor-Private header says."""
     limits: Limits = field(default_factory=Limits)
 
 
@@ -568,7 +574,7 @@ class Daemon:
         if self.client is not None:
             await self.client.close()
 
-    async def memory(self, session: str, events: list[dict[str, Any]]) -> Memory:
+    async def memory(self, session: str, events: list[dict[str, Any]], private: bool = False) -> Memory:
         """Deliver the batch to auto-recall; the prefix, the header and the tools for it."""
         client = await self.connected()
         if client is None:
@@ -579,7 +585,7 @@ class Daemon:
 
         async def recalled() -> Mapping[str, Any]:
             if events:
-                answer = await client.recall_batch(session, events)
+                answer = await client.recall_batch(session, events, private)
                 blocked.extend(b for b in answer.get("blocked") or () if isinstance(b, str))
             return await client.context(session)
 
@@ -1023,7 +1029,7 @@ class ProxyServer:
         if "transfer-encoding" in headers:  # the guard refuses it first; kept for any other server
             raise ApiError(411, "Send the body with a Content-Length (Transfer-Encoding is not accepted on "
                                 "requests).", "length_required", close=True)
-        twice = repeated & {*SINGLE, self.settings.session_header, self.settings.sender_header}
+        twice = repeated & {*SINGLE, self.settings.session_header, self.settings.sender_header, PRIVATE_HEADER}
         if twice:
             raise ApiError(400, f"The header {sorted(twice)[0]} is sent more than once.", "bad_request", close=True)
         if self.settings.token is None:
@@ -1165,6 +1171,17 @@ class ProxyServer:
                 return f"openai:{digest[:16]}"
         return "openai:default"
 
+    def private_of(self, headers: Mapping[str, str]) -> bool:
+        """Whether the request is a one-to-one conversation: --private, else X-Zcor-Private."""
+        value = headers.get(PRIVATE_HEADER)
+        if value is None:
+            return self.settings.private
+        got = PRIVATE_VALUES.get(value.strip().lower())
+        if got is None:
+            raise ApiError(400, f"The header {PRIVATE_HEADER} must be 1 or 0 (true/false, yes/no), not "
+                                f"{value[:40]!r}.", "invalid_header", param=PRIVATE_HEADER)
+        return got or self.settings.private
+
     def sender_of(self, name: str | None, chat: ChatRequest, headers: Mapping[str, str]) -> str:
         """The sender key of a user message: what the client names, always in the endpoint's
         namespace (SENDER_NAMESPACE); the operator's --sender when it names nobody."""
@@ -1186,6 +1203,7 @@ class ProxyServer:
             if header in headers and _key_problem(headers[header]):
                 raise ApiError(400, f"The header {header} {_key_problem(headers[header])}.", "invalid_header",
                                param=header)
+        private = self.private_of(headers)
         session = self.session_of(chat, headers)
         now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
         events = [{"text": text, "origin": "external", "senderKey": self.sender_of(name, chat, headers),
@@ -1195,7 +1213,9 @@ class ProxyServer:
         origin: dict[str, Any] = {"session": session, "senders": batch_senders(events)}
         if events:
             origin["speaker"] = events[-1]["senderKey"]
-        memory = await self.daemon.memory(session, events)
+        if private:
+            origin["private"] = True
+        memory = await self.daemon.memory(session, events, private)
         created = int(time.time())
         cid = "chatcmpl-" + secrets.token_hex(12)
         model = chat.model or llm.model
@@ -1346,6 +1366,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--sender-header", default="X-Zcor-Sender", metavar="NAME",
                     help="the header that names the person (default X-Zcor-Sender)")
     ap.add_argument("--session", help="one fixed zcor session for every request")
+    ap.add_argument("--private", action="store_true",
+                    help="every request is a one-to-one conversation: what it creates stays in its session "
+                         "(else the X-Zcor-Private: 1 header says so per request)")
     ap.add_argument("--sender", default="openai:user", help="sender key of user messages with no name "
                                                             "(default openai:user)")
     ap.add_argument("--max-request-bytes", type=int, default=Limits.max_request_bytes)
@@ -1382,7 +1405,7 @@ def settings_from(args: argparse.Namespace, env: dict[str, str] | None = None) -
     return Settings(host=args.host, port=args.port, socket=args.socket, token=token, session_from=sources,
                     fixed_session=args.session, default_sender=args.sender,
                     session_header=args.session_header.lower(), sender_header=args.sender_header.lower(),
-                    limits=Limits(max_request_bytes=args.max_request_bytes, read_timeout=args.read_timeout,
+                    private=args.private, limits=Limits(max_request_bytes=args.max_request_bytes, read_timeout=args.read_timeout,
                                   idle_timeout=args.idle_timeout, max_concurrent=args.max_concurrent,
                                   max_connections=args.max_connections,
                                   max_connections_per_ip=args.max_connections_per_ip))

@@ -110,6 +110,11 @@ class Config(_Base):
     """The trust level of a sender without one of its own (zcor/trust/set): "normal" changes
     nothing; "untrusted" holds their changes for review; "blocked" refuses them."""
 
+    private_scope: Literal["session", "everywhere"] = "session"
+    """What a private (one-to-one) conversation creates: "session" keeps it to that session
+    (recalled, shown and readable there only, never in the shared prefix); "everywhere"
+    treats it as any other memory (the behaviour before issue 34)."""
+
     def public(self, api_key_set: bool, withheld: str | None = None) -> dict[str, Any]:
         out = self.model_dump(mode="json", by_alias=True)
         out["llm"]["apiKeySet"] = api_key_set

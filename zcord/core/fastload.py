@@ -22,7 +22,8 @@ from .layout import HISTORY_DIR, STATE_FILE
 from .models import MAX_IMPORTANT, NODE_ALIASES, STATE_VERSION, Change, Node, Relationship
 from .state import MemoryState
 
-_HEAD_KEYS = frozenset(("version", "nextId", "nodes", "important", "relationships", "historySegments", "history"))
+_HEAD_KEYS = frozenset(("version", "nextId", "nodes", "important", "relationships", "historySegments", "history",
+                        "scopes"))
 _NODE_KEYS = frozenset(NODE_ALIASES)
 
 
@@ -152,6 +153,10 @@ def _fast_parts(doc: Any, records: Any, nodes_fn: NodesFn | None = None) -> Fast
                 (limit is not None and len(value) > limit):
             raise _NotFast
         head[key] = value
+    scopes = doc.get("scopes", {})
+    if type(scopes) is not dict or not all(type(v) is str for v in scopes.values()):
+        raise _NotFast
+    head["scopes"] = scopes
     rels = doc.get("relationships", [])
     changes = doc.get("history", [])
     if type(rels) is not list or type(changes) is not list:
@@ -322,7 +327,8 @@ def state_of_fast(fast: FastParts, name: str, history_dir: Path | None) -> Memor
     check_unique(rels, lambda r: r.person_id, "personId", name)
     check_segments(head["historySegments"], history_dir, name)
     state = MemoryState(nodes, head["important"], rels, history, head["nextId"], head["historySegments"],
-                        tree=(tree.children, tree.replaced) if tree.children is not None else None)
+                        tree=(tree.children, tree.replaced) if tree.children is not None else None,
+                        scopes=head.get("scopes"))
     check_invariants(state, name, nodes_checked=tree.checked)
     return state
 

@@ -161,6 +161,13 @@ def apply_change(state: MemoryState, c: dict[str, Any]) -> Change:
             if target is None:
                 raise KeyError(target)
             state._remove_rel(target)
+        elif kind == "scope.set":
+            if target is None or not (after is None or isinstance(after, str)):
+                raise ValueError("a scope is a session name or null")
+            if after is None:
+                state.scopes.pop(target, None)
+            else:
+                state.scopes[target] = after
         elif kind in ("state.migrate", "erased"):
             pass  # "erased": a change of a person forgotten (zcord.service.erasure), kept for its id
         else:

@@ -245,3 +245,5 @@ class StateFile(Model):
     """Sealed parts of the change history, oldest first: files under history/, JSON lines."""
     history: list[Change] = Field(default_factory=list)
     """The changes not yet sealed into a segment."""
+    scopes: dict[str, str] = Field(default_factory=dict)
+    """Memory id -> the session it is scoped to (issue 34); absent when none is."""

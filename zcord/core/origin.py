@@ -9,6 +9,8 @@ An origin is a small JSON object carried by every operation record:
 - the same plus `"inferred": true` — worked out by zcord from the connection's latest
   `zcor/recall` batch (its session and the senderKeys of its external events), or
   `{"senders": [], "inferred": true}` when the connection delivered none;
+- `"private": true` added to either when the conversation is one-to-one (issue 34): what
+  the call creates is scoped to its session (zcord.service.scope);
 - `{"operator": true}` — an operator's call (the role comes from the kernel at initialize,
   never from the claim: a bot cannot say it is the operator); an import adds the file it
   read, `{"operator": true, "senders": ["import:lore.json"]}` (zcord.service.interop).
@@ -39,6 +41,9 @@ MAX_SESSION = 200
 MAX_SENDER = 200
 MAX_SENDERS = 50
 OPERATOR_ORIGIN: dict[str, Any] = {"operator": True}
+
+Batch = tuple[str, list[str]] | tuple[str, list[str], bool]
+"""A connection's latest recall batch: (session, senders[, private])."""
 
 
 class _NoClaim:
@@ -73,14 +78,17 @@ def _key(value: Any, what: str, limit: int, canonical: bool = False) -> str:
 
 def parse_claim(value: Any) -> dict[str, Any]:
     """The origin a bot tells in `_meta["zcor/origin"]`, validated: `{session?, senders,
-    speaker?}` with bounded strings, sender keys in their comparison form (a speaker not
-    among the senders is added as the last); anything else (including `operator` or
-    `inferred`) is an InvalidArgument naming `_meta`."""
+    speaker?, private?}` with bounded strings, sender keys in their comparison form (a speaker
+    not among the senders is added as the last), `private` a boolean (kept only when true);
+    anything else (including `operator` or `inferred`) is an InvalidArgument naming `_meta`."""
     if not isinstance(value, dict):
-        raise _bad("must be an object {session?, senders, speaker?}")
-    unknown = sorted(set(value) - {"session", "senders", "speaker"})
+        raise _bad("must be an object {session?, senders, speaker?, private?}")
+    unknown = sorted(set(value) - {"session", "senders", "speaker", "private"})
     if unknown:
-        raise _bad(f"unknown field {unknown[0]!r} (only session, senders and speaker may be told)")
+        raise _bad(f"unknown field {unknown[0]!r} (only session, senders, speaker and private may be told)")
+    private = value.get("private", False)
+    if not isinstance(private, bool):
+        raise _bad("private must be true or false")
     out: dict[str, Any] = {}
     session = value.get("session")
     if session is not None:
@@ -101,6 +109,8 @@ def parse_claim(value: Any) -> dict[str, Any]:
     out["senders"] = keys
     if speaker is not None:
         out["speaker"] = speaker
+    if private:
+        out["private"] = True
     return out
 
 
@@ -143,17 +153,26 @@ def cut(senders: list[str], rank: Callable[[str], int], speaker: str | None = No
     return [senders[i] for i in keep]
 
 
-def inferred(session: str | None, senders: list[str]) -> dict[str, Any]:
+def inferred(session: str | None, senders: list[str], private: bool = False) -> dict[str, Any]:
     """The origin zcord works out from a connection's latest recall batch (or from nothing)."""
     out: dict[str, Any] = {}
     if session is not None:
         out["session"] = session[:MAX_SESSION]
     out["senders"] = list(senders)
+    if private:
+        out["private"] = True
     out["inferred"] = True
     return out
 
 
-def resolve(actor: str, claim: Any, batch: tuple[str, list[str]] | None, claimed: bool) -> dict[str, Any]:
+def private_session(origin: Any) -> str | None:
+    """The session of a private (one-to-one) origin, or None."""
+    if isinstance(origin, dict) and origin.get("private") is True and isinstance(origin.get("session"), str):
+        return str(origin["session"])
+    return None
+
+
+def resolve(actor: str, claim: Any, batch: Batch | None, claimed: bool) -> dict[str, Any]:
     """The origin of one call: the operator's mark for an operator; for the bot its claim
     when it made one (validated), else what its latest batch says."""
     if actor != "model":
@@ -162,7 +181,7 @@ def resolve(actor: str, claim: Any, batch: tuple[str, list[str]] | None, claimed
         return parse_claim(claim)
     if batch is None:
         return inferred(None, [])
-    return inferred(batch[0], batch[1])
+    return inferred(batch[0], batch[1], len(batch) > 2 and batch[2] is True)
 
 
 def senders(origin: Any) -> list[str]:
@@ -209,6 +228,8 @@ def describe(origin: Any) -> str:
     session = origin.get("session")
     if isinstance(session, str):
         text += (" in " if text else "in ") + session
+    if text and origin.get("private") is True:
+        text += " (private)"
     if text and origin.get("inferred") is True:
         text += " (inferred)"
     return text

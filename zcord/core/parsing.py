@@ -182,7 +182,8 @@ def state_of_model(sf: StateFile, name: str, history_dir: Path | None) -> Memory
     check_unique(nodes, lambda n: n.id, "memory id", name)
     check_unique(sf.relationships, lambda r: r.person_id, "personId", name)
     check_segments(sf.history_segments, history_dir, name)
-    state = MemoryState(nodes, sf.important, sf.relationships, sf.history, sf.next_id, sf.history_segments)
+    state = MemoryState(nodes, sf.important, sf.relationships, sf.history, sf.next_id, sf.history_segments,
+                        scopes=sf.scopes)
     check_invariants(state, name)
     return state
 
@@ -278,7 +279,7 @@ def parse_backup(raw: bytes, name: str, limits: RestoreLimits = RestoreLimits())
     check_unique(items["relationships"], lambda r: r.person_id, "personId", name)
     check_segments(head.history_segments, None, name)
     state = MemoryState(items["nodes"], head.important, items["relationships"], items["history"], head.next_id,
-                        head.history_segments)
+                        head.history_segments, scopes=head.scopes)
     check_invariants(state, name)
     return state
 

@@ -88,7 +88,11 @@ class StateSerializer:
             yield (b"" if first else b",\n") + b",\n".join(part)
         yield b'],\n"relationships":[\n'
         yield b",\n".join(rel.model_dump_json(by_alias=True).encode() for rel in state.relationships.values())
-        yield b'],\n"historySegments":' + json.dumps(segments).encode()
+        yield b"]"
+        scopes = getattr(state, "scopes", None)
+        if scopes:  # memories of private conversations (issue 34); absent when there are none
+            yield b',\n"scopes":' + json.dumps(scopes, ensure_ascii=False).encode()
+        yield b',\n"historySegments":' + json.dumps(segments).encode()
         yield b',\n"history":[\n'
         yield history_blob
         yield b"]}\n"
@@ -105,11 +109,12 @@ class StateView:
     history: list[Change]
     next_id: int
     history_segments: list[str]
+    scopes: dict[str, str]
 
     @classmethod
     def of(cls, state: MemoryState) -> StateView:
         return cls(dict(state.nodes), list(state.important), dict(state.relationships), list(state.history),
-                   state.next_id, list(state.history_segments))
+                   state.next_id, list(state.history_segments), dict(state.scopes))
 
     @property
     def last_change_id(self) -> int:

@@ -80,6 +80,7 @@ class MemoryState:
         next_id: int = 1,
         history_segments: Iterable[str] = (),
         tree: tuple[dict[str | None, list[str]], dict[str, set[str]]] | None = None,
+        scopes: dict[str, str] | None = None,
     ):
         # The change history: sealed segment files (oldest) plus the changes still inline.
         self.history: list[Change] = list(history)
@@ -87,6 +88,10 @@ class MemoryState:
         self.migration: Migration | None = None
         self.people = PeopleIndex(self)
         self._load_parts(nodes, important, relationships, next_id, tree)
+        self.scopes: dict[str, str] = dict(scopes or {})
+        """Memory id -> the session it is scoped to (created in a private conversation, issue
+        34; zcord.service.scope). Kept for deleted ids too (ids are never reused), so a
+        reverted delete comes back as private as it was."""
 
     def _load_parts(self, nodes: Iterable[Node], important: Iterable[str], relationships: Iterable[Relationship],
                     next_id: int, tree: tuple[dict[str | None, list[str]], dict[str, set[str]]] | None = None) -> None:
@@ -497,6 +502,13 @@ class Tx:
         st.important = list(ids)
         self._undo.append(lambda: setattr(st, "important", old))
 
+    def set_scope(self, node_id: str, session: str | None) -> None:
+        """Scope a memory to a session (None: visible everywhere)."""
+        st = self.state
+        old = st.scopes.get(node_id)
+        _set_scope(st, node_id, session)
+        self._undo.append(lambda: _set_scope(st, node_id, old))
+
     def take_id(self) -> str:
         st = self.state
         old = st.next_id
@@ -517,6 +529,8 @@ class Tx:
         st.indexes.attach(st)  # the parts taken over read this state's nodes from now on
         st.blob.attach(st)
         st.next_id = next_id
+        # a restore never makes a memory less private than it is now (ids are never reused)
+        st.scopes = {**saved["scopes"], **other.scopes}
 
         def undo() -> None:
             for k, v in saved.items():
@@ -542,8 +556,15 @@ class Tx:
 
 
 _PART_ATTRS = ("nodes", "rank", "_by_rank", "indexes", "blob", "children", "links", "replaced", "relationships",
-               "rel_index", "alias_ids", "_rank", "_rel_rank", "important", "next_id", "_max_num")
+               "rel_index", "alias_ids", "_rank", "_rel_rank", "important", "next_id", "_max_num", "scopes")
 """What a restore swaps in (Tx.replace_all): every attribute `_load_parts` sets, the parts whole."""
+
+
+def _set_scope(st: MemoryState, node_id: str, session: str | None) -> None:
+    if session is None:
+        st.scopes.pop(node_id, None)
+    else:
+        st.scopes[node_id] = session
 
 
 def _speaker_keys(rel: Relationship) -> set[str]:

@@ -290,8 +290,8 @@ class Ranking:
 
     def hits(self, terms: list[str] | list[Term], keyword_equality: bool, limit: int | None = None,
              explain: bool = False, mode: RankingMode = "seed", floor: bool = True, people: Iterable[str] = (),
-             greeting: bool = False) -> list[Hit]:
-        """Current nodes hit by the terms, best first.
+             greeting: bool = False, hide: AbstractSet[str] = frozenset()) -> list[Hit]:
+        """Current nodes hit by the terms, best first (never one of `hide`).
 
         Seed: score = the number of distinct terms that hit the node (title or equal keyword),
         ties by updatedAt desc, id asc. Weighted: see `_weighted`; `people` (personIds of the
@@ -308,11 +308,15 @@ class Ranking:
                             for t in terms]
             else:
                 weighted = cast("list[Term]", terms)
+            if hide:
+                return self._weighted(weighted, keyword_equality, limit, explain, floor, list(people), greeting, hide)
             return self._weighted(weighted, keyword_equality, limit, explain, floor, list(people), greeting)
         keys = list(dict.fromkeys(k for k in (t.key if isinstance(t, Term) else term_key(t) for t in terms) if k))
-        return self._seed(keys, keyword_equality, limit, explain)
+        return self._seed(keys, keyword_equality, limit, explain, hide) if hide else \
+            self._seed(keys, keyword_equality, limit, explain)
 
-    def _seed(self, terms: list[str], keyword_equality: bool, limit: int | None, explain: bool) -> list[Hit]:
+    def _seed(self, terms: list[str], keyword_equality: bool, limit: int | None, explain: bool,
+              hide: AbstractSet[str] = frozenset()) -> list[Hit]:
         st = self.state
         ix = st.indexes
         title_hits, keyword_ids = ix.title_hits, ix.keyword_ids
@@ -328,6 +332,8 @@ class Ranking:
             if explain:
                 for i in (ids | extra) if extra else ids:
                     matched.setdefault(i, []).append(term)
+        for i in hide:
+            counts.pop(i, None)
         out: list[Hit] = []
         index, nodes = ix.index, st.nodes
 
@@ -382,7 +388,8 @@ class Ranking:
         return self.people.scoped(self.state, named)
 
     def _weighted(self, terms: list[Term], keyword_equality: bool, limit: int | None, explain: bool,
-                  floor: bool, people: Iterable[str] = (), greeting: bool = False) -> list[Hit]:
+                  floor: bool, people: Iterable[str] = (), greeting: bool = False,
+                  hide: AbstractSet[str] = frozenset()) -> list[Hit]:
         """BM25 over titles (and keywords): each term weighs by its rarity among current
         memories; a synonym class counts once per memory (its best term); a title shorter
         than average counts a little more. With `floor`, a memory must be hit by at least
@@ -469,10 +476,13 @@ class Ranking:
         for local in contrib.values():
             for i, v in local.items():
                 scores[i] += v
+        for i in hide:  # another session's private memories (zcord.service.scope)
+            scores.pop(i, None)
         final = {i: s * (k1 + 1) / (a + c * index[i].title_len) for i, s in scores.items()}
         # common and light terms only reorder the best candidates of the rare ones
         if deferred:
-            keep = set(_best(final, DEFERRED_POOL)) if len(final) > DEFERRED_POOL else anchored
+            keep = set(_best(final, DEFERRED_POOL)) if len(final) > DEFERRED_POOL else \
+                (anchored - hide if hide else anchored)
             raised: dict[int, tuple[dict[str, float], dict[str, float]]] = {}  # per local: the values before
             for local, t_ids, k_ids, value in deferred:
                 old = raised.setdefault(id(local), (local, {}))[1]

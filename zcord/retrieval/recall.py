@@ -184,6 +184,10 @@ class Retriever:
     """The state with the memories held changes touched as last approved, in the indexes too
     (retrieval.approved.ApprovedState), or None when nothing is held; set by the service."""
 
+    scope_hidden: Callable[[str | None], AbstractSet[str]] = staticmethod(lambda session: frozenset())
+    """The memory ids a session may not see (private conversations' memories scoped to other
+    sessions, zcord.service.scope); set by the service."""
+
     own_name: Callable[[], str] = str
     """The bot's own name (PERSONA.md's first heading, core.persona.PersonaName); set by the
     service. Weighted recall takes it as chat filler: "thanks Juniper" addresses the bot."""
@@ -204,14 +208,16 @@ class Retriever:
 
     def visible_hits(self, terms: list[str] | list[Term], keyword_equality: bool, limit: int | None,
                      mode: RankingMode, floor: bool = True, people: Iterable[str] = (),
-                     greeting: bool = False, explain: bool = False) -> list[Hit]:
+                     greeting: bool = False, explain: bool = False,
+                     hide: AbstractSet[str] = frozenset()) -> list[Hit]:
         """`hits` as if no held change had been made: the memories held changes touched are
         ranked as last approved (a held supersede, merge or delete leaves its sources
         recallable, a held rewrite is found by its approved words, a held new memory not at
-        all), with the same statistics, so the quota is filled as it would be anyway."""
+        all), with the same statistics, so the quota is filled as it would be anyway. `hide`:
+        memory ids left out before the quota is filled (another session's private memories)."""
         view = self.approved_view()
         ranking = self.ranking if view is None else self.ranking_class(lambda: view, self.class_of)
-        return ranking.hits(terms, keyword_equality, limit, explain, mode, floor, people, greeting)
+        return ranking.hits(terms, keyword_equality, limit, explain, mode, floor, people, greeting, hide)
 
     def teach_jieba(self) -> None:
         """Make jieba keep every synonym term, node keyword and person's name whole."""
@@ -523,7 +529,8 @@ class RecallSessions:
         words = r.words(recent_text(external), mode)
         observe = self.observer is not None and self.observing()
         hits = r.visible_hits(words.terms, keyword_equality=True, limit=RECALL_QUOTA, mode=mode,
-                              people=self.senders[session], greeting=words.greeting, explain=observe)
+                              people=self.senders[session], greeting=words.greeting, explain=observe,
+                              hide=r.scope_hidden(session))
         ids = [h.id for h in hits]
         self.sets[session] = ids
         if observe and self.observer is not None:
@@ -583,7 +590,8 @@ class RecallSessions:
         held_people = self.retriever.hidden_people()
         if held_people:  # held for review since the batch was recalled (memories: as approved, below)
             people = [p for p in people if p not in held_people]
-        text, ids = render_header(self.retriever.held_view(self.retriever.state), ids, budget, people)
+        text, ids = render_header(self.retriever.held_view(self.retriever.state), ids, budget, people,
+                                  self.retriever.scope_hidden(session))
         return {"text": text, "ids": ids}
 
 
@@ -610,36 +618,38 @@ def _cap(budget: int) -> int:
     return 2 * budget + 2
 
 
-def _person_entry(state: MemoryState, person_id: str, budget: int) -> tuple[str, str, str]:
+def _person_entry(state: MemoryState, person_id: str, budget: int,
+                  hide: AbstractSet[str] = frozenset()) -> tuple[str, str, str]:
     rel = state.relationships[person_id]
     title = f"{one_line(rel.name)} ({one_line(rel.relationship)}; affinity {rel.affinity:+d})"
     body = neutralize(rel.reason[:_cap(budget)])
-    node = state.nodes.get(rel.memory_node_id) if rel.memory_node_id else None
+    node = state.nodes.get(rel.memory_node_id) if rel.memory_node_id and rel.memory_node_id not in hide else None
     if node is not None and node.superseded_by is None:
         body += f"\nTheir memory: [{label(node.id)}] {one_line(node.title)}"
     return f"person {label(person_id, spaces=True)}", title, body
 
 
 def render_header(state: MemoryState, ids: list[str], budget: int,
-                  people: Sequence[str] = ()) -> tuple[str, list[str]]:
+                  people: Sequence[str] = (), hide: AbstractSet[str] = frozenset()) -> tuple[str, list[str]]:
     """The context header for these ids, from live state, at most `budget` characters.
 
     The speakers' relationships first (`people`: personIds), then the memories; each once;
     deleted relationships and deleted or superseded nodes left out. Every memory and
     relationship text is fenced (zcord/core/fence.py; the grammar is in docs/reference.md).
     Over budget, every entry keeps its id while titles and bodies are cut (fair shares) and a
-    note says how to read more. Returns the text and the memory ids shown.
+    note says how to read more. Returns the text and the memory ids shown. `hide`: memory ids left out (another session's private memories,
+    also as a person's memory line).
     """
     seen: set[str | tuple[str, str]] = set()
     entries: list[tuple[str, str, str]] = []
     for pid in people:
         if pid in state.relationships and ("p", pid) not in seen:
             seen.add(("p", pid))
-            entries.append(_person_entry(state, pid, budget))
+            entries.append(_person_entry(state, pid, budget, hide))
     shown = []
     for i in ids:
         node = state.nodes.get(i)
-        if node is None or node.superseded_by is not None or i in seen:
+        if node is None or node.superseded_by is not None or i in seen or i in hide:
             continue
         seen.add(i)
         shown.append(i)

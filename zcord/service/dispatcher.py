@@ -28,7 +28,7 @@ from ..core.errors import (
 from ..core.models import OpError, OpRecord
 from ..core.protocol import VIEW_TOOLS, Forbidden
 from ..core.state import Tx
-from . import logbudget
+from . import logbudget, scope
 from .calls import Ctx, InternalError, Locked, RestoreInProgress, Steps, loggable, parse_args
 from .judge import judge_origin
 from .tools import TOOLS, ToolSpec
@@ -58,7 +58,7 @@ class Dispatcher:
 
     def call(self, tool: str, params: Any = None, actor: str = "operator",
              allowed: Collection[str] | None = None, view: bool = False,
-             claim: Any = O.NO_CLAIM, batch: tuple[str, list[str]] | None = None,
+             claim: Any = O.NO_CLAIM, batch: O.Batch | None = None,
              present: Mapping[str, list[str]] | None = None) -> dict[str, Any]:
         """Run one tool call and record it. Raises ZcorError subclasses on failure.
 
@@ -82,7 +82,13 @@ class Dispatcher:
             return self.run(tool, params, actor, ToolSteps(self.host, tool, spec, params, actor),
                             recorded=False, reconcile=spec.reads_log)
         origin, refusal, hold = judge_origin(self.host, spec, actor, claim, batch, view, present)
+        if actor == "model" and origin.get("session") in self.host.private_sessions and not origin.get("private"):
+            origin = {**origin, "private": True}  # recalled as private: every origin naming it is (scope.py)
+        if origin.get("private") is True:
+            self.host.note_private()
         self._calling.origin, self._calling.hold = origin, hold
+        viewing = scope.viewing(scope.viewer_of(actor, origin, self.host.config.private_scope))
+        viewing.__enter__()
         try:
             steps: Steps
             if refusal is None and spec is not None and spec.flow is not None and not view:
@@ -93,6 +99,7 @@ class Dispatcher:
                 steps = ToolSteps(self.host, tool, spec, params, actor, view, refusal)
             return self.run(tool, params, actor, steps)
         finally:
+            viewing.__exit__(None, None, None)
             self._calling.origin = self._calling.hold = None
 
     def operate(self, name: str, params: dict[str, Any], actor: str,

@@ -388,7 +388,7 @@ class Scrubber:
         kind, target = c.get("kind") or "", c.get("target")
         if not isinstance(target, str):
             return False
-        if kind.startswith("node."):
+        if kind.startswith(("node.", "scope.")):
             return target in self.memories
         return sender_key(target) in self.keys  # their relationship, their trust level
 
@@ -454,6 +454,10 @@ class Scrubber:
                                     if sender_key(r.get("personId", "")) != self.key]
         if isinstance(out.get("history"), list):
             out["history"] = [self.change(c) for c in out["history"]]
+        if isinstance(out.get("scopes"), dict):  # the scopes of private conversations' memories (scope.py)
+            out["scopes"] = {i: s for i, s in out["scopes"].items() if i not in self.memories}
+            if not out["scopes"]:
+                del out["scopes"]
         return out
 
 
@@ -889,6 +893,7 @@ def subject(svc: Any, person: str) -> dict[str, Any]:
                                                             if isinstance(b, str))]
         linked = {r["memoryNodeId"] for r in rels if r.get("memoryNodeId")}
         nodes = dict(st.nodes)
+        scopes = dict(st.scopes)  # memories of private conversations (scope.py)
         log_path = svc.oplog.path
     roles: dict[str, set[str]] = {}
     records = []
@@ -914,7 +919,8 @@ def subject(svc: Any, person: str) -> dict[str, Any]:
         n = nodes.get(mid)
         why = "linked" if mid in linked else "only them" if roles.get(mid) == {"them"} else "with others"
         memories.append({"id": mid, "why": why, "current": n is not None,
-                         **({"title": n.title, "content": n.content} if n is not None else {})})
+                         **({"title": n.title, "content": n.content} if n is not None else {}),
+                         **({"scope": {"session": scopes[mid]}} if mid in scopes else {})})
     out = {"person": key, "relationships": rels, "trust": level, "memories": memories, "held": held,
            "records": records}
     out["report"] = _report(out)
@@ -932,6 +938,8 @@ def _report(s: dict[str, Any]) -> str:
     lines.append(f"Memories ({len(s['memories'])}):")
     for m in s["memories"]:
         state = "" if m["current"] else " [deleted; in the history]"
+        if m.get("scope"):
+            state += f" [private to {m['scope']['session']}]"
         lines.append(f"  {m['id']} ({m['why']}){state}: {m.get('title', '')}" + (
             f" — {m['content']}" if m.get("content") else ""))
     lines.append(f"Held for review ({len(s['held'])}): " + ", ".join(f"#{h['seq']} {h['tool']}" for h in s["held"]))

@@ -27,7 +27,7 @@ class ToolEntry(Protocol):
 
 
 def judge_origin(host: CallHost, spec: ToolEntry | None, actor: str, claim: Any,
-                 batch: tuple[str, list[str]] | None, view: bool, present: Mapping[str, list[str]] | None = None
+                 batch: O.Batch | None, view: bool, present: Mapping[str, list[str]] | None = None
                  ) -> tuple[dict[str, Any], ZcorError | None, list[str]]:
     """A call's origin, and what per-sender trust says of it: (origin, the refusal or
     None, the senders its change is held for: none when it is not held).

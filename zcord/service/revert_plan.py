@@ -127,6 +127,16 @@ class Undo:
             self.record("important.set", None, before=cur, after=new)
             self.tx.set_important(new)
 
+    # scopes (issue 34)
+
+    def scope(self, target: str, before: Any, after: Any) -> None:
+        cur = self.st.scopes.get(target)
+        if cur != after and self.conflict(target, "its scope changed since", ["scope"]):
+            return
+        if cur != before:
+            self.record("scope.set", target, before=cur, after=before)
+            self.tx.set_scope(target, before)
+
     # relationships
 
     def rel(self, kind: str, target: str, before: dict[str, Any] | None, after: dict[str, Any] | None) -> None:
@@ -223,6 +233,8 @@ def undo_changes(u: Undo, own: list[dict[str, Any]]) -> None:
             u.node_deleted(target, c["before"])
         elif kind.startswith("relationship."):
             u.rel(kind, target, c.get("before"), c.get("after"))
+        elif kind == "scope.set":
+            u.scope(target, c.get("before"), c.get("after"))
         elif kind == "state.restore":
             u.restore(c)
     u.finish_important()

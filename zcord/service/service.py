@@ -41,7 +41,7 @@ from ..core.store import Store
 from ..retrieval.recall import RecallSessions, Retriever
 from ..retrieval.synonyms import Synonyms
 from ..retrieval.twins import TwinIndex
-from . import erasure
+from . import erasure, scope
 from . import inputs as I
 from .calls import Ctx, InternalError, RestoreInProgress
 from .consolidate import CONSOLIDATE_FILE, KINDS, Consolidation
@@ -104,6 +104,12 @@ class Service:
         self.retriever.hidden_people = lambda: self.review.hidden_people  # held relationships: no person entry
         self.retriever.held_view = self.review.view  # memories as last approved in person entries
         self.retriever.own_name = PersonaName(self.dir / PERSONA_FILE)  # "thanks Juniper" addresses the bot
+        # private conversations (issue 34): each session recalls only its own scoped memories
+        self.retriever.scope_hidden = lambda session: scope.hidden_for(self.state, session) \
+            if self.config.private_scope == "session" else frozenset()
+        self._private_logged: bool | None = None
+        self.private_sessions: set[str] = set()
+        """Sessions whose latest batch was recalled as private (in memory, like recall sets)."""
         self.undo = UndoBook(self.oplog)
         self.usage = UsageBook(self.dir / USAGE_FILE)  # the real date: a test's clock is for operations
         self.usage_budget = LogBudget()  # the bot's usage reports per minute (a token bucket)
@@ -177,7 +183,7 @@ class Service:
 
     def call(self, tool: str, params: Any = None, actor: str = "operator",
              allowed: Collection[str] | None = None, view: bool = False,
-             claim: Any = O.NO_CLAIM, batch: tuple[str, list[str]] | None = None,
+             claim: Any = O.NO_CLAIM, batch: O.Batch | None = None,
              present: Mapping[str, list[str]] | None = None) -> dict[str, Any]:
         """Run one tool call and record it (Dispatcher.call)."""
         return self.calls.call(tool, params, actor, allowed, view, claim, batch, present)
@@ -195,6 +201,18 @@ class Service:
     def find_operation(self, seq: int) -> dict[str, Any] | None:
         """The operation-log record with this seq, or None."""
         return find_record(self.oplog.path, seq)
+
+    def note_private(self) -> None:
+        """A call of a private conversation is about to be logged."""
+        self._private_logged = True
+
+    def private_logged(self) -> bool:
+        """Whether the operation log may hold a private conversation's record (read once from
+        the log, then kept up by note_private): only then does the model's history query
+        leave records out (rooms.history)."""
+        if self._private_logged is None:
+            self._private_logged = scope.file_holds(self.oplog.path, scope.PRIVATE_MARK)
+        return self._private_logged
 
     @property
     def seq(self) -> int:
@@ -261,14 +279,14 @@ class Service:
         """The system prefix, built from live state and PERSONA.md (BotViews.prefix)."""
         return self.views.prefix()
 
-    def recall(self, session: str, events: Any) -> list[str]:
+    def recall(self, session: str, events: Any, private: bool = False) -> list[str]:
         """Replace the session's recall set from a batch of events; returns it, best first."""
-        ids: list[str] = self.recall_batch(session, events)["ids"]
+        ids: list[str] = self.recall_batch(session, events, private)["ids"]
         return ids
 
-    def recall_batch(self, session: str, events: Any) -> dict[str, Any]:
+    def recall_batch(self, session: str, events: Any, private: Any = False) -> dict[str, Any]:
         """`zcor/recall`'s answer (BotViews.recall_batch)."""
-        return self.views.recall_batch(session, events)
+        return self.views.recall_batch(session, events, private)
 
     def usage_report(self, session: str, report: dict[str, Any], actor: str = "operator") -> dict[str, Any]:
         """Count a front end's token-usage report (BotViews.usage_report)."""

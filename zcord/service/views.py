@@ -17,6 +17,7 @@ from ..core.layout import PERSONA_FILE
 from ..core.state import MemoryState
 from ..retrieval.prefix import build_prefix
 from ..retrieval.recall import Event, RecallSessions, check_session, parse_events, render_header
+from . import scope
 
 if TYPE_CHECKING:
     from .logbudget import LogBudget
@@ -47,6 +48,9 @@ class ViewHost(Protocol):
     @property
     def usage_budget(self) -> LogBudget: ...
 
+    @property
+    def private_sessions(self) -> set[str]: ...
+
     def refresh_synonyms(self) -> None: ...
 
 
@@ -62,16 +66,28 @@ class BotViews:
         with svc.lock:
             # held changes wait for review: the approved important list, memories as last approved
             st = cast(MemoryState, svc.review.view(svc.state))
+            if svc.state.scopes and svc.config.private_scope == "session":
+                # the prefix is shared by every session: no private conversation's memory is in it
+                st = cast(MemoryState, scope.WithoutScoped(st))
             return build_prefix(st, svc.dir / PERSONA_FILE, svc.config.relationship_memory)
 
-    def recall_batch(self, session: str, events: Any) -> dict[str, Any]:
+    def recall_batch(self, session: str, events: Any, private: Any = False) -> dict[str, Any]:
         """`zcor/recall`'s answer: the session's new recall set (`ids`, best first) and, when
         any, the senderKeys of the batch's external events whose sender is blocked, as the
-        bot gave them (`blocked`), so a front end can keep those messages from the model."""
+        bot gave them (`blocked`), so a front end can keep those messages from the model.
+        `private`: the session is a one-to-one conversation (scope.py); a batch with an
+        external event sets or clears it for the session."""
         svc = self.svc
         check_session(session)
+        if not isinstance(private, bool):
+            raise InvalidArgument("private must be true or false", field="private")
         parsed = parse_events(events)
         with svc.lock:
+            if any(e.origin == "external" for e in parsed):
+                if private:
+                    svc.private_sessions.add(session)
+                else:
+                    svc.private_sessions.discard(session)
             svc.refresh_synonyms()
             blocked = self._blocked_senders(parsed)
             kept = self._unblocked(session, parsed)

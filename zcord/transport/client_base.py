@@ -57,10 +57,13 @@ class CallParams:
         return {"ids": list(ids), **({"force": True} if force else {}), **({"preview": True} if preview else {})}
 
     @staticmethod
-    def _recall_params(session: str, events: list[dict[str, Any]] | str) -> dict[str, Any]:
+    def _recall_params(session: str, events: list[dict[str, Any]] | str, private: bool = False) -> dict[str, Any]:
         if isinstance(events, str):
             events = [{"text": events, "origin": "external"}]
-        return {"session": session, "events": events}
+        params: dict[str, Any] = {"session": session, "events": events}
+        if private:
+            params["private"] = True
+        return params
 
     @staticmethod
     def _revert_params(seq: int, force: bool, preview: bool) -> dict[str, Any]:

@@ -210,13 +210,13 @@ class SyncCalls(CallParams):
         """The system prefix, built now."""
         return R.shaped(str, self.request("zcor/prefix")["text"])
 
-    def recall(self, session: str, events: list[dict[str, Any]] | str) -> list[str]:
-        """The session's new recall set (a str is one external event)."""
-        return R.shaped(list[str], self.request("zcor/recall", self._recall_params(session, events))["ids"])
+    def recall(self, session: str, events: list[dict[str, Any]] | str, private: bool = False) -> list[str]:
+        """The session's new recall set (a str is one external event; `private`: a one-to-one chat)."""
+        return R.shaped(list[str], self.request("zcor/recall", self._recall_params(session, events, private))["ids"])
 
-    def recall_batch(self, session: str, events: list[dict[str, Any]] | str) -> R.RecallResult:
+    def recall_batch(self, session: str, events: list[dict[str, Any]] | str, private: bool = False) -> R.RecallResult:
         """`zcor/recall`'s whole answer: `{ids, blocked?}` (blocked: the batch's blocked senderKeys)."""
-        return R.shaped(R.RecallResult, self.request("zcor/recall", self._recall_params(session, events)))
+        return R.shaped(R.RecallResult, self.request("zcor/recall", self._recall_params(session, events, private)))
 
     def recall_explain(self, text: str, sender_key: str | None = None) -> R.RecallExplainResult:
         """Segmentation, expansion, hits and the header a text would produce."""
@@ -243,6 +243,11 @@ class SyncCalls(CallParams):
     def review_reject(self, ids: list[int], force: bool = False, preview: bool = False) -> R.ReviewRejectResult:
         """Reject held changes by their operation seqs: each is reverted, as one operation."""
         return R.shaped(R.ReviewRejectResult, self.request("zcor/review/reject", self._review_params(ids, force, preview)))
+
+    def scope_set(self, id: str, scope: str | dict[str, str]) -> R.ScopeSetResult:
+        """Change a memory's scope (`zcor/scope/set`): "everywhere" or {"session": NAME}, as a
+        logged operation that zcor/history/revert undoes."""
+        return R.shaped(R.ScopeSetResult, self.request("zcor/scope/set", {"id": id, "scope": scope}))
 
     def status(self) -> R.StatusResult:
         """The daemon's and the Memory's status."""
@@ -492,13 +497,13 @@ class AsyncCalls(CallParams):
         """The system prefix, built now."""
         return R.shaped(str, (await self.request("zcor/prefix"))["text"])
 
-    async def recall(self, session: str, events: list[dict[str, Any]] | str) -> list[str]:
-        """The session's new recall set (a str is one external event)."""
-        return R.shaped(list[str], (await self.request("zcor/recall", self._recall_params(session, events)))["ids"])
+    async def recall(self, session: str, events: list[dict[str, Any]] | str, private: bool = False) -> list[str]:
+        """The session's new recall set (a str is one external event; `private`: a one-to-one chat)."""
+        return R.shaped(list[str], (await self.request("zcor/recall", self._recall_params(session, events, private)))["ids"])
 
-    async def recall_batch(self, session: str, events: list[dict[str, Any]] | str) -> R.RecallResult:
+    async def recall_batch(self, session: str, events: list[dict[str, Any]] | str, private: bool = False) -> R.RecallResult:
         """`zcor/recall`'s whole answer: `{ids, blocked?}` (blocked: the batch's blocked senderKeys)."""
-        return R.shaped(R.RecallResult, await self.request("zcor/recall", self._recall_params(session, events)))
+        return R.shaped(R.RecallResult, await self.request("zcor/recall", self._recall_params(session, events, private)))
 
     async def recall_explain(self, text: str, sender_key: str | None = None) -> R.RecallExplainResult:
         """Segmentation, expansion, hits and the header a text would produce."""
@@ -525,6 +530,11 @@ class AsyncCalls(CallParams):
     async def review_reject(self, ids: list[int], force: bool = False, preview: bool = False) -> R.ReviewRejectResult:
         """Reject held changes by their operation seqs: each is reverted, as one operation."""
         return R.shaped(R.ReviewRejectResult, await self.request("zcor/review/reject", self._review_params(ids, force, preview)))
+
+    async def scope_set(self, id: str, scope: str | dict[str, str]) -> R.ScopeSetResult:
+        """Change a memory's scope (`zcor/scope/set`): "everywhere" or {"session": NAME}, as a
+        logged operation that zcor/history/revert undoes."""
+        return R.shaped(R.ScopeSetResult, await self.request("zcor/scope/set", {"id": id, "scope": scope}))
 
     async def status(self) -> R.StatusResult:
         """The daemon's and the Memory's status."""

@@ -66,7 +66,7 @@ class Connection:
         self.reading = False
         self.peer = PeerCred.of(writer.get_extra_info("socket"))
         self.server: ConnectionServer | None = None
-        self.last_batch: tuple[str, list[str]] | None = None
+        self.last_batch: tuple[str, list[str]] | tuple[str, list[str], bool] | None = None
         """The session and external senderKeys of this connection's latest zcor/recall batch:
         the origin of its tool calls when the bot tells none (zcord.core.origin)."""
         self.batches: collections.OrderedDict[str, list[str]] = collections.OrderedDict()

@@ -22,7 +22,7 @@ from ..core import origin as O
 from ..core import protocol as P
 from ..core.errors import InvalidArgument, ZcorError
 from ..core.layout import BOT_BACKUP_RE
-from ..service import erasure, review, undo
+from ..service import erasure, review, scope, undo
 from ..service.rooms import synonyms as synonym_room
 from ..service.tools import TOOLS, declared_tools
 from . import mcp_extras, metrics, replies, transfers
@@ -273,21 +273,23 @@ async def _prefix(m: Methods, call: Call[M.NoParams]) -> R.TextResult:
 
 
 @method("zcor/recall", params=M.RecallParams, result=R.RecallResult, role="bot",
-        client=(C("recall", "session: str, events: list[dict[str, Any]] | str", "self._recall_params(session, events)",
+        client=(C("recall", "session: str, events: list[dict[str, Any]] | str, private: bool = False",
+                  "self._recall_params(session, events, private)",
                   result="ids",
-                  doc="The session's new recall set (a str is one external event)."),
-                C("recall_batch", "session: str, events: list[dict[str, Any]] | str",
-                  "self._recall_params(session, events)",
+                  doc="The session's new recall set (a str is one external event; `private`: a one-to-one chat)."),
+                C("recall_batch", "session: str, events: list[dict[str, Any]] | str, private: bool = False",
+                  "self._recall_params(session, events, private)",
                   doc="`zcor/recall`'s whole answer: `{ids, blocked?}` (blocked: the batch's blocked senderKeys)."),))
 async def _recall(m: Methods, call: Call[M.RecallParams]) -> R.RecallResult:
-    session, events = call.args.session, call.args.events
+    session, events, private = call.args.session, call.args.events, call.args.private
     started = time.perf_counter()
-    answer = R.shaped(R.RecallResult, await call.run(m.service.recall_batch, session, events))
+    answer = R.shaped(R.RecallResult, await call.run(m.service.recall_batch, session, events, private))
     external = any(isinstance(e, dict) and e.get("origin") == "external" for e in events)
     m.host.meters.recalled(external, answer["ids"], time.perf_counter() - started)
     if external:
         senders = O.batch_senders(events, limit=None)  # all of them: zcord cuts by trust (origin.cut)
-        call.conn.last_batch = (session, senders)  # the origin of what the bot does next
+        # the origin of what the bot does next (private: what it creates stays in this session)
+        call.conn.last_batch = (session, senders, True) if private else (session, senders)
         call.conn.remember_batch(session, senders)
     return answer
 
@@ -644,6 +646,14 @@ async def _erase(m: Methods, call: Call[M.EraseParams]) -> R.ErasureResult:
                       "relationship, trust, held changes and history records."),))
 async def _subject(m: Methods, call: Call[M.SubjectParams]) -> R.SubjectResult:
     return R.shaped(R.SubjectResult, await call.run(erasure.subject, m.service, call.args.person))
+
+
+@method("zcor/scope/set", params=M.ScopeSetParams, result=R.ScopeSetResult,
+        client=(C("scope_set", "id: str, scope: str | dict[str, str]", '{"id": id, "scope": scope}',
+                  doc="Change a memory's scope (`zcor/scope/set`): \"everywhere\" or {\"session\": NAME}, as a\n"
+                      "logged operation that zcor/history/revert undoes."),))
+async def _scope_set(m: Methods, call: Call[M.ScopeSetParams]) -> R.ScopeSetResult:
+    return R.shaped(R.ScopeSetResult, await call.run(scope.set_scope, m.service, call.params))
 
 
 # -- import and export (issue 36) -----------------------------------------------------------------

@@ -139,6 +139,13 @@ class SubjectParams(_Person):
     """`zcor/subject` (zcord.service.erasure): exactly one of sender, personId."""
 
 
+class ScopeSetParams(Args):
+    """`zcor/scope/set` (zcord.service.scope): a memory and its new scope."""
+
+    id: StrictStr = Field(description="A memory id, e.g. m17.")
+    scope: Any = Field(description='"everywhere", or {"session": NAME}.')
+
+
 class ImportParams(Args):
     """`zcor/import` (zcord.service.interop): the file as `data` or as a finished upload."""
 
@@ -285,6 +292,8 @@ class RecallParams(Params):
     session: ProtoStr = Field(None, validate_default=True, description="The bot's name for the conversation.")
     events: Annotated[list[Any], BeforeValidator(_events)] = Field(
         None, validate_default=True, description="{text, origin, ts?, source?, senderKey?} each.")
+    private: StrictBool = Field(False, description="A one-to-one conversation: what it creates stays in its "
+                                                   "session (privateScope).")
 
 
 class ContextParams(Params):
@@ -406,5 +415,5 @@ __all__ = ["Args", "Params", "NoParams", "StrictNoParams", "BackupPreviewParams"
            "InitializeParams", "ToolCallParams", "PromptGetParams", "ResourceReadParams", "RecallParams",
            "ContextParams", "HistoryRevertParams", "HistoryReinstateParams", "HistoryRevertOriginParams",
            "HistoryQueryParams", "TrustSetParams", "ReviewListParams", "ReviewApproveParams", "ReviewRejectParams",
-           "SynonymsSetParams", "SynonymsHeldParams", "PersonaSetParams", "EraseParams", "SubjectParams",
+           "SynonymsSetParams", "SynonymsHeldParams", "PersonaSetParams", "EraseParams", "SubjectParams", "ScopeSetParams",
            "ImportParams", "UploadParams", "ExportParams", "ExportReadParams", "validate", "InvalidArgument"]

@@ -302,6 +302,14 @@ ErasureResult = dict[str, Any]
 SubjectResult = dict[str, Any]
 """zcor/subject: `{person, relationships, trust, memories, held, records, report}` (SPEC)."""
 
+
+class ScopeSetResult(TypedDict):
+    """zcor/scope/set: the operation and the memory's scope now ("everywhere" or {session})."""
+
+    seq: int
+    id: str
+    scope: Any
+
 ImportResult = dict[str, Any]
 """zcor/import: `{format, name, preview, seq, …counts, items, itemsTotal, skipped}` (SPEC)."""
 

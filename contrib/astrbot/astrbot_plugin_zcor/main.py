@@ -23,6 +23,11 @@ On each LLM request the plugin
    what zcor added (prefix and header characters) to zcord (`zcor/usage/report`), so
    `zcor usage` shows the cache hits.
 
+A private chat (the platform's one-to-one message: AstrBot's `is_private_chat()`,
+`MessageType.FRIEND_MESSAGE`) is sent to zcord as private (`"private": true` in the recall
+and in each tool call's origin), so what it creates stays in that chat's session (zcord's
+`privateScope`); the setting `private_chats` (on by default) turns that off.
+
 A message whose sender zcord says is blocked (`zcor/recall`'s `blocked`) is not sent to the
 model at all: the plugin stops the event before AstrBot's request, and logs that it did.
 
@@ -68,6 +73,7 @@ DEFAULTS = {
     "session_template": "{platform}:{chat}:{chat_id}",
     "sender_template": "{platform}:{sender_id}",
     "timeout_seconds": 10.0,
+    "private_chats": True,
 }
 # zcor's prefix in the system prompt sits between these two markers (fixed text: they are the
 # same bytes every request, so the prompt cache keeps them). Both are among the
@@ -140,6 +146,16 @@ class ZcorMemory(Star):
 
     def sender_of(self, event: AstrMessageEvent) -> str:
         return str(self.config["sender_template"]).format(**self.fields(event))
+
+    def private_of(self, event: AstrMessageEvent) -> bool:
+        """Whether the message is the platform's private (one-to-one) chat and the setting
+        keeps those private."""
+        if not self.config.get("private_chats", True):
+            return False
+        try:
+            return bool(event.is_private_chat())
+        except Exception:  # an event without a message type: a group id says it is not private
+            return not event.get_group_id()
 
     # -- the daemon ---------------------------------------------------------------------
 
@@ -217,13 +233,17 @@ class ZcorMemory(Star):
         session = self.session_of(event)
         sender = self.sender_of(event)
         # the message's sender speaks: the tool calls of this request answer them
-        origin = {"session": session, "senders": [sender], "speaker": sender}
+        origin: dict[str, Any] = {"session": session, "senders": [sender], "speaker": sender}
+        private = self.private_of(event)
+        if private:  # a one-to-one chat: what it creates stays in its session
+            origin["private"] = True
         text = event.get_message_str() or req.prompt or ""
         try:
             if text.strip():
                 answer = await client.request("zcor/recall", {"session": session, "events": [{
                     "text": text, "origin": "external", "senderKey": sender,
-                    "source": session, "ts": datetime.now(UTC).isoformat(timespec="seconds")}]})
+                    "source": session, "ts": datetime.now(UTC).isoformat(timespec="seconds")}],
+                    **({"private": True} if private else {})})
                 if sender in ((answer or {}).get("blocked") or ()):
                     # a blocked sender's message never reaches the model: no request at all
                     logger.info(f"zcor: {sender} is blocked; their message is not sent to the model")

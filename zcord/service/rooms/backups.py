@@ -219,7 +219,7 @@ class RestoreSteps(Steps):
                              after={"restoredFrom": self.name, **_summary(incoming)})
         new = StateView(incoming.nodes, list(incoming.important), incoming.relationships,
                         [*old.history, self.change], max(old.next_id, incoming.next_id),
-                        list(old.history_segments))
+                        list(old.history_segments), {**old.scopes, **incoming.scopes})
         self.pos = SnapshotPos(min(self.change.change_id, svc.oplog.last_change_id), svc.oplog.size)
         try:
             self.seal = svc.snapshots.write_waited(self.pos, new)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .. import inputs as I
+from .. import scope
 from ..calls import Ctx, Locked, page, parse_args, time_range
 from ..review import fingerprint
 
@@ -19,13 +20,65 @@ WITHHELD_REFUSED = "refused by the per-sender trust rule: its text is not shown"
 WITHHELD_REJECTED = "rejected by an operator: its text is not shown"
 
 
+SCAN_PAGE = 1000
+"""Records read at a time when the model's history query leaves out private records."""
+
+
 def history(svc: FlowRoom, a: I.HistoryArgs, ctx: Ctx) -> dict[str, Any]:
     start, end = time_range(a)
-    items, total = svc.oplog.query(a.keywords or [], start, end, a.limit, a.offset)
+    hidden = _private_hidden(svc, ctx)
+    if hidden is None:
+        items, total = svc.oplog.query(a.keywords or [], start, end, a.limit, a.offset)
+    else:  # another session's private records: not listed, not counted (scope.py)
+        items, total = _query_without(svc, a, start, end, hidden)
     if ctx.actor == "model":  # held means invisible, in the log too (issue 33); operators see all
         held = held_versions(svc)
         items = [for_model(svc, rec, held) for rec in items]
     return {"items": items, "total": total, "nextOffset": page(total, a.offset, len(items))}
+
+
+def _private_hidden(svc: FlowRoom, ctx: Ctx) -> frozenset[str] | None:
+    """For a model's call while scopes apply and some private conversation was ever logged:
+    the memory ids hidden from it (their records are left out too); else None (no filter)."""
+    if ctx.actor != "model" or svc.config.private_scope != "session":
+        return None
+    if not svc.state.scopes and not svc.private_logged():
+        return None
+    return scope.hidden_now(svc.state)
+
+
+def private_record(rec: dict[str, Any], session: Any, hidden: frozenset[str]) -> bool:
+    """Whether a log record belongs to another session's private conversation or touches a
+    memory hidden from `session`."""
+    origin = rec.get("origin")
+    if isinstance(origin, dict) and origin.get("private") is True and origin.get("session") != session:
+        return True
+    if hidden:
+        for c in rec.get("changes") or ():
+            if c.get("target") in hidden:
+                return True
+    return False
+
+
+def _query_without(svc: FlowRoom, a: I.HistoryArgs, start: float | None, end: float | None,
+                   hidden: frozenset[str]) -> tuple[list[dict[str, Any]], int]:
+    """The history query without the records private_record leaves out: the page asked for and
+    the exact total (every match is read, SCAN_PAGE at a time)."""
+    session = scope.viewer()
+    keep: list[dict[str, Any]] = []
+    total = 0
+    at = 0
+    while True:
+        got, _ = svc.oplog.query(a.keywords or [], start, end, SCAN_PAGE, at)
+        for rec in got:
+            if private_record(rec, session, hidden):
+                continue
+            if a.offset <= total < a.offset + a.limit:
+                keep.append(rec)
+            total += 1
+        if len(got) < SCAN_PAGE:
+            return keep, total
+        at += SCAN_PAGE
 
 
 def held_versions(svc: FlowRoom) -> frozenset[tuple[str, str]]:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from ...core.errors import Conflict, Superseded
 from ...core.models import MAX_IMPORTANT
 from .. import inputs as I
+from .. import scope
 from ..calls import Ctx
 from .memories import find_node
 
@@ -17,11 +18,17 @@ if TYPE_CHECKING:
 def important(svc: Room, a: I.ImportantArgs, ctx: Ctx) -> dict[str, Any]:
     st = svc.state
     node = find_node(svc, a.id)
+    if scope.private_of(ctx, svc.config.private_scope) is not None:
+        raise scope.refuse_shared("zcor_memory_important", "the important list (shown in every conversation)", "id")
     result: dict[str, Any] = {"id": a.id, "important": a.important, "changed": False}
     if a.important:
         if node.superseded_by is not None:
             raise Superseded(f"Memory {a.id} was superseded by {node.superseded_by} and cannot be "
                              f"marked important; mark {node.superseded_by} instead.", field="id")
+        if a.id in st.scopes and svc.config.private_scope == "session":
+            raise Conflict(f"Memory {a.id} is private to one conversation's session, and important memories are "
+                           f"shown in every conversation; it cannot be marked important while it is private.",
+                           field="id")
         if a.id in svc.review.hidden:
             raise Conflict(f"Memory {a.id} is held for an operator's review (it came from an untrusted sender) "
                            f"and cannot be marked important until it is approved.", field="id")
@@ -51,5 +58,5 @@ def important(svc: Room, a: I.ImportantArgs, ctx: Ctx) -> dict[str, Any]:
         tx.set_important(after)
         svc.commit(ctx)
         result["changed"] = True
-    result["importantIds"] = list(st.important)
+    result["importantIds"] = scope.visible(st, list(st.important))
     return result

@@ -11,6 +11,7 @@ from ...core.models import Node
 from ...core.state import Tx
 from ...core.text import derive_keywords, match_form
 from .. import inputs as I
+from .. import scope
 from ..calls import Ctx, dedupe_words, newest_first, time_range
 
 if TYPE_CHECKING:
@@ -26,7 +27,7 @@ three 155 → 93 ms; bench/RESULTS.md)."""
 
 def find_node(svc: Room, node_id: str, name: str = "id") -> Node:
     node = svc.state.nodes.get(node_id)
-    if node is None:
+    if node is None or scope.hides(svc.state, node_id):  # another session's private memory does not exist here
         raise NotFound(f"No memory with {name} {node_id!r}. {advice('find_ids')}", field=name, hint="find_ids")
     return node
 
@@ -52,10 +53,17 @@ def derive(svc: Room, title: str) -> list[str]:
     return derive_keywords(title)
 
 
+def child_ids(svc: Room, parent_id: str | None) -> list[str]:
+    """The children the current call may see (scope.py)."""
+    return scope.visible(svc.state, svc.state.child_ids(parent_id))
+
+
 def item(svc: Room, node_id: str) -> dict[str, Any]:
     node = svc.state.nodes[node_id]
-    return {"id": node.id, "title": node.title, "superseded": node.superseded_by is not None,
-            "childCount": len(svc.state.child_ids(node_id))}
+    out = {"id": node.id, "title": node.title, "superseded": node.superseded_by is not None,
+           "childCount": len(child_ids(svc, node_id))}
+    scope.mark(svc.state, out)  # operators see a scoped memory's scope
+    return out
 
 
 TWINS_SHOWN = 3
@@ -72,6 +80,7 @@ def twins_note(similar: list[dict[str, Any]]) -> str:
 
 def write(svc: Room, a: I.WriteArgs, ctx: Ctx) -> dict[str, Any]:
     st = svc.state
+    private = scope.private_of(ctx, svc.config.private_scope)
     if a.keywords is not None:
         keywords = dedupe_words(a.keywords)
     if a.id is None:
@@ -81,7 +90,8 @@ def write(svc: Room, a: I.WriteArgs, ctx: Ctx) -> dict[str, Any]:
         # while the change's log record is fsynced (twin_check)
         if svc.twins.check:
             svc.twins.ready()
-        hidden = svc.review.hidden
+        scoped = scope.hidden_now(st)  # another session's private memories are never named here
+        hidden = svc.review.hidden | scoped if scoped else svc.review.hidden
         tx = svc.begin(ctx)
         node = Node(
             id=tx.take_id(), title=a.title, content=a.content,
@@ -90,9 +100,14 @@ def write(svc: Room, a: I.WriteArgs, ctx: Ctx) -> dict[str, Any]:
             created_at=ctx.at, updated_at=ctx.at)
         tx.put_node(node)
         tx.record("node.create", node.id, after=node.dump())
+        if private is not None:  # created in a private conversation: scoped to it (scope.py)
+            tx.set_scope(node.id, private)
+            tx.record("scope.set", node.id, before=None, after=private)
         created = True
     else:
         old = find_node(svc, a.id)
+        if private is not None:
+            scope.own(st, private, a.id, "zcor_memory_write")
         if old.superseded_by is not None:
             raise Superseded(f"Memory {a.id} was superseded by {old.superseded_by} and cannot be "
                              f"updated; update {old.superseded_by} instead.", field="id")
@@ -138,14 +153,21 @@ def twin_check(svc: Room, node: Node, title: str, content: str, hidden: Abstract
 def read(svc: Room, a: I.IdArgs, ctx: Ctx) -> dict[str, Any]:
     node = find_node(svc, a.id)
     parent = svc.state.nodes.get(node.parent_id) if node.parent_id else None
-    return {**node.dump(), "important": node.id in svc.state.important,
-            "parentTitle": parent.title if parent else None,
-            "childCount": len(svc.state.child_ids(node.id))}
+    if parent is not None and scope.hides(svc.state, parent.id):
+        parent = None
+    out = {**node.dump(), "important": node.id in svc.state.important,
+           "parentTitle": parent.title if parent else None,
+           "childCount": len(child_ids(svc, node.id))}
+    scope.mark(svc.state, out)
+    return out
 
 
 def delete(svc: Room, a: I.IdArgs, ctx: Ctx) -> dict[str, Any]:
     st = svc.state
     node = find_node(svc, a.id)
+    private = scope.private_of(ctx, svc.config.private_scope)
+    if private is not None:
+        scope.own(st, private, a.id, "zcor_memory_delete")
     problems = []
     children = st.child_ids(a.id)
     if children:
@@ -184,15 +206,16 @@ def _page(ids: list[str], limit: int | None, offset: int) -> tuple[list[str], in
 def children(svc: Room, a: I.ChildrenArgs, ctx: Ctx) -> dict[str, Any]:
     if a.parent_id is not None:
         find_node(svc, a.parent_id, "parentId")
-    ids = svc.state.child_ids(a.parent_id)
+    ids = child_ids(svc, a.parent_id)
     page, nxt = _page(ids, a.limit, a.offset)
     return {"parentId": a.parent_id, "items": [item(svc, i) for i in page], "total": len(ids), "nextOffset": nxt}
 
 
 def trace(svc: Room, a: I.TraceArgs, ctx: Ctx) -> dict[str, Any]:
     find_node(svc, a.id)
-    path = [{"id": i, "title": svc.state.nodes[i].title} for i in reversed(svc.state.ancestors(a.id))]
-    ids = svc.state.child_ids(a.id)
+    path = [{"id": i, "title": svc.state.nodes[i].title} for i in reversed(svc.state.ancestors(a.id))
+            if not scope.hides(svc.state, i)]
+    ids = child_ids(svc, a.id)
     page, nxt = _page(ids, a.limit, a.offset)
     return {"id": a.id, "path": path, "children": [item(svc, i) for i in page], "childrenTotal": len(ids),
             "childrenNextOffset": nxt}
@@ -219,6 +242,9 @@ def query(svc: Room, a: I.QueryArgs, ctx: Ctx) -> dict[str, Any]:
     # as last approved, matched below one by one (review caps how many)
     view = svc.retriever.approved_view() if ctx.actor == "model" else None
     masked: AbstractSet[str] = view.masked if view is not None else frozenset()
+    hidden = scope.hidden_now(st)  # another session's private memories
+    if hidden:
+        masked = masked | hidden
     for node_id in candidates:
         if node_id in masked:
             continue
@@ -236,6 +262,8 @@ def query(svc: Room, a: I.QueryArgs, ctx: Ctx) -> dict[str, Any]:
         hits.append((updated, rank[node_id], node_id))
     if view is not None:
         for node_id, node in view.approved.items():
+            if node_id in hidden:
+                continue
             updated = node.updated_at.timestamp()
             if (node.superseded_by is not None and not a.include_superseded) or \
                     (start is not None and updated < start) or (end is not None and updated > end):
@@ -244,7 +272,7 @@ def query(svc: Room, a: I.QueryArgs, ctx: Ctx) -> dict[str, Any]:
             if all(k in title or k in content for k in keys):
                 hits.append((updated, rank.get(node_id, 0), node_id))
         nodes = view.nodes
-    return newest_first(hits, a, lambda i: nodes[i].dump())
+    return newest_first(hits, a, lambda i: scope.mark(st, nodes[i].dump()))
 
 
 def merge(svc: Room, a: I.MergeArgs, ctx: Ctx) -> dict[str, Any]:
@@ -252,6 +280,19 @@ def merge(svc: Room, a: I.MergeArgs, ctx: Ctx) -> dict[str, Any]:
     if len(set(a.ids)) != len(a.ids):
         raise InvalidArgument("ids must be distinct", field="ids")
     sources = [current_node(svc, i, "ids", "merged") for i in a.ids]
+    private = scope.private_of(ctx, svc.config.private_scope)
+    if private is not None:
+        for i in a.ids:
+            scope.own(st, private, i, "zcor_memory_merge", "ids")
+    # the new memory keeps its sources' scope (an operator's merge of a private conversation's
+    # memories must not share them); sources private to different sessions cannot be merged
+    scoped = sorted({s for i in a.ids if (s := st.scopes.get(i)) is not None}) \
+        if svc.config.private_scope == "session" else []
+    if len(scoped) > 1:
+        raise Conflict(f"Memories {', '.join(a.ids)} are private to different sessions ({', '.join(scoped)}); "
+                       f"one memory cannot be private to both. Change their scope first (zcor/scope/set).",
+                       field="ids")
+    private = scoped[0] if scoped else private
     parents = {n.parent_id for n in sources}
     parent = parents.pop() if len(parents) == 1 else None
     tx = svc.begin(ctx)
@@ -260,11 +301,14 @@ def merge(svc: Room, a: I.MergeArgs, ctx: Ctx) -> dict[str, Any]:
                parent_id=parent, created_at=ctx.at, updated_at=ctx.at)
     tx.put_node(new)
     tx.record("node.create", new.id, after=new.dump())
+    if private is not None:
+        tx.set_scope(new.id, private)
+        tx.record("scope.set", new.id, before=None, after=private)
     moved, relinked = redirect(svc, tx, sources, new.id, a.reason, ctx, move_links=True)
     svc.commit(ctx)
     return {"id": new.id, "node": st.nodes[new.id].dump(), "superseded": list(a.ids),
             "movedChildren": moved, "relinkedRelationships": relinked,
-            "important": new.id in st.important, "importantIds": list(st.important)}
+            "important": new.id in st.important, "importantIds": scope.visible(st, list(st.important))}
 
 
 def redirect(svc: Room, tx: Tx, sources: list[Node], target: str, reason: str, ctx: Ctx,
@@ -316,8 +360,12 @@ def supersede(svc: Room, a: I.SupersedeArgs, ctx: Ctx) -> dict[str, Any]:
                               f"cannot replace itself", field="replacementId")
     sources = [current_node(svc, i, "ids", "superseded again") for i in a.ids]
     current_node(svc, a.replacement_id, "replacementId", "used as a replacement")
+    private = scope.private_of(ctx, svc.config.private_scope)
+    if private is not None:
+        for i in a.ids:
+            scope.own(st, private, i, "zcor_memory_supersede", "ids")
     tx = svc.begin(ctx)
     redirect(svc, tx, sources, a.replacement_id, a.reason, ctx, move_links=False)
     svc.commit(ctx)
     return {"replacementId": a.replacement_id, "superseded": list(a.ids),
-            "importantIds": list(st.important)}
+            "importantIds": scope.visible(st, list(st.important))}

@@ -8,6 +8,7 @@ from ...core.errors import InvalidArgument, NotFound, advice
 from ...core.models import Relationship
 from ...core.text import normalize
 from .. import inputs as I
+from .. import scope
 from ..calls import Ctx, dedupe_words, newest_first, time_range
 from .memories import current_node
 
@@ -48,6 +49,8 @@ def query(svc: Room, a: I.RelQueryArgs, ctx: Ctx) -> dict[str, Any]:
 
 def write(svc: Room, a: I.RelWriteArgs, ctx: Ctx) -> dict[str, Any]:
     st = svc.state
+    if scope.private_of(ctx, svc.config.private_scope) is not None:
+        raise scope.refuse_shared("zcor_relationship_write", f"the relationship record of {a.person_id}", "personId")
     old = st.relationships.get(a.person_id)
     if a.memory_node_id is not None:
         current_node(svc, a.memory_node_id, "memoryNodeId", "linked")
@@ -72,6 +75,8 @@ def write(svc: Room, a: I.RelWriteArgs, ctx: Ctx) -> dict[str, Any]:
 
 def delete(svc: Room, a: I.PersonArgs, ctx: Ctx) -> dict[str, Any]:
     rel = find_rel(svc, a.person_id)
+    if scope.private_of(ctx, svc.config.private_scope) is not None:
+        raise scope.refuse_shared("zcor_relationship_delete", f"the relationship record of {a.person_id}", "personId")
     tx = svc.begin(ctx)
     tx.remove_rel(a.person_id)
     tx.record("relationship.delete", a.person_id, before=rel.dump())

@@ -13,6 +13,7 @@ from ...core.fence import fence_tool_result
 from ...retrieval.llm import Message, Provider
 from ...retrieval.recall import SEARCH_CANDIDATES
 from .. import inputs as I
+from .. import scope
 from ..calls import Ctx, Steps, parse_args
 
 if TYPE_CHECKING:
@@ -42,10 +43,11 @@ class SearchSteps(Steps):
         svc.refresh_synonyms()
         terms = sorted(svc.synonyms.classes.expand(self.args.keywords))
         hits = svc.retriever.visible_hits(terms, keyword_equality=False, limit=SEARCH_CANDIDATES,
-                                          mode=svc.config.recall_ranking, floor=False)
+                                          mode=svc.config.recall_ranking, floor=False,
+                                          hide=scope.hidden_now(svc.state))
         view = svc.retriever.approved_view()  # held changes: candidates as last approved
         nodes = svc.state.nodes if view is None else view.nodes
-        self.candidates = [nodes[h.id].dump() for h in hits]
+        self.candidates = [scope.mark(svc.state, nodes[h.id].dump()) for h in hits]
         self.llm = svc.config.llm
         return None
 

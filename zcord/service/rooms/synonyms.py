@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from ...core.errors import InvalidArgument, StateFileInvalid, StorageError, describe_os_error
 from ...core.text import normalize
 from .. import inputs as I
+from .. import scope
 from ..calls import Ctx, parse_args, synonym_terms
 
 if TYPE_CHECKING:
@@ -37,6 +38,8 @@ def _bot_limits(svc: FlowRoom, terms: list[str]) -> None:
 
 def add(svc: FlowRoom, a: I.SynonymsAddArgs, ctx: Ctx) -> dict[str, Any]:
     terms = synonym_terms(a)
+    if scope.private_of(ctx, svc.config.private_scope) is not None:
+        raise scope.refuse_shared("zcor_synonyms_add", "the synonym table", "terms")
     bot = ctx.actor == "model"
     held = False
     try:
