@@ -257,25 +257,30 @@ class _Bounded:
         # per class, its two groups' best values: the sets are made when they must be scored
         bounds = sorted(((top, k, which) for k, (_local, hit) in enumerate(self.classes)
                          for which, top in enumerate(self._tops(hit))), reverse=True)
-        made: dict[int, list[tuple[float, set[str]]]] = {}
         done: set[int] = set()
+        least: float | None = None  # the cut-th best score so far (None: not worked out since the last group)
         for top, k, _which in bounds:
-            # the best a group's id can score: its best value over the length factor of a
-            # title of length 1 (NodeIndex.title_len is at least 1)
-            if len(scored) >= cut and heapq.nlargest(cut, scored.values())[-1] > top * (k1 + 1) / (a + c):
-                break
             if k in done:
                 continue
+            if len(scored) >= cut:
+                if least is None:
+                    least = heapq.nlargest(cut, scored.values())[-1]
+                # the best a group's id can score: its best value over the length factor of a
+                # title of length 1 (NodeIndex.title_len is at least 1)
+                if least > top * (k1 + 1) / (a + c):
+                    break
             done.add(k)  # both groups of the class at once: their sets come together
             local, hit = self.classes[k]
-            for _top, ids in made.setdefault(k, self._groups(multi, local, hit)):
+            for _top, ids in self._groups(multi, local, hit):
                 ids -= first  # the memories under a named person are scored already
                 part = self._fill(ids, local, hit)
                 scored.update({i: (0.0 + v) * (k1 + 1) / (a + c * index[i].title_len) for i, v in part.items()})
+            least = None
         if len(scored) <= cut:
             return scored
+        if least is None:
+            least = heapq.nlargest(cut, scored.values())[-1]
         # below the best `cut` an id never enters a pool, unless the person factor raises it
-        least = heapq.nlargest(cut, scored.values())[-1]
         return {i: s for i, s in scored.items() if s >= least or i in under}
 
     def best(self, final: dict[str, float], k: int) -> list[str]:
