@@ -306,3 +306,23 @@ def test_zcor_scope_shows_and_changes_a_scope(daemon):
     assert bad.returncode == 2 and "session NAME" in bad.stderr
     missing = daemon.zcor("scope", "m999", "everywhere")
     assert missing.returncode != 0 and "m999" in missing.stderr
+
+
+def test_a_private_memory_under_a_named_person_is_not_recalled_in_the_group(daemon):
+    """Memories under a person a batch names are raised in recall; a private one among them
+    must be left out (and recall must not fail on it) in every other session."""
+    bot, op = daemon.client(), daemon.client(role="operator")
+    node = op.call_tool("zcor_memory_write", {"title": "Alice", "content": "a friend from the hiking group"})["id"]
+    op.call_tool("zcor_relationship_write", {"personId": ALICE, "name": "Alice", "relationship": "friend",
+                                             "affinity": 10, "reason": "hikes with us", "memoryNodeId": node})
+    shared = op.call_tool("zcor_memory_write", {"title": "Alice hiking boots", "content": "Alice bought boots",
+                                                "parentId": node})["id"]
+    bot.recall(PRIVATE, [{"text": "about Alice and Zorblax", "origin": "external", "senderKey": ALICE}],
+               private=True)
+    secret = bot.call_tool("zcor_memory_write", {"title": "Alice Zorblax boots", "content": "抑郁症秘密 Alice",
+                                                 "parentId": node}, origin=IN_PRIVATE)["id"]
+    group = bot.recall(GROUP, [{"text": "Alice boots Zorblax", "origin": "external", "senderKey": BOB}])
+    assert shared in group and secret not in group
+    clean(bot.context(GROUP))
+    assert secret in bot.recall(PRIVATE, [{"text": "Alice boots Zorblax", "origin": "external", "senderKey": ALICE}],
+                                private=True)

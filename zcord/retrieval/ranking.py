@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any, Literal, NamedTuple, TypeAlias, cast
 
 from ..core.indexes import RetrievalIndexes
@@ -95,6 +96,7 @@ LONE_KEPT = 200_000         # ids held in all by the kept hits of lone character
 MESSAGE_HMM = False         # jieba's guesses for unknown words in messages (keywords know them already)
 PERSON_FACTOR = 1.5         # a memory under a person node the batch names (or its sender's) counts this much more
 PERSON_SUBTREE = 5000       # at most this many memories under one named node are looked at
+BOUNDED_FROM = 10           # with more than this many times the pool's size of candidates, score only those that can reach it
 
 
 def _fill(local: dict[str, float], t_ids: AbstractSet[str], k_ids: AbstractSet[str], value: float,
@@ -172,6 +174,128 @@ def _best(scores: dict[str, float], k: int) -> list[str]:
 
 def idf(n: int, df: int) -> float:
     return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+
+Anchors: TypeAlias = list[tuple[Term, Any, Any, float]]  # a class's anchor terms: term, title ids, keyword ids, value
+
+
+class _Bounded:
+    """The final scores `_weighted` works out for the anchored ids, for only those that can be
+    among the best `cut` (and the memories under a named person), and the pools picked from
+    them as from every score.
+
+    A question's common words anchor too (issue 37): 提到 or 考试 may hit half of a large
+    Memory, and a value and a score for each of those ids cost 90 ms a batch at 100,000
+    memories. Here the classes' values (`contrib`) are filled for the ids scored only: first
+    those hit by two classes or more, then the ids hit by one class alone by groups (per class:
+    the ids its terms hit in title and keyword both, then the rest), a group's best possible
+    score being its highest value over the length factor of the shortest title (1). Once `cut`
+    scored ids score more than the best possible of every group left, the ids left can
+    neither enter the pools (`DEFERRED_POOL`, the rerank pool) nor tie at their edges: the
+    deferred terms raise values of the first pool's ids only, the person factor those of the
+    ids under a named person, all scored. Ties at a pool's edge go to the id earlier in the
+    anchored set's order, as `_best` over every score gives them (`best`)."""
+
+    def __init__(self, anchored: set[str], classes: list[tuple[dict[str, float], Anchors]],
+                 shared_of: dict[str, Any], bm25: tuple[dict[str, Any], float, float, float]) -> None:
+        self.anchored = anchored
+        self.classes = classes  # per class with anchors: its values (empty so far), its anchors
+        self.shared_of = shared_of
+        self.index, self.k1, self.a, self.c = bm25
+
+    def _fill(self, ids: set[str], local: dict[str, float], hit: Anchors) -> dict[str, float]:
+        """The values a class's anchors give the ids `ids` (what `_fill` over all of them
+        leaves there), added to the class's values `local`."""
+        part: dict[str, float] = {}
+        for t, t_ids, k_ids, value in hit:
+            shared = self.shared_of.get(t.key) if k_ids else None
+            _fill(part, ids.intersection(t_ids), ids.intersection(k_ids) if k_ids else k_ids, value,
+                  None if shared is None else ids.intersection(shared))
+        local.update(part)
+        return part
+
+    def _groups(self, multi: set[str], local: dict[str, float], hit: Anchors) -> list[tuple[float, set[str]]]:
+        """The ids a class alone hits, as (best value, ids): those hit in title and keyword
+        both by one of its terms, then the rest."""
+        shared: set[str] = set()
+        for t, _t_ids, k_ids, _value in hit:
+            if k_ids:
+                shared.update(self.shared_of.get(t.key) or ())
+        alone: set[str] = set()
+        for _t, t_ids, k_ids, _value in hit:
+            alone.update(t_ids)
+            alone.update(k_ids)
+        alone -= multi
+        both = alone & shared
+        alone -= both
+        return [(top, ids) for top, ids in zip(self._tops(hit), (both, alone)) if ids]
+
+    @staticmethod
+    def _tops(hit: Anchors) -> tuple[float, float]:
+        """The most a class's value can be for an id any of its terms hits in title and
+        keyword both, and for any other id."""
+        plain_top = both_top = 0.0
+        for _t, _t_ids, k_ids, value in hit:
+            plain = max(value, value * KEYWORD_ONLY) if k_ids else value
+            plain_top = max(plain_top, plain)
+            both_top = max(both_top, plain, value * BOTH_FIELDS if k_ids else value)
+        return both_top, plain_top
+
+    def finals(self, multi: set[str], under: dict[str, str], cut: int) -> dict[str, float]:
+        """The final scores of the ids that can reach the best `cut`, of the ids under a named
+        person, and perhaps of some more (in no particular order)."""
+        index, k1, a, c = self.index, self.k1, self.a, self.c
+        first = multi | under.keys() & self.anchored
+        for local, hit in self.classes:
+            self._fill(first, local, hit)
+        # as _weighted sums them: 0.0, then each class's value in the classes' order
+        scores = dict.fromkeys(first, 0.0)
+        for local, _hit in self.classes:
+            for i, v in local.items():
+                scores[i] += v
+        scored = {i: s * (k1 + 1) / (a + c * index[i].title_len) for i, s in scores.items()}
+        # per class, its two groups' best values: the sets are made when they must be scored
+        bounds = sorted(((top, k, which) for k, (_local, hit) in enumerate(self.classes)
+                         for which, top in enumerate(self._tops(hit))), reverse=True)
+        done: set[int] = set()
+        least: float | None = None  # the cut-th best score so far (None: not worked out since the last group)
+        for top, k, _which in bounds:
+            if k in done:
+                continue
+            if len(scored) >= cut:
+                if least is None:
+                    least = heapq.nlargest(cut, scored.values())[-1]
+                # the best a group's id can score: its best value over the length factor of a
+                # title of length 1 (NodeIndex.title_len is at least 1)
+                if least > top * (k1 + 1) / (a + c):
+                    break
+            done.add(k)  # both groups of the class at once: their sets come together
+            local, hit = self.classes[k]
+            for _top, ids in self._groups(multi, local, hit):
+                ids -= first  # the memories under a named person are scored already
+                part = self._fill(ids, local, hit)
+                scored.update({i: (0.0 + v) * (k1 + 1) / (a + c * index[i].title_len) for i, v in part.items()})
+            least = None
+        if len(scored) <= cut:
+            return scored
+        if least is None:
+            least = heapq.nlargest(cut, scored.values())[-1]
+        # below the best `cut` an id never enters a pool, unless the person factor raises it
+        return {i: s for i, s in scored.items() if s >= least or i in under}
+
+    def best(self, final: dict[str, float], k: int) -> list[str]:
+        """What `_best` gives over every anchored id's score in the anchored set's order, from
+        the scores `finals` gave (raised since)."""
+        if len(final) <= k:
+            return list(final)
+        least = heapq.nlargest(k, final.values())[-1]
+        out = [i for i, s in final.items() if s > least]
+        tied = {i for i, s in final.items() if s == least}
+        if len(out) + len(tied) <= k:
+            return out + list(tied)
+        # more ties than room: the earlier in the anchored set's order, as `_best` takes them
+        out += islice(filter(tied.__contains__, self.anchored), k - len(out))
+        return out
 
 
 class TitleHeads:
@@ -442,15 +566,32 @@ class Ranking:
         contrib: dict[frozenset[str], dict[str, float]] = {}
         anchored: set[str] = set()
         deferred = []
+        pool_size = max(RERANK_POOL, (limit or 0) * 3)
+        cut = max(pool_size, DEFERRED_POOL) if any(not anchor for items in per_class.values()
+                                                   for *_, anchor in items) else pool_size
+        # many anchored candidates (a question's common words): values filled later, for the
+        # candidates that can reach the pools only (`_Bounded`)
+        lazy = sum(len(t_ids) + len(k_ids) for items in per_class.values()
+                   for _t, t_ids, k_ids, value, anchor in items if anchor) > BOUNDED_FROM * cut and \
+            all(value > 0.0 for items in per_class.values() for *_, value, anchor in items if anchor)
+        classes: list[tuple[dict[str, float], Anchors]] = []  # lazy: per class with anchors, its values and anchors
+        multi: set[str] = set()  # lazy: the ids anchored by two classes or more
         for cls, items in per_class.items():
             local = contrib.setdefault(cls, {})
-            for t, t_ids, k_ids, value, anchor in items:
-                if anchor:
+            hit = [(t, t_ids, k_ids, value) for t, t_ids, k_ids, value, anchor in items if anchor]
+            deferred += [(local, t_ids, k_ids, value) for _t, t_ids, k_ids, value, anchor in items if not anchor]
+            if lazy and hit:
+                if anchored:  # the ids earlier classes anchored already
+                    for _t, t_ids, k_ids, _v in hit:
+                        multi.update(anchored.intersection(t_ids))
+                        if k_ids:
+                            multi.update(anchored.intersection(k_ids))
+                classes.append((local, hit))
+            for t, t_ids, k_ids, value in hit:
+                if not lazy:
                     _fill(local, t_ids, k_ids, value, shared_of.get(t.key))
-                    anchored.update(t_ids)
-                    anchored.update(k_ids)
-                else:
-                    deferred.append((local, t_ids, k_ids, value))
+                anchored.update(t_ids)
+                anchored.update(k_ids)
         if not anchored:
             return []
         if greeting and floor:
@@ -470,19 +611,30 @@ class Ranking:
                 f = norms[length] = (k1 + 1) / (a + c * length)
             return f
 
-        # every id of a local is anchored here (only anchors have filled them so far); the
-        # scores keep the anchored set's order, which decides between equal scores below
-        scores: dict[str, float] = dict.fromkeys(anchored, 0.0)
-        for local in contrib.values():
-            for i, v in local.items():
-                scores[i] += v
-        for i in hide:  # another session's private memories (zcord.service.scope)
-            scores.pop(i, None)
-        final = {i: s * (k1 + 1) / (a + c * index[i].title_len) for i, s in scores.items()}
+        # the memories under a person the batch names (their scores are raised below)
+        named = self.named_people(terms, people) if PERSON_FACTOR != 1.0 else {}
+        under = self._scoped(named) if named else {}
+        bounded = _Bounded(anchored, classes, shared_of, (index, k1, a, c)) \
+            if lazy and not hide and len(anchored) > BOUNDED_FROM * cut else None
+        if bounded is not None:
+            final = bounded.finals(multi, under, cut)
+        else:
+            for local, hit in classes:  # lazy, yet few candidates after all: every value
+                for t, t_ids, k_ids, value in hit:
+                    _fill(local, t_ids, k_ids, value, shared_of.get(t.key))
+            # every id of a local is anchored here (only anchors have filled them so far); the
+            # scores keep the anchored set's order, which decides between equal scores below
+            scores: dict[str, float] = dict.fromkeys(anchored, 0.0)
+            for local in contrib.values():
+                for i, v in local.items():
+                    scores[i] += v
+            for i in hide:  # another session's private memories (zcord.service.scope); never bounded
+                scores.pop(i, None)
+            final = {i: s * (k1 + 1) / (a + c * index[i].title_len) for i, s in scores.items()}
         # common and light terms only reorder the best candidates of the rare ones
         if deferred:
-            keep = set(_best(final, DEFERRED_POOL)) if len(final) > DEFERRED_POOL else \
-                (anchored - hide if hide else anchored)
+            keep = set((_best if bounded is None else bounded.best)(final, DEFERRED_POOL)) \
+                if len(anchored) > DEFERRED_POOL else (anchored - hide if hide else anchored)
             raised: dict[int, tuple[dict[str, float], dict[str, float]]] = {}  # per local: the values before
             for local, t_ids, k_ids, value in deferred:
                 old = raised.setdefault(id(local), (local, {}))[1]
@@ -498,14 +650,11 @@ class Ranking:
         # scores count PERSON_FACTOR times): a person's facts before their own node, whose
         # summary the bot can read by the person's name
         scoped: dict[str, str] = {}
-        if PERSON_FACTOR != 1.0:
-            named = self.named_people(terms, people)
-            if named:
-                scoped = {i: top for i, top in self._scoped(named).items() if i in final}
-                for i in scoped:
-                    final[i] *= PERSON_FACTOR
-        pool_size = max(RERANK_POOL, (limit or 0) * 3)
-        pool = _best(final, pool_size)
+        if named:
+            scoped = {i: top for i, top in under.items() if i in final}  # hidden ones are not in final
+            for i in scoped:
+                final[i] *= PERSON_FACTOR
+        pool = (_best if bounded is None else bounded.best)(final, pool_size)
         return self._in_context(pool, final, per_class, contrib, scoped, limit, explain, length_norm)
 
     def _in_context(self, pool: list[str], final: dict[str, float], per_class: dict[frozenset[str], list[Any]],
