@@ -147,41 +147,7 @@ class BrowseScreen(ZcorScreen):
     @work(exclusive=True, group="sync")
     async def sync_tree(self, delay: float = 0.0) -> None:
         """Refetch every level the operator has open and fold the answer into the tree."""
-        if delay:
-            await asyncio.sleep(delay)  # a burst of changes (a merge) needs one pass
-        tree = self.tree
-        first = not slot_of(tree.root).loaded
-        level: list[TreeNode[Any]] = [tree.root]
-        while level:
-            results = await asyncio.gather(*(self._fetch_children(n) for n in level))
-            next_level: list[TreeNode[Any]] = []
-            for tree_node, items in zip(level, results):
-                if items is None or not tree.attached(tree_node):
-                    continue
-                tree.set_children(tree_node, items)
-                for child in tree_node.children:
-                    slot = child.data
-                    if isinstance(slot, Slot) and slot.loaded:
-                        if child.is_expanded:
-                            next_level.append(child)
-                        else:
-                            slot.loaded = False  # stale: refetched when it is expanded again
-            level = next_level
-        if first and tree.cursor_line < 0 and tree.root.children:
-            tree.go_to(tree.root.children[0])
-        if self.app.pending_reveal:
-            self.take_pending_reveal()
-            return
-        current = tree.cursor_item
-        if current is not None and (first or self.shown_node is not None):
-            # the cursor's memory, which is a neighbour when the one shown was deleted
-            self.app.selected_node = (current.id, current.title)
-            self.load_detail(current.id, delay=0)
-        elif current is None:
-            self.shown_node = self.trace = None
-            detail = self._detail()
-            if detail is not None:
-                detail.show_message(EMPTY_HINT if not tree.root.children else "Select a memory to see it here.")
+        await self.paths.sync(delay)
 
     @on(Tree.NodeExpanded)
     def _expanded(self, event: Tree.NodeExpanded[Any]) -> None:
@@ -326,26 +292,8 @@ class BrowseScreen(ZcorScreen):
 
     @work(exclusive=True, group="action")
     async def action_scope(self) -> None:
-        item = self._need_current()
-        if item is None:
-            return
-        now = (self.shown_node or {}).get("scope") if (self.shown_node or {}).get("id") == item.id else None
-        current = now.get("session", "") if isinstance(now, dict) else ""
-        answer = await self.app.push_screen_wait(PromptDialog(
-            f"Scope of {item.id}: a session name keeps it to that session; `everywhere` shares it",
-            value=current or "everywhere", placeholder="everywhere, or a session such as qq:private:42"))
-        if not answer:
-            return
-        scope: Any = "everywhere" if answer == "everywhere" else {"session": answer}
-        try:
-            result = await self.app.client.scope_set(item.id, scope)
-        except ClientError as e:
-            self.app.show_error(e, "zcor/scope/set")
-            return
-        where = "visible everywhere" if result["scope"] == "everywhere" else \
-            f"private to session {result['scope']['session']}"
-        self.notify(f"{item.id} is now {where} (operation {result['seq']}; History can revert it).")
-        self.load_detail(item.id, delay=0)
+        """Where the selected memory is visible (BrowseEdits.scope)."""
+        await self.edits.scope()
 
     def action_versions(self) -> None:
         item = self._need_current()
@@ -434,6 +382,45 @@ class TreePaths:
         n = len(path) - 1 - LEVELS_ABOVE
         tree.set_base(Item(path[n]["id"], str(path[n].get("title", "")), child_count=1), depth=n)
         return n + 1
+
+    async def sync(self, delay: float = 0.0) -> None:
+        """Refetch every level the operator has open and fold the answer into the tree."""
+        host = self.screen
+        if delay:
+            await asyncio.sleep(delay)  # a burst of changes (a merge) needs one pass
+        tree = host.tree
+        first = not slot_of(tree.root).loaded
+        level: list[TreeNode[Any]] = [tree.root]
+        while level:
+            results = await asyncio.gather(*(host._fetch_children(n) for n in level))
+            next_level: list[TreeNode[Any]] = []
+            for tree_node, items in zip(level, results):
+                if items is None or not tree.attached(tree_node):
+                    continue
+                tree.set_children(tree_node, items)
+                for child in tree_node.children:
+                    slot = child.data
+                    if isinstance(slot, Slot) and slot.loaded:
+                        if child.is_expanded:
+                            next_level.append(child)
+                        else:
+                            slot.loaded = False  # stale: refetched when it is expanded again
+            level = next_level
+        if first and tree.cursor_line < 0 and tree.root.children:
+            tree.go_to(tree.root.children[0])
+        if host.app.pending_reveal:
+            host.take_pending_reveal()
+            return
+        current = tree.cursor_item
+        if current is not None and (first or host.shown_node is not None):
+            # the cursor's memory, which is a neighbour when the one shown was deleted
+            host.app.selected_node = (current.id, current.title)
+            host.load_detail(current.id, delay=0)
+        elif current is None:
+            host.shown_node = host.trace = None
+            detail = host._detail()
+            if detail is not None:
+                detail.show_message(EMPTY_HINT if not tree.root.children else "Select a memory to see it here.")
 
     async def up(self) -> None:
         """The tree starts one level higher (after a deep memory was shown)."""
@@ -636,3 +623,27 @@ class BrowseEdits:
             host.tree.marked.clear()
             host.tree.relabel()
             host.notify(f"{', '.join(result['superseded'])} superseded by {result['replacementId']}.")
+
+    async def scope(self) -> None:
+        """Where the selected memory is visible: everywhere, or one (private) session only."""
+        host = self.screen
+        item = host._need_current()
+        if item is None:
+            return
+        now = (host.shown_node or {}).get("scope") if (host.shown_node or {}).get("id") == item.id else None
+        current = now.get("session", "") if isinstance(now, dict) else ""
+        answer = await host.app.push_screen_wait(PromptDialog(
+            f"Scope of {item.id}: a session name keeps it to that session; `everywhere` shares it",
+            value=current or "everywhere", placeholder="everywhere, or a session such as qq:private:42"))
+        if not answer:
+            return
+        scope: Any = "everywhere" if answer == "everywhere" else {"session": answer}
+        try:
+            result = await host.app.client.scope_set(item.id, scope)
+        except ClientError as e:
+            host.app.show_error(e, "zcor/scope/set")
+            return
+        where = "visible everywhere" if result["scope"] == "everywhere" else \
+            f"private to session {result['scope']['session']}"
+        host.notify(f"{item.id} is now {where} (operation {result['seq']}; History can revert it).")
+        host.load_detail(item.id, delay=0)

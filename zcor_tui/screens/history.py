@@ -83,6 +83,7 @@ class HistoryScreen(ZcorScreen):
         self.selected: dict[str, Any] | None = None
         self.summary = Text()
         self.narrow = False
+        self.origins = OriginActions(self)
 
     def compose_body(self) -> ComposeResult:
         with Horizontal(id="history-form", classes="form-bar"):
@@ -322,50 +323,84 @@ class HistoryScreen(ZcorScreen):
             self.app.push_screen(RevertScreen(self.selected["seq"], self.selected))
 
     def action_revert_origin(self) -> None:
-        sender = self.query_one("#origin", Input).value.strip()
-        if not sender and self.selected is not None:
-            origin = self.selected.get("origin") or {}
+        """Undo what a sender caused (OriginActions.revert_origin)."""
+        self.origins.revert_origin()
+
+    def action_trust(self) -> None:
+        """Set a sender's trust level (OriginActions.trust)."""
+        self.origins.trust()
+
+    def action_shown(self) -> None:
+        """What the bot was shown before a change (OriginActions.shown)."""
+        self.origins.shown()
+
+    def action_forget(self) -> None:
+        """Erase a sender (OriginActions.forget)."""
+        self.origins.forget()
+
+
+class OriginActions:
+    """History's actions on the selected record's origin (a part of HistoryScreen, `origins`):
+    undo or erase what a sender caused, set its trust, and what the bot was shown before
+    the change."""
+
+    def __init__(self, screen: HistoryScreen) -> None:
+        self.screen = screen
+
+    def revert_origin(self) -> None:
+        """Undo everything the sender in the origin filter (or of the selected record) caused."""
+        host = self.screen
+        sender = host.query_one("#origin", Input).value.strip()
+        if not sender and host.selected is not None:
+            origin = host.selected.get("origin") or {}
             senders = origin.get("senders") or []
             # the speaker (told, else the last sender): the one whose message led to the change
             speaker = origin.get("speaker") if isinstance(origin.get("speaker"), str) else None
             if speaker or senders:
                 sender = speaker or senders[-1]
         if not sender:
-            self.notify("Type the sender in the origin filter (or select a record with a sender) first.",
+            host.notify("Type the sender in the origin filter (or select a record with a sender) first.",
                         severity="warning")
             return
-        self.app.push_screen(RevertOriginScreen(sender))
+        host.app.push_screen(RevertOriginScreen(sender))
 
-    def action_trust(self) -> None:
-        senders = [s for s in ((self.selected or {}).get("origin") or {}).get("senders") or [] if isinstance(s, str)]
+    def trust(self) -> None:
+        """Set the trust level of the selected record's sender."""
+        host = self.screen
+        senders = [s for s in ((host.selected or {}).get("origin") or {}).get("senders") or [] if isinstance(s, str)]
         if not senders:
-            self.notify("Select a record whose origin names a sender (the bot's calls on a chat message).",
+            host.notify("Select a record whose origin names a sender (the bot's calls on a chat message).",
                         severity="warning")
             return
-        ask_trust(self.app, senders)
-    def action_shown(self) -> None:
-        record = self.selected
+        ask_trust(host.app, senders)
+
+    def shown(self) -> None:
+        """What the bot was shown before the selected change: its session's recall log."""
+        host = self.screen
+        record = host.selected
         if record is None:
-            self.notify("Select a change the bot made.", severity="warning")
+            host.notify("Select a change the bot made.", severity="warning")
             return
         session = (record.get("origin") or {}).get("session")
         if not isinstance(session, str) or not session:
-            self.notify("This record names no chat session (its origin has none), so there is no recall log "
+            host.notify("This record names no chat session (its origin has none), so there is no recall log "
                         "to show.", severity="warning")
             return
-        self.app.push_screen(RecallLogScreen(session, record.get("at")))
+        host.app.push_screen(RecallLogScreen(session, record.get("at")))
 
-    def action_forget(self) -> None:
-        sender = self.query_one("#origin", Input).value.strip()
-        if not sender and self.selected is not None:
-            origin = self.selected.get("origin") or {}
+    def forget(self) -> None:
+        """Erase the sender in the origin filter (or of the selected record): preview, then confirm."""
+        host = self.screen
+        sender = host.query_one("#origin", Input).value.strip()
+        if not sender and host.selected is not None:
+            origin = host.selected.get("origin") or {}
             senders = origin.get("senders") or []
             speaker = origin.get("speaker")
             sender = speaker if isinstance(speaker, str) else str(senders[-1]) if senders else ""
         if not sender:
-            self.notify("Type the sender in the origin filter (or select a record with a sender) first.",
+            host.notify("Type the sender in the origin filter (or select a record with a sender) first.",
                         severity="warning")
             return
         from .forget import ForgetScreen
 
-        self.app.push_screen(ForgetScreen(sender), lambda _r: self.reload())
+        host.app.push_screen(ForgetScreen(sender), lambda _r: host.reload())

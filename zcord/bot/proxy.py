@@ -934,6 +934,7 @@ class ProxyServer:
         self.metrics = Metrics()
         self._server: Any = None
         self.port = settings.port
+        self.completion = Completion(self)
 
     # -- lifetime --
 
@@ -1138,7 +1139,7 @@ class ProxyServer:
             body = await self._read_body(receive)
             # answered while watching the connection: a client that goes away has its request
             # dropped (the upstream request cancelled, zcor's tool calls not run)
-            work = asyncio.ensure_future(self._complete(body, headers, out))
+            work = asyncio.ensure_future(self.completion.complete(body, headers, out))
             gone = asyncio.ensure_future(receive())
             try:
                 await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
@@ -1188,8 +1189,17 @@ class ProxyServer:
         given = name or headers.get(self.settings.sender_header) or chat.user
         return SENDER_NAMESPACE + given[:180] if given else self.settings.default_sender
 
-    async def _complete(self, body: bytes, headers: Mapping[str, str], out: Send) -> None:
-        llm = await self._setting()
+
+class Completion:
+    """The completion driver of one endpoint: one chat request answered, from the parsed
+    body to the reply (the asyncio driver of zcord.bot.core); the ProxyServer does the HTTP
+    around it (routes, guards, the body's deadline) and holds what this reads."""
+
+    def __init__(self, owner: ProxyServer):
+        self.owner = owner
+
+    async def complete(self, body: bytes, headers: Mapping[str, str], out: Send) -> None:
+        llm = await self.owner._setting()
         chat = parse_chat(body, llm.protocol)
         if not llm.model and not chat.model:
             raise ApiError(503, "No model: name one in the request's model field, or set llm.model (and llm.baseUrl) "
@@ -1197,16 +1207,16 @@ class ProxyServer:
                            type="server_error")
         if not llm.model:  # the client names the model the provider is asked for
             llm = llm.model_copy(update={"model": chat.model})
-        key = self.fixed_key if self.fixed_key is not None else api_key_for(llm.base_url)
+        key = self.owner.fixed_key if self.owner.fixed_key is not None else api_key_for(llm.base_url)
         provider = Provider(llm, key)
-        for header in (self.settings.session_header, self.settings.sender_header):
+        for header in (self.owner.settings.session_header, self.owner.settings.sender_header):
             if header in headers and _key_problem(headers[header]):
                 raise ApiError(400, f"The header {header} {_key_problem(headers[header])}.", "invalid_header",
                                param=header)
-        private = self.private_of(headers)
-        session = self.session_of(chat, headers)
+        private = self.owner.private_of(headers)
+        session = self.owner.session_of(chat, headers)
         now = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-        events = [{"text": text, "origin": "external", "senderKey": self.sender_of(name, chat, headers),
+        events = [{"text": text, "origin": "external", "senderKey": self.owner.sender_of(name, chat, headers),
                    "source": session, "ts": now[:-2] + ":" + now[-2:]} for text, name in chat.new_user if text]
         # the senders in the order of their latest message, the speaker (whose message the batch
         # ends with) last and named: zcord tells the speaker from the others present (issue 33)
@@ -1215,7 +1225,7 @@ class ProxyServer:
             origin["speaker"] = events[-1]["senderKey"]
         if private:
             origin["private"] = True
-        memory = await self.daemon.memory(session, events, private)
+        memory = await self.owner.daemon.memory(session, events, private)
         created = int(time.time())
         cid = "chatcmpl-" + secrets.token_hex(12)
         model = chat.model or llm.model
@@ -1236,17 +1246,18 @@ class ProxyServer:
         at = header_at(messages)
         turn = Turn(session=session, prefix=memory.prefix, system=chat.system, history=messages[:at],
                     batch=messages[at:], header=memory.header, zcor_tools=memory.tools, client_tools=chat.tools,
-                    max_rounds=self.limits.max_rounds, front_end=FRONT_END, model=llm.model, protocol=llm.protocol)
+                    max_rounds=self.owner.limits.max_rounds, front_end=FRONT_END, model=llm.model,
+                    protocol=llm.protocol)
         try:  # the asyncio driver of zcord.bot.core: each step is one call to the provider or zcord
             while not isinstance(step := turn.next_step(), Done):
                 if isinstance(step, Ask):
                     turn.replied(await self._ask(provider, step.prompt, chat, stream, chunk, key))
                 elif isinstance(step, Run):
-                    turn.ran(await self.daemon.run(step.call, origin))
+                    turn.ran(await self.owner.daemon.run(step.call, origin))
                 elif isinstance(step, Refresh):  # the header after the tools ran (kept if zcord went away)
-                    turn.refreshed(await self.daemon.header(session) if memory.available else None)
+                    turn.refreshed(await self.owner.daemon.header(session) if memory.available else None)
                 elif isinstance(step, Report):
-                    self.daemon.report_usage(step.params)
+                    self.owner.daemon.report_usage(step.params)
             await self._answer(out, stream, chunk, step.reply, list(step.client_calls), meta, step.usage, chat)
         except TooManyRounds as e:
             await self._failed(stream, ApiError(502, e.message, e.code, type="upstream_error"))
@@ -1271,16 +1282,16 @@ class ProxyServer:
         protocol = provider.cfg.protocol
         try:
             reply = await provider.asend(prompt, chat.max_tokens, piece if stream is not None else None,
-                                         chat.options, self._http)
+                                         chat.options, self.owner._http)
         except ProviderError as e:
-            self.metrics.upstream.labels(protocol, "error").observe(time.monotonic() - started)
+            self.owner.metrics.upstream.labels(protocol, "error").observe(time.monotonic() - started)
             log.warning("the provider failed: %s", redact(str(e), key))
             raise _upstream_error(e, key) from None
-        self.metrics.upstream.labels(protocol, "ok").observe(time.monotonic() - started)
+        self.owner.metrics.upstream.labels(protocol, "ok").observe(time.monotonic() - started)
         if reply.usage is not None:
             for kind, n in (("input", reply.usage.input_tokens), ("cached", reply.usage.cached_tokens),
                             ("output", reply.usage.output_tokens)):
-                self.metrics.tokens.labels(kind).inc(n)
+                self.owner.metrics.tokens.labels(kind).inc(n)
         return reply
 
     async def _answer(self, out: Send, stream: EventStream | None, chunk: Callable[..., dict[str, Any]],

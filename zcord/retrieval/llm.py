@@ -303,6 +303,7 @@ class Provider:
         self.cfg = cfg
         self.api_key = api_key
         self._client = client
+        self.answers = Answers(self)
 
     @contextmanager
     def _transport(self, failing: type[ProviderError]) -> Iterator[httpx.Client]:
@@ -392,29 +393,6 @@ class Provider:
 
         return resp, chunks()
 
-    def _read_capped(self, chunks: Iterable[bytes]) -> bytes:
-        """The body (pieces from _exchange) under the size cap."""
-        body = bytearray()
-        for chunk in chunks:
-            body += chunk
-            if len(body) > MAX_RESPONSE_BYTES:
-                raise ProviderTooLarge(_TOO_LARGE)
-        return bytes(body)
-
-    def _parse_body(self, resp: httpx.Response, body: bytes) -> Reply:
-        """A whole (non-streamed) answer: status, JSON, then the wire format's reply."""
-        text = body.decode("utf-8", "replace")
-        if resp.status_code >= 400:
-            raise ProviderStatus(f"The LLM provider answered HTTP {resp.status_code}: {text[:300]}",
-                                 status=resp.status_code)
-        try:
-            data = json.loads(body)
-        except (ValueError, RecursionError):
-            raise ProviderBadAnswer(f"The LLM provider's answer is not JSON: {text[:200]!r}") from None
-        if not isinstance(data, dict):
-            raise ProviderBadAnswer("The LLM provider's answer is not a JSON object.")
-        return self._openai_reply(data) if self.cfg.protocol == "openai" else self._anthropic_reply(data)
-
     def _request(self, prompt: Prompt, max_tokens: int,
                  options: dict[str, Any] | None = None) -> tuple[str, dict[str, str], dict[str, Any]]:
         """URL, headers and body of one request in the configured wire format; `options`
@@ -468,8 +446,8 @@ class Provider:
             return self._stream(url, headers, body, on_text, deadline)
         resp, chunks = self._exchange(url, headers, body, deadline, ProviderUnreachable)
         with contextlib.closing(chunks):
-            raw = self._read_capped(chunks)
-        return self._parse_body(resp, raw)
+            raw = self.answers.read_capped(chunks)
+        return self.answers.parse_body(resp, raw)
 
     # -- streaming (server-sent events) ------------------------------------------------------
 
@@ -481,7 +459,7 @@ class Provider:
         with contextlib.closing(chunks):
             if resp.status_code >= 400 or "text/event-stream" not in resp.headers.get("content-type", ""):
                 # an error, or a server that ignores "stream": a whole answer
-                reply = self._parse_body(resp, self._read_capped(chunks))
+                reply = self.answers.parse_body(resp, self.answers.read_capped(chunks))
                 if reply.text:
                     on_text(reply.text)
                 return reply
@@ -544,7 +522,7 @@ class Provider:
                             raw += chunk
                             if len(raw) > MAX_RESPONSE_BYTES:
                                 raise ProviderTooLarge(_TOO_LARGE)
-                    reply = self._parse_body(resp, bytes(raw))
+                    reply = self.answers.parse_body(resp, bytes(raw))
                     if reply.text:
                         await hand(reply.text)
                     return reply
@@ -567,8 +545,39 @@ class Provider:
             if client is None:
                 await http.aclose()
 
+
+class Answers:
+    """Reading a whole (non-streamed) provider answer (a part of Provider, `answers`): the
+    body under the size cap, its status and JSON, then the wire format's reply."""
+
+    def __init__(self, provider: Provider) -> None:
+        self.provider = provider
+
+    def read_capped(self, chunks: Iterable[bytes]) -> bytes:
+        """The body (pieces from _exchange) under the size cap."""
+        body = bytearray()
+        for chunk in chunks:
+            body += chunk
+            if len(body) > MAX_RESPONSE_BYTES:
+                raise ProviderTooLarge(_TOO_LARGE)
+        return bytes(body)
+
+    def parse_body(self, resp: httpx.Response, body: bytes) -> Reply:
+        """A whole (non-streamed) answer: status, JSON, then the wire format's reply."""
+        text = body.decode("utf-8", "replace")
+        if resp.status_code >= 400:
+            raise ProviderStatus(f"The LLM provider answered HTTP {resp.status_code}: {text[:300]}",
+                                 status=resp.status_code)
+        try:
+            data = json.loads(body)
+        except (ValueError, RecursionError):
+            raise ProviderBadAnswer(f"The LLM provider's answer is not JSON: {text[:200]!r}") from None
+        if not isinstance(data, dict):
+            raise ProviderBadAnswer("The LLM provider's answer is not a JSON object.")
+        return self.openai_reply(data) if self.provider.cfg.protocol == "openai" else self.anthropic_reply(data)
+
     @staticmethod
-    def _openai_reply(data: dict[str, Any]) -> Reply:
+    def openai_reply(data: dict[str, Any]) -> Reply:
         choices = data.get("choices")
         if not isinstance(choices, list) or not choices:
             raise ProviderBadAnswer("The LLM provider returned no choice.")
@@ -587,7 +596,7 @@ class Provider:
                      usage=usage_of(data.get("usage")))
 
     @staticmethod
-    def _anthropic_reply(data: dict[str, Any]) -> Reply:
+    def anthropic_reply(data: dict[str, Any]) -> Reply:
         blocks = data.get("content")
         if data.get("type") == "error" or not isinstance(blocks, list):
             raise ProviderBadAnswer(f"The LLM provider returned no content: {json.dumps(data)[:200]}")

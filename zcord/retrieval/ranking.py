@@ -396,52 +396,17 @@ class NamedPeople:
         return out
 
 
-class Ranking:
-    """Retriever's scoring side (held by it as `ranking`): `hits` and the two ranking modes.
+class SeedRanking:
+    """The seed mode of Ranking (a part of it, `seed`): the memories hit by the most terms."""
 
-    Needs the current state (`state_ref()`, read anew for each call: a restore replaces it)
-    and the synonym class of a term (`class_of`, for terms given as plain strings)."""
-
-    def __init__(self, state_ref: Callable[[], MemoryState], class_of: Callable[[str], frozenset[str]]) -> None:
+    def __init__(self, state_ref: Callable[[], MemoryState]) -> None:
         self._state_ref = state_ref
-        self.class_of = class_of
-        self.heads = TitleHeads()
-        self.people = NamedPeople()
 
-    @property
-    def state(self) -> MemoryState:
-        return self._state_ref()
-
-    def hits(self, terms: list[str] | list[Term], keyword_equality: bool, limit: int | None = None,
-             explain: bool = False, mode: RankingMode = "seed", floor: bool = True, people: Iterable[str] = (),
-             greeting: bool = False, hide: AbstractSet[str] = frozenset()) -> list[Hit]:
-        """Current nodes hit by the terms, best first (never one of `hide`).
-
-        Seed: score = the number of distinct terms that hit the node (title or equal keyword),
-        ties by updatedAt desc, id asc. Weighted: see `_weighted`; `people` (personIds of the
-        batch's speakers) name person nodes as the terms do; with `greeting` (the batch greets,
-        thanks or says goodbye) and `floor`, a batch whose only evidence is the names of
-        people it addresses ("Hi Sam!") recalls nothing.
-        """
-        ix = self.state.indexes
-        ix.ensure_index()
-        if mode == "weighted":
-            ix.ensure_stems()
-            if terms and isinstance(terms[0], str):
-                weighted = [Term(stem_key(t), normalize(t), normalize(t), 1.0, False, self.class_of(normalize(t)))
-                            for t in terms]
-            else:
-                weighted = cast("list[Term]", terms)
-            if hide:
-                return self._weighted(weighted, keyword_equality, limit, explain, floor, list(people), greeting, hide)
-            return self._weighted(weighted, keyword_equality, limit, explain, floor, list(people), greeting)
-        keys = list(dict.fromkeys(k for k in (t.key if isinstance(t, Term) else term_key(t) for t in terms) if k))
-        return self._seed(keys, keyword_equality, limit, explain, hide) if hide else \
-            self._seed(keys, keyword_equality, limit, explain)
-
-    def _seed(self, terms: list[str], keyword_equality: bool, limit: int | None, explain: bool,
-              hide: AbstractSet[str] = frozenset()) -> list[Hit]:
-        st = self.state
+    def hits(self, terms: list[str], keyword_equality: bool, limit: int | None, explain: bool,
+             hide: AbstractSet[str] = frozenset()) -> list[Hit]:
+        """Score = the number of distinct terms that hit the node (title or equal keyword),
+        ties by updatedAt desc, id asc."""
+        st = self._state_ref()
         ix = st.indexes
         title_hits, keyword_ids = ix.title_hits, ix.keyword_ids
         counts: Counter[str] = Counter()
@@ -474,6 +439,51 @@ class Ranking:
             if limit is not None and len(out) >= limit:
                 break
         return out
+
+
+class Ranking:
+    """Retriever's scoring side (held by it as `ranking`): `hits` and the two ranking modes.
+
+    Needs the current state (`state_ref()`, read anew for each call: a restore replaces it)
+    and the synonym class of a term (`class_of`, for terms given as plain strings)."""
+
+    def __init__(self, state_ref: Callable[[], MemoryState], class_of: Callable[[str], frozenset[str]]) -> None:
+        self._state_ref = state_ref
+        self.class_of = class_of
+        self.heads = TitleHeads()
+        self.people = NamedPeople()
+        self.seed = SeedRanking(state_ref)
+
+    @property
+    def state(self) -> MemoryState:
+        return self._state_ref()
+
+    def hits(self, terms: list[str] | list[Term], keyword_equality: bool, limit: int | None = None,
+             explain: bool = False, mode: RankingMode = "seed", floor: bool = True, people: Iterable[str] = (),
+             greeting: bool = False, hide: AbstractSet[str] = frozenset()) -> list[Hit]:
+        """Current nodes hit by the terms, best first (never one of `hide`).
+
+        Seed: score = the number of distinct terms that hit the node (title or equal keyword),
+        ties by updatedAt desc, id asc. Weighted: see `_weighted`; `people` (personIds of the
+        batch's speakers) name person nodes as the terms do; with `greeting` (the batch greets,
+        thanks or says goodbye) and `floor`, a batch whose only evidence is the names of
+        people it addresses ("Hi Sam!") recalls nothing.
+        """
+        ix = self.state.indexes
+        ix.ensure_index()
+        if mode == "weighted":
+            ix.ensure_stems()
+            if terms and isinstance(terms[0], str):
+                weighted = [Term(stem_key(t), normalize(t), normalize(t), 1.0, False, self.class_of(normalize(t)))
+                            for t in terms]
+            else:
+                weighted = cast("list[Term]", terms)
+            if hide:
+                return self._weighted(weighted, keyword_equality, limit, explain, floor, list(people), greeting, hide)
+            return self._weighted(weighted, keyword_equality, limit, explain, floor, list(people), greeting)
+        keys = list(dict.fromkeys(k for k in (t.key if isinstance(t, Term) else term_key(t) for t in terms) if k))
+        return self.seed.hits(keys, keyword_equality, limit, explain, hide) if hide else \
+            self.seed.hits(keys, keyword_equality, limit, explain)
 
     def _df(self, key: str, keyword_equality: bool) -> int:
         """How many current memories a weighted recall key hits."""

@@ -254,14 +254,104 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return shared / (len(a) + len(b) - shared)
 
 
+class Postings:
+    """The twin index's postings in flat arrays: `post` (sorted `key << 32 | slot`, `_key` of a
+    hash) with `delta` (key -> slots) for the latest, merged into the array now and then. A
+    dropped slot stays until the owner compacts (`renumber`); walks skip it."""
+
+    def __init__(self) -> None:
+        self.post = array("Q")
+        self.delta: dict[int, list[int]] = {}
+        self.delta_n = 0
+
+    def slots(self) -> set[int]:
+        """Every slot posted (dropped ones included)."""
+        slots = {k & _H32 for k in self.post}
+        for v in self.delta.values():
+            slots.update(v)
+        return slots
+
+    def add(self, slot: int, hashes: list[int]) -> None:
+        """Post a new slot under its first BUCKETS hashes."""
+        delta = self.delta
+        for h in hashes[:BUCKETS]:
+            k = _key(h)
+            v = delta.get(k)
+            if v is None:
+                delta[k] = [slot]
+            else:
+                v.append(slot)
+        self.delta_n += min(len(hashes), BUCKETS)
+        if self.delta_n > max(MERGE_FROM, len(self.post) >> 5):
+            self._merge()
+
+    def _merge(self) -> None:
+        """The dict's postings into the sorted array (slices copied in C between the new keys)."""
+        keys = sorted(h << 32 | s for h, v in self.delta.items() for s in v)
+        post, out, lo = self.post, array("Q"), 0
+        for k in keys:
+            i = bisect_left(post, k, lo)
+            out += post[lo:i]
+            out.append(k)
+            lo = i
+        out += post[lo:]
+        self.post = out
+        self.delta, self.delta_n = {}, 0
+
+    def renumber(self, remap: array[int]) -> None:
+        """The postings with each slot renumbered by `remap` (-1: dropped, left out); renumbered
+        in order, so the array stays sorted."""
+        post = array("Q")
+        for k in self.post:
+            s = remap[k & _H32]
+            if s >= 0:
+                post.append(k >> 32 << 32 | s)
+        delta: dict[int, list[int]] = {}
+        for h, v in self.delta.items():
+            kept = [remap[s] for s in v if remap[s] >= 0]
+            if kept:
+                delta[h] = kept
+        self.post, self.delta = post, delta
+        self.delta_n = sum(map(len, delta.values()))
+
+    def candidates(self, hashes: list[int]) -> list[int]:
+        """The slots met in the postings of `hashes` (a sketch), once per posting met: the
+        smallest postings first (a rare feature names few memories), at most CANDIDATES slots
+        in all, a posting longer than BUCKET_MAX not walked."""
+        post, delta = self.post, self.delta
+        end = len(post)
+        found = []
+        for h in hashes[:LOOKUP]:
+            k = _key(h)
+            lo = hi = bisect_left(post, k << 32)
+            if lo < end and post[lo] >> 32 == k:  # a posting longer than BUCKET_MAX is not walked: its end not looked for
+                hi = bisect_left(post, (k + 1) << 32, lo + 1, min(end, lo + BUCKET_MAX + 1))
+            d = delta.get(k)
+            n = hi - lo + (len(d) if d else 0)
+            if n:
+                found.append((n, lo, hi, d))
+        if not found:
+            return []
+        found.sort(key=lambda f: f[0])
+        slots: list[int] = []
+        total = 0
+        for n, lo, hi, d in found:
+            if n > BUCKET_MAX or (total and total + n > CANDIDATES):
+                break
+            slots += [k & _H32 for k in post[lo:hi]]
+            if d:
+                slots += d
+            total += n
+        return slots
+
+
 class TwinIndex:
     """The twin sketches of a MemoryState's current memories, kept in step with its changes.
 
     Each indexed memory has a slot: `entries` maps its id to it, `_nodes` the slot to the node
     indexed (None once dropped), `_sk` holds SKETCH stored hashes per slot, and the postings
-    are `_post` (sorted `key << 32 | slot`, `_key` of a hash) with `_delta` (key -> slots) for
-    the latest. A
-    dropped slot stays in the postings until the arrays are compacted; walks skip it.
+    are `postings` (Postings: flat arrays). A dropped slot stays in the postings until the
+    arrays are compacted; walks skip it.
 
     Reads the state through `state_ref()` (a restore replaces what it holds) and the synonym
     groups through `folding`. Not thread-safe: callers hold the service lock (or, for a write's
@@ -274,9 +364,7 @@ class TwinIndex:
         self._nodes: list[Node | None] = []
         self._sk = array("H")
         self._distinct = array("B")  # per slot: the distinct values in its sketch
-        self._post = array("Q")
-        self._delta: dict[int, list[int]] = {}
-        self._delta_n = 0
+        self.postings = Postings()
         self._dead = 0
         self.todo: list[str] = []
         self._todo_at = 0
@@ -307,6 +395,11 @@ class TwinIndex:
     def complete(self) -> bool:
         return self._nodes_ref is not None and self.pending == 0
 
+    @property
+    def _post(self) -> array[int]:
+        """The sorted postings array (`postings.post`)."""
+        return self.postings.post
+
     def indexed(self, node_id: str) -> Node | None:
         """The version of a memory the index holds (None: not indexed)."""
         slot = self.entries.get(node_id)
@@ -315,10 +408,7 @@ class TwinIndex:
     def posted(self) -> set[str]:
         """The ids the postings lead to (dropped slots left out)."""
         nodes = self._nodes
-        slots = {k & _H32 for k in self._post}
-        for v in self._delta.values():
-            slots.update(v)
-        return {n.id for s in slots if (n := nodes[s]) is not None}
+        return {n.id for s in self.postings.slots() if (n := nodes[s]) is not None}
 
     def sync(self) -> None:
         """Catch up with the state: the targets of the changes since the last look are
@@ -358,9 +448,8 @@ class TwinIndex:
         self._nodes = []
         self._sk = array("H")
         self._distinct = array("B")
-        self._post = array("Q")
-        self._delta = {}
-        self._delta_n = self._dead = 0
+        self.postings = Postings()
+        self._dead = 0
         self._cache.clear()
 
     def _reset(self, st: MemoryState) -> None:
@@ -443,30 +532,7 @@ class TwinIndex:
         self._sk.extend(lows)
         if self.on_change is not None:
             self.on_change(node.id)
-        delta = self._delta
-        for h in hashes[:BUCKETS]:
-            k = _key(h)
-            v = delta.get(k)
-            if v is None:
-                delta[k] = [slot]
-            else:
-                v.append(slot)
-        self._delta_n += min(len(hashes), BUCKETS)
-        if self._delta_n > max(MERGE_FROM, len(self._post) >> 5):
-            self._merge()
-
-    def _merge(self) -> None:
-        """The dict's postings into the sorted array (slices copied in C between the new keys)."""
-        keys = sorted(h << 32 | s for h, v in self._delta.items() for s in v)
-        post, out, lo = self._post, array("Q"), 0
-        for k in keys:
-            i = bisect_left(post, k, lo)
-            out += post[lo:i]
-            out.append(k)
-            lo = i
-        out += post[lo:]
-        self._post = out
-        self._delta, self._delta_n = {}, 0
+        self.postings.add(slot, hashes)
 
     def _compact(self) -> None:
         """Rebuild the arrays without the dropped slots (renumbered in order, so the postings
@@ -481,18 +547,8 @@ class TwinIndex:
                 nodes.append(n)
                 new_sk += sk[s * SKETCH:(s + 1) * SKETCH]
                 new_distinct.append(distinct[s])
-        post = array("Q")
-        for k in self._post:
-            s = remap[k & _H32]
-            if s >= 0:
-                post.append(k >> 32 << 32 | s)
-        delta: dict[int, list[int]] = {}
-        for h, v in self._delta.items():
-            kept = [remap[s] for s in v if remap[s] >= 0]
-            if kept:
-                delta[h] = kept
-        self._nodes, self._sk, self._distinct, self._post, self._delta = nodes, new_sk, new_distinct, post, delta
-        self._delta_n = sum(map(len, delta.values()))
+        self.postings.renumber(remap)
+        self._nodes, self._sk, self._distinct = nodes, new_sk, new_distinct
         self._dead = 0
         self.entries = {n.id: i for i, n in enumerate(nodes) if n is not None}
 
@@ -555,32 +611,11 @@ class TwinIndex:
         """The twins among the memories sharing a posted hash with `hashes` (a sketch);
         `feats_of()` gives the features, worked out only when some candidate's estimate calls
         for it."""
-        post, delta, nodes = self._post, self._delta, self._nodes
-        end = len(post)
-        found = []
-        for h in hashes[:LOOKUP]:
-            k = _key(h)
-            lo = hi = bisect_left(post, k << 32)
-            if lo < end and post[lo] >> 32 == k:  # a posting longer than BUCKET_MAX is not walked: its end not looked for
-                hi = bisect_left(post, (k + 1) << 32, lo + 1, min(end, lo + BUCKET_MAX + 1))
-            d = delta.get(k)
-            n = hi - lo + (len(d) if d else 0)
-            if n:
-                found.append((n, lo, hi, d))
-        if not found:
+        nodes = self._nodes
+        slots = self.postings.candidates(hashes)
+        if not slots:
             return []
-        # the smallest postings first (a rare feature names few memories), at most CANDIDATES
-        # memories in all; those met in most postings are estimated first
-        found.sort(key=lambda f: f[0])
-        slots: list[int] = []
-        total = 0
-        for n, lo, hi, d in found:
-            if n > BUCKET_MAX or (total and total + n > CANDIDATES):
-                break
-            slots += [k & _H32 for k in post[lo:hi]]
-            if d:
-                slots += d
-            total += n
+        # those met in most postings are estimated first
         counts = Counter(slots)
         for s in [s for s in counts if nodes[s] is None]:  # dropped slots
             del counts[s]

@@ -53,6 +53,7 @@ class Dispatcher:
         self.listeners: list[Callable[[dict[str, Any]], None]] = []
         self.log_budget = logbudget.LogBudget()  # the bot's log bytes for calls that change nothing
         self._calling = threading.local()  # this thread's call: its origin and whether it is held
+        self.call_log = CallLog(self)
 
     # -- the entry points: a tool call, an operator's operation -----------------------------
 
@@ -147,7 +148,7 @@ class Dispatcher:
         with self.host.lock:
             self.host.store.verify_lock()
             if reconcile:
-                self.reconcile_or_say()  # so a history query sees changes whose log record failed
+                self.call_log.reconcile_or_say()  # so a history query sees changes whose log record failed
             ctx = self.new_ctx(name, actor) if recorded else \
                 Ctx(actor=actor, tool=name, seq=0, at=self.host.clock())
             result = self._step(steps.prepare, ctx, params, recorded, storage)
@@ -164,7 +165,7 @@ class Dispatcher:
                 if steps.renumber:
                     self._renumber(ctx)
                 if recorded:
-                    self.log_call(ctx, params, error=err)
+                    self.call_log.log_call(ctx, params, error=err)
             if err is e:
                 raise
             raise err from e
@@ -188,7 +189,7 @@ class Dispatcher:
         except ZcorError as e:
             self.rollback(ctx)
             if recorded:
-                self.log_call(ctx, params, error=e)
+                self.call_log.log_call(ctx, params, error=e)
             raise
         except Exception as e:
             self.rollback(ctx)
@@ -197,7 +198,7 @@ class Dispatcher:
             else:
                 err = InternalError(f"internal error in {ctx.tool}: {type(e).__name__}: {e}; nothing changed")
             if recorded:
-                self.log_call(ctx, params, error=err)
+                self.call_log.log_call(ctx, params, error=err)
             raise err from e
 
     def _with_extra(self, ctx: Ctx, result: Any) -> Any:
@@ -223,7 +224,7 @@ class Dispatcher:
         if not recorded:
             return
         try:
-            self.log_call(ctx, params)
+            self.call_log.log_call(ctx, params)
         finally:
             if ctx.committed:
                 self.notify(ctx)
@@ -297,10 +298,47 @@ class Dispatcher:
         ctx.committed = True
         ctx.changes = [c.dump() for c in numbered]
 
+    def notify(self, ctx: Ctx) -> None:
+        """Tell listeners (the daemon's subscribers) what a committed call changed."""
+        event = {"tool": ctx.tool, "actor": ctx.actor, "seq": ctx.seq, "origin": ctx.origin,
+                 "changes": [{"kind": c["kind"], "target": c.get("target")} for c in ctx.changes]}
+        for listener in list(self.listeners):
+            try:
+                listener(event)
+            except Exception as e:  # a broken listener must not fail the call
+                log.warning("change listener failed: %r", e)
+
+    def _renumber(self, ctx: Ctx) -> None:
+        """A record logged after the lock was let go takes the next seq now, so the log's seqs
+        increase line by line and the largest is always the last (unique across restarts)."""
+        if ctx.seq != self.seq:
+            ctx.seq = self.new_ctx(ctx.tool, ctx.actor).seq
+
+    def preview_ctx(self, tool: str) -> Ctx:
+        """An operator's preview (a revert's, a reject's): numbered and timed as the next
+        operation would be, but not an operation: its number is not taken."""
+        ctx = self.new_ctx(tool, "operator")
+        self.seq -= 1
+        return ctx
+
+    def reconcile(self, upto: int | None = None) -> None:
+        """Log changes that reached the state but not the log (CallLog.reconcile)."""
+        self.call_log.reconcile(upto)
+
+
+class CallLog:
+    """The dispatcher's log step: a finished call's record written to the operation log (its
+    durable copy when it changed something), and the changes whose record failed earlier
+    written before it (reconcile). A part of the Dispatcher (`Dispatcher.call_log`)."""
+
+    def __init__(self, calls: Dispatcher) -> None:
+        self.calls = calls
+        self.host = calls.host
+
     def log_call(self, ctx: Ctx, params: Any, error: ZcorError | None = None) -> None:
         params = logbudget.bounded_params(
             params if isinstance(params, dict) else {"arguments": repr(params)[:1000]}, error is not None,
-            ctx.actor == "model" and not ctx.changes, self.log_budget, self.host.config.bot_log_bytes_per_minute)
+            ctx.actor == "model" and not ctx.changes, self.calls.log_budget, self.host.config.bot_log_bytes_per_minute)
         record = OpRecord(
             seq=ctx.seq, at=ctx.at, actor=ctx.actor, tool=ctx.tool,
             params=params,
@@ -314,7 +352,7 @@ class Dispatcher:
             self.reconcile(upto=own[0] - 1 if own else None)
             before = self.host.oplog.size
             # a call's `meanwhile` runs while its record is fsynced (the disk's wait, not the call's)
-            beside = (lambda: self.meanwhile(ctx)) if ctx.meanwhile is not None and ctx.committed else None
+            beside = (lambda: self.calls.meanwhile(ctx)) if ctx.meanwhile is not None and ctx.committed else None
             try:
                 self.host.oplog.append(record, durable=bool(ctx.changes), meanwhile=beside)
             except ValueError:  # JSON cannot carry these params (lone surrogates, nesting too deep)
@@ -382,32 +420,9 @@ class Dispatcher:
         for op_seq, changes in groups.items():
             first = changes[0]
             self.host.oplog.append(OpRecord(
-                seq=op_seq or self.seq + 1, at=first.at, actor=first.actor, tool=first.tool,
+                seq=op_seq or self.calls.seq + 1, at=first.at, actor=first.actor, tool=first.tool,
                 status="ok", changes=[c.dump() for c in changes], recovered=True), durable=True)
-            self.seq = max(self.seq, op_seq or self.seq + 1)
-
-    def notify(self, ctx: Ctx) -> None:
-        """Tell listeners (the daemon's subscribers) what a committed call changed."""
-        event = {"tool": ctx.tool, "actor": ctx.actor, "seq": ctx.seq, "origin": ctx.origin,
-                 "changes": [{"kind": c["kind"], "target": c.get("target")} for c in ctx.changes]}
-        for listener in list(self.listeners):
-            try:
-                listener(event)
-            except Exception as e:  # a broken listener must not fail the call
-                log.warning("change listener failed: %r", e)
-
-    def _renumber(self, ctx: Ctx) -> None:
-        """A record logged after the lock was let go takes the next seq now, so the log's seqs
-        increase line by line and the largest is always the last (unique across restarts)."""
-        if ctx.seq != self.seq:
-            ctx.seq = self.new_ctx(ctx.tool, ctx.actor).seq
-
-    def preview_ctx(self, tool: str) -> Ctx:
-        """An operator's preview (a revert's, a reject's): numbered and timed as the next
-        operation would be, but not an operation: its number is not taken."""
-        ctx = self.new_ctx(tool, "operator")
-        self.seq -= 1
-        return ctx
+            self.calls.seq = max(self.calls.seq, op_seq or self.calls.seq + 1)
 
 
 class ToolSteps(Steps):

@@ -103,7 +103,6 @@ class ReviewBook:
 
     def __init__(self, path: Path, lock: threading.RLock):
         self.path = path
-        self.log_path = path.with_name(REVIEW_LOG)
         self.lock = lock
         self.items: dict[int, dict[str, Any]] = {}
         self.sizes: dict[int, int] = {}
@@ -123,8 +122,7 @@ class ReviewBook:
         self.rejected: dict[tuple[str, str], None] = {}
         """(target, fingerprint of the rejected version): what an operator rejected (or a revert
         undid) while it was held, oldest first; a restore bringing one back holds it again."""
-        self.log_bytes = 0
-        self.snapshot_bytes = 0
+        self.files = ReviewFiles(self)
 
     @property
     def hidden(self) -> frozenset[str]:
@@ -155,7 +153,7 @@ class ReviewBook:
                                        f"remove it (held changes then count as approved)") from None
         had_snapshot = raw is not None
         del raw
-        replayed = self._replay(items)
+        replayed = self.files.replay(items)
         settled: dict[int, dict[str, Any]] = {}
         for seq, entry in items.items():
             if seq > last_seq and not entry.get("restore"):
@@ -167,49 +165,11 @@ class ReviewBook:
                     continue  # reverted
                 entry = {k: v for k, v in entry.items() if k != "reverting"}
             settled[seq] = entry
-        self.snapshot_bytes = self.path.stat().st_size if had_snapshot else 0
-        if settled != items or (replayed and self.log_bytes > max(COMPACT_FROM, self.snapshot_bytes)):
+        self.files.snapshot_bytes = self.path.stat().st_size if had_snapshot else 0
+        if settled != items or (replayed and self.files.log_bytes > max(COMPACT_FROM, self.files.snapshot_bytes)):
             self._compact(settled)
         else:
             self._set(items)
-
-    def _replay(self, items: dict[int, dict[str, Any]]) -> bool:
-        """Apply review.log's events to items; whether there were any."""
-        try:
-            fd = os.open(self.log_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except FileNotFoundError:
-            return False
-        except OSError as e:
-            raise StateFileInvalid(f"{self.log_path.name} cannot be read ({e.strerror or e}); fix it or remove it "
-                                   f"(changes held since the last snapshot then count as approved)") from None
-        any_event = False
-        good = 0  # the bytes of whole lines
-        torn = False
-        with os.fdopen(fd, "rb") as f:
-            for n, line in enumerate(f, 1):
-                try:
-                    if not line.endswith(b"\n"):
-                        raise ValueError("torn")
-                    event = json.loads(line)
-                    if not isinstance(event, dict):
-                        raise ValueError("not an object")
-                except ValueError:
-                    if not line.endswith(b"\n"):
-                        log.warning("%s: ignoring a torn last line (a crash while it was written)",
-                                    self.log_path.name)
-                        torn = True
-                        break
-                    raise StateFileInvalid(f"{self.log_path.name} line {n} is not a review event; fix it by hand "
-                                           f"or remove the file") from None
-                any_event = True
-                good += len(line)
-                _apply(items, event)
-                self._reject_pairs(event.get("rejected") or [])
-                self._approve_pairs(event.get("approved") or [])
-        if torn:  # cut it off, so that the next event starts a line of its own
-            os.truncate(self.log_path, good)
-        self.log_bytes = good
-        return any_event
 
     def _set(self, items: dict[int, dict[str, Any]]) -> None:
         self.items = items
@@ -242,48 +202,6 @@ class ReviewBook:
         self.approved_nodes, self.held_important = approved, important
         self.held_removed = frozenset(removed)
         self.approved_rels = rels
-
-    def _compact(self, items: dict[int, dict[str, Any]]) -> None:
-        """Write the pending set as the snapshot, then empty the record."""
-        def pieces() -> Iterator[bytes]:
-            yield b'{"version": 1, "pending": ['
-            for n, k in enumerate(sorted(items)):
-                yield (b",\n" if n else b"\n") + json.dumps(items[k], ensure_ascii=False).encode()
-            yield b'\n], "rejected": ' + json.dumps([list(p) for p in self.rejected]).encode() + b"}\n"
-
-        atomic_write(self.path, pieces())
-        try:
-            os.truncate(self.log_path, 0)
-        except FileNotFoundError:
-            pass
-        self.log_bytes = 0
-        self.snapshot_bytes = self.path.stat().st_size
-        self._set(items)
-
-    def _record(self, event: dict[str, Any]) -> None:
-        """Append one event to review.log (fsynced) and apply it; OSError when it cannot be written."""
-        line = json.dumps(event, ensure_ascii=False).encode() + b"\n"
-        fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640)
-        try:
-            size = os.fstat(fd).st_size
-            written = os.write(fd, line)
-            if written != len(line):  # a short write (disk full): take it back, the record stays whole
-                os.ftruncate(fd, size)
-                raise OSError(errno.ENOSPC, "no space left on the device")
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        self.log_bytes += len(line)
-        items = dict(self.items)
-        _apply(items, event)
-        self._reject_pairs(event.get("rejected") or [])
-        self._approve_pairs(event.get("approved") or [])
-        self._set(items)
-        if self.log_bytes > max(COMPACT_FROM, self.snapshot_bytes):
-            try:
-                self._compact(self.items)
-            except OSError as e:  # the record holds it all; compacted at the next start
-                log.warning("%s: could not compact the review record (%s)", self.path.name, e)
 
     # -- holding, reverting ---------------------------------------------------------------
 
@@ -321,7 +239,7 @@ class ReviewBook:
                     f"wait for an operator's review, the most that may wait ({MAX_HELD_PER_SENDER} changes, "
                     f"{MAX_HELD_BYTES_PER_SENDER} bytes per sender). Nothing was changed. Do not retry; answer "
                     f"without changing the memory.")
-        self._record({"hold": entry})
+        self.files.record({"hold": entry})
         self.sizes[ctx.seq] = size
 
     def forget(self, seq: int) -> None:
@@ -329,7 +247,7 @@ class ReviewBook:
         entry is dropped at the next start anyway)."""
         if seq in self.items:
             try:
-                self._record({"drop": [seq]})
+                self.files.record({"drop": [seq]})
             except OSError as e:
                 log.warning("%s: could not drop held operation %s (%s)", self.path.name, seq, e)
 
@@ -339,13 +257,13 @@ class ReviewBook:
         approved = [[c["target"], fingerprint(c["after"])] for k in seqs if k in self.items
                     for c in self.items[k]["changes"] if isinstance(c.get("target"), str)
                     and isinstance(c.get("after"), dict)]
-        self._record({"drop": list(seqs), **({"approved": approved} if approved else {})})
+        self.files.record({"drop": list(seqs), **({"approved": approved} if approved else {})})
 
     def start_reverting(self, seqs: list[int], by: int) -> None:
         """Mark the held ones among seqs as being reverted by operation `by` (before it commits)."""
         held = [s for s in seqs if s in self.items]
         if held:
-            self._record({"mark": held, "by": by})
+            self.files.record({"mark": held, "by": by})
 
     def settle_after(self, run: Callable[[], dict[str, Any]]) -> dict[str, Any]:
         """Run a reverting operation; then drop the entries it marked (or unmark them when it failed)."""
@@ -356,7 +274,7 @@ class ReviewBook:
                 marked = [k for k, v in self.items.items() if "reverting" in v]
                 if marked:
                     try:
-                        self._record({"unmark": marked})
+                        self.files.record({"unmark": marked})
                     except OSError as e:
                         log.warning("%s: %s (settled at the next start)", self.path.name, e)
             raise
@@ -368,7 +286,7 @@ class ReviewBook:
                             if c.get("kind") in HIDING_KINDS and isinstance(c.get("target"), str)
                             and isinstance(c.get("after"), dict)]
                 try:
-                    self._record({"drop": done, "rejected": rejected})
+                    self.files.record({"drop": done, "rejected": rejected})
                 except OSError as e:
                     log.warning("%s: %s (settled at the next start)", self.path.name, e)
         return result
@@ -405,7 +323,7 @@ class ReviewBook:
             return []
         entry = {"seq": ctx.seq, "at": format_time(ctx.at), "tool": ctx.tool, "origin": ctx.origin,
                  "by": [], "restore": True, "changes": changes}
-        self._record({"hold": entry})
+        self.files.record({"hold": entry})
         return [c["target"] for c in changes]
 
     # -- what the model sees ----------------------------------------------------------------
@@ -435,6 +353,101 @@ class ReviewBook:
         if not self.items:
             return state
         return HeldView(state, self)
+
+    def _compact(self, items: dict[int, dict[str, Any]]) -> None:
+        """Write the pending set as the snapshot, then empty the record (ReviewFiles.compact)."""
+        self.files.compact(items)
+
+
+class ReviewFiles:
+    """The review book's files: review.log's events replayed and appended (fsynced), and
+    review.json written as the compacted snapshot. A part of the ReviewBook (`ReviewBook.files`)."""
+
+    def __init__(self, book: ReviewBook) -> None:
+        self.book = book
+        self.log_path = book.path.with_name(REVIEW_LOG)
+        self.log_bytes = 0
+        self.snapshot_bytes = 0
+
+    def replay(self, items: dict[int, dict[str, Any]]) -> bool:
+        """Apply review.log's events to items; whether there were any."""
+        try:
+            fd = os.open(self.log_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except FileNotFoundError:
+            return False
+        except OSError as e:
+            raise StateFileInvalid(f"{self.log_path.name} cannot be read ({e.strerror or e}); fix it or remove it "
+                                   f"(changes held since the last snapshot then count as approved)") from None
+        any_event = False
+        good = 0  # the bytes of whole lines
+        torn = False
+        with os.fdopen(fd, "rb") as f:
+            for n, line in enumerate(f, 1):
+                try:
+                    if not line.endswith(b"\n"):
+                        raise ValueError("torn")
+                    event = json.loads(line)
+                    if not isinstance(event, dict):
+                        raise ValueError("not an object")
+                except ValueError:
+                    if not line.endswith(b"\n"):
+                        log.warning("%s: ignoring a torn last line (a crash while it was written)",
+                                    self.log_path.name)
+                        torn = True
+                        break
+                    raise StateFileInvalid(f"{self.log_path.name} line {n} is not a review event; fix it by hand "
+                                           f"or remove the file") from None
+                any_event = True
+                good += len(line)
+                _apply(items, event)
+                self.book._reject_pairs(event.get("rejected") or [])
+                self.book._approve_pairs(event.get("approved") or [])
+        if torn:  # cut it off, so that the next event starts a line of its own
+            os.truncate(self.log_path, good)
+        self.log_bytes = good
+        return any_event
+
+    def compact(self, items: dict[int, dict[str, Any]]) -> None:
+        """Write the pending set as the snapshot, then empty the record."""
+        def pieces() -> Iterator[bytes]:
+            yield b'{"version": 1, "pending": ['
+            for n, k in enumerate(sorted(items)):
+                yield (b",\n" if n else b"\n") + json.dumps(items[k], ensure_ascii=False).encode()
+            yield b'\n], "rejected": ' + json.dumps([list(p) for p in self.book.rejected]).encode() + b"}\n"
+
+        atomic_write(self.book.path, pieces())
+        try:
+            os.truncate(self.log_path, 0)
+        except FileNotFoundError:
+            pass
+        self.log_bytes = 0
+        self.snapshot_bytes = self.book.path.stat().st_size
+        self.book._set(items)
+
+    def record(self, event: dict[str, Any]) -> None:
+        """Append one event to review.log (fsynced) and apply it; OSError when it cannot be written."""
+        line = json.dumps(event, ensure_ascii=False).encode() + b"\n"
+        fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o640)
+        try:
+            size = os.fstat(fd).st_size
+            written = os.write(fd, line)
+            if written != len(line):  # a short write (disk full): take it back, the record stays whole
+                os.ftruncate(fd, size)
+                raise OSError(errno.ENOSPC, "no space left on the device")
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.log_bytes += len(line)
+        items = dict(self.book.items)
+        _apply(items, event)
+        self.book._reject_pairs(event.get("rejected") or [])
+        self.book._approve_pairs(event.get("approved") or [])
+        self.book._set(items)
+        if self.log_bytes > max(COMPACT_FROM, self.snapshot_bytes):
+            try:
+                self.compact(self.book.items)
+            except OSError as e:  # the record holds it all; compacted at the next start
+                log.warning("%s: could not compact the review record (%s)", self.book.path.name, e)
 
 
 def _apply(items: dict[int, dict[str, Any]], event: dict[str, Any]) -> None:

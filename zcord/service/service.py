@@ -95,6 +95,7 @@ class Service:
         self.twins = TwinIndex(lambda: self.state, self.synonyms)
         self.warmup = Warmup(self)
         self.settings = Settings(self)
+        self.operator = OperatorViews(self)
         self.twins.on_pending = self.warmup.build_twins_later
         self.consolidation = Consolidation(self.twins, lambda: self.state, self.dir / CONSOLIDATE_FILE)
         self.trust = TrustBook(self.dir / TRUST_FILE)
@@ -310,47 +311,18 @@ class Service:
         return self.views.recall_explain(text, sender_key)
 
     def consolidate_list(self, limit: int = 20, offset: int = 0, kind: str | None = None) -> dict[str, Any]:
-        """`zcor/consolidate/list`: the proposals not dismissed, paged (zcord.service.consolidate)."""
-        if kind is not None and kind not in KINDS:
-            raise InvalidArgument(f"kind must be one of {', '.join(KINDS)}, or omitted for both", field="kind")
-        with self.lock:
-            complete = self.consolidation.ready()
-            if not complete:
-                self.warmup.build_twins_later(force=True)
-            items = self.consolidation.proposals(self.review.hidden)
-            pending = self.twins.pending + self.consolidation.pending
-            indexed = len(self.twins.entries)
-        if kind is not None:
-            items = [i for i in items if i["kind"] == kind]
-        page = items[offset:offset + limit]
-        return {"items": page, "total": len(items),
-                "nextOffset": offset + limit if offset + limit < len(items) else None,
-                "scan": {"complete": complete, "pending": pending, "indexed": indexed}}
+        """`zcor/consolidate/list`: the proposals not dismissed, paged (OperatorViews.consolidate_list)."""
+        return self.operator.consolidate_list(limit, offset, kind)
 
     def consolidate_dismiss(self, ids: Any) -> dict[str, Any]:
-        """`zcor/consolidate/dismiss`: remember a proposal as dismissed."""
-        with self.lock:
-            return self.consolidation.dismiss(ids)
+        """`zcor/consolidate/dismiss`: remember a proposal as dismissed (OperatorViews)."""
+        return self.operator.consolidate_dismiss(ids)
 
     # -- operator views and actions that are not tools -----------------------------------
 
     def status(self) -> dict[str, Any]:
-        st = self.state
-        return {
-            "memoryDir": str(self.dir),
-            "nodes": len(st.nodes),
-            "currentNodes": sum(1 for n in st.nodes.values() if n.superseded_by is None),
-            "relationships": len(st.relationships),
-            "important": list(st.important),
-            "historyChanges": st.next_change_id() - 1,
-            "operations": self.oplog.count(),
-            "synonymGroups": len(self.synonyms.groups),
-            "personaEmpty": self.persona_get()["empty"],
-            "journaledChanges": self.snapshots.changes,
-            "pendingReview": len(self.review.items),
-            "recallSessions": len(self.sessions.sets),
-            "usageToday": self.usage.today_line(),
-        }
+        """The Memory's counts for `zcor/status` (OperatorViews.status)."""
+        return self.operator.status()
 
     def snapshot(self) -> dict[str, Any]:
         """Write memory-state.json now, holding every change so far (waits for a snapshot
@@ -379,6 +351,55 @@ class Service:
     def build_twins(self) -> None:
         """Index every current memory for the twin check (Warmup.build_twins)."""
         self.warmup.build_twins()
+
+
+class OperatorViews:
+    """The operator's views of the Memory that are not tools (a part of the Service,
+    `Service.operator`): the status line's counts and the consolidation proposals."""
+
+    def __init__(self, svc: Service) -> None:
+        self.svc = svc
+
+    def status(self) -> dict[str, Any]:
+        st = self.svc.state
+        return {
+            "memoryDir": str(self.svc.dir),
+            "nodes": len(st.nodes),
+            "currentNodes": sum(1 for n in st.nodes.values() if n.superseded_by is None),
+            "relationships": len(st.relationships),
+            "important": list(st.important),
+            "historyChanges": st.next_change_id() - 1,
+            "operations": self.svc.oplog.count(),
+            "synonymGroups": len(self.svc.synonyms.groups),
+            "personaEmpty": self.svc.persona_get()["empty"],
+            "journaledChanges": self.svc.snapshots.changes,
+            "pendingReview": len(self.svc.review.items),
+            "recallSessions": len(self.svc.sessions.sets),
+            "usageToday": self.svc.usage.today_line(),
+        }
+
+    def consolidate_list(self, limit: int = 20, offset: int = 0, kind: str | None = None) -> dict[str, Any]:
+        """`zcor/consolidate/list`: the proposals not dismissed, paged (zcord.service.consolidate)."""
+        if kind is not None and kind not in KINDS:
+            raise InvalidArgument(f"kind must be one of {', '.join(KINDS)}, or omitted for both", field="kind")
+        with self.svc.lock:
+            complete = self.svc.consolidation.ready()
+            if not complete:
+                self.svc.warmup.build_twins_later(force=True)
+            items = self.svc.consolidation.proposals(self.svc.review.hidden)
+            pending = self.svc.twins.pending + self.svc.consolidation.pending
+            indexed = len(self.svc.twins.entries)
+        if kind is not None:
+            items = [i for i in items if i["kind"] == kind]
+        page = items[offset:offset + limit]
+        return {"items": page, "total": len(items),
+                "nextOffset": offset + limit if offset + limit < len(items) else None,
+                "scan": {"complete": complete, "pending": pending, "indexed": indexed}}
+
+    def consolidate_dismiss(self, ids: Any) -> dict[str, Any]:
+        """`zcor/consolidate/dismiss`: remember a proposal as dismissed."""
+        with self.svc.lock:
+            return self.svc.consolidation.dismiss(ids)
 
 
 def last_recorded_at(state: MemoryState, log_path: Path) -> datetime | None:

@@ -236,6 +236,7 @@ class ConnectionServer:
         self._accept_errors_quiet = 0
         self.meters = Meters(TOOLS)
         """Requests answered, by method, tool and status, and their latency (zcor/metrics)."""
+        self.admission = Admission(self)
 
     def start(self, loop: asyncio.AbstractEventLoop, routes: Routes, max_slow: int, max_long: int,
               methods: frozenset[str] = frozenset()) -> None:
@@ -283,69 +284,6 @@ class ConnectionServer:
             sizes.remove((size, slowest))
             total -= size
 
-    def _connection_rules(self, conn: Connection) -> list[tuple[str, int, Callable[[Connection], bool], str]]:
-        """The limits a new connection is counted against, most specific first: (setting,
-        limit, which open connections count, what the refusal says)."""
-        cfg = self.service.config
-        rules: list[tuple[str, int, Callable[[Connection], bool], str]] = []
-        peer = conn.peer
-        if not conn.may_operate:
-            if peer is not None:
-                rules.append(("maxConnectionsPerPid", cfg.max_connections_per_pid,
-                              lambda c: not c.may_operate and c.peer is not None and c.peer.pid == peer.pid
-                              and c.peer.uid == peer.uid, f"process {peer.pid} already has"))
-                rules.append(("maxConnectionsPerUid", cfg.max_connections_per_uid,
-                              lambda c: not c.may_operate and c.peer is not None and c.peer.uid == peer.uid,
-                              f"uid {peer.uid} already has"))
-            rules.append(("operatorConnections", max(0, cfg.max_connections - cfg.operator_connections),
-                          lambda c: not c.may_operate,
-                          f"the clients that may not be the operator already have (the last "
-                          f"{cfg.operator_connections} of maxConnections are kept for operators)"))
-        rules.append(("maxConnections", cfg.max_connections, lambda c: True, "zcord is serving"))
-        return rules
-
-    def _admit(self, conn: Connection) -> tuple[str, str] | None:
-        """None when the new connection may stay, else (setting, sentence) naming the limit
-        that refuses it. At a limit, the bot connection counted against it that has been idle
-        longest (nothing in flight for IDLE_CLOSE_AFTER seconds) is closed to make room."""
-        conn.may_operate = operator_refusal(conn.peer, self.service.config.operator_group) is None
-        now = time.monotonic()
-        for setting, limit, counts, who in self._connection_rules(conn):
-            members = [c for c in self.conns if counts(c)]
-            if len(members) < limit:
-                continue
-            idle = [c for c in members if c.role != P.OPERATOR and c.initialized and not c.tasks
-                    and not c.subscribed and now - c.last_active >= IDLE_CLOSE_AFTER]
-            if not idle:
-                return setting, f"{who} {len(members)} connections, the limit ({setting} is {limit}); " \
-                                f"close some or try again later"
-            self._close_idle(min(idle, key=lambda c: c.last_active), setting)
-        return None
-
-    def _close_idle(self, conn: Connection, setting: str) -> None:
-        log.info("connection %d idle for %.0fs closed to make room for a new client (%s)", conn.id,
-                 time.monotonic() - conn.last_active, setting)
-        conn.send(P.notification("notifications/message", {
-            "level": "warning", "logger": "zcord",
-            "data": f"zcord closed this idle connection to make room for a new client ({setting}); "
-                    f"connect again when needed"}))
-        self.conns.discard(conn)
-        conn.writer.transport.close()
-
-    def _refuse_connection(self, writer: asyncio.StreamWriter, refusal: tuple[str, str] | None = None) -> None:
-        limit = self.service.config.max_connections
-        setting, sentence = refusal or ("maxConnections", f"zcord is serving its limit of {limit} connections "
-                                                          f"(maxConnections); try again later")
-        if refusal is not None:
-            sentence = f"zcord refused this connection: {sentence}"
-        err = P.RpcError(P.ZCOR_ERROR, sentence,
-                         {"code": "too_many_connections", "rule": setting, "message": sentence})
-        try:
-            writer.write(P.encode(P.error_response(None, err)))
-            writer.transport.close()  # after the line is out; never waits on the client
-        except (ConnectionError, OSError, RuntimeError):
-            writer.transport.abort()
-
     def _init_expired(self, conn: Connection) -> None:
         if conn.initialized or conn.writer.is_closing():
             return
@@ -358,13 +296,13 @@ class ConnectionServer:
 
     async def on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = Connection(reader, writer)
-        refusal = self._admit(conn)
+        refusal = self.admission.admit(conn)
         if refusal is not None:
             now = time.monotonic()
             if now - self._last_accept_error >= ACCEPT_ERROR_LOG_INTERVAL:
                 self._last_accept_error = now
                 log.warning("connection refused: %s (%d connections)", refusal[0], len(self.conns))
-            self._refuse_connection(writer, refusal)
+            self.admission.refuse(writer, refusal)
             return
         conn.server = self
         conn.task = asyncio.current_task()
@@ -554,6 +492,78 @@ class ConnectionServer:
 
             threading.Thread(target=target, name="zcord-slow", daemon=True).start()
             return await fut
+
+
+class Admission:
+    """Who may connect: the limits a new connection is counted against (per process, per uid,
+    the operators' reserve, in all), an idle bot connection closed to make room, and the
+    refusal a client over a limit reads. A part of the ConnectionServer (`ConnectionServer.admission`)."""
+
+    def __init__(self, server: ConnectionServer) -> None:
+        self.server = server
+
+    def rules(self, conn: Connection) -> list[tuple[str, int, Callable[[Connection], bool], str]]:
+        """The limits a new connection is counted against, most specific first: (setting,
+        limit, which open connections count, what the refusal says)."""
+        cfg = self.server.service.config
+        rules: list[tuple[str, int, Callable[[Connection], bool], str]] = []
+        peer = conn.peer
+        if not conn.may_operate:
+            if peer is not None:
+                rules.append(("maxConnectionsPerPid", cfg.max_connections_per_pid,
+                              lambda c: not c.may_operate and c.peer is not None and c.peer.pid == peer.pid
+                              and c.peer.uid == peer.uid, f"process {peer.pid} already has"))
+                rules.append(("maxConnectionsPerUid", cfg.max_connections_per_uid,
+                              lambda c: not c.may_operate and c.peer is not None and c.peer.uid == peer.uid,
+                              f"uid {peer.uid} already has"))
+            rules.append(("operatorConnections", max(0, cfg.max_connections - cfg.operator_connections),
+                          lambda c: not c.may_operate,
+                          f"the clients that may not be the operator already have (the last "
+                          f"{cfg.operator_connections} of maxConnections are kept for operators)"))
+        rules.append(("maxConnections", cfg.max_connections, lambda c: True, "zcord is serving"))
+        return rules
+
+    def admit(self, conn: Connection) -> tuple[str, str] | None:
+        """None when the new connection may stay, else (setting, sentence) naming the limit
+        that refuses it. At a limit, the bot connection counted against it that has been idle
+        longest (nothing in flight for IDLE_CLOSE_AFTER seconds) is closed to make room."""
+        conn.may_operate = operator_refusal(conn.peer, self.server.service.config.operator_group) is None
+        now = time.monotonic()
+        for setting, limit, counts, who in self.rules(conn):
+            members = [c for c in self.server.conns if counts(c)]
+            if len(members) < limit:
+                continue
+            idle = [c for c in members if c.role != P.OPERATOR and c.initialized and not c.tasks
+                    and not c.subscribed and now - c.last_active >= IDLE_CLOSE_AFTER]
+            if not idle:
+                return setting, f"{who} {len(members)} connections, the limit ({setting} is {limit}); " \
+                                f"close some or try again later"
+            self.close_idle(min(idle, key=lambda c: c.last_active), setting)
+        return None
+
+    def close_idle(self, conn: Connection, setting: str) -> None:
+        log.info("connection %d idle for %.0fs closed to make room for a new client (%s)", conn.id,
+                 time.monotonic() - conn.last_active, setting)
+        conn.send(P.notification("notifications/message", {
+            "level": "warning", "logger": "zcord",
+            "data": f"zcord closed this idle connection to make room for a new client ({setting}); "
+                    f"connect again when needed"}))
+        self.server.conns.discard(conn)
+        conn.writer.transport.close()
+
+    def refuse(self, writer: asyncio.StreamWriter, refusal: tuple[str, str] | None = None) -> None:
+        limit = self.server.service.config.max_connections
+        setting, sentence = refusal or ("maxConnections", f"zcord is serving its limit of {limit} connections "
+                                                          f"(maxConnections); try again later")
+        if refusal is not None:
+            sentence = f"zcord refused this connection: {sentence}"
+        err = P.RpcError(P.ZCOR_ERROR, sentence,
+                         {"code": "too_many_connections", "rule": setting, "message": sentence})
+        try:
+            writer.write(P.encode(P.error_response(None, err)))
+            writer.transport.close()  # after the line is out; never waits on the client
+        except (ConnectionError, OSError, RuntimeError):
+            writer.transport.abort()
 
 
 def _settle(done: asyncio.Future[Any]) -> None:
