@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from rich.segment import Segment
 from textual import events, work
@@ -64,8 +64,6 @@ REL_PAGE = 100
 FORM_FIELDS = (Input, TextArea, Select, Switch, Checkbox)
 ALT_KEY = re.compile(r"alt\+(shift\+)?(.)")
 """Alt+one character: what Esc and a key typed at once are parsed as (ZcorApp.on_event)."""
-
-T = TypeVar("T")
 
 
 class NoTerminalControls(LineFilter):
