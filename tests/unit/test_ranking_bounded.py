@@ -27,12 +27,12 @@ def test_bounded_scoring_answers_as_scoring_every_candidate(svc, jieba_words, mo
     deferred, rerank = pools
     monkeypatch.setattr(ranking, "DEFERRED_POOL", deferred)
     monkeypatch.setattr(ranking, "RERANK_POOL", rerank)
-    ran: list[tuple[int, int]] = []  # per bounded call: ids scored, ids anchored
+    ran: list[tuple[int, int, bool]] = []  # per bounded call: ids scored, ids anchored, with hidden ids
     real = ranking._Bounded.finals
 
     def spy(self, multi, under, cut):
         out = real(self, multi, under, cut)
-        ran.append((len(out), len(self.anchored)))
+        ran.append((len(out), len(self.anchored), bool(self.hide)))
         return out
 
     monkeypatch.setattr(ranking._Bounded, "finals", spy)
@@ -43,17 +43,26 @@ def test_bounded_scoring_answers_as_scoring_every_candidate(svc, jieba_words, mo
     compared = 0
     for _ in range(20):
         terms = r.words(questions(rng), "weighted").terms
+        # another session's private memories (hide): the best of the batch and some at random,
+        # so ties and pools at their edges change too
+        top = [h.id for h in r.hits(terms, mode="weighted", keyword_equality=True, limit=8)]
+        hide = frozenset(top[::2] + rng.sample(sorted(svc.state.nodes), 40))
         for how in (dict(keyword_equality=True, limit=10, explain=True),
                     dict(keyword_equality=True, limit=None, explain=True),
                     dict(keyword_equality=False, limit=20, explain=True),
                     dict(keyword_equality=True, limit=10, floor=False),
-                    dict(keyword_equality=True, limit=10, explain=True, people=people[:2])):
+                    dict(keyword_equality=True, limit=10, explain=True, people=people[:2]),
+                    dict(keyword_equality=True, limit=10, explain=True, hide=hide),
+                    dict(keyword_equality=True, limit=None, explain=True, people=people[:2], hide=hide)):
             monkeypatch.setattr(ranking, "BOUNDED_FROM", 1)  # whenever there are more candidates than the pool
-            bounded = r.hits(terms, mode="weighted", **how)
+            bounded = r.ranking.hits(terms, mode="weighted", **how)
             monkeypatch.setattr(ranking, "BOUNDED_FROM", 10**9)  # never
-            every = r.hits(terms, mode="weighted", **how)
+            every = r.ranking.hits(terms, mode="weighted", **how)
             assert bounded == every, how
+            assert not {h.id for h in every} & how.get("hide", frozenset())
             compared += len(every)
     assert compared > 100  # the batches do hit memories
     # the bounded scoring ran, and left candidates unscored
-    assert ran and any(scored < anchored for scored, anchored in ran)
+    assert ran and any(scored < anchored for scored, anchored, _ in ran)
+    # with hidden ids as well (another session's private memories no longer turn it off)
+    assert any(scored < anchored for scored, anchored, hidden in ran if hidden)

@@ -197,8 +197,10 @@ class _Bounded:
     anchored set's order, as `_best` over every score gives them (`best`)."""
 
     def __init__(self, anchored: set[str], classes: list[tuple[dict[str, float], Anchors]],
-                 shared_of: dict[str, Any], bm25: tuple[dict[str, Any], float, float, float]) -> None:
+                 shared_of: dict[str, Any], bm25: tuple[dict[str, Any], float, float, float],
+                 hide: AbstractSet[str] = frozenset()) -> None:
         self.anchored = anchored
+        self.hide = hide  # ids never scored (another session's private memories): as if not anchored
         self.classes = classes  # per class with anchors: its values (empty so far), its anchors
         self.shared_of = shared_of
         self.index, self.k1, self.a, self.c = bm25
@@ -246,6 +248,8 @@ class _Bounded:
         person, and perhaps of some more (in no particular order)."""
         index, k1, a, c = self.index, self.k1, self.a, self.c
         first = multi | under.keys() & self.anchored
+        if self.hide:
+            first -= self.hide
         for local, hit in self.classes:
             self._fill(first, local, hit)
         # as _weighted sums them: 0.0, then each class's value in the classes' order
@@ -273,6 +277,8 @@ class _Bounded:
             local, hit = self.classes[k]
             for _top, ids in self._groups(multi, local, hit):
                 ids -= first  # the memories under a named person are scored already
+                if self.hide:
+                    ids -= self.hide
                 part = self._fill(ids, local, hit)
                 scored.update({i: (0.0 + v) * (k1 + 1) / (a + c * index[i].title_len) for i, v in part.items()})
             least = None
@@ -624,8 +630,8 @@ class Ranking:
         # the memories under a person the batch names (their scores are raised below)
         named = self.named_people(terms, people) if PERSON_FACTOR != 1.0 else {}
         under = self._scoped(named) if named else {}
-        bounded = _Bounded(anchored, classes, shared_of, (index, k1, a, c)) \
-            if lazy and not hide and len(anchored) > BOUNDED_FROM * cut else None
+        bounded = _Bounded(anchored, classes, shared_of, (index, k1, a, c), hide) \
+            if lazy and len(anchored) > BOUNDED_FROM * cut else None
         if bounded is not None:
             final = bounded.finals(multi, under, cut)
         else:
@@ -638,7 +644,7 @@ class Ranking:
             for local in contrib.values():
                 for i, v in local.items():
                     scores[i] += v
-            for i in hide:  # another session's private memories (zcord.service.scope); never bounded
+            for i in hide:  # another session's private memories (zcord.service.scope)
                 scores.pop(i, None)
             final = {i: s * (k1 + 1) / (a + c * index[i].title_len) for i, s in scores.items()}
         # common and light terms only reorder the best candidates of the rare ones
