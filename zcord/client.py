@@ -21,6 +21,7 @@ from .transport.interop_client import export_steps, import_steps, write_export
 from .transport.interop_client import run as run_steps
 from .transport.paths import SYSTEM_SOCKET, client_socket, default_socket, memory_dir
 from .transport.provider_usage import provider_usage
+from .transport.results import Config, ErasureResult  # result models the TUI names
 from .transport.shown import UNSAFE, invisible_marked, json_shown, shown
 
 # time forms and log-record targets, shared by `zcor` and the TUI (importable, not in __all__)
@@ -37,4 +38,4 @@ __all__ = [*_client_all, "initialize_params", "for_operator", "human_size", "SYS
            "invisible_marked", "affinity_series", "sparkline", "import_steps", "export_steps", "run_steps",
            "arun_steps", "write_export",
            "provider_usage", "sparkline_scale", "ChildrenArgs", "MergeArgs", "QueryArgs", "RelQueryArgs",
-           "RelWriteArgs", "SupersedeArgs", "WriteArgs"]
+           "RelWriteArgs", "SupersedeArgs", "WriteArgs", "Config", "ErasureResult"]

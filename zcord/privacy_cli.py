@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 from .transport.client import Client
+from .transport.results import ErasureResult
 from .transport.shown import json_shown, shown
 
 LONG_WAIT = 600.0
@@ -43,24 +44,24 @@ def cmd_forget(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_erase(a: dict[str, Any]) -> None:
-    counts = a.get("counts") or {}
+def print_erase(a: ErasureResult) -> None:
+    counts = a["counts"]
     head = "Would erase" if a.get("preview") else "Erased"
-    _say(f"{head} {a['person']}: {counts.get('memories', 0)} memories, {counts.get('relationships', 0)} "
-         f"relationship(s), {counts.get('trustEntries', 0)} trust entr(y/ies); "
-         f"{counts.get('recordsAbout', 0)} history records came from them")
-    for m in a.get("memories") or []:
-        _say(f"  memory {m['id']}{'' if m.get('current') else ' (deleted; in the history)'}: {m.get('title') or ''}")
-    for p in a.get("relationships") or []:
+    _say(f"{head} {a['person']}: {counts['memories']} memories, {counts['relationships']} "
+         f"relationship(s), {counts['trustEntries']} trust entr(y/ies); "
+         f"{counts['recordsAbout']} history records came from them")
+    for m in a["memories"]:
+        _say(f"  memory {m['id']}{'' if m['current'] else ' (deleted; in the history)'}: {m['title'] or ''}")
+    for p in a["relationships"]:
         _say(f"  relationship {p}")
-    for t in a.get("trust") or []:
+    for t in a["trust"]:
         _say(f"  trust entry {t}")
-    places = a.get("places") or {}
+    places = a["places"]
     if places:
         _say("Where their words are kept (each is rewritten):")
         for name, n in places.items():
             _say(f"  {name}: " + ("deleted and rebuilt" if n < 0 else f"{n} record(s)/line(s)"))
-    for at in a.get("erasedBefore") or []:
+    for at in a["erasedBefore"]:
         _say(f"This person was erased before, at {at}.")
     if a.get("preview"):
         _say("Nothing was changed. Erasure cannot be reverted.")
@@ -73,8 +74,7 @@ def cmd_subject(args: argparse.Namespace) -> int:
     with Client(args.socket, role="operator", timeout=max(args.timeout, LONG_WAIT), client_name="zcor-cli") as c:
         answer = c.subject(**_who(args))
     if args.json:
-        answer.pop("report", None)
-        print(json_shown(json.dumps(answer, ensure_ascii=False, indent=2)))
+        print(json_shown(json.dumps({k: v for k, v in answer.items() if k != "report"}, ensure_ascii=False, indent=2)))
     else:
         sys.stdout.write(shown(answer["report"]))
     return 0

@@ -13,7 +13,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import Button, Input, Label, Select, Static, Switch
 
-from zcord.client import ClientError, ToolError, for_operator
+from zcord.client import ClientError, Config, ToolError, for_operator
 
 from ..messages import MemoryChanged
 from ..widgets.field import Field
@@ -152,8 +152,8 @@ class ConfigScreen(ZcorScreen):
 
         self.app.push_screen(PersonaForm(save, persona.get("text", "")), done)
 
-    def show(self, config: dict[str, Any]) -> None:
-        self.config = config
+    def show(self, config: Config | dict[str, Any]) -> None:
+        self.config = dict(config)
         llm = config.get("llm") or {}
         self.query_one("#budget", Input).value = str(config.get("recallBudget", ""))
         self.query_one("#relationships", Switch).value = bool(config.get("relationshipMemory"))

@@ -5,7 +5,7 @@ says so and erases only on `y`."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Group, RenderableType
 from rich.text import Text
@@ -16,7 +16,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from zcord.client import ClientError, ToolError
+from zcord.client import ClientError, ErasureResult, ToolError
 
 from ..format import shown
 
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ..host import ZcorHost
 
 
-def preview_text(p: dict[str, Any]) -> RenderableType:
+def preview_text(p: ErasureResult) -> RenderableType:
     """The preview as the dialog shows it."""
     counts = p.get("counts") or {}
     parts: list[RenderableType] = [Text(
@@ -53,7 +53,7 @@ def preview_text(p: dict[str, Any]) -> RenderableType:
     return Group(*parts)
 
 
-class ForgetScreen(ModalScreen[dict[str, Any] | None]):
+class ForgetScreen(ModalScreen[ErasureResult | None]):
     """Preview and run `zcor/erase` for a sender or personId; dismisses with the result or None."""
 
     BINDINGS = [
@@ -67,7 +67,7 @@ class ForgetScreen(ModalScreen[dict[str, Any] | None]):
         super().__init__()
         self.person = person
         self.person_id = person_id
-        self.preview: dict[str, Any] | None = None
+        self.preview: ErasureResult | None = None
         self.busy = True
 
     def compose(self) -> ComposeResult:
@@ -85,7 +85,7 @@ class ForgetScreen(ModalScreen[dict[str, Any] | None]):
         self.query_one("#cancel", Button).focus()
         self.load_preview()
 
-    async def _call(self, preview: bool) -> dict[str, Any] | None:
+    async def _call(self, preview: bool) -> ErasureResult | None:
         who = {"person_id": self.person} if self.person_id else {"sender": self.person}
         try:
             return await self.app.client.erase(**who, preview=preview)

@@ -240,7 +240,7 @@ class SynonymsScreen(ZcorScreen):
         explained = await self.app.rpc(self.app.client.recall_explain(text, sender))
         config = await self.app.rpc(self.app.client.config_get(), quiet=True)
         if explained is not None:
-            out.update(self.render_explain(dict(explained), (config or {}).get("recallBudget")))
+            out.update(self.render_explain(dict(explained), config["recallBudget"] if config else None))
 
     @staticmethod
     def render_explain(ex: dict[str, Any], budget: int | None) -> RenderableType:

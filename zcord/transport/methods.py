@@ -25,7 +25,7 @@ from ..core.layout import BOT_BACKUP_RE
 from ..service import erasure, review, scope, undo
 from ..service.rooms import synonyms as synonym_room
 from ..service.tools import TOOLS, declared_tools
-from . import mcp_extras, metrics, replies, transfers
+from . import conform, mcp_extras, metrics, replies, transfers
 from . import params as M
 from . import results as R
 from .connections import Connection
@@ -102,6 +102,34 @@ class Call(Generic[A_co]):
         return result
 
 
+CHECKING = conform.checking()
+
+
+def _check_result(entry: Method, params: dict[str, Any], result: Any) -> None:
+    """(ZCOR_CHECK_RESULTS) The answer against its result model (a tool's structured
+    result against the tool's): a difference is logged, and with the value 1 fails the
+    request as an internal error, naming it."""
+    found: list[str] = []
+    if isinstance(result, P.RawJSON):  # encoded already (a tool's answer, a cached list)
+        result = json.loads(result.data)
+    if entry.result is not None:
+        found = conform.problems(entry.result, result, entry.name)
+    if entry.name == "tools/call" and isinstance(result, dict) and not result.get("isError") \
+            and "structuredContent" in result:
+        name = params.get("name")
+        model = R.TOOL_RESULTS.get(name) if isinstance(name, str) else None
+        if model is not None:
+            found += conform.problems(model, result["structuredContent"], str(name))
+    if not found:
+        return
+    target = os.environ.get(conform.CHECK_ENV, "")
+    if target != "1":
+        with open(target, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"method": entry.name, "tool": params.get("name"), "problems": found}) + "\n")
+        return
+    raise RuntimeError("the result differs from its model: " + "; ".join(found[:5]))
+
+
 class Methods:
     """Dispatches requests by TABLE; holds what the handlers need of the daemon (the host)
     and of the connection server (the runner), and the tool-list caches."""
@@ -121,7 +149,10 @@ class Methods:
         """Validate params against the method's model (invalid_argument naming the field when
         they do not fit; nothing runs) and run its handler."""
         args = M.validate(entry.params, params) if entry.validate else M.NoParams()
-        return await entry.handler(self, Call(conn, params, args, entry.runs, self.runner))
+        result = await entry.handler(self, Call(conn, params, args, entry.runs, self.runner))
+        if CHECKING:
+            _check_result(entry, params, result)
+        return result
 
     def bot_tool_names(self, relationship_memory: bool) -> frozenset[str]:
         names = self._declared_names.get(relationship_memory)

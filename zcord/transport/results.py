@@ -13,7 +13,7 @@ documented in SPEC.md (a memory, a relationship, an operation record) are `Recor
 
 from __future__ import annotations
 
-from typing import Any, NotRequired, TypedDict, TypeVar, cast
+from typing import Any, Literal, NotRequired, TypedDict, TypeVar, cast
 
 Record = dict[str, Any]
 """A JSON object the result passes on as it is (a memory, a relationship, a log record)."""
@@ -132,8 +132,48 @@ class UsageResult(TypedDict):
     charsPerToken: float
 
 
-Config = dict[str, Any]
-"""The public config (camelCase keys, never the API key): SPEC's config.json."""
+class LlmConfigResult(TypedDict):
+    """config.json's `llm`, and whether an API key is set (never the key)."""
+
+    protocol: Literal["openai", "anthropic"]
+    baseUrl: str
+    model: str
+    timeoutSeconds: float
+    promptCacheKey: Literal["auto", "on", "off"]
+    apiKeySet: bool
+    apiKeyWithheld: bool
+    apiKeyWithheldReason: str | None
+
+
+class Config(TypedDict):
+    """The public config (camelCase keys, never the API key): SPEC's config.json, as
+    zcord.core.config.Config dumps it (a unit test holds the two to the same keys)."""
+
+    recallBudget: int
+    relationshipMemory: bool
+    recallSenders: bool
+    recallRanking: Literal["weighted", "seed"]
+    recallLogEntries: int
+    recallLogBytes: int
+    llm: LlmConfigResult
+    operatorGroup: str
+    maxConnections: int
+    operatorConnections: int
+    maxConnectionsPerUid: int
+    maxConnectionsPerPid: int
+    initTimeoutSeconds: float
+    botBackupIntervalSeconds: int
+    maxBotBackups: int
+    botRestoreIntervalSeconds: int
+    maxBotSynonymGroups: int
+    botLogBytesPerMinute: int
+    botUsageReportsPerMinute: int
+    maxRestoreBytes: int
+    maxRestoreNodes: int
+    maxRestoreRelationships: int
+    maxRestoreDepth: int
+    defaultTrust: Literal["trusted", "normal", "untrusted", "blocked"]
+    privateScope: Literal["session", "everywhere"]
 
 
 class SubscribedResult(TypedDict):
@@ -181,8 +221,9 @@ class RecallExplainResult(TypedDict):
     synonymTerms: list[str]
     expanded: list[str]
     hits: list[Record]
-    senders: list[Record]
-    header: Record
+    senders: list[str]  # the speakers (relationship personIds) whose lines lead the header
+    header: str
+    ids: list[str]  # the memories the header shows
 
 
 class Page(TypedDict):
@@ -195,6 +236,7 @@ class Page(TypedDict):
 
 class RecallLogResult(Page):
     session: str
+    kept: int  # the batches a session's log keeps (config recallLogEntries, at least 1)
 
 
 class ConsolidateListResult(Page):
@@ -296,11 +338,77 @@ class ReviewRejectResult(TypedDict):
     conflicts: NotRequired[list[Record]]
 
 
-ErasureResult = dict[str, Any]
-"""zcor/erase: `{preview, …listing}` or `{erased, …listing, subject, seq, …counts}` (SPEC)."""
+class ErasedMemory(TypedDict):
+    id: str
+    title: str | None  # None: deleted before (its versions are in the history)
+    current: bool
 
-SubjectResult = dict[str, Any]
-"""zcor/subject: `{person, relationships, trust, memories, held, records, report}` (SPEC)."""
+
+class ErasureCounts(TypedDict):
+    memories: int
+    relationships: int
+    trustEntries: int
+    recordsAbout: int
+
+
+class ErasureResult(TypedDict):
+    """zcor/erase: with `preview` what would go (`places`: file → lines or records naming
+    them, -1 for a derived file rebuilt); else `erased` with the tombstone's `subject` and
+    `seq` and what was rewritten (backups, history segments, log records, review items)."""
+
+    preview: NotRequired[bool]
+    erased: NotRequired[bool]
+    person: str
+    memories: list[ErasedMemory]
+    relationships: list[str]
+    trust: list[str]
+    counts: ErasureCounts
+    places: dict[str, int]
+    erasedBefore: list[str]
+    irreversible: bool
+    note: str
+    subject: NotRequired[str]
+    seq: NotRequired[int]
+    backups: NotRequired[int]
+    historySegments: NotRequired[int]
+    records: NotRequired[int]
+    review: NotRequired[int]
+    seconds: dict[str, float]
+
+
+class SubjectMemory(TypedDict):
+    id: str
+    why: Literal["linked", "only them", "with others"]
+    current: bool
+    title: NotRequired[str]
+    content: NotRequired[str]
+    scope: NotRequired[dict[str, str]]
+
+
+class SubjectHeld(TypedDict):
+    seq: int
+    at: str | None
+    tool: str | None
+    origin: Record | None
+    changes: list[Record] | None
+
+
+SubjectRecord = TypedDict("SubjectRecord", {
+    "seq": int, "at": str, "actor": str, "tool": str, "as": Literal["speaker", "present", "named"],
+    "params": Any, "changes": list[Record]})
+
+
+class SubjectResult(TypedDict):
+    """zcor/subject: everything the Memory holds about or from a person, and `report`, the
+    same as readable text."""
+
+    person: str
+    relationships: list[Record]
+    trust: str | None
+    memories: list[SubjectMemory]
+    held: list[SubjectHeld]
+    records: list[SubjectRecord]
+    report: str
 
 
 class ScopeSetResult(TypedDict):
@@ -310,8 +418,35 @@ class ScopeSetResult(TypedDict):
     id: str
     scope: Any
 
-ImportResult = dict[str, Any]
-"""zcor/import: `{format, name, preview, seq, …counts, items, itemsTotal, skipped}` (SPEC)."""
+class ImportCounts(TypedDict):
+    created: int
+    updated: int
+    unchanged: int
+
+
+class ImportResult(TypedDict):
+    """zcor/import: what the file made or would make (`preview`): memory counts, the items
+    (at most 20,000; contents in a preview only), what was skipped or not marked important, the
+    relationships' counts and the synonym groups added."""
+
+    format: str
+    name: str
+    origin: str
+    persona: str | None
+    personaWritten: bool
+    unkept: dict[str, int]
+    preview: bool
+    seq: int | None
+    created: int
+    updated: int
+    unchanged: int
+    items: list[Record]
+    itemsTotal: int
+    skipped: list[Record]
+    important: list[str]
+    notMarked: list[Record]
+    relationships: ImportCounts
+    synonymGroups: int
 
 
 class UploadResult(TypedDict):
@@ -319,10 +454,20 @@ class UploadResult(TypedDict):
     size: int
 
 
+class ExportFile(TypedDict):
+    path: str
+    chars: int
+    text: NotRequired[str]  # in the reply when the export is small enough; else zcor/export/read
+
+
 class ExportResult(TypedDict):
+    format: str
+    memories: int
+    relationships: int
+    important: list[str]
+    exportedAt: str
     exportId: str | None
-    files: list[Record]
-    format: NotRequired[str]
+    files: list[ExportFile]
 
 
 class ExportReadResult(TypedDict):
@@ -333,8 +478,16 @@ class ExportReadResult(TypedDict):
 # -- tools (zcord.service.tools) --------------------------------------------------------------
 
 
+class Held(TypedDict):
+    """What a write's result gains when a strict sender's change is held for review."""
+
+    review: NotRequired[Literal["pending"]]
+    reviewNote: NotRequired[str]
+
+
 class Node(TypedDict):
-    """A memory as SPEC §1 gives it."""
+    """A memory as SPEC §1 gives it (`scope`: an operator's answer, for a memory of a private
+    conversation)."""
 
     id: str
     title: str
@@ -346,6 +499,7 @@ class Node(TypedDict):
     updatedAt: str
     supersededBy: str | None
     supersedeReason: str | None
+    scope: NotRequired[dict[str, str]]
 
 
 class Relationship(TypedDict):
@@ -362,8 +516,16 @@ class Relationship(TypedDict):
     updatedAt: str
 
 
-class MemoryWriteResult(Node):
+class Twin(TypedDict):
+    id: str
+    title: str
+    score: float
+
+
+class MemoryWriteResult(Node, Held):
     created: bool
+    similar: NotRequired[list[Twin]]  # a new memory that nearly repeats these current ones
+    note: NotRequired[str]
 
 
 class MemoryReadResult(Node):
@@ -372,7 +534,7 @@ class MemoryReadResult(Node):
     childCount: int
 
 
-class MemoryDeleteResult(TypedDict):
+class MemoryDeleteResult(Held):
     id: str
     deleted: bool
     wasImportant: bool
@@ -390,10 +552,10 @@ class MemoryTraceResult(TypedDict):
     path: list[Record]
     children: list[Record]
     childrenTotal: int
-    nextOffset: int | None
+    childrenNextOffset: int | None
 
 
-class MemoryImportantResult(TypedDict):
+class MemoryImportantResult(Held):
     id: str
     important: bool
     changed: bool
@@ -408,7 +570,7 @@ class QueryResult(TypedDict):
     nextOffset: int | None
 
 
-class MemoryMergeResult(TypedDict):
+class MemoryMergeResult(Held):
     id: str
     node: Node
     superseded: list[str]
@@ -418,26 +580,26 @@ class MemoryMergeResult(TypedDict):
     importantIds: list[str]
 
 
-class MemorySupersedeResult(TypedDict):
+class MemorySupersedeResult(Held):
     replacementId: str
     superseded: list[str]
     importantIds: list[str]
 
 
-class RelationshipWriteResult(Relationship):
+class RelationshipWriteResult(Relationship, Held):
     created: bool
 
 
-class RelationshipDeleteResult(TypedDict):
+class RelationshipDeleteResult(Held):
     personId: str
     deleted: bool
 
 
-class BackupResult(TypedDict):
+class BackupResult(Held):
     backupFile: str
 
 
-class RestoreResult(TypedDict):
+class RestoreResult(Held):
     restoredFrom: str
     backupFile: str
     nodes: int
@@ -447,7 +609,9 @@ class RestoreResult(TypedDict):
 
 
 SynonymsAddResult = TypedDict("SynonymsAddResult", {"terms": list[str], "added": bool, "class": list[str],
-                                                     "held": NotRequired[bool]})
+                                                     "held": NotRequired[bool],
+                                                     "review": NotRequired[Literal["pending"]],
+                                                     "reviewNote": NotRequired[str]})
 
 
 class SearchResult(TypedDict):
