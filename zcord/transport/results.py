@@ -545,6 +545,7 @@ class MemoryChildrenResult(TypedDict):
     items: list[Record]
     total: int
     nextOffset: int | None
+    truncated: NotRequired[bool]  # the page was cut to fit a reply (zcord.transport.replies)
 
 
 class MemoryTraceResult(TypedDict):
@@ -553,6 +554,7 @@ class MemoryTraceResult(TypedDict):
     children: list[Record]
     childrenTotal: int
     childrenNextOffset: int | None
+    truncated: NotRequired[bool]  # the page was cut to fit a reply (zcord.transport.replies)
 
 
 class MemoryImportantResult(Held):
@@ -568,6 +570,7 @@ class QueryResult(TypedDict):
     items: list[Record]
     total: int
     nextOffset: int | None
+    truncated: NotRequired[bool]  # the page was cut to fit a reply (zcord.transport.replies)
 
 
 class MemoryMergeResult(Held):
@@ -605,7 +608,7 @@ class RestoreResult(Held):
     nodes: int
     relationships: int
     important: list[str]
-    heldAgain: NotRequired[int]
+    heldAgain: NotRequired[list[str]]  # rejected versions the restore brought back, held again
 
 
 SynonymsAddResult = TypedDict("SynonymsAddResult", {"terms": list[str], "added": bool, "class": list[str],
