@@ -239,3 +239,38 @@ def test_a_threshold_that_is_no_number_is_named_and_the_default_used(monkeypatch
     assert "ZCOR_NODE_CACHE_NODES must be a whole number of memories, got 'lots'" in caplog.text
     monkeypatch.delenv("ZCOR_NODE_CACHE_NODES")
     assert nodecache.min_nodes() == nodecache.MIN_NODES == 3  # this file's small_memories_cached
+
+
+def test_the_cached_load_shares_each_offset_and_a_node_s_equal_times(memdir, clock):
+    """What the cache path keeps per memory is no more than the JSON path's: a node's equal
+    created and updated times are one object, and every time of one UTC offset has that
+    offset's tzinfo object (fromisoformat makes one per time); the rows are used up."""
+    build(memdir, clock)
+    a, b = loaded_both_ways(memdir)
+    same(a, b)
+    nodes = list(a.nodes.values())
+    for n in nodes:
+        if n.created_at == n.updated_at and n.created_at.utcoffset() == n.updated_at.utcoffset():
+            assert n.created_at is n.updated_at
+    zones: dict[object, object] = {}
+    for t in [x for n in nodes for x in (n.created_at, n.updated_at)]:
+        assert zones.setdefault(t.utcoffset(), t.tzinfo) is t.tzinfo
+    assert len(zones) == 2  # the clock's offset, and the one build() gave m4
+    rows = [("m1", "t", "c", (), None, None, "2026-01-02T03:04:05+08:00", "2026-01-02T03:04:06+08:00", None, None)]
+    fastload._cached_nodes(rows)
+    assert rows == [()]
+
+
+@pytest.mark.parametrize("text", ["2026-01-02T03:04:05+08:00", "2026-01-02T03:04:05.123456-05:30",
+                                  "2026-03-29T01:30:00+00:00", "2025-12-31T23:59:59.5+14:00",
+                                  "2026-01-02T03:04:05+05:30:15", "2026-01-02T03:04:05+05:30:15.250000",
+                                  "2026-01-02T03:04:05Z", "2026-01-02T03:04:05"])
+def test_a_cached_time_is_the_one_fromisoformat_gives(text):
+    times = fastload._Times()
+    expected = datetime.fromisoformat(text)
+    for first in ("2026-01-01T00:00:00" + text[19:].lstrip(".0123456789"), text):  # after another of its offset, and first
+        times.parse(first)
+        got = times.parse(text)
+        assert got == expected and got.isoformat() == expected.isoformat()
+        assert got.utcoffset() == expected.utcoffset() and got.tzname() == expected.tzname()
+        assert (got.fold, got.microsecond) == (expected.fold, expected.microsecond)

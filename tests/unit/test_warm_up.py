@@ -54,6 +54,17 @@ def test_before_ready_recall_is_prepared_and_systemd_given_time_for_an_index_bui
         assert sent == []
 
 
+@pytest.mark.parametrize("fail", [False, True])
+def test_what_the_load_freed_goes_back_to_the_system_before_ready(monkeypatch, fail):
+    """malloc's free pages are handed back once recall is prepared (before READY=1), not only
+    after the whole background warm-up: what the load and jieba's dictionary read freed."""
+    monkeypatch.setattr(server.systemd, "notify", lambda *lines: True)
+    svc = FakeRecallService(10, True, fail=fail)
+    monkeypatch.setattr(server, "_trim_heap", lambda: svc.calls.append("trim") or True)
+    server._ready_to_recall(svc)
+    assert svc.calls == ["warm_recall", "trim"]
+
+
 def test_a_failure_preparing_recall_is_logged_and_the_daemon_goes_on(monkeypatch, caplog):
     monkeypatch.setattr(server.systemd, "notify", lambda *lines: True)
     server._ready_to_recall(FakeRecallService(10, False, fail=True))  # does not raise

@@ -365,7 +365,10 @@ class RetrievalIndexes:
         stems, kw_stems, title_stem = _stem_forms(idx, norm_keywords)
         if stems:
             add = self.title_stems.add
+            seq = idx.title_seq
             for key in stems:
+                if key in seq:  # a word its stem leaves as it is (bank, 2026): the title's own string, not a copy
+                    key = cast(str, seq[seq.index(key)])
                 add(key, node_id, rank)
         if kw_stems:
             add = self.keyword_stems.add

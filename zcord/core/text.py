@@ -248,9 +248,9 @@ def stem(word: str) -> str:
     if out is None:
         base = IRREGULAR.get(word, word)
         if base in STEM_KEEP or len(base) < 3 or not _ASCII_WORD.fullmatch(base):
-            out = base
-        else:
-            out = _stemmer().stemWord(base)
+            return base  # worked out in less time than a cache entry would save: not kept (a
+            # Memory's numbers and ids, "#1" to "#100000", filled the cache with 10 MiB)
+        out = _stemmer().stemWord(base)
         if len(_stem_cache) < 200_000:
             _stem_cache[word] = out
     return out
