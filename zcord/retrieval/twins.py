@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 import re
+import sys
 from array import array
 from bisect import bisect_left
 from collections import Counter, OrderedDict
@@ -254,6 +255,25 @@ def _lows(hashes: list[int]) -> list[int]:
     a stored value by chance about 0.06 times: no matter for an estimate."""
     lows = [h & _LOW for h in hashes]
     return [x if x != PAD else PAD - 1 for x in lows] if PAD in lows else lows
+
+
+_FIRST_BYTES = int.from_bytes(b"\x01\x00" * (ESTIMATED * SKETCH), "big")
+"""As a big-endian number of bytes: 1 in each stored value's first byte (counted from the end)."""
+_LITTLE = sys.byteorder == "little"
+
+
+def _both_bytes(mine: set[int], sketches: bytes) -> bytes:
+    """Per byte of `sketches` (stored values of 16 bits, in the machine's byte order): 1 in the
+    first byte of each value whose low byte is the low byte of some value of `mine` and whose
+    high byte is the high byte of some value (maybe another) of it, else 0. So a sketch has at
+    least as many ones as values shared with `mine`."""
+    low, high = bytearray(256), bytearray(256)
+    for v in mine:
+        low[v & 0xFF] = high[v >> 8] = 1
+    first, second = (low, high) if _LITTLE else (high, low)
+    a = int.from_bytes(sketches.translate(first), "big")
+    b = int.from_bytes(sketches.translate(second), "big")  # a value's second byte, moved onto its first:
+    return (a & b << 8 & _FIRST_BYTES).to_bytes(len(sketches), "big")
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -659,9 +679,17 @@ class TwinIndex:
         scored = []
         mine = set(_lows(hashes))
         sk, distinct = self._sk, self._distinct
-        for s in estimated:
+        # first, in C for all of them at once, a bound of the values each shares with mine: its
+        # values whose low byte is some value's of mine and whose high byte is some value's
+        # (`_both_bytes`); the values shared are counted only where that bound passes the prefilter
+        flags = _both_bytes(mine, b"".join([sk[s * SKETCH:(s + 1) * SKETCH] for s in estimated]))
+        size = len(mine)
+        for i, s in enumerate(estimated):
+            at_most = min(flags.count(1, i * 2 * SKETCH, (i + 1) * 2 * SKETCH), size, distinct[s])
+            if at_most / (size + distinct[s] - at_most) < PREFILTER:
+                continue  # its estimate is below that bound's
             shared = len(mine.intersection(sk[s * SKETCH:(s + 1) * SKETCH]))  # PAD is never in mine
-            e = shared / (len(mine) + distinct[s] - shared)  # the sketches' own Jaccard: a cheap estimate
+            e = shared / (size + distinct[s] - shared)  # the sketches' own Jaccard: a cheap estimate
             if e >= PREFILTER:
                 scored.append((e, s))
         scored.sort(reverse=True)
