@@ -320,7 +320,7 @@ class Postings:
         """Post a new slot under its first BUCKETS hashes."""
         delta = self.delta
         for h in hashes[:BUCKETS]:
-            k = _key(h)
+            k = (h >> 32) + 0x80000000  # _key(h)
             v = delta.get(k)
             if v is None:
                 delta[k] = [slot]
@@ -582,7 +582,9 @@ class TwinIndex:
         slot = len(self._nodes)
         self._nodes.append(node)
         self.entries[node.id] = slot
-        lows = _lows(hashes)
+        lows = list(map(_LOW.__and__, hashes))  # _lows(hashes)
+        if PAD in lows:
+            lows = _lows(hashes)
         self._distinct.append(len(set(lows)))
         if len(lows) < SKETCH:
             lows += [PAD] * (SKETCH - len(lows))
