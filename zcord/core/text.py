@@ -81,6 +81,16 @@ def _han_tables() -> tuple[frozenset[str], dict[int, int]]:
     return frozenset(TRADITIONAL), str.maketrans(TRADITIONAL, SIMPLIFIED)
 
 
+@functools.cache
+def _traditional_search() -> Callable[[str], re.Match[str] | None]:
+    """A search that finds each Traditional character below U+10000 and every character above
+    it (Traditional or not): where it finds nothing there is no Traditional character. In C,
+    several times faster than the set's isdisjoint (which makes a string of each character)."""
+    traditional, _ = _han_tables()
+    below = "".join(sorted(c for c in traditional if c <= "\uffff"))
+    return re.compile(f"[{re.escape(below)}\U00010000-\U0010ffff]").search
+
+
 def fold_han(text: str) -> str:
     """Traditional Chinese characters folded to Simplified, one character for one (so every
     position is kept): 喜歡 → 喜欢, 後來 → 后来. The table (zcord/core/hanzi.py) comes from
@@ -88,7 +98,7 @@ def fold_han(text: str) -> str:
     if text.isascii():
         return text
     traditional, t2s = _han_tables()
-    if traditional.isdisjoint(text):  # Simplified text: nothing copied
+    if _traditional_search()(text) is None or traditional.isdisjoint(text):  # Simplified text: nothing copied
         return text
     return text.translate(t2s)
 

@@ -30,7 +30,7 @@ from bisect import bisect_left
 from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from operator import itemgetter
+from operator import add, itemgetter
 from typing import TYPE_CHECKING
 
 from ..core.lexicon import STOPWORDS
@@ -79,7 +79,7 @@ FUNCTION_CHARS = frozenset("的了着过地得之所在是有和与及跟同把�
 """CJK characters left out of the units (particles, pronouns, connectives): a rewording
 changes them freely."""
 _DROP = dict.fromkeys(map(ord, FUNCTION_CHARS))
-_PAIRS = re.compile(r"(?=(..))", re.S)  # every pair of adjacent characters, found in C
+_DROP_RE = re.compile(f"[{''.join(sorted(FUNCTION_CHARS))}]")  # the same, removed in C (translate's dict is slower)
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,17 +158,18 @@ class Folding:
         (the longest term first, left to right), the rest by its characters and pairs. The
         usual run holds no term: found with set operations on the pairs the features need
         anyway, not a loop over its characters."""
-        run = run.translate(_DROP)
+        run = _DROP_RE.sub("", run)
         if not run:
             return
-        pairs = set(_PAIRS.findall(run))
+        chars = list(run)
+        pairs = list(map(add, chars, chars[1:]))  # pairs[i] = run[i:i + 2] (from the characters made once)
+        found = set(pairs)
         starts = self._starts
-        hit = starts.keys() & pairs
+        hit = starts.keys() & found
         if self._ones is not None:
             hit.update(self._ones.findall(run))
-        if not hit:
-            pieces = None
-        else:
+        cuts: list[tuple[int, int]] | None = None  # (start, end) of the stretches between the terms found
+        if hit:
             at: set[int] = set()
             for pair in hit:
                 i = run.find(pair)
@@ -176,7 +177,7 @@ class Folding:
                     at.add(i)
                     i = run.find(pair, i + 1)
             cjk_terms = self._cjk
-            pieces = []
+            cuts = []
             end = 0
             for i in sorted(at):
                 if i < end:
@@ -185,15 +186,18 @@ class Folding:
                     token = cjk_terms.get(run[i:i + length])
                     if token is not None:
                         feats.add(tag + token)
-                        pieces.append(run[end:i])
+                        cuts.append((end, i))
                         end = i + length
                         break
             if end:
-                pieces.append(run[end:])
+                cuts.append((end, len(run)))
             else:
-                pieces = None  # pairs of terms' beginnings, but no whole term
-        for piece, piece_pairs in ((run, pairs),) if pieces is None else \
-                ((p, _PAIRS.findall(p)) for p in pieces if p):
+                cuts = None  # pairs of terms' beginnings, but no whole term
+        if cuts is None:
+            pieces: Iterable[tuple[Iterable[str], Iterable[str]]] = ((chars, found),)
+        else:
+            pieces = ((chars[a:b], pairs[a:b - 1]) for a, b in cuts if a < b)
+        for piece, piece_pairs in pieces:
             if tag:
                 feats.update(map(tag.__add__, piece))
                 feats.update(map(tag.__add__, piece_pairs))
@@ -227,6 +231,10 @@ MERGE_FROM = 4096
 """Postings held in the dict before they are merged into the sorted array (or a 32nd of it)."""
 COMPACT_FROM = 1024
 """Dropped slots from which the arrays are rebuilt without them (or a quarter of the entries)."""
+SEEN_BITS = 1 << 22
+"""Bits of `Postings.seen` (512 KiB): with 8 postings a memory, a key not in the array is
+taken for one in it by 1 lookup in 6 at 100,000 memories of distinct texts."""
+_SEEN_MASK = (SEEN_BITS >> 3) - 1
 
 
 def hashes_of(feats: Iterable[str]) -> list[int]:
@@ -240,11 +248,42 @@ def _key(h: int) -> int:
     return (h >> 32) + 0x80000000
 
 
+def _long(post: array[int], k: int) -> bool:
+    """The posting of key k in the sorted array `post` is longer than BUCKET_MAX."""
+    i = bisect_left(post, k << 32) + BUCKET_MAX
+    return i < len(post) and post[i] >> 32 == k
+
+
 def _lows(hashes: list[int]) -> list[int]:
     """A sketch as stored: each hash's low 16 bits (PAD never taken). Two sketches of 64 share
     a stored value by chance about 0.06 times: no matter for an estimate."""
     lows = [h & _LOW for h in hashes]
     return [x if x != PAD else PAD - 1 for x in lows] if PAD in lows else lows
+
+
+_FIRST_BYTES = int.from_bytes(b"\x01\x00" * (ESTIMATED * SKETCH), "big")
+"""As a big-endian number of bytes: 1 in each stored value's first byte (counted from the end)."""
+
+
+def _both_bytes(mine: set[int], sketches: bytes) -> bytes:
+    """Per byte of `sketches` (stored values of 16 bits, in the machine's byte order): 1 in the
+    first byte of each value whose low byte is the low byte of some value of `mine` and whose
+    high byte is the high byte of some value (maybe another) of it (or is 1), else 0. So a
+    sketch has at least as many ones as values shared with `mine`. All of it in C."""
+    raw = array("H", mine).tobytes()
+    firsts, seconds = raw[0::2], raw[1::2]  # each value's first and second byte
+    a = int.from_bytes(sketches.translate(_member_table(firsts)), "big")
+    b = int.from_bytes(sketches.translate(_member_table(seconds)), "big")  # a value's second byte onto its first:
+    return (a & b << 8 & _FIRST_BYTES).to_bytes(len(sketches), "big")
+
+
+def _member_table(members: bytes) -> bytes:
+    """A translation table: 1 for the bytes of `members` (and for 1 itself), 0 for the others."""
+    return bytes.maketrans(members, _ONES[:len(members)]).translate(_ONE)
+
+
+_ONES = b"\x01" * 256
+_ONE = bytes(i == 1 for i in range(256))
 
 
 def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -263,6 +302,12 @@ class Postings:
         self.post = array("Q")
         self.delta: dict[int, list[int]] = {}
         self.delta_n = 0
+        self.big: set[int] = set()
+        """The keys whose posting in `post` is longer than BUCKET_MAX (a common feature's): a
+        lookup passes them by at the cost of a set lookup."""
+        self.seen = bytearray(SEEN_BITS >> 3)
+        """A bit per `key % SEEN_BITS`, set for every key merged into `post` (and never cleared):
+        a key whose bit is clear is not in `post`, and is not looked for there."""
 
     def slots(self) -> set[int]:
         """Every slot posted (dropped ones included)."""
@@ -275,7 +320,7 @@ class Postings:
         """Post a new slot under its first BUCKETS hashes."""
         delta = self.delta
         for h in hashes[:BUCKETS]:
-            k = _key(h)
+            k = (h >> 32) + 0x80000000  # _key(h)
             v = delta.get(k)
             if v is None:
                 delta[k] = [slot]
@@ -296,6 +341,11 @@ class Postings:
             lo = i
         out += post[lo:]
         self.post = out
+        big, seen = self.big, self.seen
+        for k in self.delta:
+            seen[k >> 3 & _SEEN_MASK] |= 1 << (k & 7)
+            if k not in big and _long(out, k):
+                big.add(k)
         self.delta, self.delta_n = {}, 0
 
     def renumber(self, remap: array[int]) -> None:
@@ -313,32 +363,38 @@ class Postings:
                 delta[h] = kept
         self.post, self.delta = post, delta
         self.delta_n = sum(map(len, delta.values()))
+        self.big = {k for k in self.big if _long(post, k)}
 
     def candidates(self, hashes: list[int]) -> list[int]:
         """The slots met in the postings of `hashes` (a sketch), once per posting met: the
         smallest postings first (a rare feature names few memories), at most CANDIDATES slots
         in all, a posting longer than BUCKET_MAX not walked."""
-        post, delta = self.post, self.delta
+        post, delta, big, seen = self.post, self.delta, self.big, self.seen
         end = len(post)
         found = []
         for h in hashes[:LOOKUP]:
-            k = _key(h)
-            lo = hi = bisect_left(post, k << 32)
-            if lo < end and post[lo] >> 32 == k:  # a posting longer than BUCKET_MAX is not walked: its end not looked for
-                hi = bisect_left(post, (k + 1) << 32, lo + 1, min(end, lo + BUCKET_MAX + 1))
+            k = (h >> 32) + 0x80000000  # _key(h)
+            if k in big:  # longer than BUCKET_MAX whatever the dict adds: never walked
+                continue
+            if seen[k >> 3 & _SEEN_MASK] >> (k & 7) & 1:
+                lo = hi = bisect_left(post, k << 32)
+                if lo < end and post[lo] >> 32 == k:
+                    hi = bisect_left(post, (k + 1) << 32, lo + 1, min(end, lo + BUCKET_MAX + 1))
+            else:
+                lo = hi = 0  # not in the array
             d = delta.get(k)
             n = hi - lo + (len(d) if d else 0)
             if n:
                 found.append((n, lo, hi, d))
         if not found:
             return []
-        found.sort(key=lambda f: f[0])
+        found.sort(key=itemgetter(0))  # by length only: ties stay in the hashes' order
         slots: list[int] = []
         total = 0
         for n, lo, hi, d in found:
             if n > BUCKET_MAX or (total and total + n > CANDIDATES):
                 break
-            slots += [k & _H32 for k in post[lo:hi]]
+            slots += map(_H32.__and__, post[lo:hi])
             if d:
                 slots += d
             total += n
@@ -373,6 +429,7 @@ class TwinIndex:
         self._seen_change: object = None  # … and that change itself (an id can be given again after a rollback)
         self._synonyms_for: object = None
         self._cache: OrderedDict[str, tuple[Node, frozenset[str]]] = OrderedDict()
+        self._last: tuple[frozenset[str], list[int]] | None = None  # the last features hashed, and their hashes
         self.on_pending: Callable[[], None] | None = None
         """Called when the background has memories to index (the service starts its builder)."""
         self.building = False
@@ -521,11 +578,13 @@ class TwinIndex:
 
     def add(self, node: Node, feats: frozenset[str]) -> None:
         """Index a current node (not indexed now) with its features."""
-        hashes = hashes_of(feats)
+        hashes = self.hashes(feats)
         slot = len(self._nodes)
         self._nodes.append(node)
         self.entries[node.id] = slot
-        lows = _lows(hashes)
+        lows = list(map(_LOW.__and__, hashes))  # _lows(hashes)
+        if PAD in lows:
+            lows = _lows(hashes)
         self._distinct.append(len(set(lows)))
         if len(lows) < SKETCH:
             lows += [PAD] * (SKETCH - len(lows))
@@ -570,6 +629,16 @@ class TwinIndex:
         if len(self._cache) > FEATURE_CACHE:
             self._cache.popitem(last=False)
 
+    def hashes(self, feats: frozenset[str]) -> list[int]:
+        """`hashes_of(feats)`, not worked out again for the features hashed last (a create's
+        are checked, then indexed)."""
+        last = self._last
+        if last is not None and last[0] is feats:
+            return last[1]
+        hashes = hashes_of(feats)
+        self._last = (feats, hashes)
+        return hashes
+
     def features_of(self, node: Node) -> frozenset[str]:
         cached = self._cache.get(node.id)
         if cached is not None and cached[0] is node:
@@ -596,7 +665,7 @@ class TwinIndex:
             self.ready()
         if not feats:
             return []
-        return self._around(lambda: feats, hashes_of(feats), exclude, limit, threshold)
+        return self._around(lambda: feats, self.hashes(feats), exclude, limit, threshold)
 
     def neighbours(self, node_id: str, limit: int = 10, threshold: float = THRESHOLD) -> list[Twin]:
         """The twins of an indexed current memory (itself left out)."""
@@ -604,7 +673,7 @@ class TwinIndex:
         if node is None:
             return []
         feats = self.features_of(node)
-        return self._around(lambda: feats, hashes_of(feats), (node_id,), limit, threshold)
+        return self._around(lambda: feats, self.hashes(feats), (node_id,), limit, threshold)
 
     def _around(self, feats_of: Callable[[], frozenset[str]], hashes: list[int], exclude: Iterable[str],
                 limit: int, threshold: float) -> list[Twin]:
@@ -615,22 +684,36 @@ class TwinIndex:
         slots = self.postings.candidates(hashes)
         if not slots:
             return []
-        # those met in most postings are estimated first
+        # those met in most postings are estimated first: the most met first, ties in the order
+        # met (Counter.most_common's order, sorted in C), dropped and excluded slots passed by
         counts = Counter(slots)
-        for s in [s for s in counts if nodes[s] is None]:  # dropped slots
-            del counts[s]
+        order: Iterable[int] = counts if len(counts) == len(slots) else \
+            sorted(counts, key=counts.__getitem__, reverse=True)
         entries = self.entries
-        for i in exclude:
-            x = entries.get(i)
-            if x is not None:
-                counts.pop(x, None)
+        excluded = {x for i in exclude if (x := entries.get(i)) is not None}
+        estimated = []
+        for s in order:
+            if nodes[s] is not None and s not in excluded:
+                estimated.append(s)
+                if len(estimated) == ESTIMATED:
+                    break
         scored = []
-        mine = set(_lows(hashes))
+        mine = set(map(_LOW.__and__, hashes))  # the set of _lows(hashes)
+        if PAD in mine:
+            mine.remove(PAD)
+            mine.add(PAD - 1)
         sk, distinct = self._sk, self._distinct
-        # the most met first, ties in the order met (Counter.most_common's order, sorted in C)
-        for s, _n in sorted(counts.items(), key=itemgetter(1), reverse=True)[:ESTIMATED]:
+        # first, in C for all of them at once, a bound of the values each shares with mine: its
+        # values whose low byte is some value's of mine and whose high byte is some value's
+        # (`_both_bytes`); the values shared are counted only where that bound passes the prefilter
+        flags = _both_bytes(mine, b"".join([sk[s * SKETCH:(s + 1) * SKETCH] for s in estimated]))
+        size = len(mine)
+        for i, s in enumerate(estimated):
+            at_most = min(flags.count(1, i * 2 * SKETCH, (i + 1) * 2 * SKETCH), size, distinct[s])
+            if at_most / (size + distinct[s] - at_most) < PREFILTER:
+                continue  # its estimate is below that bound's
             shared = len(mine.intersection(sk[s * SKETCH:(s + 1) * SKETCH]))  # PAD is never in mine
-            e = shared / (len(mine) + distinct[s] - shared)  # the sketches' own Jaccard: a cheap estimate
+            e = shared / (size + distinct[s] - shared)  # the sketches' own Jaccard: a cheap estimate
             if e >= PREFILTER:
                 scored.append((e, s))
         scored.sort(reverse=True)
