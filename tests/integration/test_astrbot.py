@@ -280,4 +280,21 @@ def test_a_daemon_that_is_down_leaves_the_bot_answering_without_memory(run):
     assert stopped["reply"] == "刚才走神了" and nowhere["reply"] == "我在呢"
     assert f"zcor: zcord at {run['off'].sock} is unavailable" in log  # the connection it had broke
     assert f"zcor: zcord at {run['nobody']} is unavailable" in log and "answering without memory" in log
-    assert "Traceback" not in log
+    # no traceback through the plugin or zcord's client; AstrBot's own shutdown may print one
+    # that is not (4.29.3: SQLAlchemy's pool finalizing an aiosqlite connection cancelled
+    # under it, "Exception ignored in ... _finalize_fairy")
+    assert not [t for t in tracebacks(log) if "zcor" in t]
+    assert tracebacks("x\nTraceback (most recent call last):\n  File \"/p/astrbot_plugin_zcor/main.py\"\nE: y\nz") \
+        == ['Traceback (most recent call last):\n  File "/p/astrbot_plugin_zcor/main.py"\nE: y']
+
+
+def tracebacks(log: str) -> list[str]:
+    """Each traceback the log holds, from its first line to its exception's line (the first
+    line after it that is not indented)."""
+    lines = log.splitlines()
+    out = []
+    for k, line in enumerate(lines):
+        if "Traceback (most recent call last):" in line:
+            end = next((j for j in range(k + 1, len(lines)) if lines[j] and not lines[j][0].isspace()), len(lines) - 1)
+            out.append("\n".join(lines[k:end + 1]))
+    return out
