@@ -257,7 +257,7 @@ def _long(post: array[int], k: int) -> bool:
 def _lows(hashes: list[int]) -> list[int]:
     """A sketch as stored: each hash's low 16 bits (PAD never taken). Two sketches of 64 share
     a stored value by chance about 0.06 times: no matter for an estimate."""
-    lows = [h & _LOW for h in hashes]
+    lows = list(map(_LOW.__and__, hashes))  # in C
     return [x if x != PAD else PAD - 1 for x in lows] if PAD in lows else lows
 
 
@@ -320,7 +320,7 @@ class Postings:
         """Post a new slot under its first BUCKETS hashes."""
         delta = self.delta
         for h in hashes[:BUCKETS]:
-            k = (h >> 32) + 0x80000000  # _key(h)
+            k = _key(h)
             v = delta.get(k)
             if v is None:
                 delta[k] = [slot]
@@ -373,7 +373,7 @@ class Postings:
         end = len(post)
         found = []
         for h in hashes[:LOOKUP]:
-            k = (h >> 32) + 0x80000000  # _key(h)
+            k = _key(h)
             if k in big:  # longer than BUCKET_MAX whatever the dict adds: never walked
                 continue
             if seen[k >> 3 & _SEEN_MASK] >> (k & 7) & 1:
@@ -582,9 +582,7 @@ class TwinIndex:
         slot = len(self._nodes)
         self._nodes.append(node)
         self.entries[node.id] = slot
-        lows = list(map(_LOW.__and__, hashes))  # _lows(hashes)
-        if PAD in lows:
-            lows = _lows(hashes)
+        lows = _lows(hashes)
         self._distinct.append(len(set(lows)))
         if len(lows) < SKETCH:
             lows += [PAD] * (SKETCH - len(lows))
@@ -698,10 +696,7 @@ class TwinIndex:
                 if len(estimated) == ESTIMATED:
                     break
         scored = []
-        mine = set(map(_LOW.__and__, hashes))  # the set of _lows(hashes)
-        if PAD in mine:
-            mine.remove(PAD)
-            mine.add(PAD - 1)
+        mine = set(_lows(hashes))
         sk, distinct = self._sk, self._distinct
         # first, in C for all of them at once, a bound of the values each shares with mine: its
         # values whose low byte is some value's of mine and whose high byte is some value's
