@@ -20,9 +20,12 @@ from typing import Annotated, Any, Literal, NotRequired, Required, Union, is_typ
 CHECK_ENV = "ZCOR_CHECK_RESULTS"
 
 
-def checking() -> bool:
-    """Whether this process checks its answers (`ZCOR_CHECK_RESULTS` set and not 0)."""
-    return os.environ.get(CHECK_ENV, "0") not in ("", "0")
+def target() -> str:
+    """Where this process's answers are checked to (`ZCOR_CHECK_RESULTS`): "" not checked
+    (unset or 0), "1" a difference fails the request, else the file the differences are
+    listed in."""
+    value = os.environ.get(CHECK_ENV, "")
+    return "" if value == "0" else value
 
 
 _HINTS: dict[Any, tuple[dict[str, Any], frozenset[str]]] = {}

@@ -102,13 +102,13 @@ class Call(Generic[A_co]):
         return result
 
 
-CHECKING = conform.checking()
+CHECK_TARGET = conform.target()
 
 
 def _check_result(entry: Method, params: dict[str, Any], result: Any) -> None:
     """(ZCOR_CHECK_RESULTS) The answer against its result model (a tool's structured
-    result against the tool's): a difference is logged, and with the value 1 fails the
-    request as an internal error, naming it."""
+    result against the tool's): a difference fails the request as an internal error naming
+    it (CHECK_TARGET "1"), or is listed in the file CHECK_TARGET names."""
     found: list[str] = []
     if isinstance(result, P.RawJSON):  # encoded already (a tool's answer, a cached list)
         result = json.loads(result.data)
@@ -122,9 +122,8 @@ def _check_result(entry: Method, params: dict[str, Any], result: Any) -> None:
             found += conform.problems(model, result["structuredContent"], str(name))
     if not found:
         return
-    target = os.environ.get(conform.CHECK_ENV, "")
-    if target != "1":
-        with open(target, "a", encoding="utf-8") as f:
+    if CHECK_TARGET != "1":
+        with open(CHECK_TARGET, "a", encoding="utf-8") as f:
             f.write(json.dumps({"method": entry.name, "tool": params.get("name"), "problems": found}) + "\n")
         return
     raise RuntimeError("the result differs from its model: " + "; ".join(found[:5]))
@@ -150,7 +149,7 @@ class Methods:
         they do not fit; nothing runs) and run its handler."""
         args = M.validate(entry.params, params) if entry.validate else M.NoParams()
         result = await entry.handler(self, Call(conn, params, args, entry.runs, self.runner))
-        if CHECKING:
+        if CHECK_TARGET:
             _check_result(entry, params, result)
         return result
 
