@@ -259,16 +259,23 @@ class PersonaResult(TypedDict):
     path: str
 
 
-class RevertResult(TypedDict):
-    """zcor/history/revert: the new operation, or with preview `{seq, ok, conflicts, changes}`."""
+class Planned(TypedDict):
+    """What a planned revert gives (zcord.service.revert_plan: a revert, a revert of a
+    sender's operations, a rejection of held ones): its changes; with `preview`, or when
+    conflicts stop it, `ok`, `message` and the `conflicts`; `forced` when run over them."""
 
-    seq: int
     changes: list[Record]
-    reverted: NotRequired[int]
     forced: NotRequired[bool]
     ok: NotRequired[bool]
     message: NotRequired[str]
     conflicts: NotRequired[list[Record]]
+
+
+class RevertResult(Planned):
+    """zcor/history/revert: the new operation, or with preview `{seq, ok, conflicts, changes}`."""
+
+    seq: int
+    reverted: NotRequired[int]
 
 
 class ReinstateResult(TypedDict):
@@ -291,17 +298,12 @@ class StateAtResult(TypedDict):
     important: list[str]
 
 
-class RevertOriginResult(TypedDict):
+class RevertOriginResult(Planned):
     sender: str
-    changes: list[Record]
     seq: NotRequired[int]
     seqs: NotRequired[list[int]]
     reverted: NotRequired[list[int]]
     shared: list[int]
-    forced: NotRequired[bool]
-    ok: NotRequired[bool]
-    message: NotRequired[str]
-    conflicts: NotRequired[list[Record]]
 
 
 class TrustListing(TypedDict):
@@ -325,17 +327,12 @@ class ReviewApproveResult(TypedDict):
     approved: list[int]
 
 
-class ReviewRejectResult(TypedDict):
+class ReviewRejectResult(Planned):
     """The new operation, or with preview the planned changes and conflicts."""
 
-    changes: list[Record]
     seq: NotRequired[int]
     ids: NotRequired[list[int]]
     rejected: NotRequired[list[int]]
-    forced: NotRequired[bool]
-    ok: NotRequired[bool]
-    message: NotRequired[str]
-    conflicts: NotRequired[list[Record]]
 
 
 class ErasedMemory(TypedDict):
