@@ -11,7 +11,12 @@ this directory's common.build_memory and read by the code under test (kept betwe
 candidate scored (ranking.BOUNDED_FROM out of reach) against the bounded scoring, alternately
 in one process, and asserts both give the same hits (limit 10; limit None and 20 with explain).
 
-Usage: python bench/bench_recall_cpu.py [--sizes 10000,100000] [--samples 100] [--keep DIR] [--compare]
+`--hidden` times the weighted ranking while another session's private memories exist (`hide`,
+zcord.service.scope): none hidden; 1,000 hidden with the bounded scoring off (as before
+4a1e03f, when any hidden id turned it off); 1,000 hidden, bounded. Alternating in one
+process; asserts the two hidden rows give the same hits.
+
+Usage: python bench/bench_recall_cpu.py [--sizes 10000,100000] [--samples 100] [--keep DIR] [--compare] [--hidden]
 """
 
 from __future__ import annotations
@@ -81,12 +86,41 @@ def compare_rows(svc: Service, nodes: int, samples: int) -> list[list[str]]:
             for name, v in cpu.items()]
 
 
+def hidden_rows(svc: Service, nodes: int, samples: int) -> list[list[str]]:
+    from zcord.retrieval import ranking
+
+    r = svc.retriever
+    rng = random.Random(nodes)
+    hide = frozenset(rng.sample(sorted(svc.state.nodes), 1000))
+    reach = ranking.BOUNDED_FROM
+    runs = {"no private memory": (reach, frozenset()), "1,000 hidden, bound off (before)": (10**9, hide),
+            "1,000 hidden, bounded": (reach, hide)}
+    cpu: dict[str, list[float]] = {name: [] for name in runs}
+    try:
+        for k in range(samples + 5):  # the first 5: jieba's first cuts, the indexes
+            terms = r.words([CHAT.format(rng.choice(THINGS), rng.choice(THINGS), rng.choice(THINGS))],
+                            "weighted").terms
+            got = {}
+            for name in (list(runs) if k % 2 else list(runs)[::-1]):
+                ranking.BOUNDED_FROM, h = runs[name]
+                t = time.process_time()
+                got[name] = r.ranking.hits(terms, keyword_equality=True, limit=10, mode="weighted", hide=h)
+                if k >= 5:
+                    cpu[name].append(time.process_time() - t)
+            assert got["1,000 hidden, bound off (before)"] == got["1,000 hidden, bounded"]
+    finally:
+        ranking.BOUNDED_FROM = reach
+    return [[f"{nodes:,}", f"ranking, {name}", f"{pct(v, 50) * 1000:.2f} / {pct(v, 99) * 1000:.2f}"]
+            for name, v in cpu.items()]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="10000,100000")
     ap.add_argument("--samples", type=int, default=100)
     ap.add_argument("--keep", default="/tmp/zcor-bench-recall-cpu", help="where the built Memories are kept")
     ap.add_argument("--compare", action="store_true", help="every candidate scored vs bounded, in one process")
+    ap.add_argument("--hidden", action="store_true", help="with and without another session's private memories")
     args = ap.parse_args()
     keep = Path(args.keep)
     keep.mkdir(parents=True, exist_ok=True)
@@ -96,6 +130,8 @@ def main() -> None:
             rows.append(recall_row(svc, nodes, args.samples))
             if args.compare:
                 rows += compare_rows(svc, nodes, args.samples)
+            if args.hidden:
+                rows += hidden_rows(svc, nodes, args.samples)
     print(f"CPU ms p50 / p99 (time.process_time), {args.samples} never-seen chat lines each")
     print(table(rows, ["memories", "call", "CPU ms p50 / p99"]))
 
