@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
+import threading
 import time
 
 import pytest
@@ -222,17 +224,13 @@ def _recall_line(n: int, text: str) -> bytes:
 
 
 def _answered(w) -> int:
-    """How many replies w has received so far (without waiting)."""
-    w.sock.setblocking(False)
-    try:
-        while True:
-            chunk = w.sock.recv(1 << 16)
-            if not chunk:
-                break
-            w.buf += chunk
-    except BlockingIOError:
-        pass
-    w.sock.setblocking(True)
+    """How many replies w has received so far (without waiting; the socket's own mode left
+    alone, so another thread may be sending on it)."""
+    while select.select([w.sock], [], [], 0)[0]:
+        chunk = w.sock.recv(1 << 16)
+        if not chunk:
+            break
+        w.buf += chunk
     return w.buf.count(b"\n")
 
 
@@ -255,13 +253,24 @@ def test_pipelined_huge_recalls_starve_neither_clients_nor_the_watchdog(make_dae
     except BlockingIOError:
         d.notify.setblocking(True)
     d.messages.clear()
-    attacker.sock.sendall(b"".join(_recall_line(100 + i, big) for i in range(16)))
+    # each line its own text (as an attacker's would be: identical ones hit the segmentation
+    # cache after the first), sent from a thread: zcord reads a connection's lines about as
+    # fast as it answers them, so a sendall of all 16 returned only when 14 or 15 were
+    # answered, and on an idle machine the rest could be done before the other client's read
+    # arrived
+    lines = b"".join(_recall_line(100 + i, f"{big}第{i}次") for i in range(16))
+    sender = threading.Thread(target=attacker.sock.sendall, args=(lines,), daemon=True)
+    sender.start()
+    deadline = time.monotonic() + 300
+    while not _answered(attacker) and time.monotonic() < deadline:  # zcord is at work on them
+        time.sleep(0.002)
     # another client's read goes ahead of most of the attacker's queue
     got = other.call("tools/call", {"name": "zcor_memory_read", "arguments": {"id": "m1"}}, timeout=300)
     assert got["result"]["structuredContent"]["title"] == "火锅聚会"
     assert _answered(attacker) < 16, "the other client waited behind the whole pipelined queue"
     d.wait_for("WATCHDOG=1", timeout=60)  # pinged while the queue is long
     assert _answered(attacker) < 16, "no watchdog ping until the queue was done"
+    sender.join(300)
     replies = [attacker.reply(100 + i, timeout=300) for i in range(16)]
     assert all(r["result"]["ids"] == ["m1"] for r in replies)  # the newest text is read
     attacker.close()
